@@ -1,0 +1,123 @@
+"""The one place carry runs git. Every call is logged and every failure carries git's output.
+
+subprocess is used rather than GitPython's `repo.git.*` because the engine feeds and reads raw
+bytes (patches with CRLF, binary hunks, non-UTF-8 text) and needs per-call environments
+(temporary index files, pinned identities). GitPython is used where a repository object helps.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("carry.git")
+
+# Isolate every call from the operator's ~/.gitconfig and /etc/gitconfig: hooks, aliases,
+# diff.noprefix, format.* and friends would otherwise change what patches look like.
+_ISOLATED_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ASKPASS": "true",
+    "LC_ALL": "C",
+    "LANGUAGE": "C",
+}
+_ISOLATED_CONFIG = ("-c", "safe.directory=*", "-c", "core.quotePath=false", "-c", "gc.auto=0")
+
+
+class GitError(RuntimeError):
+    """git exited non-zero. Carries the command line and both output streams."""
+
+    def __init__(self, args: Sequence[str], returncode: int, stdout: bytes, stderr: bytes):
+        self.args_list = list(args)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        tail = stderr.decode("utf-8", "replace").strip()[-2000:]
+        super().__init__(f"git {' '.join(self.args_list)} exited {returncode}: {tail}")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class GitResult:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace").strip()
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace").strip()
+
+
+@dataclass(frozen=True)
+class Git:
+    """Runs git against one repository: `git_dir` for a bare repository, else `cwd`."""
+
+    git_dir: Path | None = None
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def with_env(self, **extra: str) -> Git:
+        return Git(self.git_dir, self.cwd, {**self.env, **extra})
+
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+        timeout: float | None = None,
+    ) -> GitResult:
+        argv = ["git", *_ISOLATED_CONFIG]
+        if self.git_dir is not None:
+            argv += ["--git-dir", str(self.git_dir)]
+        argv += list(args)
+        full_env = {**os.environ, **_ISOLATED_ENV, **self.env, **(env or {})}
+        started = time.perf_counter()
+        proc = subprocess.run(
+            argv,
+            input=input,
+            capture_output=True,
+            cwd=self.cwd,
+            env=full_env,
+            timeout=timeout,
+            check=False,
+        )
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        log.debug(
+            "git %s -> %d (%.1f ms)",
+            " ".join(args)[:300],
+            proc.returncode,
+            elapsed_ms,
+            extra={"fields": {"git_dir": str(self.git_dir or self.cwd)}},
+        )
+        if check and proc.returncode != 0:
+            raise GitError(args, proc.returncode, proc.stdout, proc.stderr)
+        return GitResult(proc.returncode, proc.stdout, proc.stderr)
+
+    def out(self, *args: str, **kwargs: object) -> str:
+        """stdout of a successful call, decoded and stripped."""
+        return self.run(*args, **kwargs).text  # type: ignore[arg-type]
+
+    def rev_parse(self, rev: str) -> str | None:
+        result = self.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+        return result.text or None if result.ok else None
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return self.run("merge-base", "--is-ancestor", ancestor, descendant, check=False).ok
