@@ -98,5 +98,5 @@ class RepoBuilder:
     def format_patch(self, rev_range: str, outdir: Path) -> list[Path]:
         """`git format-patch` into outdir, returning the files in series order."""
         outdir.mkdir(parents=True, exist_ok=True)
-        names = self.git("format-patch", "-q", "-o", str(outdir), rev_range)
+        names = self.git("format-patch", "-o", str(outdir), rev_range)
         return [Path(line) for line in names.splitlines() if line]

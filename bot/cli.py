@@ -1,0 +1,137 @@
+"""`carry` command line. Each sub-command is a thin shell over a module that does the work."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import git as gitpython
+
+from bot import log as carry_log
+from bot.core.report import SeriesReport
+from bot.git.engine import Engine, PatchInput
+from bot.git.mirror import Mirror, MirrorError, default_cache_dir, normalize_source
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line on stderr, exit status 2."""
+
+
+def _check_local_repo(source: str) -> None:
+    path = Path(source)
+    if not path.exists():
+        raise UsageError(f"repository {source!r} does not exist")
+    try:
+        gitpython.Repo(path)
+    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError) as err:
+        raise UsageError(f"{source!r} is not a git repository") from err
+
+
+def _read_patches(names: Sequence[str]) -> list[PatchInput]:
+    patches = []
+    for name in names:
+        try:
+            patches.append(PatchInput(name, Path(name).read_bytes()))
+        except OSError as err:
+            raise UsageError(f"cannot read patch {name!r}: {err.strerror}") from err
+    return patches
+
+
+def _series_patches(directory: str) -> tuple[list[PatchInput], str | None]:
+    from bot.series_loader import SeriesInvalid, load_series_dir
+
+    try:
+        loaded = load_series_dir(Path(directory))
+    except SeriesInvalid as err:
+        raise UsageError(str(err).splitlines()[0]) from err
+    if loaded.awaiting_import:
+        raise UsageError(
+            f"series {loaded.series_id} is waiting for import: {loaded.awaiting_import}"
+        )
+    return _read_patches([str(p) for p in loaded.patch_paths]), loaded.base
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if not args.repo or not args.head:
+        raise UsageError("--repo and --head are required")
+    if not args.patch and not args.series:
+        raise UsageError("give --patch FILE (repeatable) or --series DIR")
+    if "://" not in args.repo and "@" not in args.repo:
+        _check_local_repo(args.repo)
+    patches = _read_patches(args.patch or [])
+    base = args.base
+    if args.series:
+        series_patches, series_base = _series_patches(args.series)
+        patches += series_patches
+        base = base or series_base
+    try:
+        mirror = Mirror(
+            normalize_source(args.repo), Path(args.cache_dir) if args.cache_dir else None
+        )
+        report = Engine(mirror).check(args.head, patches, base=base)
+    except MirrorError as err:
+        raise UsageError(str(err)) from err
+    if args.write_refreshed:
+        _write_refreshed(report)
+    if args.json:
+        json.dump(report.as_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_table(report))
+    return 0
+
+
+def _write_refreshed(report: SeriesReport) -> None:
+    for patch in report.patches:
+        if patch.refreshed is not None and patch.changed:
+            Path(patch.patch).write_bytes(patch.refreshed)
+
+
+def render_table(report: SeriesReport) -> str:
+    lines = [f"head {report.head} ({report.head_ref or 'detached'}) of {report.repo}"]
+    width = max((len(p.patch) for p in report.patches), default=5)
+    for p in report.patches:
+        lines.append(f"  {p.patch:<{width}}  {p.status.value:<16} {p.decision.value:<6} {p.reason}")
+        if p.conflict and "reproduce" in p.conflict:
+            lines.append("      reproduce: " + " && ".join(p.conflict["reproduce"]))
+    return "\n".join(lines) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="carry", description=__doc__)
+    parser.add_argument("--log-level", default="WARNING")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="re-apply patches on an upstream head and classify them")
+    check.add_argument("--repo", help="upstream repository: local path (bare or not) or URL")
+    check.add_argument("--head", help="any revision: branch, tag, SHA, refs/pull/N/head")
+    check.add_argument("--patch", action="append", help="patch file, in series order (repeatable)")
+    check.add_argument("--series", help="series directory under patches/")
+    check.add_argument("--base", help="upstream commit the series was last verified on")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument("--cache-dir", help=f"mirror cache (default {default_cache_dir()})")
+    check.add_argument(
+        "--write-refreshed", action="store_true", help="rewrite patch files whose context moved"
+    )
+    check.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    carry_log.setup(args.log_level, json_lines=False)
+    logging.getLogger("carry").setLevel(args.log_level.upper())
+    try:
+        return int(args.func(args))
+    except UsageError as err:
+        print(f"carry: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

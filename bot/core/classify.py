@@ -1,0 +1,381 @@
+"""Decide what a carried patch's state is on a new upstream head, from content signals.
+
+Pure: the git side gathers the signals (apply results, file contents, history matches) and
+this module turns them into a status and a decision with a reason. The one rule that matters
+most: `drop` is only ever decided on content evidence that the head fully contains the patch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from bot.core.patchfile import FileDiff, Hunk
+
+
+class Status(StrEnum):
+    APPLIES = "applies"
+    APPLIES_MOVED = "applies-moved"
+    CONTAINED = "contained"
+    UPSTREAM_VERSION = "upstream-version"
+    PARTIAL = "partial"
+    CONFLICT = "conflict"
+    INVALID = "invalid"
+
+
+class Decision(StrEnum):
+    KEEP = "keep"
+    DROP = "drop"
+    REVIEW = "review"
+
+
+class HunkState(StrEnum):
+    APPLIED = "applied"  # the hunk's post-image is in the head, its pre-image is not
+    PENDING = "pending"  # the pre-image is in the head: the hunk still has work to do
+    SIMILAR = "similar"  # neither image, but the head has most of the hunk's change
+    ABSENT = "absent"  # the change is not in the head and its context moved
+    UNKNOWN = "unknown"  # not enough substantive lines to tell
+
+
+# Lines this short or this generic say nothing about whether a change is present.
+_TRIVIAL = {
+    "else:",
+    "try:",
+    "pass",
+    "return",
+    "break",
+    "continue",
+    "finally:",
+    "}",
+    "{",
+    "};",
+    ")",
+    "]",
+    "),",
+    "],",
+    "end",
+    '"""',
+    "#",
+    "//",
+}
+_ALNUM = re.compile(r"[A-Za-z0-9_]")
+SIMILAR_ADDED_RATIO = 0.6
+SIMILAR_REMOVED_RATIO = 0.5
+DUPLICATE_RATIO = 0.8
+DUPLICATE_MIN_LINES = 3
+
+
+def normalize(line: bytes) -> str | None:
+    """Whitespace-free text of a line, or None when the line is too generic to be evidence."""
+    text = "".join(line.decode("utf-8", "surrogateescape").split())
+    if text in _TRIVIAL or len(_ALNUM.findall(text)) < 3:
+        return None
+    return text
+
+
+def _bare(line: bytes) -> bytes:
+    return line.rstrip(b"\r\n")
+
+
+def _find_block(haystack: Sequence[bytes], block: Sequence[bytes]) -> bool:
+    if not block:
+        return True
+    first = block[0]
+    width = len(block)
+    for i in range(len(haystack) - width + 1):
+        if haystack[i] == first and list(haystack[i : i + width]) == list(block):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class HunkPresence:
+    path: str
+    header: str
+    state: HunkState
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        out = {"file": self.path, "hunk": self.header, "state": self.state.value}
+        if self.detail:
+            out["detail"] = self.detail
+        return out
+
+
+def hunk_state(hunk: Hunk, head_lines: Sequence[bytes]) -> tuple[HunkState, str]:
+    """Where one hunk stands against the head's version of its file (lines without endings)."""
+    pre = [_bare(line) for line in hunk.side("-")]
+    post = [_bare(line) for line in hunk.side("+")]
+    has_pre, has_post = _find_block(head_lines, pre), _find_block(head_lines, post)
+    if has_post and not has_pre:
+        return HunkState.APPLIED, "post-image found"
+    if has_pre and not has_post:
+        return HunkState.PENDING, "pre-image found"
+    if has_pre and has_post:
+        return HunkState.PENDING, "both images found (duplicated code in the head)"
+    return _similarity(hunk, head_lines)
+
+
+def _similarity(hunk: Hunk, head_lines: Sequence[bytes]) -> tuple[HunkState, str]:
+    counts = Counter(n for n in map(normalize, head_lines) if n)
+    added = [n for n in map(normalize, hunk.added) if n]
+    removed = [n for n in map(normalize, hunk.removed) if n]
+    context = [n for n in map(normalize, hunk.side("-")) if n and n not in removed]
+    hits = _multiset_hits(Counter(added), counts)
+    gone = sum(1 for n in removed if counts[n] == 0)
+    if added:
+        added_ratio = hits / len(added)
+        removed_ratio = gone / len(removed) if removed else 1.0
+        detail = f"{hits}/{len(added)} added lines present, {gone}/{len(removed)} removed gone"
+        if added_ratio >= SIMILAR_ADDED_RATIO and removed_ratio >= SIMILAR_REMOVED_RATIO:
+            return HunkState.SIMILAR, detail
+        return HunkState.ABSENT, detail
+    if removed:
+        detail = f"{gone}/{len(removed)} removed lines gone"
+        context_seen = any(counts[n] for n in context)
+        if gone == len(removed) and context_seen:
+            return HunkState.SIMILAR, detail
+        return HunkState.ABSENT, detail
+    return HunkState.UNKNOWN, "no substantive lines to compare"
+
+
+def _multiset_hits(wanted: Counter[str], have: Counter[str]) -> int:
+    return sum(min(n, have[line]) for line, n in wanted.items())
+
+
+@dataclass(frozen=True)
+class HeadFile:
+    """The head's version of one path: None content means the path does not exist."""
+
+    content: bytes | None
+    oid: str | None = None
+    mode: str | None = None
+
+    @property
+    def lines(self) -> list[bytes]:
+        return [_bare(line) for line in (self.content or b"").splitlines()]
+
+
+def file_presence(fdiff: FileDiff, old: HeadFile, new: HeadFile) -> list[HunkPresence]:
+    """Presence of each hunk (or of the whole-file change) of one file diff in the head.
+
+    `old` is the head's file at the diff's old path, `new` at its new path (the same for
+    an in-place change)."""
+    path = fdiff.path
+
+    def one(state: HunkState, detail: str, header: str = "(file)") -> list[HunkPresence]:
+        return [HunkPresence(path, header, state, detail)]
+
+    if fdiff.binary:
+        return one(*_binary_state(fdiff, old, new))
+    if fdiff.is_new:
+        return _new_file_presence(fdiff, new)
+    if fdiff.is_deleted:
+        return _deleted_file_presence(fdiff, old)
+    target = new if (fdiff.is_rename and new.content is not None) else old
+    if not fdiff.hunks:
+        return one(*_metadata_state(fdiff, old, new))
+    if target.content is None:
+        return one(HunkState.ABSENT, f"{path} does not exist in the head")
+    lines = target.lines
+    return [HunkPresence(path, h.header, *hunk_state(h, lines)) for h in fdiff.hunks]
+
+
+def _binary_state(fdiff: FileDiff, old: HeadFile, new: HeadFile) -> tuple[HunkState, str]:
+    if fdiff.is_deleted:
+        if old.content is None:
+            return HunkState.APPLIED, "binary file already deleted"
+        return HunkState.PENDING, "binary file still present"
+    head = new if new.content is not None else old
+    if head.oid and fdiff.new_oid and head.oid.startswith(fdiff.new_oid):
+        return HunkState.APPLIED, "head blob equals the patch's post-image"
+    if head.content is None:
+        return (
+            (HunkState.PENDING, "binary file not yet present")
+            if fdiff.is_new
+            else (
+                HunkState.ABSENT,
+                "binary file missing in the head",
+            )
+        )
+    if head.oid and fdiff.old_oid and head.oid.startswith(fdiff.old_oid):
+        return HunkState.PENDING, "head blob equals the patch's pre-image"
+    return HunkState.ABSENT, "head has a different version of the binary file"
+
+
+def _metadata_state(fdiff: FileDiff, old: HeadFile, new: HeadFile) -> tuple[HunkState, str]:
+    if fdiff.is_rename:
+        if old.content is None and new.content is not None:
+            return HunkState.APPLIED, "file already renamed"
+        if old.content is not None and new.content is None:
+            return HunkState.PENDING, "rename not yet done"
+        return HunkState.ABSENT, "rename source and target both present or both missing"
+    head_mode = old.mode
+    if head_mode == fdiff.new_mode:
+        return HunkState.APPLIED, f"mode already {head_mode}"
+    if head_mode == fdiff.old_mode:
+        return HunkState.PENDING, f"mode still {head_mode}"
+    return HunkState.ABSENT, f"head mode {head_mode} is neither side of the patch"
+
+
+def _new_file_presence(fdiff: FileDiff, new: HeadFile) -> list[HunkPresence]:
+    path = fdiff.path
+    if new.content is None:
+        return [HunkPresence(path, "(new file)", HunkState.PENDING, "file does not exist yet")]
+    post = [_bare(line) for h in fdiff.hunks for line in h.side("+")]
+    if post == new.lines:
+        return [HunkPresence(path, "(new file)", HunkState.APPLIED, "identical file exists")]
+    merged = Hunk(0, 0, 1, len(post), b"", tuple(b"+" + line for line in post))
+    state, detail = _similarity(merged, new.lines)
+    return [HunkPresence(path, "(new file)", state, f"file exists and differs: {detail}")]
+
+
+def _deleted_file_presence(fdiff: FileDiff, old: HeadFile) -> list[HunkPresence]:
+    path = fdiff.path
+    if old.content is None:
+        return [HunkPresence(path, "(deleted file)", HunkState.APPLIED, "file already gone")]
+    pre = [_bare(line) for h in fdiff.hunks for line in h.side("-")]
+    if pre == old.lines:
+        return [HunkPresence(path, "(deleted file)", HunkState.PENDING, "file unchanged")]
+    return [HunkPresence(path, "(deleted file)", HunkState.ABSENT, "file changed upstream")]
+
+
+def duplicated_additions(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
+    """(hits, total): substantive lines the diff adds that the head already has elsewhere.
+
+    Lines the head has only because they are in the hunks' own context do not count."""
+    if fdiff.binary or head.content is None:
+        return 0, 0
+    added = Counter(n for h in fdiff.hunks for n in map(normalize, h.added) if n)
+    context = Counter(n for h in fdiff.hunks for n in map(normalize, h.side("-")) if n)
+    have = Counter(n for n in map(normalize, head.lines) if n)
+    have.subtract(context)
+    return _multiset_hits(added, +have), sum(added.values())
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Everything the decision rests on, gathered by the engine for one patch on one tree."""
+
+    empty: bool = False
+    forward: bool = False  # `git apply --cached` without 3-way succeeded
+    moved: bool = False  # forward (or 3-way) result differs from the patch's own hunks
+    reverse: bool = False  # `git apply -R --check` succeeded: the head has the post-image
+    three_way: str = "not-tried"  # clean | conflict | unavailable | not-tried
+    three_way_unchanged: bool = False  # clean 3-way merge left the tree unchanged
+    hunks: tuple[HunkPresence, ...] = ()
+    duplicate: bool = False  # the change would add code the head already has elsewhere
+    linked_merged_in_head: bool = False  # a linked PR's merge commit is an ancestor of head
+    matched_commit: bool = False  # an upstream commit in range matches (patch-id or subject)
+    matched_reverted: bool = False  # ... and a later upstream commit reverted it
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: Status
+    decision: Decision
+    reason: str
+    problem_hunks: tuple[HunkPresence, ...] = field(default=())
+
+
+def decide(sig: Signals) -> Verdict:
+    """The classification table. Every branch states its reason in words a maintainer reads."""
+    states = Counter(h.state for h in sig.hunks)
+    present = states[HunkState.APPLIED] + states[HunkState.SIMILAR]
+    if sig.empty:
+        return Verdict(
+            Status.CONTAINED, Decision.REVIEW, "the patch carries no changes; confirm removal"
+        )
+    if sig.forward and sig.reverse:
+        return Verdict(
+            Status.UPSTREAM_VERSION,
+            Decision.REVIEW,
+            "the head holds both the patch's pre-image and post-image (duplicated code)",
+        )
+    if not sig.forward and sig.reverse:
+        return Verdict(
+            Status.CONTAINED, Decision.DROP, "the patch reverse-applies: the head has every change"
+        )
+    if sig.three_way_unchanged:
+        return Verdict(
+            Status.CONTAINED,
+            Decision.DROP,
+            "a 3-way apply leaves the head's tree unchanged: the head has every change",
+        )
+    if sig.hunks and not sig.forward and states[HunkState.APPLIED] == len(sig.hunks):
+        return Verdict(
+            Status.CONTAINED, Decision.DROP, "every hunk's post-image is present in the head"
+        )
+    if sig.forward or sig.three_way == "clean":
+        return _applied_verdict(sig, present)
+    return _failed_verdict(sig, states, present)
+
+
+def _applied_verdict(sig: Signals, present: int) -> Verdict:
+    if present and sig.three_way == "clean" and not sig.forward:
+        return Verdict(
+            Status.PARTIAL,
+            Decision.REVIEW,
+            f"{present} of {len(sig.hunks)} hunks are already in the head; the rest applies",
+        )
+    if sig.duplicate:
+        return Verdict(
+            Status.UPSTREAM_VERSION,
+            Decision.REVIEW,
+            "the patch applies, but the head already has the code it adds elsewhere "
+            "(upstream moved or reworked it); applying would duplicate it",
+        )
+    if sig.linked_merged_in_head:
+        return Verdict(
+            Status.UPSTREAM_VERSION,
+            Decision.REVIEW,
+            "the linked upstream PR is merged into the head, but the patch's content is not: "
+            "upstream merged a different version",
+        )
+    if sig.matched_commit and not sig.matched_reverted:
+        return Verdict(
+            Status.UPSTREAM_VERSION,
+            Decision.REVIEW,
+            "an upstream commit in range matches this patch, yet its content is not in the head",
+        )
+    via = "with a 3-way merge" if not sig.forward else "after its context moved"
+    if sig.moved or not sig.forward:
+        reason = f"applies {via}; the refreshed patch differs only in context"
+        if sig.matched_reverted:
+            reason += " (upstream took it once and reverted it)"
+        return Verdict(Status.APPLIES_MOVED, Decision.KEEP, reason)
+    reason = "applies as is"
+    if sig.matched_reverted:
+        reason += "; upstream took it once and reverted it, so it is still needed"
+    return Verdict(Status.APPLIES, Decision.KEEP, reason)
+
+
+def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> Verdict:
+    total = len(sig.hunks)
+    missing = tuple(h for h in sig.hunks if h.state not in (HunkState.APPLIED, HunkState.SIMILAR))
+    if total and present == total:
+        return Verdict(
+            Status.UPSTREAM_VERSION,
+            Decision.REVIEW,
+            f"the head has a different version of all {total} hunks "
+            f"({states[HunkState.SIMILAR]} differ from the patch)",
+        )
+    if present:
+        return Verdict(
+            Status.PARTIAL,
+            Decision.REVIEW,
+            f"the head has {present} of {total} hunks; {len(missing)} are not there",
+            missing,
+        )
+    if sig.linked_merged_in_head or (sig.matched_commit and not sig.matched_reverted):
+        return Verdict(
+            Status.UPSTREAM_VERSION,
+            Decision.REVIEW,
+            "the patch conflicts, and upstream merged a matching change in range: "
+            "upstream likely took a different version",
+            missing,
+        )
+    return Verdict(Status.CONFLICT, Decision.REVIEW, "the patch does not apply", missing)

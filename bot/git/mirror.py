@@ -1,0 +1,182 @@
+"""One bare mirror per upstream repository, in carry's cache directory.
+
+Only the refs carry needs are fetched. A file lock serialises fetches of the same mirror
+across processes. The source repository is only ever read: carry never writes to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.git.runner import Git, GitError
+
+log = logging.getLogger("carry.mirror")
+
+_HEX = re.compile(r"^[0-9a-f]{4,40}$")
+_SUFFIX = re.compile(r"^(?P<name>.+?)(?P<suffix>(?:[~^][0-9]*)+)$")
+WIDE_REFSPECS = ("+refs/heads/*:refs/carry/heads/*", "+refs/tags/*:refs/carry/tags/*")
+
+
+class MirrorError(RuntimeError):
+    """The upstream cannot be read, or a revision does not exist in it."""
+
+
+def default_cache_dir() -> Path:
+    configured = os.environ.get("CARRY_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".cache" / "carry"
+
+
+def normalize_source(source: str) -> str:
+    """Absolute path for a local repository, the URL unchanged otherwise."""
+    if re.match(r"^[a-z][a-z0-9+.-]*://", source) or re.match(r"^[\w.-]+@[\w.-]+:", source):
+        return source
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise MirrorError(f"repository {source!r} does not exist")
+    return str(path.resolve())
+
+
+@dataclass(frozen=True)
+class ResolvedHead:
+    sha: str
+    ref: str | None  # the upstream ref the revision named, when it named one
+
+
+class Mirror:
+    def __init__(self, source: str, cache_dir: Path | None = None):
+        self.source = normalize_source(source)
+        root = (cache_dir or default_cache_dir()) / "mirrors"
+        digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.source.rstrip("/").split("/")[-1])[:40]
+        self.path = root / f"{slug.removesuffix('.git')}-{digest}.git"
+        self.git = Git(git_dir=self.path)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def ensure(self) -> Mirror:
+        """Creates the bare mirror, or re-creates it when it is missing or corrupt."""
+        with self.locked():
+            if self._healthy():
+                return self
+            if self.path.exists():
+                log.warning("mirror %s is corrupt; re-creating it", self.path)
+                shutil.rmtree(self.path)
+            staging = Path(tempfile.mkdtemp(prefix=".init-", dir=self.path.parent))
+            Git(git_dir=staging).run("init", "--bare", "--quiet")
+            Git(git_dir=staging).run("config", "carry.source", self.source)
+            staging.rename(self.path)
+        return self
+
+    def _healthy(self) -> bool:
+        if not (self.path / "HEAD").exists():
+            return False
+        return self.git.run("rev-parse", "--git-dir", check=False).ok
+
+    def fetch(self, *refspecs: str) -> None:
+        with self.locked():
+            try:
+                self.git.run("fetch", "--quiet", "--no-tags", "--force", self.source, *refspecs)
+            except GitError as err:
+                raise MirrorError(
+                    f"cannot fetch from {self.source}: {err.stderr_text.strip()}"
+                ) from err
+
+    def remote_refs(self) -> dict[str, str]:
+        """ref -> sha as the upstream advertises them (tags peeled to their commit)."""
+        try:
+            out = self.git.run("ls-remote", self.source).text
+        except GitError as err:
+            raise MirrorError(
+                f"cannot read repository {self.source}: {err.stderr_text.strip()}"
+            ) from err
+        refs: dict[str, str] = {}
+        for line in out.splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref.endswith("^{}"):
+                refs[ref[:-3]] = sha
+            else:
+                refs.setdefault(ref, sha)
+        return refs
+
+    def has_commit(self, sha: str) -> bool:
+        return self.git.rev_parse(sha) is not None
+
+    def has_objects(self, *oids: str) -> bool:
+        if not oids:
+            return True
+        query = "".join(f"{oid}\n" for oid in oids).encode()
+        out = self.git.run("cat-file", "--batch-check", input=query).text
+        return "missing" not in out and "ambiguous" not in out
+
+    def widen(self) -> None:
+        """Fetches every branch and tag: used when evidence needs objects outside the head."""
+        self.fetch(*WIDE_REFSPECS)
+
+    def resolve(self, rev: str) -> ResolvedHead:
+        """Fetches what `rev` needs and returns the commit it names."""
+        self.ensure()
+        if _HEX.match(rev) and len(rev) == 40 and self.has_commit(rev):
+            return ResolvedHead(rev, None)
+        base, suffix = _split_suffix(rev)
+        ref = self._remote_ref_for(base)
+        if ref is not None:
+            local = f"refs/carry/{ref.removeprefix('refs/')}"
+            self.fetch(f"+{ref}:{local}")
+            sha = self.git.rev_parse(local + suffix)
+            if sha is None:
+                raise MirrorError(f"revision {rev!r} does not name a commit in {self.source}")
+            return ResolvedHead(sha, ref if not suffix else None)
+        return ResolvedHead(self._resolve_object(rev, base, suffix), None)
+
+    def _remote_ref_for(self, name: str) -> str | None:
+        if _HEX.match(name):
+            return None
+        refs = self.remote_refs()
+        for candidate in (name, f"refs/heads/{name}", f"refs/tags/{name}", f"refs/{name}"):
+            if candidate.startswith("refs/") and candidate in refs:
+                return candidate
+        if name.startswith("refs/"):
+            raise MirrorError(f"ref {name!r} does not exist in {self.source}")
+        return None
+
+    def _resolve_object(self, rev: str, base: str, suffix: str) -> str:
+        if not _HEX.match(base):
+            raise MirrorError(f"revision {rev!r} not found in {self.source}")
+        sha = self.git.rev_parse(rev)
+        if sha is None and len(base) == 40:
+            with contextlib.suppress(MirrorError):
+                self.fetch(f"+{base}:refs/carry/objects/{base}")
+            sha = self.git.rev_parse(rev)
+        if sha is None:
+            self.widen()
+            sha = self.git.rev_parse(rev)
+        if sha is None:
+            raise MirrorError(f"revision {rev!r} not found in {self.source}")
+        return sha
+
+
+def _split_suffix(rev: str) -> tuple[str, str]:
+    match = _SUFFIX.match(rev)
+    if match:
+        return match.group("name"), match.group("suffix")
+    return rev, ""

@@ -1,0 +1,107 @@
+"""Apply patches to trees in a temporary index: the object database is the only thing touched."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.git.runner import Git
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    ok: bool
+    tree: str | None  # the resulting tree when ok
+    output: str  # git's stderr, the evidence of a failure
+
+
+@dataclass(frozen=True)
+class TreeEntry:
+    mode: str
+    oid: str
+
+
+class TreeApplier:
+    """Owns one temporary index file; every operation starts by loading the given tree."""
+
+    def __init__(self, git: Git, workdir: Path | None = None):
+        handle, name = tempfile.mkstemp(prefix="carry-index-", dir=workdir)
+        os.close(handle)
+        os.unlink(name)  # git creates it; an empty file is not a valid index
+        self.index = Path(name)
+        self.git = git.with_env(GIT_INDEX_FILE=name)
+        self.loaded: str | None = None
+
+    def close(self) -> None:
+        self.index.unlink(missing_ok=True)
+        self.loaded = None
+
+    def _load(self, tree: str) -> None:
+        if self.loaded != tree:
+            self.git.run("read-tree", tree)
+            self.loaded = tree
+
+    def apply(self, tree: str, patch: bytes, *, three_way: bool = False) -> ApplyResult:
+        self._load(tree)
+        args = ["apply", "--cached", "--whitespace=nowarn"]
+        if three_way:
+            args.append("--3way")
+        result = self.git.run(*args, "-", input=patch, check=False)
+        if not result.ok:
+            self.loaded = None  # a failed 3-way leaves unmerged entries behind
+            return ApplyResult(False, None, result.stderr_text)
+        written = self.git.run("write-tree", check=False)
+        if not written.ok:
+            self.loaded = None
+            return ApplyResult(False, None, result.stderr_text + written.stderr_text)
+        self.loaded = written.text
+        return ApplyResult(True, written.text, result.stderr_text)
+
+    def check_reverse(self, tree: str, patch: bytes) -> ApplyResult:
+        self._load(tree)
+        args = ["apply", "--cached", "--check", "--reverse", "--whitespace=nowarn"]
+        result = self.git.run(*args, "-", input=patch, check=False)
+        return ApplyResult(result.ok, None, result.stderr_text)
+
+
+def tree_of(git: Git, rev: str) -> str:
+    return git.out("rev-parse", f"{rev}^{{tree}}")
+
+
+def entries(git: Git, tree: str, paths: list[str]) -> dict[str, TreeEntry]:
+    """Mode and object id of each path that exists in the tree."""
+    if not paths:
+        return {}
+    out = git.run("ls-tree", "-z", "--full-tree", tree, "--", *paths).stdout
+    found: dict[str, TreeEntry] = {}
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        meta, _, path = record.partition(b"\t")
+        mode, _kind, oid = meta.decode().split()
+        found[path.decode("utf-8", "surrogateescape")] = TreeEntry(mode, oid)
+    return found
+
+
+def read_blobs(git: Git, oids: list[str]) -> dict[str, bytes]:
+    """Contents of blobs by id, in one `cat-file --batch` call."""
+    unique = list(dict.fromkeys(oids))
+    if not unique:
+        return {}
+    out = git.run("cat-file", "--batch", input="".join(f"{o}\n" for o in unique).encode()).stdout
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    for oid in unique:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].decode().split()
+        pos = end + 1
+        if len(header) < 3 or header[1] == "missing":
+            continue
+        size = int(header[2])
+        blobs[oid] = out[pos : pos + size]
+        pos += size + 1
+    return blobs
