@@ -7,6 +7,7 @@ most: `drop` is only ever decided on content evidence that the head fully contai
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -63,6 +64,8 @@ _TRIVIAL = {
 }
 _ALNUM = re.compile(r"[A-Za-z0-9_]")
 SIMILAR_ADDED_RATIO = 0.6
+FUZZY_LINE_CUTOFF = 0.8  # difflib ratio at which an edited line counts as the same line
+FUZZY_WEIGHT = 0.75
 SIMILAR_REMOVED_RATIO = 0.5
 DUPLICATE_RATIO = 0.8
 DUPLICATE_MIN_LINES = 3
@@ -127,10 +130,14 @@ def _similarity(hunk: Hunk, head_lines: Sequence[bytes]) -> tuple[HunkState, str
     hits = _multiset_hits(Counter(added), counts)
     gone = sum(1 for n in removed if counts[n] == 0)
     if added:
-        added_ratio = hits / len(added)
+        fuzzy = _fuzzy_hits([n for n in added if counts[n] == 0], counts)
+        added_score = (hits + FUZZY_WEIGHT * fuzzy) / len(added)
         removed_ratio = gone / len(removed) if removed else 1.0
-        detail = f"{hits}/{len(added)} added lines present, {gone}/{len(removed)} removed gone"
-        if added_ratio >= SIMILAR_ADDED_RATIO and removed_ratio >= SIMILAR_REMOVED_RATIO:
+        detail = (
+            f"{hits}/{len(added)} added lines present ({fuzzy} more with edits), "
+            f"{gone}/{len(removed)} removed gone"
+        )
+        if hits and added_score >= SIMILAR_ADDED_RATIO and removed_ratio >= SIMILAR_REMOVED_RATIO:
             return HunkState.SIMILAR, detail
         return HunkState.ABSENT, detail
     if removed:
@@ -140,6 +147,14 @@ def _similarity(hunk: Hunk, head_lines: Sequence[bytes]) -> tuple[HunkState, str
             return HunkState.SIMILAR, detail
         return HunkState.ABSENT, detail
     return HunkState.UNKNOWN, "no substantive lines to compare"
+
+
+def _fuzzy_hits(missing: list[str], have: Counter[str]) -> int:
+    """Added lines that the head has in an edited form (review changes, renamed arguments)."""
+    if not missing:
+        return 0
+    pool = list(have)
+    return sum(1 for n in missing if difflib.get_close_matches(n, pool, 1, FUZZY_LINE_CUTOFF))
 
 
 def _multiset_hits(wanted: Counter[str], have: Counter[str]) -> int:
@@ -378,4 +393,10 @@ def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> V
             "upstream likely took a different version",
             missing,
         )
-    return Verdict(Status.CONFLICT, Decision.REVIEW, "the patch does not apply", missing)
+    return Verdict(
+        Status.CONFLICT,
+        Decision.KEEP,
+        "the patch does not apply and the head does not have its change: "
+        "it is still needed and must be rebased by hand",
+        missing,
+    )

@@ -137,7 +137,6 @@ class _PatchCheck:
 
     def _classify(self, step: _Step, parsed: PatchFile) -> PatchReport:
         data = self.item.data
-        subject = parsed.meta.subject
         if parsed.is_empty:
             verdict = classify.decide(Signals(empty=True))
             self.evidence.append({"signal": "empty-patch", "detail": "no file is changed"})

@@ -107,11 +107,11 @@ def _reverted_by(target: UpstreamCommit, newer: list[UpstreamCommit]) -> str | N
     revert_subject = f'revert "{target.subject}"'.lower()
     for commit in newer:  # newest first
         reverts = _REVERT_OF.findall(commit.body)
-        if any(target.sha.startswith(r) for r in reverts) or commit.subject.lower() == (
-            revert_subject
-        ):
-            if _reverted_by(commit, newer[: newer.index(commit)]) is None:
-                return commit.sha
+        is_revert = any(target.sha.startswith(r) for r in reverts) or (
+            commit.subject.lower() == revert_subject
+        )
+        if is_revert and _reverted_by(commit, newer[: newer.index(commit)]) is None:
+            return commit.sha
     return None
 
 
