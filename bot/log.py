@@ -10,19 +10,19 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-_CORRELATION: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar(
-    "carry_correlation", default={}
+_CORRELATION: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "carry_correlation", default=None
 )
 
 
 def correlation() -> dict[str, str]:
-    return dict(_CORRELATION.get())
+    return dict(_CORRELATION.get() or {})
 
 
 @contextlib.contextmanager
 def correlated(**ids: str | None) -> Iterator[None]:
     """Adds ids (delivery_id, event_key, task_id, run_id, ...) to every log line inside the block."""
-    merged = {**_CORRELATION.get(), **{k: str(v) for k, v in ids.items() if v is not None}}
+    merged = {**(_CORRELATION.get() or {}), **{k: str(v) for k, v in ids.items() if v is not None}}
     token = _CORRELATION.set(merged)
     try:
         yield

@@ -1,8 +1,8 @@
 """The patch engine: re-apply a carried series on an upstream head and classify every patch.
 
-Patch N is tried on head + the patches before it that still apply. Nothing is checked out:
-trees are built in a temporary index and only the mirror's object database is written.
-Each patch gets a status, a decision and the evidence both rest on (see bot.core.classify).
+Patch N is tried on head + the patches before it that are kept. Nothing is checked out: trees
+are built in a temporary index and only the mirror's object database is written. Each patch
+gets a status, a decision and the evidence both rest on (the rules live in bot.core.classify).
 """
 
 from __future__ import annotations
@@ -14,15 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from bot.core import classify
-from bot.core.classify import Decision, HeadFile, HunkPresence, Signals, Status
+from bot.core.classify import Decision, HeadFile, HunkPresence, Signals, Status, Verdict
 from bot.core.linetrack import touching_commits
-from bot.core.patchfile import PatchFile, PatchFileError, parse_patch
+from bot.core.patchfile import PatchFile, PatchFileError, PatchMeta, parse_patch
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
 from bot.git import history
 from bot.git.formatpatch import format_patch, make_commit
 from bot.git.mirror import Mirror, MirrorError
 from bot.git.runner import Git
-from bot.git.tree_apply import ApplyResult, TreeApplier, entries, read_blobs, tree_of
+from bot.git.tree_apply import (
+    ApplyResult,
+    TreeApplier,
+    entries,
+    moved_hunks,
+    read_objects,
+    tree_of,
+)
 
 log = logging.getLogger("carry.engine")
 
@@ -41,18 +48,39 @@ class LinkedPr:
 
 
 @dataclass
-class _Step:
-    """Mutable state threaded through the series: the tree and commit patches build on."""
+class _Chain:
+    """The series as built so far: a tree, and commits created only when someone needs them."""
 
+    git: Git
     tree: str
     commit: str
-    applied: list[str] = field(default_factory=list)  # names of patches applied so far
+    pending: list[tuple[str, PatchMeta]] = field(default_factory=list)
+    applied: list[str] = field(default_factory=list)  # names of the patches kept so far
+
+    def push(self, name: str, tree: str, meta: PatchMeta) -> None:
+        self.pending.append((tree, meta))
+        self.tree = tree
+        self.applied.append(name)
+
+    def tip(self) -> str:
+        for tree, meta in self.pending:
+            self.commit = make_commit(self.git, tree, self.commit, meta)
+        self.pending.clear()
+        return self.commit
 
 
 class Engine:
     def __init__(self, mirror: Mirror):
         self.mirror = mirror
         self.git: Git = mirror.git
+        self._known: dict[str, bool] = {}
+
+    def has_commit(self, sha: str | None) -> bool:
+        if not sha:
+            return False
+        if sha not in self._known:
+            self._known[sha] = self.mirror.has_commit(sha)
+        return self._known[sha]
 
     def check(
         self,
@@ -62,17 +90,23 @@ class Engine:
         base: str | None = None,
         links: dict[str, list[LinkedPr]] | None = None,
         patch_paths: dict[str, str] | None = None,
+        commit_result: bool = False,
     ) -> SeriesReport:
+        """Classifies `patches` on `head_rev`. `commit_result` also writes the resulting commit
+        chain (for pushing); `patch_paths` maps names to paths for the reproduce commands."""
         started = time.perf_counter()
         head = self.mirror.resolve(head_rev)
-        step = _Step(tree_of(self.git, head.sha), head.sha)
+        parsed = [_parse(item) for item in patches]
+        self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
+        histories = self._histories(head.sha, base, patches, parsed)
+        chain = _Chain(self.git, tree_of(self.git, head.sha), head.sha)
         applier = TreeApplier(self.git)
-        reports = []
+        context = _Context(self, applier, head.sha, head.ref, links or {}, patch_paths or {})
         try:
-            for item in patches:
-                checker = _PatchCheck(self, applier, head.sha, head.ref, base, item, links or {})
-                report = checker.run(step, patch_paths or {})
-                reports.append(report)
+            reports = [
+                context.check(item, result, chain, histories.get(i))
+                for i, (item, result) in enumerate(zip(patches, parsed, strict=True))
+            ]
         finally:
             applier.close()
         log.info(
@@ -81,195 +115,232 @@ class Engine:
             head.sha[:12],
             (time.perf_counter() - started) * 1000,
         )
+        result_commit = chain.tip() if commit_result else None
         return SeriesReport(
-            self.mirror.source, head.sha, head.ref, base, reports, step.tree, step.commit
+            self.mirror.source, head.sha, head.ref, base, reports, chain.tree, result_commit
         )
 
-
-class _PatchCheck:
-    def __init__(
-        self,
-        engine: Engine,
-        applier: TreeApplier,
-        head: str,
-        head_ref: str | None,
-        base: str | None,
-        item: PatchInput,
-        links: dict[str, list[LinkedPr]],
-    ):
-        self.engine = engine
-        self.git = engine.git
-        self.applier = applier
-        self.head = head
-        self.head_ref = head_ref
-        self.base = base
-        self.item = item
-        self.links = links.get(Path(item.name).name, []) or links.get(item.name, [])
-        self.evidence: list[dict[str, Any]] = []
-
-    def run(self, step: _Step, patch_paths: dict[str, str]) -> PatchReport:
+    def _ensure_preimages(self, parsed: list[PatchFile]) -> None:
+        """Fetches every branch and tag once when pre-image blobs or From commits are missing:
+        a 3-way apply and the history evidence need them."""
+        if self.mirror.widened:
+            return
+        oids = [f.old_oid for p in parsed for f in p.files if f.old_oid and not f.binary]
+        commits = [p.meta.commit for p in parsed if p.meta.commit]
+        if self.mirror.has_objects(*oids) and all(self.has_commit(c) for c in commits):
+            return
         try:
-            parsed = parse_patch(self.item.data, name=self.item.name)
-        except PatchFileError as err:
-            return self._invalid(err)
-        report = self._classify(step, parsed)
-        if report.status == Status.CONFLICT or (
-            report.status in (Status.PARTIAL, Status.UPSTREAM_VERSION) and report.conflict
-        ):
-            names = [*step.applied, self.item.name]
+            self.mirror.widen()
+        except MirrorError as err:
+            log.warning("could not widen mirror %s: %s", self.mirror.path, err)
+        self._known.clear()
+
+    def _histories(
+        self,
+        head: str,
+        base: str | None,
+        patches: list[PatchInput],
+        parsed: list[PatchFile | PatchFileError],
+    ) -> dict[int, tuple[str, list[history.Match]]]:
+        """Per patch index: (range, matches), grouped so each distinct range is read once."""
+        ranges: dict[str, list[int]] = {}
+        for i, p in enumerate(parsed):
+            if not isinstance(p, PatchFile) or p.is_empty:
+                continue
+            anchor = base if self.has_commit(base) else p.meta.commit
+            if not self.has_commit(anchor):
+                continue
+            fork = self.git.run("merge-base", str(anchor), head, check=False).text
+            if fork:
+                ranges.setdefault(f"{fork}..{head}", []).append(i)
+        found: dict[int, tuple[str, list[history.Match]]] = {}
+        for rev_range, indexes in ranges.items():
+            group = [(p, patches[i].data) for i in indexes if isinstance(p := parsed[i], PatchFile)]
+            series_history = history.SeriesHistory(self.git, rev_range, group)
+            for position, i in enumerate(indexes):
+                found[i] = (rev_range, series_history.matches[position])
+        return found
+
+
+def _parse(item: PatchInput) -> PatchFile | PatchFileError:
+    try:
+        return parse_patch(item.data, name=item.name)
+    except PatchFileError as err:
+        return err
+
+
+@dataclass
+class _Context:
+    engine: Engine
+    applier: TreeApplier
+    head: str
+    head_ref: str | None
+    links: dict[str, list[LinkedPr]]
+    patch_paths: dict[str, str]
+
+    def check(
+        self,
+        item: PatchInput,
+        parsed: PatchFile | PatchFileError,
+        chain: _Chain,
+        found: tuple[str, list[history.Match]] | None,
+    ) -> PatchReport:
+        if isinstance(parsed, PatchFileError):
+            return _invalid(item, parsed)
+        links = self.links.get(Path(item.name).name) or self.links.get(item.name) or []
+        earlier = list(chain.applied)
+        report = _PatchCheck(self, item, parsed, links, found).run(chain)
+        if report.status in (Status.CONFLICT, Status.PARTIAL, Status.UPSTREAM_VERSION):
+            names = [*earlier, item.name]
             report.conflict = {
                 **(report.conflict or {}),
                 "reproduce": reproduce_commands(
                     self.engine.mirror.source,
                     self.head,
                     self.head_ref,
-                    [patch_paths.get(n, n) for n in names],
+                    [self.patch_paths.get(n, n) for n in names],
                 ),
             }
         return report
 
-    def _invalid(self, err: PatchFileError) -> PatchReport:
-        reason = f"{self.item.name}: {err}"
-        evidence = [
-            {"signal": "parse", "result": "failed", "line": err.line, "detail": err.message}
-        ]
-        return PatchReport(self.item.name, Status.INVALID, Decision.REVIEW, reason, evidence)
 
-    def _classify(self, step: _Step, parsed: PatchFile) -> PatchReport:
-        data = self.item.data
-        if parsed.is_empty:
-            verdict = classify.decide(Signals(empty=True))
+def _invalid(item: PatchInput, err: PatchFileError) -> PatchReport:
+    evidence = [{"signal": "parse", "result": "failed", "line": err.line, "detail": err.message}]
+    reason = f"{item.name}: {err}"
+    return PatchReport(item.name, Status.INVALID, Decision.REVIEW, reason, evidence)
+
+
+class _PatchCheck:
+    def __init__(
+        self,
+        context: _Context,
+        item: PatchInput,
+        parsed: PatchFile,
+        links: list[LinkedPr],
+        found: tuple[str, list[history.Match]] | None,
+    ):
+        self.ctx = context
+        self.git = context.engine.git
+        self.item = item
+        self.parsed = parsed
+        self.links = links
+        self.range: str | None = found[0] if found else None
+        self.matches: list[history.Match] = found[1] if found else []
+        self.evidence: list[dict[str, Any]] = []
+
+    def run(self, chain: _Chain) -> PatchReport:
+        if self.parsed.is_empty:
             self.evidence.append({"signal": "empty-patch", "detail": "no file is changed"})
-            return self._report(parsed, verdict, None)
-        self._ensure_preimages(parsed)
-        forward = self.applier.apply(step.tree, data)
-        self.evidence.append(_apply_evidence("forward-apply", forward))
-        reverse = self.applier.check_reverse(step.tree, data)
+            return self._report(classify.decide(Signals(empty=True)), None)
+        before = chain.tree
+        applier = self.ctx.applier
+        reverse = applier.check_reverse(before, self.item.data)
         self.evidence.append(_apply_evidence("reverse-apply", reverse))
-        three_way, merged = self._three_way(step.tree, data, forward)
-        head_files = self._head_files(step.tree, parsed)
-        hunks = self._hunk_presence(parsed, head_files) if not forward.ok else ()
+        forward = applier.apply(before, self.item.data)
+        self.evidence.append(_apply_evidence("forward-apply", forward))
+        merged = None if forward.ok else self._three_way(before)
+        head_files = self._head_files(before)
+        hunks = () if forward.ok else self._hunk_presence(head_files)
         if hunks:
             self.evidence.append({"signal": "hunks", "hunks": [h.as_dict() for h in hunks]})
-        applied_tree = forward.tree if forward.ok else merged.tree if merged else None
-        duplicate = applied_tree is not None and self._duplicate(parsed, head_files)
-        regenerated, regen_commit = None, None
-        moved = False
-        if applied_tree is not None and applied_tree != step.tree:
-            regen_commit = make_commit(self.git, applied_tree, step.commit, parsed.meta)
-            regenerated = format_patch(self.git, regen_commit)
-            moved = not same_hunks(parsed, parse_patch(regenerated))
-        matched, reverted = self._history(parsed)
-        merged_in_head = self._linked_prs()
+        after = forward.tree if forward.ok else (merged.tree if merged and merged.ok else None)
         signals = Signals(
             forward=forward.ok,
-            moved=moved,
+            moved=not forward.ok or moved_hunks(forward.output),
             reverse=reverse.ok,
-            three_way=three_way,
-            three_way_unchanged=merged is not None and merged.tree == step.tree,
+            three_way=_three_way_state(merged),
+            three_way_unchanged=after == before,
             hunks=hunks,
-            duplicate=duplicate,
-            linked_merged_in_head=merged_in_head,
-            matched_commit=matched,
-            matched_reverted=reverted,
+            duplicate=after is not None and self._duplicate(head_files),
+            linked_merged_in_head=self._linked_prs(),
+            matched_commit=any(m.reverted_by is None for m in self.matches),
+            matched_reverted=bool(self.matches) and all(m.reverted_by for m in self.matches),
         )
-        if forward.ok and forward.tree == step.tree:
-            signals = Signals(**{**signals.__dict__, "three_way_unchanged": True})
+        self._history_evidence()
+        if after == before:
             self.evidence.append({"signal": "tree-unchanged", "result": True})
         verdict = classify.decide(signals)
-        report = self._report(parsed, verdict, regenerated if moved else data)
-        if verdict.decision == Decision.KEEP and regen_commit and applied_tree:
-            step.tree, step.commit = applied_tree, regen_commit
-            step.applied.append(self.item.name)
-            report.changed = moved
-            if moved and regenerated is not None:
-                report.interdiff = interdiff(data, parsed, regenerated, parse_patch(regenerated))
-        elif verdict.decision == Decision.REVIEW and regen_commit and applied_tree:
-            # Review keeps the patch in the series until a human decides; later patches see it.
-            step.tree, step.commit = applied_tree, regen_commit
-            step.applied.append(self.item.name)
-            report.changed = moved
+        return self._finish(chain, verdict, after, signals.moved)
+
+    def _finish(
+        self, chain: _Chain, verdict: Verdict, after: str | None, moved: bool
+    ) -> PatchReport:
+        keeps = verdict.decision in (Decision.KEEP, Decision.REVIEW)
+        if not keeps or after is None or after == chain.tree:
+            report = self._report(verdict, None)  # dropped or not applicable: never written
         else:
-            report.refreshed = None  # dropped, conflicting or unusable: never written as a patch
+            refreshed = self.item.data
+            if moved:
+                regenerated = format_patch(
+                    self.git, make_commit(self.git, after, chain.tip(), self.parsed.meta)
+                )
+                regenerated_parsed = parse_patch(regenerated)
+                if not same_hunks(self.parsed, regenerated_parsed):
+                    refreshed = regenerated
+            chain.push(self.item.name, after, self.parsed.meta)
+            report = self._report(verdict, refreshed)
+            report.changed = refreshed != self.item.data
+            if report.changed:
+                report.interdiff = interdiff(
+                    self.item.data, self.parsed, refreshed, parse_patch(refreshed)
+                )
+            elif verdict.status == Status.APPLIES_MOVED:
+                report.status = Status.APPLIES
+                report.reason = "applies as is"
         if verdict.status in (Status.CONFLICT, Status.PARTIAL, Status.UPSTREAM_VERSION):
-            report.conflict = self._conflict_details(parsed, verdict.problem_hunks, forward)
+            report.conflict = self._conflict_details(verdict.problem_hunks)
         return report
 
-    def _report(
-        self, parsed: PatchFile, verdict: classify.Verdict, refreshed: bytes | None
-    ) -> PatchReport:
+    def _report(self, verdict: Verdict, refreshed: bytes | None) -> PatchReport:
         return PatchReport(
             self.item.name,
             verdict.status,
             verdict.decision,
             verdict.reason,
             self.evidence,
-            parsed.meta.subject,
+            self.parsed.meta.subject,
             refreshed,
         )
 
-    def _ensure_preimages(self, parsed: PatchFile) -> None:
-        """Fetches every branch and tag once when the patch's pre-image blobs are not here yet."""
-        oids = [f.old_oid for f in parsed.files if f.old_oid and not f.binary]
-        commit = parsed.meta.commit
-        missing = (oids and not self.engine.mirror.has_objects(*oids)) or (
-            commit and not self.engine.mirror.has_commit(commit)
-        )
-        if missing and not getattr(self.engine.mirror, "_widened", False):
-            try:
-                self.engine.mirror.widen()
-            except MirrorError as err:
-                self.evidence.append({"signal": "fetch", "result": "failed", "detail": str(err)})
-            self.engine.mirror._widened = True  # type: ignore[attr-defined]
-
-    def _three_way(
-        self, tree: str, data: bytes, forward: ApplyResult
-    ) -> tuple[str, ApplyResult | None]:
-        if forward.ok:
-            return "not-tried", None
-        merged = self.applier.apply(tree, data, three_way=True)
+    def _three_way(self, tree: str) -> ApplyResult:
+        merged = self.ctx.applier.apply(tree, self.item.data, three_way=True)
+        entry: dict[str, Any] = {"signal": "3way-apply", "result": _three_way_state(merged)}
         if merged.ok:
-            self.evidence.append(
-                {"signal": "3way-apply", "result": "clean", "unchanged": merged.tree == tree}
-            )
-            return "clean", merged
-        unavailable = "repository lacks the necessary blob" in merged.output or (
-            "cannot fall back" in merged.output
-        )
-        state = "unavailable" if unavailable else "conflict"
-        self.evidence.append(
-            {"signal": "3way-apply", "result": state, "detail": _tail(merged.output)}
-        )
-        return state, None
+            entry["unchanged"] = merged.tree == tree
+        else:
+            entry["detail"] = _tail(merged.output)
+        self.evidence.append(entry)
+        return merged
 
-    def _head_files(self, tree: str, parsed: PatchFile) -> dict[str, HeadFile]:
-        paths = list(parsed.touched_paths)
-        found = entries(self.git, tree, paths)
-        blobs = read_blobs(self.git, [e.oid for e in found.values() if e.mode != "160000"])
-        return {
-            path: HeadFile(blobs.get(found[path].oid), found[path].oid, found[path].mode)
-            if path in found
-            else HeadFile(None)
-            for path in paths
-        }
+    def _head_files(self, tree: str) -> dict[str, HeadFile]:
+        paths = list(self.parsed.touched_paths)
+        blobs = read_objects(self.git, [f"{tree}:{p}" for p in paths])
+        modes = {}
+        if any(f.old_mode != f.new_mode or f.binary for f in self.parsed.files):
+            modes = {p: e.mode for p, e in entries(self.git, tree, paths).items()}
+        files = {}
+        for path in paths:
+            blob = blobs.get(f"{tree}:{path}")
+            if blob is None or blob.kind != "blob":
+                files[path] = HeadFile(None)
+            else:
+                files[path] = HeadFile(blob.content, blob.oid, modes.get(path, "100644"))
+        return files
 
-    def _hunk_presence(
-        self, parsed: PatchFile, files: dict[str, HeadFile]
-    ) -> tuple[HunkPresence, ...]:
+    def _hunk_presence(self, files: dict[str, HeadFile]) -> tuple[HunkPresence, ...]:
         out: list[HunkPresence] = []
-        for fdiff in parsed.files:
+        for fdiff in self.parsed.files:
             old = files.get(fdiff.old_path or "", HeadFile(None))
             new = files.get(fdiff.new_path or "", HeadFile(None))
             out.extend(classify.file_presence(fdiff, old, new))
         return tuple(out)
 
-    def _duplicate(self, parsed: PatchFile, files: dict[str, HeadFile]) -> bool:
+    def _duplicate(self, files: dict[str, HeadFile]) -> bool:
         hits = total = 0
-        for fdiff in parsed.files:
-            if fdiff.is_new:
-                continue
-            h, t = classify.duplicated_additions(fdiff, files.get(fdiff.path, HeadFile(None)))
-            hits, total = hits + h, total + t
+        for fdiff in self.parsed.files:
+            if not fdiff.is_new:
+                h, t = classify.duplicated_additions(fdiff, files.get(fdiff.path, HeadFile(None)))
+                hits, total = hits + h, total + t
         duplicate = (
             total >= classify.DUPLICATE_MIN_LINES and hits >= total * classify.DUPLICATE_RATIO
         )
@@ -284,81 +355,62 @@ class _PatchCheck:
             )
         return duplicate
 
-    def _history_range(self, parsed: PatchFile) -> str | None:
-        mirror = self.engine.mirror
-        anchor = self.base if self.base and mirror.has_commit(self.base) else None
-        if anchor is None and parsed.meta.commit and mirror.has_commit(parsed.meta.commit):
-            anchor = parsed.meta.commit
-        if anchor is None:
-            return None
-        fork = self.git.run("merge-base", anchor, self.head, check=False).text
-        return f"{fork}..{self.head}" if fork else None
-
-    def _history(self, parsed: PatchFile) -> tuple[bool, bool]:
-        rev_range = self._history_range(parsed)
-        self._range = rev_range
-        if rev_range is None:
-            self.evidence.append(
-                {
-                    "signal": "history",
-                    "result": "skipped",
-                    "detail": "the patch's base is unknown (no series base, no known From commit)",
-                }
-            )
-            return False, False
-        matches = history.find_matches(self.git, rev_range, parsed, self.item.data)
-        for match in matches:
+    def _history_evidence(self) -> None:
+        if self.range is None:
+            detail = "the patch's base is unknown (no series base, no known From commit)"
+            self.evidence.append({"signal": "history", "result": "skipped", "detail": detail})
+            return
+        for match in self.matches:
             self.evidence.append(
                 {
                     "signal": f"{match.how}-match",
                     "commit": match.commit.sha,
                     "subject": match.commit.subject,
                     "reverted_by": match.reverted_by,
-                    "range": rev_range,
+                    "range": self.range,
                 }
             )
-        live = [m for m in matches if m.reverted_by is None]
-        return bool(live), bool(matches) and not live
 
     def _linked_prs(self) -> bool:
         in_head = False
         for pr in self.links:
             entry: dict[str, Any] = {"signal": "linked-pr", "pr": pr.ref, "state": pr.state}
             if pr.state == "merged" and pr.merge_commit:
-                entry["merge_commit"] = pr.merge_commit
-                known = self.engine.mirror.has_commit(pr.merge_commit)
-                ancestor = known and self.git.is_ancestor(pr.merge_commit, self.head)
-                entry["ancestor_of_head"] = ancestor
+                known = self.ctx.engine.has_commit(pr.merge_commit)
+                ancestor = known and self.git.is_ancestor(pr.merge_commit, self.ctx.head)
+                entry.update(merge_commit=pr.merge_commit, ancestor_of_head=ancestor)
                 if not known:
-                    entry["detail"] = "merge commit is not in the watched history"
+                    entry["detail"] = "the merge commit is not in the watched history"
                 in_head = in_head or ancestor
             self.evidence.append(entry)
         return in_head
 
-    def _conflict_details(
-        self, parsed: PatchFile, problem: tuple[HunkPresence, ...], forward: ApplyResult
-    ) -> dict[str, Any]:
-        rev_range = getattr(self, "_range", None)
-        hunks_by_key = {(f.path, h.header): (f, h) for f in parsed.files for h in f.hunks}
+    def _conflict_details(self, problem: tuple[HunkPresence, ...]) -> dict[str, Any]:
+        hunks = {(f.path, h.header): (f, h) for f in self.parsed.files for h in f.hunks}
         details = []
         for presence in problem:
-            found = hunks_by_key.get((presence.path, presence.header))
             entry: dict[str, Any] = presence.as_dict()
-            if rev_range and found:
+            found = hunks.get((presence.path, presence.header))
+            if self.range and found:
                 fdiff, hunk = found
-                path = fdiff.old_path or fdiff.path
-                timeline = history.file_history(self.git, rev_range, path)
-                entry["upstream_commits"] = [
-                    {"sha": sha, "subject": subject}
-                    for sha, subject in touching_commits(hunk.old_start, hunk.old_len, timeline)
-                ]
+                timeline = history.file_history(self.git, self.range, fdiff.old_path or fdiff.path)
+                touched = touching_commits(hunk.old_start, hunk.old_len, timeline)
+                entry["upstream_commits"] = [{"sha": s, "subject": t} for s, t in touched]
             else:
-                entry["recent_commits"] = [
-                    {"sha": sha, "subject": subject}
-                    for sha, subject in history.recent_commits(self.git, self.head, presence.path)
-                ]
+                recent = history.recent_commits(self.git, self.ctx.head, presence.path)
+                entry["recent_commits"] = [{"sha": s, "subject": t} for s, t in recent]
             details.append(entry)
-        return {"hunks": details, "apply_output": _tail(forward.output)}
+        forward = next((e for e in self.evidence if e["signal"] == "forward-apply"), {})
+        return {"hunks": details, "apply_output": forward.get("detail", "")}
+
+
+def _three_way_state(merged: ApplyResult | None) -> str:
+    if merged is None:
+        return "not-tried"
+    if merged.ok:
+        return "clean"
+    missing = "lacks the necessary blob" in merged.output or "cannot fall back" in merged.output
+    return "unavailable" if missing else "conflict"
 
 
 def _apply_evidence(signal: str, result: ApplyResult) -> dict[str, Any]:
@@ -369,5 +421,10 @@ def _apply_evidence(signal: str, result: ApplyResult) -> dict[str, Any]:
 
 
 def _tail(text: str, limit: int = 1500) -> str:
-    text = text.strip()
+    lines = [
+        line
+        for line in text.strip().splitlines()
+        if not line.startswith(("Checking", "Applied", "Hunk #"))
+    ]
+    text = "\n".join(lines)
     return text if len(text) <= limit else "…" + text[-limit:]

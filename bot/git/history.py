@@ -1,19 +1,24 @@
-"""Upstream history as evidence: matching commits (patch-id, subject), reverts, conflict blame."""
+"""Upstream history as evidence: matching commits (patch-id, subject), reverts, conflict blame.
+
+The range's commits are read once per series: one `git log -p` over the paths the series
+touches and one `git patch-id` call for every (patch, candidate commit) pair.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bot.core.linetrack import CommitHunks, ZeroHunk
-from bot.core.patchfile import PatchFile
+from bot.core.patchfile import PatchFile, split_lines
 from bot.git.runner import Git
 
 MAX_CANDIDATES = 400
+MIN_SUBJECT_CHARS = 12
 _SUBJECT_NOISE = re.compile(r"(\[[^\]]*\]\s*)|(\s*\(#\d+\)\s*$)|(^cherry[- ]pick(ed)?:?\s*)", re.I)
 _REVERT_OF = re.compile(r"This reverts commit ([0-9a-f]{7,40})")
 _ZERO_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-MIN_SUBJECT_CHARS = 12
+_RECORD = b"\x1eCARRY-COMMIT "
 
 
 def subject_key(subject: str) -> str:
@@ -30,6 +35,7 @@ class UpstreamCommit:
     sha: str
     subject: str
     body: str
+    sections: dict[str, bytes] = field(default_factory=dict, compare=False)  # path -> file diff
 
 
 @dataclass(frozen=True)
@@ -39,78 +45,96 @@ class Match:
     reverted_by: str | None
 
 
-def range_commits(git: Git, rev_range: str, paths: tuple[str, ...]) -> list[UpstreamCommit]:
+def _split_sections(diff: bytes) -> dict[str, bytes]:
+    sections: dict[str, bytes] = {}
+    for chunk in re.split(rb"(?m)^(?=diff --git )", diff):
+        if not chunk.startswith(b"diff --git "):
+            continue
+        header = chunk.split(b"\n", 1)[0].decode("utf-8", "surrogateescape")
+        paths = re.findall(r"[ab]/(\S+)", header)
+        for path in dict.fromkeys(paths):
+            sections[path] = chunk
+    return sections
+
+
+def read_range(git: Git, rev_range: str, paths: tuple[str, ...]) -> list[UpstreamCommit]:
+    """Newest-first commits in range touching any of `paths`, with their per-file diffs."""
     if not paths:
         return []
-    fmt = "%H%x1f%s%x1f%b%x1e"
     out = git.run(
-        "log", "--no-merges", f"-n{MAX_CANDIDATES}", f"--format={fmt}", rev_range, "--", *paths
-    ).stdout.decode("utf-8", "replace")
-    commits = []
-    for record in out.split("\x1e"):
-        fields = record.strip("\n").split("\x1f")
-        if len(fields) == 3:
-            commits.append(UpstreamCommit(*fields))
-    return commits
-
-
-def patch_id(git: Git, diff: bytes) -> str | None:
-    out = git.run("patch-id", "--stable", input=diff).text
-    return out.split()[0] if out else None
-
-
-def commit_patch_ids(git: Git, rev_range: str, paths: tuple[str, ...]) -> dict[str, str]:
-    """commit -> stable patch-id of its diff restricted to `paths`."""
-    log = git.run(
         "log",
         "--no-merges",
         f"-n{MAX_CANDIDATES}",
         "-p",
-        "--format=commit %H",
+        "--no-renames",
+        "--format=%x1eCARRY-COMMIT %H%x1f%s%x1f%b%x1f",
         rev_range,
         "--",
         *paths,
     ).stdout
-    if not log.strip():
-        return {}
-    ids: dict[str, str] = {}
-    for line in git.run("patch-id", "--stable", input=log).text.splitlines():
-        pid, sha = line.split()
-        ids[sha] = pid
-    return ids
+    commits = []
+    for record in out.split(_RECORD)[1:]:
+        meta, _, diff = record.rpartition(b"\x1f")
+        sha, subject, body = meta.decode("utf-8", "replace").split("\x1f", 2)
+        commits.append(UpstreamCommit(sha.strip(), subject, body, _split_sections(diff)))
+    return commits
 
 
-def find_matches(git: Git, rev_range: str, patch: PatchFile, data: bytes) -> list[Match]:
-    """Upstream commits in range that look like this patch, each with the commit reverting it."""
-    paths = patch.touched_paths
-    candidates = range_commits(git, rev_range, paths)
-    if not candidates:
-        return []
-    own = patch_id(git, data)
-    ids = commit_patch_ids(git, rev_range, paths) if own else {}
-    wanted = subject_key(patch.meta.subject)
-    matches = []
-    for commit in candidates:
-        how = None
-        if own and ids.get(commit.sha) == own:
-            how = "patch-id"
-        elif len(wanted) >= MIN_SUBJECT_CHARS and subject_key(commit.subject) == wanted:
-            how = "subject"
-        if how:
-            newer = candidates[: candidates.index(commit)]
-            matches.append(Match(commit, how, _reverted_by(commit, newer)))
-    return matches
+class SeriesHistory:
+    """Matches for every patch of a series against one range, computed in two git calls."""
+
+    def __init__(self, git: Git, rev_range: str, patches: list[tuple[PatchFile, bytes]]):
+        self.rev_range = rev_range
+        union = tuple(dict.fromkeys(p for parsed, _ in patches for p in parsed.touched_paths))
+        self.commits = read_range(git, rev_range, union)
+        self.matches = self._match_all(git, patches)
+
+    def _match_all(self, git: Git, patches: list[tuple[PatchFile, bytes]]) -> list[list[Match]]:
+        feed: list[bytes] = []
+        pairs: dict[str, tuple[int, int]] = {}
+        for pi, (parsed, data) in enumerate(patches):
+            diff = b"".join(split_lines(data)[parsed.diff_offset :])  # no "From <sha>" line
+            feed.append(f"commit {_fake_id(pi, 0)}\n".encode() + diff)
+            for ci, commit in enumerate(self.commits):
+                chunks = [commit.sections[p] for p in parsed.touched_paths if p in commit.sections]
+                if chunks:
+                    fake = _fake_id(pi, ci + 1)
+                    pairs[fake] = (pi, ci)
+                    feed.append(f"commit {fake}\n".encode() + b"".join(chunks))
+        ids: dict[str, str] = {}
+        if pairs:
+            for line in git.run("patch-id", "--stable", input=b"\n".join(feed)).text.splitlines():
+                pid, fake = line.split()
+                ids[fake] = pid
+        result: list[list[Match]] = [[] for _ in patches]
+        for fake, (pi, ci) in pairs.items():
+            parsed = patches[pi][0]
+            commit = self.commits[ci]
+            own = ids.get(_fake_id(pi, 0))
+            wanted = subject_key(parsed.meta.subject)
+            how = None
+            if own and ids.get(fake) == own:
+                how = "patch-id"
+            elif len(wanted) >= MIN_SUBJECT_CHARS and subject_key(commit.subject) == wanted:
+                how = "subject"
+            if how:
+                result[pi].append(Match(commit, how, _reverted_by(commit, self.commits[:ci])))
+        return result
+
+
+def _fake_id(patch_index: int, commit_index: int) -> str:
+    return f"{patch_index:020x}{commit_index:020x}"
 
 
 def _reverted_by(target: UpstreamCommit, newer: list[UpstreamCommit]) -> str | None:
     """The newest commit that reverts `target` and was not itself reverted later."""
     revert_subject = f'revert "{target.subject}"'.lower()
-    for commit in newer:  # newest first
+    for position, commit in enumerate(newer):  # newest first
         reverts = _REVERT_OF.findall(commit.body)
         is_revert = any(target.sha.startswith(r) for r in reverts) or (
             commit.subject.lower() == revert_subject
         )
-        if is_revert and _reverted_by(commit, newer[: newer.index(commit)]) is None:
+        if is_revert and _reverted_by(commit, newer[:position]) is None:
             return commit.sha
     return None
 
@@ -146,4 +170,5 @@ def file_history(git: Git, rev_range: str, path: str) -> list[CommitHunks]:
 
 def recent_commits(git: Git, head: str, path: str, limit: int = 5) -> list[tuple[str, str]]:
     out = git.run("log", f"-n{limit}", "--format=%H%x1f%s", head, "--", path).text
-    return [tuple(line.split("\x1f", 1)) for line in out.splitlines() if "\x1f" in line]  # type: ignore[misc]
+    pairs = (line.split("\x1f", 1) for line in out.splitlines() if "\x1f" in line)
+    return [(sha, subject) for sha, subject in pairs]

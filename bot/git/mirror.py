@@ -62,6 +62,7 @@ class Mirror:
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.source.rstrip("/").split("/")[-1])[:40]
         self.path = root / f"{slug.removesuffix('.git')}-{digest}.git"
         self.git = Git(git_dir=self.path)
+        self.widened = False
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -130,6 +131,7 @@ class Mirror:
 
     def widen(self) -> None:
         """Fetches every branch and tag: used when evidence needs objects outside the head."""
+        self.widened = True
         self.fetch(*WIDE_REFSPECS)
 
     def resolve(self, rev: str) -> ResolvedHead:

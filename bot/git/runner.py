@@ -94,7 +94,9 @@ class Git:
             argv,
             input=input,
             capture_output=True,
-            cwd=self.cwd,
+            # Inside a bare git dir git has no work tree, so no command (not even a conflicted
+            # `apply --3way`) can write files into whatever directory carry was started from.
+            cwd=self.cwd or self.git_dir,
             env=full_env,
             timeout=timeout,
             check=False,

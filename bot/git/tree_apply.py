@@ -46,8 +46,9 @@ class TreeApplier:
             self.loaded = tree
 
     def apply(self, tree: str, patch: bytes, *, three_way: bool = False) -> ApplyResult:
+        """Applies onto `tree`; --verbose makes git report hunks that landed at an offset."""
         self._load(tree)
-        args = ["apply", "--cached", "--whitespace=nowarn"]
+        args = ["apply", "--cached", "--verbose", "--whitespace=nowarn"]
         if three_way:
             args.append("--3way")
         result = self.git.run(*args, "-", input=patch, check=False)
@@ -72,6 +73,11 @@ def tree_of(git: Git, rev: str) -> str:
     return git.out("rev-parse", f"{rev}^{{tree}}")
 
 
+def moved_hunks(apply_output: str) -> bool:
+    """True when `git apply --verbose` placed a hunk at an offset from its header's position."""
+    return "(offset " in apply_output or "with fuzz" in apply_output
+
+
 def entries(git: Git, tree: str, paths: list[str]) -> dict[str, TreeEntry]:
     """Mode and object id of each path that exists in the tree."""
     if not paths:
@@ -87,21 +93,30 @@ def entries(git: Git, tree: str, paths: list[str]) -> dict[str, TreeEntry]:
     return found
 
 
-def read_blobs(git: Git, oids: list[str]) -> dict[str, bytes]:
-    """Contents of blobs by id, in one `cat-file --batch` call."""
-    unique = list(dict.fromkeys(oids))
+@dataclass(frozen=True)
+class Blob:
+    oid: str
+    kind: str
+    content: bytes
+
+
+def read_objects(git: Git, names: list[str]) -> dict[str, Blob]:
+    """Objects by name (`<oid>` or `<tree>:<path>`) in one `cat-file --batch` call; absent
+    names are left out."""
+    unique = list(dict.fromkeys(names))
     if not unique:
         return {}
-    out = git.run("cat-file", "--batch", input="".join(f"{o}\n" for o in unique).encode()).stdout
-    blobs: dict[str, bytes] = {}
+    query = "".join(f"{name}\n" for name in unique).encode("utf-8", "surrogateescape")
+    out = git.run("cat-file", "--batch", input=query).stdout
+    found: dict[str, Blob] = {}
     pos = 0
-    for oid in unique:
+    for name in unique:
         end = out.index(b"\n", pos)
-        header = out[pos:end].decode().split()
+        header = out[pos:end].decode("utf-8", "surrogateescape").split()
         pos = end + 1
-        if len(header) < 3 or header[1] == "missing":
-            continue
+        if len(header) != 3 or header[1] not in ("blob", "tree", "commit", "tag"):
+            continue  # "<name> missing" or "<name> ambiguous"
         size = int(header[2])
-        blobs[oid] = out[pos : pos + size]
+        found[name] = Blob(header[0], header[1], out[pos : pos + size])
         pos += size + 1
-    return blobs
+    return found

@@ -287,7 +287,7 @@ def test_series_patch_n_applies_on_base_plus_earlier_patches(up, tmp_path):
     up.commit("two", {"mod.py": BODY.replace("compute(3)", "compute(3, a=1, b=2)")})
     patches = patches_of(up, "main..series", tmp_path / "series")
     up.checkout("main")
-    report = check(up, "main", patches, tmp_path)
+    report = check(up, "main", patches, tmp_path, commit_result=True)
     assert [p.status for p in report.patches] == [Status.APPLIES, Status.APPLIES]
     assert git(up.path, "show", f"{report.result_commit}:mod.py") == git(
         up.path, "show", "series:mod.py"
@@ -338,7 +338,7 @@ def test_binary_modification_rename_and_mode_change(up, tmp_path):
     patches = patches_of(up, "main..meta", tmp_path / "meta")
     up.checkout("main")
     assert b"GIT binary patch" in patches[0].data and b"rename from other.py" in patches[0].data
-    report = check(up, "main", patches, tmp_path)
+    report = check(up, "main", patches, tmp_path, commit_result=True)
     assert only(report).status == Status.APPLIES
     tree = git(up.path, "ls-tree", "-r", report.result_commit or "")
     assert "100755 blob" in tree and "renamed.py" in tree and "other.py" not in tree
@@ -435,3 +435,14 @@ def test_mirror_is_bare_and_has_no_work_tree(up, tmp_path):
     Engine(mirror).check("main", patches)
     assert git(mirror.path, "rev-parse", "--is-bare-repository") == "true"
     assert not any(p.name == "mod.py" for p in mirror.path.rglob("*"))
+
+
+def test_engine_writes_no_files_outside_the_mirror(up, tmp_path, monkeypatch):
+    """A conflicted or file-adding 3-way apply must not spill files into the current directory."""
+    patches = carried(up, tmp_path, {"mod.py": BODY.replace("compute(8)", "compute(8, a=1)"), "added.py": "x = 1\n"})
+    up.commit("conflicting upstream", {"mod.py": BODY.replace("compute(8)", "c8()"), "added.py": "x = 2\n"})
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    assert only(check(up, "main", patches, tmp_path)).status == Status.CONFLICT
+    assert list(cwd.iterdir()) == []

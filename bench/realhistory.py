@@ -1,0 +1,184 @@
+"""Measure drop decisions on real history: release branches that carry ports of main commits.
+
+Usage: python bench/realhistory.py PATH_TO_UPSTREAM_CLONE [--branches 'releases/*'] [--limit N]
+
+For each release branch R (forked from main at F), every main commit C in F..main becomes a
+carried patch checked on R's tip:
+- "contained" label: R has a port of C (same change title once PR numbers, release tags and
+  cherry-pick markers are stripped) that R did not revert later;
+- "not contained" label: no port of C on R, or the port was reverted on R.
+The engine's decision is compared with the label, next to plain git's tools on the same
+samples (patch-id match, reverse-apply check, `am -3` leaving the tree unchanged). Nothing of
+the upstream repository is copied; it is only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bot.core.classify import Decision  # noqa: E402
+from bot.git.engine import Engine, PatchInput  # noqa: E402
+from bot.git.mirror import Mirror  # noqa: E402
+
+_NOISE = re.compile(
+    r"(\(#\d+\))|(\[[^\]]*\])|(cherry[- ]?pick(ed)?( to)?( v?[\d.]+)?:?)|(port( to)? v?[\d.]+:?)"
+    r"|(\bv?\d+\.\d+(\.\d+)?\b:?)",
+    re.I,
+)
+
+
+def title_key(subject: str) -> str:
+    text = _NOISE.sub(" ", subject)
+    return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
+
+
+def git(repo: Path, *args: str, input: bytes | None = None) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True)
+    return proc.stdout.decode("utf-8", "replace")
+
+
+@dataclass
+class Sample:
+    branch: str
+    head: str
+    commit: str
+    subject: str
+    contained: bool
+    why: str
+
+
+def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
+    head = git(repo, "rev-parse", branch).strip()
+    fork = git(repo, "merge-base", "main", branch).strip()
+    release = [
+        line.split("\x1f")
+        for line in git(repo, "log", "--no-merges", "--format=%H\x1f%s\x1f%b\x1e", f"{fork}..{head}")
+        .replace("\n", " ")
+        .split("\x1e")
+        if line.strip()
+    ]
+    ports: dict[str, list[str]] = {}
+    reverted: set[str] = set()
+    for sha, subject, body in (r for r in release if len(r) == 3):
+        sha = sha.strip()
+        ports.setdefault(title_key(subject), []).append(sha)
+        for target in re.findall(r"This reverts commit ([0-9a-f]{7,40})", body):
+            reverted.add(target)
+        if subject.lower().startswith("revert "):
+            reverted.add("title:" + title_key(subject[7:].strip().strip('"')))
+    out = []
+    mains = git(repo, "log", "--no-merges", "--format=%H\x1f%s", f"{fork}..main").splitlines()
+    for line in mains:
+        sha, _, subject = line.partition("\x1f")
+        key = title_key(subject)
+        if len(key) < 12:
+            continue
+        port = ports.get(key)
+        if port:
+            undone = any(p in reverted or any(p.startswith(r) for r in reverted) for p in port)
+            undone = undone or ("title:" + key) in reverted
+            out.append(Sample(branch, head, sha, subject, not undone, "ported, reverted" if undone else "ported"))
+        else:
+            out.append(Sample(branch, head, sha, subject, False, "not ported"))
+    positives = [s for s in out if s.contained]
+    negatives = [s for s in out if not s.contained]
+    step = max(1, len(negatives) // max(1, limit))
+    return positives + [s for s in negatives if s.why != "not ported"] + negatives[::step][:limit]
+
+
+def plain_git_says_contained(repo: Path, sample: Sample, patch: bytes, work: Path) -> tuple[bool, bool]:
+    """(safe plain-git catch, patch-id alone) on the sample's head."""
+    cherry = git(repo, "cherry", sample.head, sample.commit, f"{sample.commit}~1")
+    patch_id_hit = cherry.startswith("-")
+    index = work / "index"
+    env_index = {"GIT_INDEX_FILE": str(index)}
+    subprocess.run(["git", "-C", str(repo), "read-tree", sample.head], env={**_env(), **env_index}, capture_output=True)
+    reverse = subprocess.run(
+        ["git", "-C", str(repo), "apply", "--cached", "-R", "--check", "-"],
+        input=patch, env={**_env(), **env_index}, capture_output=True,
+    ).returncode == 0
+    three = subprocess.run(
+        ["git", "-C", str(repo), "apply", "--cached", "--3way", "-"],
+        input=patch, env={**_env(), **env_index}, capture_output=True,
+    )
+    unchanged = False
+    if three.returncode == 0:
+        tree = subprocess.run(["git", "-C", str(repo), "write-tree"], env={**_env(), **env_index}, capture_output=True, text=True).stdout.strip()
+        unchanged = tree == git(repo, "rev-parse", f"{sample.head}^{{tree}}").strip()
+    return reverse or unchanged, patch_id_hit
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("repo", type=Path)
+    parser.add_argument("--branches", default="releases/*")
+    parser.add_argument("--limit", type=int, default=25, help="negatives sampled per branch")
+    parser.add_argument("--no-from", action="store_true", help="strip the From <sha> line (no history anchor)")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args()
+    branches = git(args.repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{args.branches}").split()
+    cache = Path(tempfile.mkdtemp(prefix="carry-eval-"))
+    engine = Engine(Mirror(str(args.repo), cache))
+    table: Counter[tuple[str, str]] = Counter()
+    plain: Counter[str] = Counter()
+    wrong: list[str] = []
+    started = time.perf_counter()
+    total = 0
+    for branch in branches:
+        for sample in samples_for(args.repo, branch, args.limit):
+            patch = subprocess.run(
+                ["git", "-C", str(args.repo), "format-patch", "-1", "--stdout", sample.commit],
+                capture_output=True, env=_env(),
+            ).stdout
+            if args.no_from:
+                patch = patch.split(b"\n", 1)[1]
+            report = engine.check(sample.head, [PatchInput(f"{sample.commit[:10]}.patch", patch)])
+            result = report.patches[0]
+            label = "contained" if sample.contained else "not-contained"
+            table[(label, result.decision.value)] += 1
+            safe, by_id = plain_git_says_contained(args.repo, sample, patch, cache)
+            plain[f"{label}:plain-safe={safe}"] += 1
+            plain[f"{label}:patch-id={by_id}"] += 1
+            total += 1
+            if not sample.contained and result.decision == Decision.DROP:
+                wrong.append(f"{branch} {sample.commit[:10]} {sample.subject} ({sample.why}): {result.reason}")
+            if args.verbose:
+                print(f"{label:13} {result.status.value:16} {result.decision.value:6} {branch} {sample.commit[:10]} {sample.subject[:60]}")
+    elapsed = time.perf_counter() - started
+    pos = sum(v for (lab, _), v in table.items() if lab == "contained")
+    neg = sum(v for (lab, _), v in table.items() if lab == "not-contained")
+    caught = table[("contained", "drop")] + table[("contained", "review")]
+    print(f"\nsamples: {total} ({pos} contained upstream, {neg} not) in {elapsed:.1f} s")
+    print(f"{'label':15}{'drop':>7}{'review':>8}{'keep':>7}")
+    for label in ("contained", "not-contained"):
+        print(f"{label:15}{table[(label, 'drop')]:>7}{table[(label, 'review')]:>8}{table[(label, 'keep')]:>7}")
+    print(f"\ncarry catches (drop + review): {caught}/{pos} = {caught / max(pos, 1):.0%}")
+    print(f"carry wrong drops: {len(wrong)}")
+    print(f"carry reviews on not-contained: {table[('not-contained', 'review')]}/{neg}")
+    print(f"plain git safe catches (reverse-apply or am -3 unchanged): {plain['contained:plain-safe=True']}/{pos}"
+          f" = {plain['contained:plain-safe=True'] / max(pos, 1):.0%}")
+    print(f"patch-id (git cherry) hits: contained {plain['contained:patch-id=True']}/{pos}, "
+          f"not contained {plain['not-contained:patch-id=True']}/{neg} (each of these would be a wrong drop)")
+    for line in wrong:
+        print("  WRONG DROP:", line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
