@@ -13,8 +13,10 @@ import git as gitpython
 
 from bot import log as carry_log
 from bot.core.report import SeriesReport
+from bot.fixes import fix_rows, render_fix_table
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror, MirrorError, default_cache_dir, normalize_source
+from bot.series_loader import SeriesInvalid, load_all, load_series
 
 
 class UsageError(Exception):
@@ -42,12 +44,10 @@ def _read_patches(names: Sequence[str]) -> list[PatchInput]:
 
 
 def _series_patches(directory: str) -> tuple[list[PatchInput], str | None]:
-    from bot.series_loader import SeriesInvalid, load_series_dir
-
     try:
-        loaded = load_series_dir(Path(directory))
+        loaded = load_series(Path(directory))
     except SeriesInvalid as err:
-        raise UsageError(str(err).splitlines()[0]) from err
+        raise UsageError("; ".join(str(p) for p in err.problems)) from err
     if loaded.awaiting_import:
         raise UsageError(
             f"series {loaded.series_id} is waiting for import: {loaded.awaiting_import}"
@@ -101,6 +101,15 @@ def render_table(report: SeriesReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cmd_fixes(args: argparse.Namespace) -> int:
+    try:
+        series = load_all(Path(args.patches_dir))
+    except SeriesInvalid as err:
+        raise UsageError("; ".join(str(p) for p in err.problems)) from err
+    sys.stdout.write(render_fix_table(fix_rows(series)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="carry", description=__doc__)
     parser.add_argument("--log-level", default="WARNING")
@@ -118,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--write-refreshed", action="store_true", help="rewrite patch files whose context moved"
     )
     check.set_defaults(func=cmd_check)
+
+    fixes = sub.add_parser("fixes", help="list carried fixes, their upstream state and decision")
+    fixes.add_argument("--patches-dir", default="patches")
+    fixes.set_defaults(func=cmd_fixes)
     return parser
 
 
