@@ -1,0 +1,236 @@
+"""The webhook delivery log in Redis: dedup by delivery id, raw bodies kept, a capped stream.
+
+Layout (all keys prefixed `carry:`):
+  carry:delivery:<id>   hash: the delivery (raw body, normalized event, outcome, reason).
+                        Its existence is the dedup marker; it expires after `retention_s`,
+                        which outlives GitHub's redelivery window.
+  carry:deliveries      stream, newest last: one entry per delivery attempt, duplicates included,
+                        without the body. Capped near STREAM_MAXLEN entries.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, get_args
+
+import redis
+
+Outcome = Literal[
+    "accepted", "duplicate", "ignored", "rejected_signature", "rejected_payload", "dispatch_failed"
+]
+OUTCOMES: Final = frozenset(get_args(Outcome))
+
+STREAM_KEY: Final = "carry:deliveries"
+STREAM_MAXLEN: Final = 10_000
+DELIVERY_PREFIX: Final = "carry:delivery:"
+# GitHub's redelivery window is 3 days on github.com and up to 30 in its docs' sources.
+DEFAULT_RETENTION_S: Final = 35 * 24 * 3600
+
+# One round trip, atomic: either this id is new (store it, log "accepted"/...) or it was seen
+# (log "duplicate" with a pointer to the first outcome). Concurrent deliveries of one id cannot
+# both see it as new.
+_RECORD = """
+local first = redis.call('HGET', KEYS[1], 'outcome')
+if first then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*',
+    'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', 'duplicate',
+    'reason', 'delivery id seen before (first outcome: ' .. first .. ')',
+    'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', '')
+  return 0
+end
+redis.call('HSET', KEYS[1],
+  'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', ARGV[6],
+  'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', ARGV[9], 'reason', ARGV[10],
+  'body', ARGV[11])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*',
+  'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', ARGV[6],
+  'reason', ARGV[10], 'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', ARGV[9])
+return 1
+"""
+
+# Un-dedups a delivery whose hand-off failed, so that GitHub's redelivery is processed again.
+_FORGET = """
+if redis.call('DEL', KEYS[1]) == 1 then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*',
+    'delivery_id', ARGV[2], 'event', ARGV[3], 'action', ARGV[4], 'outcome', 'dispatch_failed',
+    'reason', ARGV[5], 'received_at', ARGV[6], 'event_key', ARGV[7], 'event_json', '')
+  return 1
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class DeliveryEntry:
+    """One entry of the delivery stream (no body)."""
+
+    stream_id: str
+    delivery_id: str
+    event_name: str
+    action: str | None
+    outcome: str
+    reason: str | None
+    received_at: datetime
+    event_key: str | None
+    event: dict[str, Any] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stream_id": self.stream_id,
+            "delivery_id": self.delivery_id,
+            "event": self.event_name,
+            "action": self.action,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "received_at": self.received_at.isoformat().replace("+00:00", "Z"),
+            "event_key": self.event_key,
+            "normalized": self.event,
+        }
+
+
+@dataclass(frozen=True)
+class StoredDelivery:
+    """A delivery as first recorded, with its raw body."""
+
+    delivery_id: str
+    event_name: str
+    action: str | None
+    outcome: str
+    reason: str | None
+    received_at: datetime
+    event_key: str | None
+    event: dict[str, Any] | None
+    body: bytes
+
+
+def record_delivery(
+    client: redis.Redis,
+    delivery_id: str,
+    event_name: str,
+    body_bytes: bytes,
+    received_at: datetime,
+    outcome: Outcome,
+    event_json: str | None,
+    reason: str | None,
+    *,
+    action: str | None = None,
+    event_key: str | None = None,
+    retention_s: int = DEFAULT_RETENTION_S,
+) -> bool:
+    """Store a delivery once. True when new; False for a duplicate id (logged as 'duplicate').
+
+    Raises redis.RedisError when Redis cannot be reached: the caller must not acknowledge.
+    """
+    if outcome not in OUTCOMES or outcome == "duplicate":
+        raise ValueError(f"cannot record a delivery with outcome {outcome!r}")
+    if not delivery_id:
+        raise ValueError("delivery_id must not be empty")
+    result = client.eval(
+        _RECORD,
+        2,
+        _delivery_key(delivery_id),
+        STREAM_KEY,
+        STREAM_MAXLEN,
+        retention_s,
+        delivery_id,
+        event_name,
+        action or "",
+        outcome,
+        _iso(received_at),
+        event_key or "",
+        event_json or "",
+        reason or "",
+        body_bytes,
+    )
+    return bool(result)
+
+
+def forget_delivery(
+    client: redis.Redis, delivery_id: str, reason: str, *, at: datetime | None = None
+) -> bool:
+    """Drop the dedup record of a delivery that could not be handed off (logged in the stream
+    as 'dispatch_failed'), so that a redelivery with the same id is processed anew."""
+    stored = get_delivery(client, delivery_id)
+    if stored is None:
+        return False
+    result = client.eval(
+        _FORGET,
+        2,
+        _delivery_key(delivery_id),
+        STREAM_KEY,
+        STREAM_MAXLEN,
+        delivery_id,
+        stored.event_name,
+        stored.action or "",
+        reason,
+        _iso(at or datetime.now(UTC)),
+        stored.event_key or "",
+    )
+    return bool(result)
+
+
+def get_delivery(client: redis.Redis, delivery_id: str) -> StoredDelivery | None:
+    fields = client.hgetall(_delivery_key(delivery_id))
+    if not fields:
+        return None
+    data = {_text(key): value for key, value in fields.items()}
+    body = data.get("body", b"")
+    return StoredDelivery(
+        delivery_id=_text(data["delivery_id"]),
+        event_name=_text(data["event"]),
+        action=_text(data.get("action", "")) or None,
+        outcome=_text(data["outcome"]),
+        reason=_text(data.get("reason", "")) or None,
+        received_at=datetime.fromisoformat(_text(data["received_at"])),
+        event_key=_text(data.get("event_key", "")) or None,
+        event=_json_or_none(_text(data.get("event_json", ""))),
+        body=body if isinstance(body, bytes) else str(body).encode(),
+    )
+
+
+def recent_deliveries(client: redis.Redis, limit: int = 50) -> list[DeliveryEntry]:
+    """The newest `limit` stream entries, newest first."""
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    rows = client.xrevrange(STREAM_KEY, count=limit)
+    return [_entry(stream_id, fields) for stream_id, fields in rows]
+
+
+def _entry(stream_id: Any, fields: dict[Any, Any]) -> DeliveryEntry:
+    data = {_text(key): _text(value) for key, value in fields.items()}
+    return DeliveryEntry(
+        stream_id=_text(stream_id),
+        delivery_id=data["delivery_id"],
+        event_name=data["event"],
+        action=data.get("action") or None,
+        outcome=data["outcome"],
+        reason=data.get("reason") or None,
+        received_at=datetime.fromisoformat(data["received_at"]),
+        event_key=data.get("event_key") or None,
+        event=_json_or_none(data.get("event_json", "")),
+    )
+
+
+def _delivery_key(delivery_id: str) -> str:
+    return f"{DELIVERY_PREFIX}{delivery_id}"
+
+
+def _iso(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def _text(value: Any) -> str:
+    # Works whether or not the client was created with decode_responses=True.
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _json_or_none(text: str) -> dict[str, Any] | None:
+    if not text:
+        return None
+    value = json.loads(text)
+    return value if isinstance(value, dict) else None

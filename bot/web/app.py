@@ -1,0 +1,86 @@
+"""The carry web service: webhook intake, health/readiness and the events API."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+import redis
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, params
+from fastapi.responses import JSONResponse
+from pydantic import SecretStr
+from starlette.concurrency import run_in_threadpool
+
+from bot.config import CarryConfig, ConfigError, Settings
+from bot.store.deliveries import recent_deliveries
+from bot.web.webhooks import OnEvent, WebhookIntake, webhook_router
+
+
+def create_app(
+    config: CarryConfig | None,
+    settings: Settings,
+    redis_client: redis.Redis,
+    on_event: OnEvent | None = None,
+) -> FastAPI:
+    """Build the app. Raises ConfigError when CARRY_WEBHOOK_SECRET is unset: carry never
+    serves a webhook route that would accept unsigned deliveries."""
+    secret = settings.webhook_secret
+    if secret is None or not secret.get_secret_value():
+        raise ConfigError(
+            [
+                "environment: CARRY_WEBHOOK_SECRET is not set; refusing to serve /webhooks/github "
+                "without signature verification (set it to the webhook's secret)"
+            ]
+        )
+    app = FastAPI(title="carry", docs_url=None, redoc_url=None)
+    intake = WebhookIntake(
+        secret=secret,
+        client=redis_client,
+        max_body_bytes=settings.effective_max_body_bytes(config),
+        on_event=on_event,
+    )
+    app.include_router(webhook_router(intake))
+    _add_health_routes(app, config, redis_client)
+    _add_api_routes(app, redis_client, Settings.dashboard_token(config) if config else None)
+    return app
+
+
+def _add_health_routes(app: FastAPI, config: CarryConfig | None, client: redis.Redis) -> None:
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "alive"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        reasons = []
+        if config is None:
+            reasons.append("config not loaded")
+        try:
+            await run_in_threadpool(client.ping)
+        except redis.RedisError as exc:
+            reasons.append(f"redis unreachable: {type(exc).__name__}: {exc}")
+        if reasons:
+            return JSONResponse({"status": "unready", "reasons": reasons}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+
+def _require_token(token: SecretStr | None) -> params.Depends:
+    def check(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        expected = f"Bearer {token.get_secret_value()}"
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
+
+    return Depends(check)
+
+
+def _add_api_routes(app: FastAPI, client: redis.Redis, token: SecretStr | None) -> None:
+    @app.get("/api/v1/events", dependencies=[_require_token(token)])
+    async def events(limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JSONResponse:
+        try:
+            entries = await run_in_threadpool(recent_deliveries, client, limit)
+        except redis.RedisError as exc:
+            return JSONResponse({"error": f"store unavailable: {exc}"}, status_code=503)
+        return JSONResponse({"deliveries": [entry.to_json() for entry in entries]})

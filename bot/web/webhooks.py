@@ -1,0 +1,273 @@
+"""POST /webhooks/github: verify, deduplicate, normalize, persist, then hand off.
+
+Order matters and is the contract with GitHub (which never retries on its own):
+  size limit -> HMAC over the exact raw bytes -> headers -> decode -> normalize
+  -> persist in Redis (dedup by X-GitHub-Delivery) -> on_event -> 2xx.
+Nothing is acknowledged with a 2xx unless it is in Redis. Nothing unsigned is stored.
+No git or GitHub work happens here: on_event only enqueues.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+import redis
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from prometheus_client import Counter
+from pydantic import SecretStr
+from starlette.concurrency import run_in_threadpool
+
+from bot.core.events import Event, Ignored, PayloadError, Ping, event_to_dict, normalize
+from bot.log import correlated
+from bot.store.deliveries import Outcome, forget_delivery, record_delivery
+
+log = logging.getLogger(__name__)
+
+OnEvent = Callable[[Event], None]
+
+SIGNATURE_HEADER = "X-Hub-Signature-256"
+EVENT_HEADER = "X-GitHub-Event"
+DELIVERY_HEADER = "X-GitHub-Delivery"
+_MAX_DELIVERY_ID_LEN = 128
+
+DELIVERIES = Counter("carry_webhook_deliveries_total", "Webhook deliveries by outcome", ["outcome"])
+REJECTED = Counter(
+    "carry_webhook_refused_total",
+    "Webhook requests refused before recording (bad signature, size, headers)",
+    ["status"],
+)
+
+
+def sign(secret: str | bytes, body: bytes) -> str:
+    """The X-Hub-Signature-256 value GitHub sends for `body`."""
+    key = secret.encode() if isinstance(secret, str) else secret
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(secret: str | bytes, body: bytes, header: str | None) -> bool:
+    if not header or not header.startswith("sha256="):
+        return False
+    return hmac.compare_digest(sign(secret, body).encode(), header.strip().encode())
+
+
+class Rejection(Exception):
+    """An HTTP error answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    def response(self) -> JSONResponse:
+        return JSONResponse({"error": self.message}, status_code=self.status)
+
+
+class Unavailable(Exception):
+    """Redis or the hand-off failed: answer 503 so that the delivery is redelivered later."""
+
+
+@dataclass
+class WebhookIntake:
+    secret: SecretStr
+    client: redis.Redis
+    max_body_bytes: int
+    on_event: OnEvent | None = None
+
+    async def handle(self, request: Request) -> JSONResponse:
+        received_at = datetime.now(UTC)
+        try:
+            body = await read_limited(request, self.max_body_bytes)
+            self._check_signature(request, body)
+            event_name, delivery_id = _delivery_headers(request)
+        except Rejection as rejection:
+            REJECTED.labels(status=str(rejection.status)).inc()
+            return rejection.response()
+        with correlated(delivery_id=delivery_id):
+            try:
+                return await self._process(request, body, event_name, delivery_id, received_at)
+            except Unavailable as exc:
+                log.error("delivery not taken: %s", exc, extra={"fields": {"event": event_name}})
+                return JSONResponse({"error": f"{exc}; redeliver later"}, status_code=503)
+
+    def _check_signature(self, request: Request, body: bytes) -> None:
+        header = request.headers.get(SIGNATURE_HEADER)
+        if header is None:
+            raise Rejection(401, f"missing {SIGNATURE_HEADER} header (is the webhook secret set?)")
+        if not verify_signature(self.secret.get_secret_value(), body, header):
+            raise Rejection(401, f"{SIGNATURE_HEADER} does not match the body")
+
+    async def _process(
+        self,
+        request: Request,
+        body: bytes,
+        event_name: str,
+        delivery_id: str,
+        received_at: datetime,
+    ) -> JSONResponse:
+        meta = _Meta(delivery_id, event_name, body, received_at)
+        try:
+            payload = decode_payload(body, request.headers.get("content-type", ""))
+            meta.action = _action(payload)
+            event = normalize(event_name, delivery_id, payload)
+        except PayloadError as exc:
+            return await self._reject(
+                meta, Rejection(422, f"malformed {event_name} payload: {exc}")
+            )
+        except Rejection as rejection:
+            return await self._reject(meta, rejection)
+
+        outcome: Outcome = "ignored" if isinstance(event, Ignored) else "accepted"
+        reason = event.reason if isinstance(event, Ignored) else None
+        if not await self._record(meta, outcome, event, reason):
+            DELIVERIES.labels(outcome="duplicate").inc()
+            log.info("duplicate delivery, not processed again")
+            return JSONResponse({"status": "duplicate", "delivery_id": delivery_id})
+        DELIVERIES.labels(outcome=outcome).inc()
+        return await self._answer(event, meta)
+
+    async def _answer(self, event: Event, meta: _Meta) -> JSONResponse:
+        with correlated(event_key=event.key):
+            if isinstance(event, Ping):
+                log.info("ping", extra={"fields": {"hook_id": event.hook_id}})
+                return JSONResponse({"status": "pong", "delivery_id": meta.delivery_id})
+            if isinstance(event, Ignored):
+                log.info("delivery ignored: %s", event.reason)
+                return JSONResponse(
+                    {"status": "ignored", "reason": event.reason, "delivery_id": meta.delivery_id},
+                    status_code=202,
+                )
+            await self._dispatch(event, meta)
+            log.info("delivery accepted", extra={"fields": {"event": event.kind}})
+            return JSONResponse(
+                {
+                    "status": "accepted",
+                    "delivery_id": meta.delivery_id,
+                    "event": event.kind,
+                    "key": event.key,
+                },
+                status_code=202,
+            )
+
+    async def _dispatch(self, event: Event, meta: _Meta) -> None:
+        if self.on_event is None:
+            return
+        try:
+            await run_in_threadpool(self.on_event, event)
+        except Exception as exc:
+            # The delivery is recorded but nobody will act on it: forget it so that GitHub's
+            # redelivery (same id) is processed, and answer 5xx so the failure is visible there.
+            log.exception("hand-off failed")
+            reason = f"hand-off failed: {type(exc).__name__}: {exc}"
+            try:
+                await run_in_threadpool(forget_delivery, self.client, meta.delivery_id, reason)
+            except redis.RedisError:
+                log.exception("could not un-record the delivery after a failed hand-off")
+            raise Unavailable(reason) from exc
+
+    async def _reject(self, meta: _Meta, rejection: Rejection) -> JSONResponse:
+        await self._record(meta, "rejected_payload", None, rejection.message)
+        DELIVERIES.labels(outcome="rejected_payload").inc()
+        log.warning("delivery rejected: %s", rejection.message)
+        return rejection.response()
+
+    async def _record(
+        self, meta: _Meta, outcome: Outcome, event: Event | None, reason: str | None
+    ) -> bool:
+        event_json = json.dumps(event_to_dict(event)) if event is not None else None
+        try:
+            return await run_in_threadpool(
+                record_delivery,
+                self.client,
+                meta.delivery_id,
+                meta.event_name,
+                meta.body,
+                meta.received_at,
+                outcome,
+                event_json,
+                reason,
+                action=meta.action,
+                event_key=event.key if event is not None else None,
+            )
+        except redis.RedisError as exc:
+            raise Unavailable(f"store unavailable, delivery not recorded ({exc})") from exc
+
+
+@dataclass
+class _Meta:
+    delivery_id: str
+    event_name: str
+    body: bytes
+    received_at: datetime
+    action: str | None = None
+
+
+async def read_limited(request: Request, limit: int) -> bytes:
+    """The raw body, refusing more than `limit` bytes (declared or actually sent)."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise Rejection(400, "invalid Content-Length header")
+        if int(declared) > limit:
+            raise Rejection(413, f"body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise Rejection(413, f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _delivery_headers(request: Request) -> tuple[str, str]:
+    event_name = request.headers.get(EVENT_HEADER, "").strip()
+    delivery_id = request.headers.get(DELIVERY_HEADER, "").strip()
+    given = ((EVENT_HEADER, event_name), (DELIVERY_HEADER, delivery_id))
+    missing = [name for name, value in given if not value]
+    if missing:
+        raise Rejection(400, f"missing {' and '.join(missing)} header")
+    if len(delivery_id) > _MAX_DELIVERY_ID_LEN or not delivery_id.isprintable():
+        raise Rejection(400, f"invalid {DELIVERY_HEADER} header")
+    return event_name, delivery_id
+
+
+def decode_payload(body: bytes, content_type: str) -> Any:
+    """JSON body, or a form body whose `payload` field holds the JSON (repository hooks)."""
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Rejection(400, "body is not valid UTF-8") from None
+    if media_type == "application/x-www-form-urlencoded":
+        fields = parse_qs(text, keep_blank_values=True)
+        if "payload" not in fields:
+            raise Rejection(400, "form body has no 'payload' field")
+        text = fields["payload"][0]
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Rejection(400, f"malformed JSON: {exc}") from None
+
+
+def _action(payload: Any) -> str | None:
+    action = payload.get("action") if isinstance(payload, dict) else None
+    return action if isinstance(action, str) else None
+
+
+def webhook_router(intake: WebhookIntake) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/webhooks/github", response_class=JSONResponse)
+    async def github_webhook(request: Request) -> JSONResponse:
+        return await intake.handle(request)
+
+    return router

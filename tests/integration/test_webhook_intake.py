@@ -1,0 +1,527 @@
+"""Webhook intake over real HTTP (uvicorn) with a real Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+import redis
+import uvicorn
+from fastapi import FastAPI
+from pydantic import SecretStr
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from bot.config import CarryConfig, ConfigError, Settings
+from bot.core.events import Event, Ignored, Ping, event_to_dict, normalize
+from bot.store import get_delivery, recent_deliveries
+from bot.web.app import create_app
+from bot.web.webhooks import sign
+from tests.support.paths import WEBHOOK_EXAMPLES
+from tests.support.redis_server import PrivateRedis
+
+SECRET = "test-webhook-secret"
+EXAMPLES = sorted(
+    p.name
+    for p in WEBHOOK_EXAMPLES.glob("*.json")
+    if p.name not in ("manifest.json", "validation.json")
+)
+CONFIG = CarryConfig.model_validate(
+    {
+        "downstream": {"repo": "example-org/carry"},
+        "upstreams": {
+            "vllm": {"url": "https://github.com/vllm-project/vllm.git", "repo": "vllm-project/vllm"}
+        },
+        "series": [],
+        "web": {"max_body_bytes": 64 * 1024},
+    }
+)
+
+
+# --------------------------------------------------------------------------- harness
+
+
+@dataclass
+class Recorder:
+    """on_event hook that also checks the delivery was persisted before it was called."""
+
+    client: redis.Redis
+    events: list[Event] = field(default_factory=list)
+    persisted_first: list[bool] = field(default_factory=list)
+    fail_with: Exception | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, event: Event) -> None:
+        stored = get_delivery(self.client, event.delivery_id)
+        with self.lock:
+            self.events.append(event)
+            self.persisted_first.append(stored is not None and stored.outcome == "accepted")
+        if self.fail_with is not None:
+            raise self.fail_with
+
+
+@contextlib.contextmanager
+def serve(app: FastAPI) -> Iterator[str]:
+    """Run `app` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@dataclass
+class Intake:
+    url: str
+    client: redis.Redis
+    recorder: Recorder
+    http: httpx.Client
+
+    def post(
+        self,
+        body: bytes,
+        *,
+        event: str | None = "push",
+        delivery: str | None = None,
+        signature: str | None = "auto",
+        content_type: str = "application/json",
+        extra_headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        headers = {"Content-Type": content_type, "User-Agent": "GitHub-Hookshot/test"}
+        if event is not None:
+            headers["X-GitHub-Event"] = event
+        if delivery is not None:
+            headers["X-GitHub-Delivery"] = delivery
+        if signature == "auto":
+            signature = sign(SECRET, body)
+        if signature is not None:
+            headers["X-Hub-Signature-256"] = signature
+        headers.update(extra_headers or {})
+        return self.http.post(f"{self.url}/webhooks/github", content=body, headers=headers)
+
+    def stored_keys(self) -> list[bytes]:
+        return sorted(self.client.keys("carry:*"))
+
+
+def settings(**overrides: Any) -> Settings:
+    return Settings(**{"webhook_secret": SECRET, "max_body_bytes": None, **overrides})
+
+
+@contextlib.contextmanager
+def running_intake(client: redis.Redis, config: CarryConfig | None = CONFIG) -> Iterator[Intake]:
+    recorder = Recorder(client)
+    app = create_app(config, settings(), client, on_event=recorder)
+    with serve(app) as url, httpx.Client(timeout=10) as http:
+        yield Intake(url, client, recorder, http)
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+@pytest.fixture
+def intake(client: redis.Redis) -> Iterator[Intake]:
+    with running_intake(client) as running:
+        yield running
+
+
+def example_body(name: str) -> bytes:
+    return (WEBHOOK_EXAMPLES / name).read_bytes()
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def fail_fast_client(url: str) -> redis.Redis:
+    """A client that reports a dead Redis at once instead of retrying with backoff."""
+    return redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), socket_connect_timeout=1)
+
+
+# --------------------------------------------------------------------------- real payloads
+
+
+@pytest.mark.parametrize("file_name", EXAMPLES)
+def test_every_example_payload_is_accepted_and_normalized(intake: Intake, file_name: str) -> None:
+    body = example_body(file_name)
+    event_name = file_name.split(".", 1)[0]
+    delivery = new_id()
+    expected = normalize(event_name, delivery, json.loads(body))
+
+    response = intake.post(body, event=event_name, delivery=delivery)
+
+    stored = get_delivery(intake.client, delivery)
+    assert stored is not None
+    assert stored.body == body
+    assert stored.event == json.loads(json.dumps(event_to_dict(expected)))
+    assert stored.event_key == expected.key
+    if isinstance(expected, Ping):
+        assert (response.status_code, response.json()["status"]) == (200, "pong")
+        assert intake.recorder.events == []
+    elif isinstance(expected, Ignored):
+        assert response.status_code == 202
+        assert response.json() == {
+            "status": "ignored",
+            "reason": expected.reason,
+            "delivery_id": delivery,
+        }
+        assert stored.outcome == "ignored"
+        assert intake.recorder.events == []
+    else:
+        assert response.status_code == 202
+        assert response.json()["key"] == expected.key
+        assert stored.outcome == "accepted"
+        assert intake.recorder.events == [expected]
+        assert intake.recorder.persisted_first == [True]
+
+
+def test_form_encoded_delivery_is_accepted(intake: Intake) -> None:
+    payload = example_body("pull_request.closed.merged.json").decode()
+    body = urlencode({"payload": payload}).encode()
+    delivery = new_id()
+
+    response = intake.post(
+        body,
+        event="pull_request",
+        delivery=delivery,
+        content_type="application/x-www-form-urlencoded",
+    )
+
+    assert response.status_code == 202
+    assert intake.recorder.events == [normalize("pull_request", delivery, json.loads(payload))]
+
+
+# --------------------------------------------------------------------------- signatures
+
+
+def test_docs_test_vector() -> None:
+    assert sign("It's a Secret to Everybody", b"Hello, World!") == (
+        "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+    )
+
+
+def test_docs_test_vector_verifies_over_http(client: redis.Redis) -> None:
+    app = create_app(
+        CONFIG, settings(webhook_secret=SecretStr("It's a Secret to Everybody")), client
+    )
+    delivery = new_id()
+    with serve(app) as url, httpx.Client() as http:
+        response = http.post(
+            f"{url}/webhooks/github",
+            content=b"Hello, World!",
+            headers={
+                "X-GitHub-Event": "push",
+                "X-GitHub-Delivery": delivery,
+                "X-Hub-Signature-256": (
+                    "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+                ),
+            },
+        )
+
+    # The signature passed; "Hello, World!" is simply not JSON.
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("malformed JSON")
+    stored = get_delivery(client, delivery)
+    assert stored is not None and stored.outcome == "rejected_payload"
+
+
+FORGERIES = [
+    (None, "missing X-Hub-Signature-256 header"),
+    ("sha256=" + "0" * 64, "X-Hub-Signature-256 does not match the body"),
+    ("sha1=" + "0" * 40, "X-Hub-Signature-256 does not match the body"),
+    (sign("another secret", example_body("push.json")), "does not match"),
+    # Signing a re-serialized body is not signing the bytes that were sent.
+    (sign(SECRET, json.dumps(json.loads(example_body("push.json"))).encode()), "does not match"),
+    (sign(SECRET, example_body("push.json")).upper(), "does not match"),
+]
+
+
+@pytest.mark.parametrize(("signature", "error"), FORGERIES)
+def test_forged_or_unsigned_is_401_and_nothing_is_stored(
+    intake: Intake, signature: str | None, error: str
+) -> None:
+    response = intake.post(
+        example_body("push.json"), event="push", delivery=new_id(), signature=signature
+    )
+
+    assert response.status_code == 401
+    assert error in response.json()["error"]
+    assert intake.stored_keys() == []
+    assert intake.recorder.events == []
+
+
+def test_app_refuses_to_start_without_a_secret(client: redis.Redis) -> None:
+    for secret in (None, SecretStr("")):
+        with pytest.raises(ConfigError, match="CARRY_WEBHOOK_SECRET is not set"):
+            create_app(CONFIG, settings(webhook_secret=secret), client)
+
+
+# --------------------------------------------------------------------------- dedup
+
+
+def test_same_delivery_sent_concurrently_is_processed_once(intake: Intake) -> None:
+    body = example_body("pull_request.synchronize.json")
+    delivery = new_id()
+    senders = 8
+    barrier = threading.Barrier(senders)
+    statuses: list[int] = []
+
+    def send() -> None:
+        with httpx.Client(timeout=10) as http:
+            request = Intake(intake.url, intake.client, intake.recorder, http)
+            barrier.wait()
+            statuses.append(request.post(body, event="pull_request", delivery=delivery).status_code)
+
+    threads = [threading.Thread(target=send) for _ in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(statuses) == [200] * (senders - 1) + [202]
+    assert len(intake.recorder.events) == 1
+    outcomes = sorted(entry.outcome for entry in recent_deliveries(intake.client, 50))
+    assert outcomes == ["accepted"] + ["duplicate"] * (senders - 1)
+
+
+def test_redelivery_is_a_duplicate(intake: Intake) -> None:
+    body = example_body("push.json")
+    delivery = new_id()
+
+    first = intake.post(body, delivery=delivery)
+    second = intake.post(body, delivery=delivery)
+
+    assert (first.status_code, second.status_code) == (202, 200)
+    assert second.json() == {"status": "duplicate", "delivery_id": delivery}
+    assert len(intake.recorder.events) == 1
+
+
+# --------------------------------------------------------------------------- bad requests
+
+
+def test_body_over_the_declared_limit_is_413(intake: Intake) -> None:
+    body = b'{"pad": "' + b"x" * (64 * 1024) + b'"}'
+
+    response = intake.post(body, delivery=new_id())
+
+    assert response.status_code == 413
+    assert "exceeds the limit of 65536 bytes" in response.json()["error"]
+    assert intake.stored_keys() == []
+
+
+def test_chunked_body_over_the_limit_is_413(intake: Intake) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(20):
+            yield b"x" * 8192
+
+    response = intake.http.post(
+        f"{intake.url}/webhooks/github",
+        content=chunks(),
+        headers={"X-GitHub-Event": "push", "X-GitHub-Delivery": new_id()},
+    )
+
+    assert "content-length" not in response.request.headers
+    assert response.status_code == 413
+    assert response.json()["error"] == "body exceeds the limit of 65536 bytes"
+    assert intake.stored_keys() == []
+
+
+def test_body_limit_from_environment_wins(client: redis.Redis) -> None:
+    app = create_app(CONFIG, settings(max_body_bytes=100), client)
+    with serve(app) as url, httpx.Client() as http:
+        small = Intake(url, client, Recorder(client), http)
+        response = small.post(example_body("ping.json"), event="ping", delivery=new_id())
+    assert response.status_code == 413
+
+
+@pytest.mark.parametrize(
+    ("event", "delivery", "error"),
+    [
+        (None, "d-1", "missing X-GitHub-Event header"),
+        ("push", None, "missing X-GitHub-Delivery header"),
+        (None, None, "missing X-GitHub-Event and X-GitHub-Delivery header"),
+    ],
+)
+def test_missing_delivery_headers_are_400(
+    intake: Intake, event: str | None, delivery: str | None, error: str
+) -> None:
+    response = intake.post(example_body("push.json"), event=event, delivery=delivery)
+
+    assert (response.status_code, response.json()) == (400, {"error": error})
+    assert intake.stored_keys() == []
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "error"),
+    [
+        (b'{"ref": "refs/heads/main",', "application/json", "malformed JSON: "),
+        (b"\xff\xfe{}", "application/json", "body is not valid UTF-8"),
+        (b"other=1", "application/x-www-form-urlencoded", "form body has no 'payload' field"),
+    ],
+)
+def test_undecodable_body_is_400_and_recorded(
+    intake: Intake, body: bytes, content_type: str, error: str
+) -> None:
+    delivery = new_id()
+
+    response = intake.post(body, delivery=delivery, content_type=content_type)
+
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(error)
+    stored = get_delivery(intake.client, delivery)
+    assert stored is not None and stored.body == body
+    assert (stored.outcome, stored.event) == ("rejected_payload", None)
+    assert stored.reason is not None and stored.reason.startswith(error)
+    assert intake.recorder.events == []
+
+
+def test_payload_missing_a_field_is_422_and_recorded(intake: Intake) -> None:
+    payload = json.loads(example_body("pull_request.synchronize.json"))
+    del payload["pull_request"]["head"]["sha"]
+    body = json.dumps(payload).encode()
+    delivery = new_id()
+
+    response = intake.post(body, event="pull_request", delivery=delivery)
+
+    message = "malformed pull_request payload: pull_request.head.sha: required field is missing"
+    assert (response.status_code, response.json()) == (422, {"error": message})
+    stored = get_delivery(intake.client, delivery)
+    assert stored is not None and (stored.outcome, stored.reason) == ("rejected_payload", message)
+    assert stored.action == "synchronize"
+    assert intake.recorder.events == []
+
+
+# --------------------------------------------------------------------------- Redis failures
+
+
+def test_redis_down_is_503_and_the_redelivery_is_accepted(private_redis: PrivateRedis) -> None:
+    client = fail_fast_client(private_redis.url)
+    body = example_body("pull_request.synchronize.json")
+    delivery = new_id()
+    with running_intake(client) as intake:
+        private_redis.stop(kill=True)
+        down = intake.post(body, event="pull_request", delivery=delivery)
+        not_ready = intake.http.get(f"{intake.url}/readyz")
+
+        private_redis.start()
+        redelivered = intake.post(body, event="pull_request", delivery=delivery)
+
+    assert down.status_code == 503
+    assert "store unavailable, delivery not recorded" in down.json()["error"]
+    assert not_ready.status_code == 503
+    assert not_ready.json()["reasons"][0].startswith("redis unreachable")
+    assert redelivered.status_code == 202
+    assert [e.delivery_id for e in intake.recorder.events] == [delivery]
+
+
+def test_accepted_delivery_survives_a_redis_restart(private_redis: PrivateRedis) -> None:
+    client = fail_fast_client(private_redis.url)
+    body = example_body("push.json")
+    delivery = new_id()
+    with running_intake(client) as intake:
+        accepted = intake.post(body, delivery=delivery)
+        private_redis.stop(kill=True)
+        private_redis.start()
+        redelivered = intake.post(body, delivery=delivery)
+
+    assert (accepted.status_code, redelivered.status_code) == (202, 200)
+    stored = get_delivery(client, delivery)
+    assert stored is not None and stored.body == body and stored.outcome == "accepted"
+    assert len(intake.recorder.events) == 1
+
+
+def test_failed_hand_off_is_503_and_the_redelivery_is_processed(intake: Intake) -> None:
+    body = example_body("push.json")
+    delivery = new_id()
+    intake.recorder.fail_with = RuntimeError("broker down")
+
+    failed = intake.post(body, delivery=delivery)
+    intake.recorder.fail_with = None
+    redelivered = intake.post(body, delivery=delivery)
+
+    assert failed.status_code == 503
+    assert "hand-off failed: RuntimeError: broker down" in failed.json()["error"]
+    assert redelivered.status_code == 202
+    assert len(intake.recorder.events) == 2
+    outcomes = [entry.outcome for entry in recent_deliveries(intake.client, 10)]
+    assert outcomes == ["accepted", "dispatch_failed", "accepted"]
+
+
+# --------------------------------------------------------------------------- health and API
+
+
+def test_health_and_readiness(intake: Intake, client: redis.Redis) -> None:
+    assert intake.http.get(f"{intake.url}/healthz").json() == {"status": "alive"}
+    ready = intake.http.get(f"{intake.url}/readyz")
+    assert (ready.status_code, ready.json()) == (200, {"status": "ready"})
+
+    with running_intake(client, config=None) as no_config:
+        unready = no_config.http.get(f"{no_config.url}/readyz")
+    assert (unready.status_code, unready.json()) == (
+        503,
+        {"status": "unready", "reasons": ["config not loaded"]},
+    )
+
+
+def test_events_api_lists_newest_first(intake: Intake) -> None:
+    sent = [
+        ("push.json", "push", new_id()),
+        ("issue_comment.created.json", "issue_comment", new_id()),
+        ("pull_request.closed.merged.json", "pull_request", new_id()),
+    ]
+    for file_name, event_name, delivery in sent:
+        intake.post(example_body(file_name), event=event_name, delivery=delivery)
+    intake.post(example_body("push.json"), event="push", delivery=sent[0][2])
+
+    listed = intake.http.get(f"{intake.url}/api/v1/events", params={"limit": 3}).json()
+
+    rows = [(d["delivery_id"], d["event"], d["action"], d["outcome"]) for d in listed["deliveries"]]
+    assert rows == [
+        (sent[0][2], "push", None, "duplicate"),
+        (sent[2][2], "pull_request", "closed", "accepted"),
+        (sent[1][2], "issue_comment", "created", "ignored"),
+    ]
+    ignored = listed["deliveries"][2]
+    assert ignored["reason"] == "issue_comment on an issue, not a pull request"
+    assert listed["deliveries"][1]["normalized"]["state"] == "merged"
+
+
+@pytest.mark.parametrize("limit", [0, 501, "x"])
+def test_events_api_validates_limit(intake: Intake, limit: Any) -> None:
+    response = intake.http.get(f"{intake.url}/api/v1/events", params={"limit": limit})
+    assert response.status_code == 422
+
+
+def test_events_api_requires_the_dashboard_token_when_set(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CARRY_DASHBOARD_TOKEN", "dash-token")
+    with running_intake(client) as intake:
+        api = f"{intake.url}/api/v1/events"
+        anonymous = intake.http.get(api)
+        wrong = intake.http.get(api, headers={"Authorization": "Bearer nope"})
+        right = intake.http.get(api, headers={"Authorization": "Bearer dash-token"})
+    assert (anonymous.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
