@@ -1,0 +1,81 @@
+"""`/carry ...` comment commands: parsing and the help text. Pure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+HELP = """\
+carry understands these commands in a comment on its pull requests (write access needed):
+
+| command | what it does |
+|---|---|
+| `/carry rebase` | re-check the series on the current upstream head now |
+| `/carry retest [runner]` | run hardware CI again (all runners, or one kind such as `gb10`) |
+| `/carry drop NAME` | propose dropping patch NAME even without content evidence |
+| `/carry keep NAME` | pin patch NAME: it is never dropped automatically |
+| `/carry approve [sha]` | let an untrusted upstream head (default: the current one) reach the hardware |
+| `/carry pause` / `/carry resume` | stop or restart automatic work on this series |
+| `/carry help` | show this text |
+"""
+
+
+@dataclass(frozen=True)
+class Command:
+    verb: str  # rebase | retest | drop | keep | approve | pause | resume | help | unknown
+    arg: str | None = None
+    raw: str = ""
+    problem: str | None = None  # why the line could not be understood (verb "unknown")
+
+
+def parse_commands(body: str) -> list[Command]:
+    """Every `/carry ...` line of a comment, in order. Quoted lines (`> `) are ignored."""
+    commands = []
+    for line in body.splitlines():
+        text = line.strip()
+        if not text.startswith("/carry"):
+            continue
+        commands.append(parse_line(text))
+    return commands
+
+
+def parse_line(text: str) -> Command:
+    words = text.split()
+    if words[0] != "/carry":
+        return Command("unknown", raw=text, problem=f"'{words[0]}' is not a carry command")
+    if len(words) == 1:
+        return Command("help", raw=text)
+    verb, args = words[1].lower(), words[2:]
+    if verb in ("rebase", "pause", "resume", "help"):
+        return _no_args(verb, args, text)
+    if verb == "retest":
+        return _optional_name(verb, args, text, "runner")
+    if verb in ("drop", "keep"):
+        if len(args) != 1 or not _NAME.match(args[0]):
+            return Command("unknown", raw=text, problem=f"`/carry {verb}` needs one patch name")
+        return Command(verb, args[0], text)
+    if verb == "approve":
+        if len(args) > 1 or (args and not _SHA.match(args[0].lower())):
+            return Command("unknown", raw=text, problem="`/carry approve` takes an optional SHA")
+        return Command(verb, args[0].lower() if args else None, text)
+    return Command("unknown", raw=text, problem=f"unknown command `{verb}`")
+
+
+def _no_args(verb: str, args: list[str], text: str) -> Command:
+    if args:
+        return Command("unknown", raw=text, problem=f"`/carry {verb}` takes no arguments")
+    return Command(verb, None, text)
+
+
+def _optional_name(verb: str, args: list[str], text: str, what: str) -> Command:
+    if len(args) > 1 or (args and not _NAME.match(args[0])):
+        return Command("unknown", raw=text, problem=f"`/carry {verb}` takes an optional {what}")
+    return Command(verb, args[0] if args else None, text)
+
+
+def may_command(permission: str | None) -> bool:
+    return (permission or "none") in WRITE_PERMISSIONS

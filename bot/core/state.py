@@ -1,0 +1,143 @@
+"""What carry knows about each series, as plain values with a JSON form.
+
+Written by the workers (through bot.store), read by the planner (as facts), the API and the
+dashboard. Pure: no I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# Where a series stands, in the words the dashboard shows.
+PHASES = ("idle", "queued", "running", "awaiting-import", "paused", "error")
+OUTCOMES = ("none", "clean", "changed", "review", "conflict", "error")
+CI_STATES = (
+    "waiting-approval",
+    "queued",
+    "running",
+    "success",
+    "failure",
+    "infra-error",
+    "cancelled",
+    "reused",
+)
+
+
+@dataclass
+class PatchState:
+    name: str
+    subject: str = ""
+    status: str = "pending"  # a bot.core.classify.Status value, or "pending" before a check
+    decision: str = "none"  # keep | drop | review | none
+    reason: str = ""
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    pinned: bool = False  # `/carry keep NAME`: never dropped automatically
+    drop_requested_by: str | None = None  # `/carry drop NAME`
+    upstream_prs: list[dict[str, Any]] = field(default_factory=list)  # {ref, state, merge_commit}
+    interdiff: str = ""
+    conflict: dict[str, Any] | None = None
+    changed: bool = False
+
+    @property
+    def needs_attention(self) -> bool:
+        return self.status in ("conflict", "partial", "upstream-version", "invalid") or (
+            self.decision == "review"
+        )
+
+
+@dataclass
+class CiState:
+    runner: str
+    state: str = "queued"  # one of CI_STATES
+    run_id: str = ""
+    tree_key: str = ""
+    head_sha: str = ""
+    detail: str = ""
+    url: str = ""
+    updated_at: str = ""
+    attempt: int = 1
+
+
+@dataclass
+class PrInfo:
+    number: int
+    url: str
+    branch: str
+    state: str = "open"  # open | closed | merged
+    draft: bool = False
+    head_sha: str = ""
+
+
+@dataclass
+class SeriesState:
+    id: str
+    upstream_repo: str = ""
+    base: str = ""  # how the base is named, e.g. "tag v0.26.0", "pull 53899"
+    head_sha: str | None = None
+    head_ref: str | None = None
+    head_seen_at: str | None = None
+    head_actor: str | None = None
+    checked_head: str | None = None
+    checked_digest: str | None = None
+    checked_at: str | None = None
+    phase: str = "idle"
+    outcome: str = "none"
+    patches: list[PatchState] = field(default_factory=list)
+    pr: PrInfo | None = None
+    ci: dict[str, CiState] = field(default_factory=dict)
+    version: str | None = None
+    last_event: str | None = None
+    error: str | None = None
+    paused_by: str | None = None  # set by `/carry pause`; the config's policy is separate
+    approvals: list[str] = field(default_factory=list)  # head SHAs approved for hardware
+    base_pr_state: str | None = None  # for pull bases: open | merged | closed_unmerged
+    updated_at: str = ""
+
+    @property
+    def needs_attention(self) -> list[str]:
+        """Why a maintainer should look now, most urgent first; empty when nothing is needed."""
+        reasons = []
+        if self.phase == "error" and self.error:
+            reasons.append(f"error: {self.error}")
+        reasons += [
+            f"{p.name}: {p.status}" for p in self.patches if p.status in ("conflict", "invalid")
+        ]
+        reasons += [
+            f"{p.name}: review ({p.status})"
+            for p in self.patches
+            if p.decision == "review" and p.status not in ("conflict", "invalid")
+        ]
+        reasons += [
+            f"CI {c.runner}: {c.state}"
+            for c in self.ci.values()
+            if c.state in ("failure", "infra-error")
+        ]
+        reasons += [
+            f"CI {c.runner}: waiting for /carry approve"
+            for c in self.ci.values()
+            if c.state == "waiting-approval"
+        ]
+        if self.base_pr_state == "closed_unmerged":
+            reasons.append("base PR was closed without being merged")
+        return reasons
+
+    def patch(self, name: str) -> PatchState | None:
+        return next((p for p in self.patches if p.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SeriesState:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["patches"] = [_build(PatchState, p) for p in data.get("patches", [])]
+        values["ci"] = {k: _build(CiState, v) for k, v in (data.get("ci") or {}).items()}
+        values["pr"] = _build(PrInfo, data["pr"]) if data.get("pr") else None
+        return cls(**values)
+
+
+def _build(kind: type, data: dict[str, Any]) -> Any:
+    known = {f.name for f in fields(kind)}
+    return kind(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,187 @@
+"""Series state, decision history, runs and coordination keys in Redis.
+
+Layout (all keys prefixed `carry:`):
+  carry:series:<id>        JSON of bot.core.state.SeriesState (the current picture)
+  carry:history:<id>       stream: every event, decision and outcome for one series, with evidence
+  carry:history            stream: the same entries for all series (the events page)
+  carry:wanted:<id>        the newest head a rebase was requested for (bursts collapse to it)
+  carry:done:<key>         idempotency markers for actions already carried out
+  carry:lock:<id>          one job per series at a time
+  carry:runner:<name>      runner heartbeats (hash, with expiry)
+  carry:runlog:<run_id>    stream of a CI run's output, bounded
+  carry:updates            pub/sub channel: a message per change, for live pages
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import redis
+
+from bot.core.state import SeriesState
+
+PREFIX: Final = "carry:"
+UPDATES_CHANNEL: Final = "carry:updates"
+HISTORY_MAXLEN: Final = 20_000
+RUNLOG_MAXLEN: Final = 5_000
+DONE_TTL_S: Final = 90 * 24 * 3600
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _series_key(series_id: str) -> str:
+    return f"{PREFIX}series:{series_id}"
+
+
+def load_series(client: redis.Redis, series_id: str) -> SeriesState | None:
+    raw = client.get(_series_key(series_id))
+    return SeriesState.from_dict(json.loads(raw)) if raw else None
+
+
+def all_series(client: redis.Redis) -> list[SeriesState]:
+    keys = sorted(
+        k.decode() if isinstance(k, bytes) else k for k in client.scan_iter(f"{PREFIX}series:*")
+    )
+    values = client.mget(keys) if keys else []
+    return [SeriesState.from_dict(json.loads(v)) for v in values if v]
+
+
+def save_series(client: redis.Redis, state: SeriesState) -> None:
+    state.updated_at = now_iso()
+    client.set(_series_key(state.id), json.dumps(state.to_dict()))
+    publish(client, {"kind": "series", "series": state.id})
+
+
+def ensure_series(client: redis.Redis, series_id: str, **defaults: Any) -> SeriesState:
+    """The stored state, or a new one with `defaults` (stored at once, so it shows up)."""
+    state = load_series(client, series_id)
+    if state is None:
+        state = SeriesState(id=series_id, **defaults)
+        save_series(client, state)
+    return state
+
+
+def publish(client: redis.Redis, message: dict[str, Any]) -> None:
+    client.publish(UPDATES_CHANNEL, json.dumps(message))
+
+
+def append_history(client: redis.Redis, series_id: str | None, kind: str, **fields: Any) -> str:
+    """Appends one entry to the series' history and the global one; returns its stream id."""
+    entry = {
+        "at": now_iso(),
+        "series": series_id or "",
+        "kind": kind,
+        "data": json.dumps(fields, default=str),
+    }
+    pipe = client.pipeline()
+    if series_id:
+        pipe.xadd(f"{PREFIX}history:{series_id}", entry, maxlen=HISTORY_MAXLEN, approximate=True)
+    pipe.xadd(f"{PREFIX}history", entry, maxlen=HISTORY_MAXLEN, approximate=True)
+    ids = pipe.execute()
+    publish(client, {"kind": "history", "series": series_id, "entry": kind})
+    return _text(ids[-1])
+
+
+def history(
+    client: redis.Redis, series_id: str | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """Newest first."""
+    key = f"{PREFIX}history:{series_id}" if series_id else f"{PREFIX}history"
+    out = []
+    for entry_id, raw in client.xrevrange(key, count=limit):
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        out.append(
+            {
+                "id": _text(entry_id),
+                "at": fields.get("at", ""),
+                "series": fields.get("series", ""),
+                "kind": fields.get("kind", ""),
+                "data": json.loads(fields.get("data") or "{}"),
+            }
+        )
+    return out
+
+
+def set_wanted(client: redis.Redis, series_id: str, head: str) -> None:
+    client.set(f"{PREFIX}wanted:{series_id}", head)
+
+
+def wanted(client: redis.Redis, series_id: str) -> str | None:
+    raw = client.get(f"{PREFIX}wanted:{series_id}")
+    return _text(raw) if raw else None
+
+
+def claim(client: redis.Redis, key: str, ttl_s: int = DONE_TTL_S) -> bool:
+    """True the first time `key` is claimed: the idempotency check for an action."""
+    return bool(client.set(f"{PREFIX}done:{key}", str(time.time()), nx=True, ex=ttl_s))
+
+
+def release_claim(client: redis.Redis, key: str) -> None:
+    client.delete(f"{PREFIX}done:{key}")
+
+
+def is_claimed(client: redis.Redis, key: str) -> bool:
+    return bool(client.exists(f"{PREFIX}done:{key}"))
+
+
+@contextmanager
+def series_lock(
+    client: redis.Redis, series_id: str, *, ttl_s: int = 1800, wait_s: float = 0
+) -> Iterator[bool]:
+    """Yields True when this process holds the series lock; the lock expires after ttl_s so a
+    killed worker cannot block its series for ever."""
+    lock = client.lock(f"{PREFIX}lock:{series_id}", timeout=ttl_s, blocking_timeout=wait_s)
+    acquired = lock.acquire(blocking=wait_s > 0)
+    try:
+        yield bool(acquired)
+    finally:
+        if acquired:
+            # It may have expired while we worked; then the next holder owns it now.
+            with suppress(redis.exceptions.LockError):
+                lock.release()
+
+
+def heartbeat(client: redis.Redis, runner: str, info: dict[str, Any], ttl_s: int = 60) -> None:
+    key = f"{PREFIX}runner:{runner}"
+    client.hset(key, mapping={"seen_at": now_iso(), **{k: str(v) for k, v in info.items()}})
+    client.expire(key, ttl_s)
+
+
+def runners(client: redis.Redis) -> list[dict[str, str]]:
+    out = []
+    for key in sorted(client.scan_iter(f"{PREFIX}runner:*")):
+        data = {_text(k): _text(v) for k, v in client.hgetall(key).items()}
+        data["name"] = _text(key).removeprefix(f"{PREFIX}runner:")
+        out.append(data)
+    return out
+
+
+def append_runlog(client: redis.Redis, run_id: str, stream: str, text: str) -> None:
+    client.xadd(
+        f"{PREFIX}runlog:{run_id}",
+        {"stream": stream, "text": text},
+        maxlen=RUNLOG_MAXLEN,
+        approximate=True,
+    )
+    publish(client, {"kind": "runlog", "run": run_id})
+
+
+def runlog(
+    client: redis.Redis, run_id: str, after: str = "-", limit: int = 1000
+) -> list[dict[str, str]]:
+    start = f"({after}" if after != "-" else "-"
+    return [
+        {"id": _text(i), **{_text(k): _text(v) for k, v in raw.items()}}
+        for i, raw in client.xrange(f"{PREFIX}runlog:{run_id}", min=start, count=limit)
+    ]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
