@@ -1,0 +1,403 @@
+"""Verify check for the PLE-offload semaphore fix: identical requests must be bit-identical.
+
+With CUDA graphs on, the unfixed offload semaphore runs one step ahead, so every forward consumes
+the previous step's per-layer embeddings: N identical sequential requests fall into two classes
+(the cold first one, then the rest). The check sends N identical requests with prompt_logprobs,
+hashes each request's full per-position vectors, groups the hashes into classes (expect 1) and
+compares the class with a cudagraph_mode=NONE reference: another server, a JSON file recorded
+earlier with --record-reference, or (with --serve) a NONE server it starts first.
+
+    python -m workers.runner.checks.ple_offload --base-url URL --model M \
+        [--reference-url URL | --reference-json FILE] [--json OUT]
+    python -m workers.runner.checks.ple_offload --serve M     # NONE reference, then the default
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workers.runner.checks.openai_client import (
+    Completion,
+    CompletionRequest,
+    OpenAIClient,
+    PositionLogprobs,
+    add_connection_arguments,
+    filler_prompt,
+    positive_int,
+)
+from workers.runner.checks.report import (
+    CheckResult,
+    Inconclusive,
+    InfraError,
+    Mismatch,
+    UsageError,
+    conclude,
+    failed,
+    passed,
+)
+from workers.runner.checks.vllm_server import (
+    ServeSpec,
+    VllmServer,
+    add_serve_arguments,
+    ple_offload_command,
+    spec_from_args,
+)
+
+NAME = "ple-offload"
+REFERENCE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    requests: int = 16
+    prompt_words: int = 256
+    prompt_logprobs: int = 5
+    concurrency: int = 1
+    reference_requests: int = 2
+    seed: int = 0
+
+    def request(self) -> CompletionRequest:
+        prompt = filler_prompt(self.prompt_words, seed=f"{NAME}:{self.seed}")
+        return CompletionRequest(
+            prompt=prompt, max_tokens=1, logprobs=1, prompt_logprobs=self.prompt_logprobs
+        )
+
+    def fingerprint(self, model: str) -> dict[str, Any]:
+        """What a recorded reference must have been recorded for, to be comparable."""
+        request = self.request()
+        return {
+            "model": model,
+            "prompt_sha256": hashlib.sha256(request.prompt.encode()).hexdigest(),
+            "prompt_logprobs": request.prompt_logprobs,
+            "max_tokens": request.max_tokens,
+        }
+
+
+def position_digest(position: PositionLogprobs | None) -> str:
+    """Exact hash of one position: every (token id, logprob) pair, bit for bit."""
+    if position is None:
+        canonical = "null"
+    else:
+        canonical = json.dumps([[tid, position[tid].logprob] for tid in sorted(position)])
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def vector_digest(positions: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(positions).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Sample:
+    index: int
+    positions: tuple[str, ...]
+    first_token: str | None = None
+    first_token_logprob: float | None = None
+
+    @property
+    def digest(self) -> str:
+        return vector_digest(self.positions)
+
+
+def sample_from(index: int, completion: Completion) -> Sample:
+    if completion.prompt_logprobs is None:
+        raise InfraError("the reply has no prompt_logprobs; does the server support them?")
+    return Sample(
+        index=index,
+        positions=tuple(position_digest(p) for p in completion.prompt_logprobs),
+        first_token=completion.tokens[0] if completion.tokens else None,
+        first_token_logprob=completion.token_logprobs[0] if completion.token_logprobs else None,
+    )
+
+
+@dataclass
+class RequestClass:
+    digest: str
+    positions: tuple[str, ...]
+    members: list[int] = field(default_factory=list)
+    first_token: str | None = None
+    first_token_logprob: float | None = None
+
+
+def classify(samples: Sequence[Sample]) -> list[RequestClass]:
+    """Group samples by digest, classes in the order their first member was sent."""
+    classes: dict[str, RequestClass] = {}
+    for s in sorted(samples, key=lambda s: s.index):
+        cls = classes.get(s.digest)
+        if cls is None:
+            cls = classes[s.digest] = RequestClass(
+                s.digest,
+                s.positions,
+                first_token=s.first_token,
+                first_token_logprob=s.first_token_logprob,
+            )
+        cls.members.append(s.index)
+    return list(classes.values())
+
+
+def differing_positions(a: Sequence[str], b: Sequence[str]) -> list[int]:
+    longest = max(len(a), len(b))
+    return [i for i in range(longest) if i >= len(a) or i >= len(b) or a[i] != b[i]]
+
+
+@dataclass(frozen=True)
+class Reference:
+    digest: str
+    positions: tuple[str, ...]
+    source: str
+    fingerprint: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": REFERENCE_FORMAT,
+            "check": NAME,
+            "source": self.source,
+            "fingerprint": dict(self.fingerprint),
+            "class_hash": self.digest,
+            "position_hashes": list(self.positions),
+        }
+
+
+def reference_from_classes(
+    classes: Sequence[RequestClass], source: str, fingerprint: Mapping[str, Any]
+) -> Reference:
+    if len(classes) != 1:
+        sizes = ", ".join(str(len(c.members)) for c in classes)
+        raise Inconclusive(
+            f"the reference run at {source} is not self-consistent: {len(classes)} classes "
+            f"(sizes {sizes})"
+        )
+    return Reference(classes[0].digest, classes[0].positions, source, dict(fingerprint))
+
+
+def load_reference(path: Path, fingerprint: Mapping[str, Any]) -> Reference:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        positions = tuple(str(p) for p in data["position_hashes"])
+        recorded = data["fingerprint"]
+        digest = str(data["class_hash"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"cannot read reference {path}: {exc!r}") from exc
+    if data.get("check") != NAME or data.get("format") != REFERENCE_FORMAT:
+        raise UsageError(f"{path} is not a format-{REFERENCE_FORMAT} {NAME} reference")
+    if recorded != dict(fingerprint):
+        keys = sorted(k for k in {*recorded, *fingerprint} if recorded.get(k) != fingerprint.get(k))
+        raise UsageError(f"{path} was recorded for another request (differs in {', '.join(keys)})")
+    if vector_digest(positions) != digest:
+        raise UsageError(f"{path}: class_hash does not match its position_hashes")
+    return Reference(digest, positions, str(path), recorded)
+
+
+def _class_row(cls: RequestClass, reference: Reference | None) -> dict[str, Any]:
+    return {
+        "hash": cls.digest,
+        "count": len(cls.members),
+        "requests": cls.members,
+        "first_token": cls.first_token,
+        "first_token_logprob": cls.first_token_logprob,
+        "matches_reference": None if reference is None else cls.digest == reference.digest,
+    }
+
+
+def _class_mismatch(
+    number: int, cls: RequestClass, baseline: Sequence[str], baseline_name: str, total: int
+) -> Mismatch:
+    diff = differing_positions(baseline, cls.positions)
+    first = diff[0] if diff else None
+    who = "the first (cold) request" if cls.members == [0] else f"requests {cls.members}"
+    kind = "cold-first-request" if cls.members == [0] else "extra-class"
+    verb = "differs" if len(cls.members) == 1 else "differ"
+    return Mismatch(
+        subject=f"class {number}",
+        kind=kind,
+        description=(
+            f"class {number}: {who} ({len(cls.members)} of {total}) {verb} from {baseline_name} "
+            f"first at prompt position {first} ({len(diff)} of {len(baseline)} positions differ)"
+        ),
+        position=first,
+        expected=baseline[first] if first is not None and first < len(baseline) else None,
+        actual=cls.positions[first] if first is not None and first < len(cls.positions) else None,
+    )
+
+
+def verdict(
+    classes: Sequence[RequestClass], reference: Reference | None, details: dict[str, Any]
+) -> CheckResult:
+    total = sum(len(c.members) for c in classes)
+    info = {
+        **details,
+        "classes": [_class_row(c, reference) for c in classes],
+        "reference": None
+        if reference is None
+        else {"source": reference.source, "hash": reference.digest},
+    }
+    ref_note = "no reference given" if reference is None else "cudagraph_mode=NONE reference"
+    if reference is not None:
+        baseline, baseline_name = reference.positions, "the reference"
+    else:
+        largest = max(classes, key=lambda c: len(c.members))
+        baseline, baseline_name = largest.positions, "the largest class"
+    mismatches = [
+        _class_mismatch(n, c, baseline, baseline_name, total)
+        for n, c in enumerate(classes, start=1)
+        if c.digest != vector_digest(baseline)
+    ]
+    if len(classes) > 1:
+        sizes = ", ".join(str(len(c.members)) for c in classes)
+        matching = [
+            n for n, c in enumerate(classes, 1) if reference and c.digest == reference.digest
+        ]
+        tail = f"; class {matching[0]} equals the {ref_note}" if matching else ""
+        summary = (
+            f"{total} identical requests fell into {len(classes)} classes (sizes {sizes}){tail}"
+        )
+        return failed(NAME, summary, info, mismatches)
+    if mismatches:
+        summary = f"all {total} requests agree but differ from the {ref_note}"
+        return failed(NAME, summary, info, mismatches)
+    agreement = f"equal to the {ref_note}" if reference is not None else ref_note
+    return passed(NAME, f"{total} identical requests, 1 class ({agreement})", info)
+
+
+def collect(client: OpenAIClient, plan: Plan, count: int, concurrency: int) -> list[Sample]:
+    request = plan.request()
+    if concurrency <= 1:
+        completions = [client.complete(request) for _ in range(count)]
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            completions = list(pool.map(lambda _: client.complete(request), range(count)))
+    return [sample_from(i, c) for i, c in enumerate(completions)]
+
+
+def reference_run(base_url: str, model: str, plan: Plan, timeout: float) -> Reference:
+    with OpenAIClient(base_url, model, timeout) as client:
+        samples = collect(client, plan, plan.reference_requests, 1)
+    return reference_from_classes(classify(samples), base_url, plan.fingerprint(model))
+
+
+def measure(
+    base_url: str, model: str, plan: Plan, timeout: float
+) -> tuple[list[RequestClass], dict[str, Any]]:
+    with OpenAIClient(base_url, model, timeout) as client:
+        samples = collect(client, plan, plan.requests, plan.concurrency)
+    details = {
+        "base_url": base_url,
+        "model": model,
+        "requests": plan.requests,
+        "concurrency": plan.concurrency,
+        "prompt_positions": len(samples[0].positions),
+        "prompt_logprobs": plan.prompt_logprobs,
+        "fingerprint": plan.fingerprint(model),
+    }
+    return classify(samples), details
+
+
+def record_reference(
+    path: Path, classes: Sequence[RequestClass], source: str, fingerprint: Mapping[str, Any]
+) -> None:
+    reference = reference_from_classes(classes, source, fingerprint)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(reference.to_dict(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write reference {path}: {exc}") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {__spec__.name if __spec__ else 'ple_offload'}",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        epilog="exit codes: 0 passed, 1 bug detected, 2 no verdict (infra/usage/inconclusive)",
+    )
+    add_connection_arguments(parser)
+    parser.add_argument("--requests", type=positive_int, default=Plan.requests)
+    parser.add_argument("--prompt-words", type=positive_int, default=Plan.prompt_words)
+    parser.add_argument("--prompt-logprobs", type=positive_int, default=Plan.prompt_logprobs)
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=Plan.concurrency,
+        help="requests in flight at once (default 1: sequential, as in the test plan)",
+    )
+    parser.add_argument("--seed", type=int, default=Plan.seed)
+    ref = parser.add_mutually_exclusive_group()
+    ref.add_argument("--reference-url", help="a running cudagraph_mode=NONE server")
+    ref.add_argument("--reference-json", type=Path, help="reference recorded by --record-reference")
+    ref.add_argument(
+        "--no-reference", action="store_true", help="with --serve: skip the NONE reference run"
+    )
+    parser.add_argument(
+        "--reference-requests",
+        type=positive_int,
+        default=Plan.reference_requests,
+        help="identical requests sent to the reference server (default %(default)s)",
+    )
+    parser.add_argument(
+        "--record-reference",
+        type=Path,
+        metavar="FILE",
+        help="write this run's class as a reference file (when it is a single class)",
+    )
+    add_serve_arguments(parser)
+    return parser
+
+
+def resolve_reference(
+    args: argparse.Namespace, plan: Plan, model: str, spec: ServeSpec | None
+) -> Reference | None:
+    if args.reference_json is not None:
+        return load_reference(args.reference_json, plan.fingerprint(model))
+    if args.reference_url:
+        return reference_run(args.reference_url, model, plan, args.timeout)
+    if spec is None or args.no_reference:
+        return None
+    command = ple_offload_command(spec, reference=True)
+    with VllmServer(command, spec, label=f"{NAME}-reference") as server:
+        return reference_run(server.base_url, model, plan, args.timeout)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if bool(args.base_url) == bool(args.serve):
+        parser.error("give exactly one of --base-url (a running server) and --serve MODEL")
+    model = args.model or args.serve
+    if not model:
+        parser.error("--model is required with --base-url")
+    plan = Plan(
+        requests=args.requests,
+        prompt_words=args.prompt_words,
+        prompt_logprobs=args.prompt_logprobs,
+        concurrency=args.concurrency,
+        reference_requests=args.reference_requests,
+        seed=args.seed,
+    )
+
+    def body() -> CheckResult:
+        spec = spec_from_args(args) if args.serve else None
+        reference = resolve_reference(args, plan, model, spec)
+        if spec is not None:
+            command = ple_offload_command(spec, reference=False)
+            with VllmServer(command, spec, label=NAME) as server:
+                classes, details = measure(server.base_url, model, plan, args.timeout)
+        else:
+            classes, details = measure(args.base_url, model, plan, args.timeout)
+        if args.record_reference is not None and len(classes) == 1:
+            record_reference(
+                args.record_reference, classes, details["base_url"], details["fingerprint"]
+            )
+            details["recorded_reference"] = str(args.record_reference)
+        return verdict(classes, reference, details)
+
+    return conclude(NAME, body, args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
