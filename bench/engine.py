@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.git.engine import Engine, PatchInput  # noqa: E402
-from bot.git.mirror import Mirror  # noqa: E402
+from bot.git.engine import Engine, PatchInput
+from bot.git.mirror import Mirror
 
 ENV = {
     **os.environ,
@@ -51,7 +51,10 @@ def run(*args: str, cwd: Path | None = None, input: bytes | None = None) -> str:
 
 def file_text(index: int, revision: int) -> bytes:
     lines = [f"# module {index}\n", f"REVISION = {revision}\n"]
-    lines += [f"def fn_{index}_{n}(x):\n    return x * {n} + {index}\n" for n in range(LINES_PER_FILE // 2)]
+    lines += [
+        f"def fn_{index}_{n}(x):\n    return x * {n} + {index}\n"
+        for n in range(LINES_PER_FILE // 2)
+    ]
     return "".join(lines).encode()
 
 
@@ -72,7 +75,9 @@ def fast_import_stream(files: int, commits: int) -> bytes:
             chunks.append(f"M 100644 inline {path}\n".encode())
             chunks.append(b"data %d\n%s\n" % (len(data), data))
 
-    commit("initial import", [(f"vllm/mod_{i:04d}.py", file_text(i, 0)) for i in range(files)], False)
+    commit(
+        "initial import", [(f"vllm/mod_{i:04d}.py", file_text(i, 0)) for i in range(files)], False
+    )
     for n in range(1, commits):
         index = (n * 7919) % files
         if f"vllm/mod_{index:04d}.py" in PATCHED:
@@ -108,7 +113,15 @@ def make_series(upstream: Path, workdir: Path) -> tuple[list[Path], str, str]:
         text = target.read_text().replace("return x * 5 +", f"return x * 5 + {n} +")
         target.write_text(text)
         run("git", "commit", "-q", "-am", f"carried fix {n}", cwd=upstream)
-    run("git", "format-patch", "-q", "-o", str(series_dir), f"{old_head}..carry-series", cwd=upstream)
+    run(
+        "git",
+        "format-patch",
+        "-q",
+        "-o",
+        str(series_dir),
+        f"{old_head}..carry-series",
+        cwd=upstream,
+    )
     run("git", "checkout", "-q", "-B", "main", old_head, cwd=upstream)
     for n, path in enumerate(PATCHED[::2]):
         target = upstream / path
@@ -174,7 +187,9 @@ def main() -> int:
     }
     files = len(run("git", "ls-tree", "-r", "--name-only", new_head, cwd=upstream).splitlines())
     commits = run("git", "rev-list", "--count", new_head, cwd=upstream).strip()
-    print(f"\nrepository: {files} files, {commits} commits; series: {len(patches)} patches ({', '.join(statuses)})")
+    print(
+        f"\nrepository: {files} files, {commits} commits; series: {len(patches)} patches ({', '.join(statuses)})"
+    )
     base = statistics.median(results["carry (no checkout)"])
     print(f"{'method':24}{'median s':>10}{'min s':>9}{'x carry':>9}")
     for name, times in results.items():

@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.core.classify import Decision  # noqa: E402
-from bot.git.engine import Engine, PatchInput  # noqa: E402
-from bot.git.mirror import Mirror  # noqa: E402
+from bot.core.classify import Decision
+from bot.git.engine import Engine, PatchInput
+from bot.git.mirror import Mirror
 
 _NOISE = re.compile(
     r"(\(#\d+\))|(\[[^\]]*\])|(cherry[- ]?pick(ed)?( to)?( v?[\d.]+)?:?)|(port( to)? v?[\d.]+:?)"
@@ -62,7 +62,9 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
     fork = git(repo, "merge-base", "main", branch).strip()
     release = [
         line.split("\x1f")
-        for line in git(repo, "log", "--no-merges", "--format=%H\x1f%s\x1f%b\x1e", f"{fork}..{head}")
+        for line in git(
+            repo, "log", "--no-merges", "--format=%H\x1f%s\x1f%b\x1e", f"{fork}..{head}"
+        )
         .replace("\n", " ")
         .split("\x1e")
         if line.strip()
@@ -87,7 +89,16 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
         if port:
             undone = any(p in reverted or any(p.startswith(r) for r in reverted) for p in port)
             undone = undone or ("title:" + key) in reverted
-            out.append(Sample(branch, head, sha, subject, not undone, "ported, reverted" if undone else "ported"))
+            out.append(
+                Sample(
+                    branch,
+                    head,
+                    sha,
+                    subject,
+                    not undone,
+                    "ported, reverted" if undone else "ported",
+                )
+            )
         else:
             out.append(Sample(branch, head, sha, subject, False, "not ported"))
     positives = [s for s in out if s.contained]
@@ -96,24 +107,42 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
     return positives + [s for s in negatives if s.why != "not ported"] + negatives[::step][:limit]
 
 
-def plain_git_says_contained(repo: Path, sample: Sample, patch: bytes, work: Path) -> tuple[bool, bool]:
+def plain_git_says_contained(
+    repo: Path, sample: Sample, patch: bytes, work: Path
+) -> tuple[bool, bool]:
     """(safe plain-git catch, patch-id alone) on the sample's head."""
     cherry = git(repo, "cherry", sample.head, sample.commit, f"{sample.commit}~1")
     patch_id_hit = cherry.startswith("-")
     index = work / "index"
     env_index = {"GIT_INDEX_FILE": str(index)}
-    subprocess.run(["git", "-C", str(repo), "read-tree", sample.head], env={**_env(), **env_index}, capture_output=True)
-    reverse = subprocess.run(
-        ["git", "-C", str(repo), "apply", "--cached", "-R", "--check", "-"],
-        input=patch, env={**_env(), **env_index}, capture_output=True,
-    ).returncode == 0
+    subprocess.run(
+        ["git", "-C", str(repo), "read-tree", sample.head],
+        env={**_env(), **env_index},
+        capture_output=True,
+    )
+    reverse = (
+        subprocess.run(
+            ["git", "-C", str(repo), "apply", "--cached", "-R", "--check", "-"],
+            input=patch,
+            env={**_env(), **env_index},
+            capture_output=True,
+        ).returncode
+        == 0
+    )
     three = subprocess.run(
         ["git", "-C", str(repo), "apply", "--cached", "--3way", "-"],
-        input=patch, env={**_env(), **env_index}, capture_output=True,
+        input=patch,
+        env={**_env(), **env_index},
+        capture_output=True,
     )
     unchanged = False
     if three.returncode == 0:
-        tree = subprocess.run(["git", "-C", str(repo), "write-tree"], env={**_env(), **env_index}, capture_output=True, text=True).stdout.strip()
+        tree = subprocess.run(
+            ["git", "-C", str(repo), "write-tree"],
+            env={**_env(), **env_index},
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         unchanged = tree == git(repo, "rev-parse", f"{sample.head}^{{tree}}").strip()
     return reverse or unchanged, patch_id_hit
 
@@ -129,10 +158,14 @@ def main() -> int:
     parser.add_argument("repo", type=Path)
     parser.add_argument("--branches", default="releases/*")
     parser.add_argument("--limit", type=int, default=25, help="negatives sampled per branch")
-    parser.add_argument("--no-from", action="store_true", help="strip the From <sha> line (no history anchor)")
+    parser.add_argument(
+        "--no-from", action="store_true", help="strip the From <sha> line (no history anchor)"
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-    branches = git(args.repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{args.branches}").split()
+    branches = git(
+        args.repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{args.branches}"
+    ).split()
     cache = Path(tempfile.mkdtemp(prefix="carry-eval-"))
     engine = Engine(Mirror(str(args.repo), cache))
     table: Counter[tuple[str, str]] = Counter()
@@ -144,7 +177,8 @@ def main() -> int:
         for sample in samples_for(args.repo, branch, args.limit):
             patch = subprocess.run(
                 ["git", "-C", str(args.repo), "format-patch", "-1", "--stdout", sample.commit],
-                capture_output=True, env=_env(),
+                capture_output=True,
+                env=_env(),
             ).stdout
             if args.no_from:
                 patch = patch.split(b"\n", 1)[1]
@@ -157,9 +191,13 @@ def main() -> int:
             plain[f"{label}:patch-id={by_id}"] += 1
             total += 1
             if not sample.contained and result.decision == Decision.DROP:
-                wrong.append(f"{branch} {sample.commit[:10]} {sample.subject} ({sample.why}): {result.reason}")
+                wrong.append(
+                    f"{branch} {sample.commit[:10]} {sample.subject} ({sample.why}): {result.reason}"
+                )
             if args.verbose:
-                print(f"{label:13} {result.status.value:16} {result.decision.value:6} {branch} {sample.commit[:10]} {sample.subject[:60]}")
+                print(
+                    f"{label:13} {result.status.value:16} {result.decision.value:6} {branch} {sample.commit[:10]} {sample.subject[:60]}"
+                )
     elapsed = time.perf_counter() - started
     pos = sum(v for (lab, _), v in table.items() if lab == "contained")
     neg = sum(v for (lab, _), v in table.items() if lab == "not-contained")
@@ -167,14 +205,20 @@ def main() -> int:
     print(f"\nsamples: {total} ({pos} contained upstream, {neg} not) in {elapsed:.1f} s")
     print(f"{'label':15}{'drop':>7}{'review':>8}{'keep':>7}")
     for label in ("contained", "not-contained"):
-        print(f"{label:15}{table[(label, 'drop')]:>7}{table[(label, 'review')]:>8}{table[(label, 'keep')]:>7}")
+        print(
+            f"{label:15}{table[(label, 'drop')]:>7}{table[(label, 'review')]:>8}{table[(label, 'keep')]:>7}"
+        )
     print(f"\ncarry catches (drop + review): {caught}/{pos} = {caught / max(pos, 1):.0%}")
     print(f"carry wrong drops: {len(wrong)}")
     print(f"carry reviews on not-contained: {table[('not-contained', 'review')]}/{neg}")
-    print(f"plain git safe catches (reverse-apply or am -3 unchanged): {plain['contained:plain-safe=True']}/{pos}"
-          f" = {plain['contained:plain-safe=True'] / max(pos, 1):.0%}")
-    print(f"patch-id (git cherry) hits: contained {plain['contained:patch-id=True']}/{pos}, "
-          f"not contained {plain['not-contained:patch-id=True']}/{neg} (each of these would be a wrong drop)")
+    print(
+        f"plain git safe catches (reverse-apply or am -3 unchanged): {plain['contained:plain-safe=True']}/{pos}"
+        f" = {plain['contained:plain-safe=True'] / max(pos, 1):.0%}"
+    )
+    print(
+        f"patch-id (git cherry) hits: contained {plain['contained:patch-id=True']}/{pos}, "
+        f"not contained {plain['not-contained:patch-id=True']}/{neg} (each of these would be a wrong drop)"
+    )
     for line in wrong:
         print("  WRONG DROP:", line)
     return 0

@@ -12,6 +12,8 @@ from pathlib import Path
 import git as gitpython
 
 from bot import log as carry_log
+from bot import service
+from bot.config import ConfigError
 from bot.core.report import SeriesReport
 from bot.fixes import fix_rows, render_fix_table
 from bot.git.engine import Engine, PatchInput
@@ -110,6 +112,25 @@ def cmd_fixes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    service.web(args.host, args.port)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    service.worker(args.queues, args.concurrency)
+    return 0
+
+
+def cmd_beat(args: argparse.Namespace) -> int:
+    service.beat()
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return service.run(args.host, args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="carry", description=__doc__)
     parser.add_argument("--log-level", default="WARNING")
@@ -131,6 +152,24 @@ def build_parser() -> argparse.ArgumentParser:
     fixes = sub.add_parser("fixes", help="list carried fixes, their upstream state and decision")
     fixes.add_argument("--patches-dir", default="patches")
     fixes.set_defaults(func=cmd_fixes)
+
+    web = sub.add_parser("web", help="serve webhooks, the API and the dashboard")
+    web.add_argument("--host", default="127.0.0.1")
+    web.add_argument("--port", type=int, default=8000)
+    web.set_defaults(func=cmd_web)
+
+    worker = sub.add_parser("worker", help="run a Celery worker for carry's own tasks")
+    worker.add_argument("--queues", default="carry")
+    worker.add_argument("--concurrency", type=int, default=1)
+    worker.set_defaults(func=cmd_worker)
+
+    beat = sub.add_parser("beat", help="run the poller's schedule (Celery beat)")
+    beat.set_defaults(func=cmd_beat)
+
+    run = sub.add_parser("run", help="web, worker and beat together (starts Redis if needed)")
+    run.add_argument("--host", default="127.0.0.1")
+    run.add_argument("--port", type=int, default=8000)
+    run.set_defaults(func=cmd_run)
     return parser
 
 
@@ -141,8 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("carry").setLevel(args.log_level.upper())
     try:
         return int(args.func(args))
-    except UsageError as err:
+    except (UsageError, service.ServiceError) as err:
         print(f"carry: error: {err}", file=sys.stderr)
+        return 2
+    except ConfigError as err:
+        print(f"carry: configuration error:\n{err}", file=sys.stderr)
         return 2
 
 

@@ -28,6 +28,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.core.versions import version_key
+
 DEFAULT_CONFIG_PATH = Path("config/carry.yaml")
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 # GitHub does not deliver payloads over 25 MB, so a larger limit is meaningless.
@@ -165,17 +167,6 @@ class BaseSpec(_Model):
         return max(matching, key=version_key, default=None)
 
 
-def version_key(tag: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key for version-like tags: numbers compare numerically, a release sorts after its
-    pre-releases (v1.0.0rc1 < v1.0.0)."""
-    key: list[tuple[int, int | str]] = []
-    for part in re.findall(r"\d+|[A-Za-z]+", tag):
-        key.append((2, int(part)) if part.isdigit() else (0, part.lower()))
-    # A trailing marker makes the bare release newer than any suffixed pre-release.
-    key.append((1, ""))
-    return tuple(key)
-
-
 class Policy(_Model):
     paused: bool = False
     auto_drop: bool = True
@@ -250,11 +241,13 @@ class CarryConfig(_Model):
 # --------------------------------------------------------------------------- loading
 
 
-def load_config(path: str | Path, *, patches_root: Path | None = None) -> CarryConfig:
+def load_config(
+    path: str | Path, *, patches_root: Path | None = None, downstream_dir: Path | None = None
+) -> CarryConfig:
     """Read, validate and cross-check the YAML config; raise ConfigError listing every problem.
 
     `patches_root` is the directory holding the series' patch directories; by default
-    `downstream.patches_dir` relative to the working directory.
+    `downstream.patches_dir` relative to `downstream_dir` (the working directory if unset).
     """
     path = Path(path)
     label = str(path)
@@ -262,10 +255,16 @@ def load_config(path: str | Path, *, patches_root: Path | None = None) -> CarryC
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"{label}: cannot read config file: {exc.strerror or exc}"]) from exc
-    return parse_config(text, label, patches_root=patches_root)
+    return parse_config(text, label, patches_root=patches_root, downstream_dir=downstream_dir)
 
 
-def parse_config(text: str, label: str, *, patches_root: Path | None = None) -> CarryConfig:
+def parse_config(
+    text: str,
+    label: str,
+    *,
+    patches_root: Path | None = None,
+    downstream_dir: Path | None = None,
+) -> CarryConfig:
     data, lines = _load_yaml(text, label)
     if not isinstance(data, dict):
         raise ConfigError([f"{label}: expected a mapping at the top level"])
@@ -276,7 +275,7 @@ def parse_config(text: str, label: str, *, patches_root: Path | None = None) -> 
         config = CarryConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_validation_problems(exc, label, lines)) from None
-    root = patches_root if patches_root is not None else Path(config.downstream.patches_dir)
+    root = patches_root or (downstream_dir or Path()) / config.downstream.patches_dir
     found = [*_cross_reference_problems(config), *_patch_dir_problems(config, root)]
     if found:
         raise ConfigError([_at(label, loc, why, lines) for loc, why in found])

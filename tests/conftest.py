@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,10 +29,14 @@ def make_repo(tmp_path: Path):
 
 @pytest.fixture(scope="session")
 def redis_base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The machine's Redis when it answers, else a private redis-server for the whole session."""
-    wanted = os.environ.get("CARRY_TEST_REDIS_URL", MACHINE_REDIS)
-    if answers(wanted):
-        yield wanted.rsplit("/", 1)[0] if wanted.count("/") > 2 else wanted
+    """A private redis-server for this test session, so that concurrent test runs cannot
+    flush each other's data; the machine's Redis when redis-server is not installed."""
+    wanted = os.environ.get("CARRY_TEST_REDIS_URL")
+    if wanted or not shutil.which("redis-server"):
+        url = wanted or MACHINE_REDIS
+        if not answers(url):
+            pytest.exit(f"no Redis at {url} and no redis-server to start one", returncode=3)
+        yield url.rsplit("/", 1)[0] if url.count("/") > 2 else url
         return
     server = PrivateRedis(tmp_path_factory.mktemp("redis"), appendonly=False).start()
     try:

@@ -194,6 +194,42 @@ class Ignored:
         return f"ignored:{self.event_name}:{self.delivery_id}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class CommandAuthorized:
+    """Internal: a `/carry` comment on a carry PR, with its author's permission looked up."""
+
+    kind: ClassVar[str] = "command_authorized"
+    series_id: str
+    number: int
+    comment_id: int
+    author: str
+    permission: str
+    body: str
+    delivery_id: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"authorized:{self.series_id}:{self.comment_id}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RebaseFinished:
+    """Internal: a rebase stored its result; `changed` when the proposal differs from main."""
+
+    kind: ClassVar[str] = "rebase_finished"
+    series_id: str
+    head_sha: str
+    digest: str
+    outcome: str
+    changed: bool
+    result_tree: str | None = None
+    delivery_id: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"rebased:{self.series_id}:{self.head_sha}:{self.digest}"
+
+
 Event = (
     HeadMoved
     | RefDeleted
@@ -203,6 +239,8 @@ Event = (
     | InstallationChanged
     | Ping
     | Ignored
+    | CommandAuthorized
+    | RebaseFinished
 )
 EVENT_TYPES: tuple[type[Event], ...] = typing.get_args(Event)
 _BY_KIND: dict[str, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}

@@ -1,18 +1,18 @@
-"""The carry web service: webhook intake, health/readiness and the events API."""
+"""The carry web service: webhook intake, health/readiness, the JSON API and the dashboard."""
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 import redis
-from fastapi import Depends, FastAPI, HTTPException, Query, Request, params
+from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse
-from pydantic import SecretStr
 from starlette.concurrency import run_in_threadpool
 
 from bot.config import CarryConfig, ConfigError, Settings
 from bot.store.deliveries import recent_deliveries
+from bot.web.api import Access, FixPages, api_router
+from bot.web.dashboard import install_dashboard
 from bot.web.webhooks import OnEvent, WebhookIntake, webhook_router
 
 
@@ -41,7 +41,11 @@ def create_app(
     )
     app.include_router(webhook_router(intake))
     _add_health_routes(app, config, redis_client)
-    _add_api_routes(app, redis_client, Settings.dashboard_token(config) if config else None)
+    access = Access(Settings.dashboard_token(config) if config else None)
+    fix_pages = FixPages.from_config(config)
+    _add_api_routes(app, redis_client, access)
+    app.include_router(api_router(redis_client, access, config, fix_pages))
+    install_dashboard(app, redis_client, access, config, fix_pages)
     return app
 
 
@@ -64,20 +68,8 @@ def _add_health_routes(app: FastAPI, config: CarryConfig | None, client: redis.R
         return JSONResponse({"status": "ready"})
 
 
-def _require_token(token: SecretStr | None) -> params.Depends:
-    def check(request: Request) -> None:
-        if token is None:
-            return
-        given = request.headers.get("authorization", "")
-        expected = f"Bearer {token.get_secret_value()}"
-        if not hmac.compare_digest(given.encode(), expected.encode()):
-            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
-
-    return Depends(check)
-
-
-def _add_api_routes(app: FastAPI, client: redis.Redis, token: SecretStr | None) -> None:
-    @app.get("/api/v1/events", dependencies=[_require_token(token)])
+def _add_api_routes(app: FastAPI, client: redis.Redis, access: Access) -> None:
+    @app.get("/api/v1/events", dependencies=[access.dependency()])
     async def events(limit: Annotated[int, Query(ge=1, le=500)] = 50) -> JSONResponse:
         try:
             entries = await run_in_threadpool(recent_deliveries, client, limit)

@@ -439,8 +439,15 @@ def test_mirror_is_bare_and_has_no_work_tree(up, tmp_path):
 
 def test_engine_writes_no_files_outside_the_mirror(up, tmp_path, monkeypatch):
     """A conflicted or file-adding 3-way apply must not spill files into the current directory."""
-    patches = carried(up, tmp_path, {"mod.py": BODY.replace("compute(8)", "compute(8, a=1)"), "added.py": "x = 1\n"})
-    up.commit("conflicting upstream", {"mod.py": BODY.replace("compute(8)", "c8()"), "added.py": "x = 2\n"})
+    patches = carried(
+        up,
+        tmp_path,
+        {"mod.py": BODY.replace("compute(8)", "compute(8, a=1)"), "added.py": "x = 1\n"},
+    )
+    up.commit(
+        "conflicting upstream",
+        {"mod.py": BODY.replace("compute(8)", "c8()"), "added.py": "x = 2\n"},
+    )
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)

@@ -20,7 +20,9 @@ PINNED_ENV = {
 EPOCH = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 
-def git(cwd: Path, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> str:
+def git(
+    cwd: Path, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None
+) -> str:
     """Runs git in cwd with the pinned env; returns stripped stdout, raises with stderr on failure."""
     proc = subprocess.run(
         ["git", "-c", "init.defaultBranch=main", *args],

@@ -1,0 +1,328 @@
+"""The planner: an event and a snapshot of facts in, actions out. Pure.
+
+Every action says why (`reason`) and carries an idempotency key, so a repeated event or a
+retried task never does the same work twice. Adapters (workers.dispatch) carry actions out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+from bot.core import events as ev
+from bot.core.commands import HELP, Command, may_command, parse_commands
+from bot.core.versions import version_key
+
+
+@dataclass(frozen=True)
+class SeriesFacts:
+    id: str
+    upstream_repo: str  # owner/name
+    watched_ref: str | None = None  # refs/heads/x, refs/tags/x, refs/pull/N/head
+    tag_pattern: str | None = None
+    pull: int | None = None
+    current_tag: str | None = None  # for tag_pattern bases: the tag the series sits on now
+    paused_by_policy: bool = False
+    paused_by: str | None = None  # `/carry pause` author
+    trusted_authors: frozenset[str] = frozenset()
+    linked_prs: frozenset[tuple[str, int]] = frozenset()
+    pr_number: int | None = None  # carry's own PR on the downstream repository
+    head_sha: str | None = None
+    head_ref: str | None = None
+    awaiting_import: bool = False
+    runners: tuple[str, ...] = ()
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_by_policy or self.paused_by is not None
+
+
+@dataclass(frozen=True)
+class Facts:
+    downstream_repo: str
+    bot_login: str = "carry[bot]"
+    series: tuple[SeriesFacts, ...] = ()
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing to do. `kind` names the adapter; `args` are its inputs."""
+
+    kind: str
+    key: str
+    reason: str
+    series_id: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def plan(event: ev.Event, facts: Facts) -> list[Action]:
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        return [_note(event, f"carry does not act on {event.kind} events")]
+    return handler(event, facts)
+
+
+def _note(event: ev.Event, reason: str, series_id: str | None = None) -> Action:
+    return Action("note", f"note:{event.key}", reason, series_id)
+
+
+def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
+    assert isinstance(event, ev.HeadMoved)
+    actions = [
+        _on_head(s, event.after, event.ref, event.actor, f"{event.ref} moved to {event.after[:12]}")
+        for s in facts.series
+        if s.upstream_repo == event.repo and _watches(s, event.ref)
+    ]
+    return actions or [_note(event, f"no series watches {event.repo} {event.ref}")]
+
+
+def _watches(series: SeriesFacts, ref: str) -> bool:
+    if series.watched_ref is not None:
+        return series.watched_ref == ref
+    if series.tag_pattern is None or not ref.startswith("refs/tags/"):
+        return False
+    tag = ref.removeprefix("refs/tags/")
+    if not fnmatchcase(tag, series.tag_pattern):
+        return False
+    return series.current_tag is None or version_key(tag) > version_key(series.current_tag)
+
+
+def _on_head(
+    series: SeriesFacts, head: str, ref: str, actor: str | None, why: str, key_suffix: str = ""
+) -> Action:
+    args = {"head_sha": head, "head_ref": ref, "actor": actor}
+    key = f"rebase:{series.id}:{head}{key_suffix}"
+    if series.awaiting_import:
+        return Action("record_head", key, f"{why}; series is waiting for import", series.id, args)
+    if series.paused:
+        who = f"by @{series.paused_by}" if series.paused_by else "by its policy"
+        return Action("record_head", key, f"{why}; series is paused {who}", series.id, args)
+    return Action("rebase", key, why, series.id, args)
+
+
+def _ref_deleted(event: ev.Event, facts: Facts) -> list[Action]:
+    assert isinstance(event, ev.RefDeleted)
+    hits = [s for s in facts.series if s.upstream_repo == event.repo and s.watched_ref == event.ref]
+    return [
+        Action("note", f"refdel:{s.id}:{event.key}", f"watched ref {event.ref} was deleted", s.id)
+        for s in hits
+    ] or [_note(event, f"no series watches {event.repo} {event.ref}")]
+
+
+def _pr_state(event: ev.Event, facts: Facts) -> list[Action]:
+    assert isinstance(event, ev.PrStateChanged)
+    actions: list[Action] = []
+    for series in facts.series:
+        if event.repo == facts.downstream_repo and series.pr_number == event.number:
+            actions.append(
+                Action(
+                    "record_carry_pr",
+                    f"carrypr:{series.id}:{event.key}",
+                    f"carry's PR #{event.number} is {event.state}",
+                    series.id,
+                    {"number": event.number, "state": event.state},
+                )
+            )
+        if series.upstream_repo == event.repo and series.pull == event.number:
+            actions.extend(_base_pr(series, event))
+        if (event.repo, event.number) in series.linked_prs:
+            actions.extend(_linked_pr(series, event))
+    return actions or [_note(event, f"{event.repo}#{event.number} concerns no carried series")]
+
+
+def _base_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
+    args = {"state": event.state, "merge_commit": event.merge_commit_sha}
+    why = f"base PR {event.repo}#{event.number} is {event.state.replace('_', ' ')}"
+    actions = [Action("record_base_pr", f"basepr:{series.id}:{event.key}", why, series.id, args)]
+    if event.moves_head:
+        actions.append(_on_head(series, event.head_sha, event.head_ref, event.actor, why))
+    return actions
+
+
+def _linked_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
+    ref = f"{event.repo}#{event.number}"
+    why = f"linked upstream PR {ref} is {event.state.replace('_', ' ')}"
+    args = {"ref": ref, "state": event.state, "merge_commit": event.merge_commit_sha}
+    actions = [
+        Action("record_upstream_pr", f"linked:{series.id}:{event.key}", why, series.id, args)
+    ]
+    if series.head_sha and event.state in ("merged", "closed_unmerged", "reopened"):
+        # The decision rests on content, but a new PR state changes the evidence: re-check.
+        suffix = f":pr:{event.key}"
+        head_ref = series.head_ref or series.watched_ref or ""
+        actions.append(_on_head(series, series.head_sha, head_ref, None, why, suffix))
+    return actions
+
+
+def _comment(event: ev.Event, facts: Facts) -> list[Action]:
+    assert isinstance(event, ev.CommentCreated)
+    if event.repo != facts.downstream_repo or not event.on_pull_request:
+        return [_note(event, "comment is not on a pull request of the downstream repository")]
+    if event.author == facts.bot_login:
+        return [_note(event, "carry's own comment")]
+    series = next((s for s in facts.series if s.pr_number == event.number), None)
+    if series is None:
+        return [_note(event, f"#{event.number} is not a carry pull request")]
+    if not parse_commands(event.body):
+        return [_note(event, "no /carry command in the comment", series.id)]
+    args = {
+        "number": event.number,
+        "comment_id": event.comment_id,
+        "author": event.author,
+        "body": event.body,
+    }
+    why = f"@{event.author} commented a /carry command; look up their permission"
+    return [Action("check_permission", f"perm:{event.key}", why, series.id, args)]
+
+
+def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
+    assert isinstance(event, ev.CommandAuthorized)
+    series = next((s for s in facts.series if s.id == event.series_id), None)
+    if series is None:
+        return [_note(event, f"series {event.series_id} is no longer configured")]
+    base_key = f"cmd:{event.comment_id}"
+    if not may_command(event.permission):
+        text = (
+            f"Sorry @{event.author}, carry takes commands only from people with write access "
+            f"to this repository (your permission: {event.permission or 'none'})."
+        )
+        return [_reply(series, event, text, f"{base_key}:refused", "commenter lacks write access")]
+    actions: list[Action] = []
+    lines: list[str] = []
+    for index, command in enumerate(parse_commands(event.body)):
+        key = f"{base_key}:{index}"
+        action, line = _command_action(series, event, command, key)
+        if action is not None:
+            actions.append(action)
+        lines.append(line)
+    actions.append(
+        _reply(series, event, "\n".join(lines), f"{base_key}:reply", "answer the command")
+    )
+    return actions
+
+
+def _command_action(
+    series: SeriesFacts, event: ev.CommandAuthorized, command: Command, key: str
+) -> tuple[Action | None, str]:
+    who = event.author
+    if command.verb in ("help", "unknown"):
+        intro = f"{command.problem}.\n\n" if command.problem else ""
+        return None, intro + HELP
+    if command.verb == "rebase":
+        if series.head_sha is None:
+            return None, "Nothing to rebase yet: carry has not seen the upstream head."
+        head_ref = series.head_ref or series.watched_ref or ""
+        return (
+            Action(
+                "rebase",
+                f"rebase:{series.id}:{series.head_sha}:{key}",
+                f"/carry rebase by @{who}",
+                series.id,
+                {"head_sha": series.head_sha, "head_ref": head_ref, "actor": who, "force": True},
+            ),
+            f"Re-checking the series on {series.head_sha[:12]}.",
+        )
+    simple: dict[str, tuple[str, dict[str, Any], str]] = {
+        "pause": (
+            "set_paused",
+            {"paused": True, "by": who},
+            "Paused: carry will not act on its own.",
+        ),
+        "resume": ("set_paused", {"paused": False, "by": who}, "Resumed."),
+        "keep": (
+            "pin_patch",
+            {"patch": command.arg, "by": who},
+            f"Pinned {command.arg}: it will never be dropped automatically.",
+        ),
+        "drop": (
+            "request_drop",
+            {"patch": command.arg, "by": who},
+            f"Dropping {command.arg} was requested; the next proposal removes it.",
+        ),
+        "retest": (
+            "retest",
+            {"runner": command.arg, "by": who},
+            f"Hardware CI will run again on {command.arg or 'every runner'}.",
+        ),
+    }
+    if command.verb in simple:
+        kind, args, line = simple[command.verb]
+        return Action(kind, key, f"/carry {command.verb} by @{who}", series.id, args), line
+    sha = command.arg or series.head_sha
+    if sha is None:
+        return None, "Nothing to approve yet: carry has not seen the upstream head."
+    args = {"sha": sha, "by": who}
+    line = f"Approved {sha[:12]} for the hardware runners."
+    return Action("approve", key, f"/carry approve by @{who}", series.id, args), line
+
+
+def _reply(
+    series: SeriesFacts, event: ev.CommandAuthorized, body: str, key: str, why: str
+) -> Action:
+    return Action("reply", key, why, series.id, {"number": event.number, "body": body})
+
+
+def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
+    assert isinstance(event, ev.RebaseFinished)
+    base = f"{event.series_id}:{event.head_sha}:{event.digest}"
+    actions = [
+        Action(
+            "publish",
+            f"publish:{base}",
+            "the refreshed series differs from the downstream branch"
+            if event.changed
+            else "refresh the PR's report (no patch content changed)",
+            event.series_id,
+            {"head_sha": event.head_sha, "digest": event.digest, "changed": event.changed},
+        )
+    ]
+    series = next((s for s in facts.series if s.id == event.series_id), None)
+    runners = series.runners if series else ()
+    if runners and event.result_tree and event.outcome not in ("conflict", "error"):
+        actions.append(
+            Action(
+                "request_ci",
+                f"ci:{base}",
+                "new tree to test on hardware",
+                event.series_id,
+                {
+                    "head_sha": event.head_sha,
+                    "digest": event.digest,
+                    "tree": event.result_tree,
+                    "runners": list(runners),
+                },
+            )
+        )
+    return actions
+
+
+def _ci_result(event: ev.Event, facts: Facts) -> list[Action]:
+    assert isinstance(event, ev.CiResultReceived)
+    return [
+        Action(
+            "record_ci",
+            f"ci-result:{event.key}",
+            f"{event.ci_kind} {event.name} {event.conclusion or event.status}",
+            None,
+            {"event": ev.event_to_dict(event)},
+        )
+    ]
+
+
+def _ignored(event: ev.Event, facts: Facts) -> list[Action]:
+    assert isinstance(event, ev.Ignored)
+    return [_note(event, event.reason)]
+
+
+_HANDLERS: dict[type, Callable[[ev.Event, Facts], list[Action]]] = {
+    ev.HeadMoved: _head_moved,
+    ev.RefDeleted: _ref_deleted,
+    ev.PrStateChanged: _pr_state,
+    ev.CommentCreated: _comment,
+    ev.CommandAuthorized: _authorized,
+    ev.RebaseFinished: _rebase_finished,
+    ev.CiResultReceived: _ci_result,
+    ev.Ignored: _ignored,
+}

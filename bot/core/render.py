@@ -1,0 +1,159 @@
+"""Text that people read: carry's PR title and body, conflict reports, VERSION bumps. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import date
+from typing import Any
+
+from bot.core.state import CiState, PatchState, SeriesState
+
+MARKER = "<!-- carry:series={series} -->"
+_VERSION = re.compile(r"^(\d{8})\.(\d+)$")
+MAX_INTERDIFF_LINES = 200
+
+
+def next_version(current: str | None, today: date) -> str:
+    """YYYYMMDD.N: the next build number today, distinct from every earlier build."""
+    stamp = today.strftime("%Y%m%d")
+    match = _VERSION.match((current or "").strip())
+    if match and match.group(1) == stamp:
+        return f"{stamp}.{int(match.group(2)) + 1}"
+    return f"{stamp}.1"
+
+
+def pr_title(state: SeriesState) -> str:
+    head = (state.checked_head or state.head_sha or "")[:12]
+    drops = sum(1 for p in state.patches if p.decision == "drop")
+    review = sum(1 for p in state.patches if p.decision == "review")
+    parts = [f"carry({state.id}): refresh on {state.base} {head}"]
+    if drops:
+        parts.append(f"drop {drops}")
+    if review:
+        parts.append(f"{review} to review")
+    return "; ".join(parts)
+
+
+def pr_body(state: SeriesState, version: str | None, ci: Iterable[CiState] = ()) -> str:
+    lines = [
+        MARKER.format(series=state.id),
+        f"Series **{state.id}** on `{state.upstream_repo}` {state.base}, "
+        f"head `{state.checked_head or state.head_sha}`.",
+        "",
+    ]
+    if version:
+        lines += [f"Release VERSION: `{version}`", ""]
+    lines += _outcome_table(state.patches)
+    lines += _section(
+        "Refreshed patches", [_interdiff(p) for p in state.patches if p.changed and p.interdiff]
+    )
+    lines += _section(
+        "Dropped: upstream contains them", [_drop(p) for p in state.patches if p.decision == "drop"]
+    )
+    lines += _section(
+        "Needs a human", [_review(p) for p in state.patches if p.decision == "review"]
+    )
+    lines += _section(
+        "Conflicts", [conflict_report(p) for p in state.patches if p.status == "conflict"]
+    )
+    lines += _upstream_prs(state.patches)
+    lines += _ci_table(list(ci) or list(state.ci.values()))
+    lines += ["", "Commands (write access): `/carry help`."]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _outcome_table(patches: list[PatchState]) -> list[str]:
+    out = ["| patch | status | decision | why |", "|---|---|---|---|"]
+    for p in patches:
+        out.append(f"| `{p.name}` | {p.status} | **{p.decision}** | {_cell(p.reason)} |")
+    return [*out, ""]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _section(title: str, blocks: list[str]) -> list[str]:
+    return [f"### {title}", "", *blocks, ""] if blocks else []
+
+
+def _interdiff(p: PatchState) -> str:
+    lines = p.interdiff.splitlines()
+    if len(lines) > MAX_INTERDIFF_LINES:
+        lines = [
+            *lines[:MAX_INTERDIFF_LINES],
+            f"... ({len(lines) - MAX_INTERDIFF_LINES} more lines)",
+        ]
+    body = "\n".join(lines)
+    return f"<details><summary><code>{p.name}</code>: what changed</summary>\n\n```diff\n{body}\n```\n</details>\n"
+
+
+def _drop(p: PatchState) -> str:
+    evidence = "; ".join(_evidence_line(e) for e in p.evidence if _evidence_line(e))
+    return f"- `{p.name}` ({p.subject}): {p.reason}. Evidence: {evidence or 'see the dashboard'}."
+
+
+def _evidence_line(entry: dict[str, Any]) -> str:
+    signal = entry.get("signal", "")
+    if signal in ("reverse-apply", "forward-apply"):
+        return f"{signal} {entry.get('result')}"
+    if signal == "3way-apply":
+        return f"3-way apply {entry.get('result')}" + (
+            ", tree unchanged" if entry.get("unchanged") else ""
+        )
+    if signal.endswith("-match"):
+        reverted = f", reverted by {entry['reverted_by'][:12]}" if entry.get("reverted_by") else ""
+        return f'{signal} {str(entry.get("commit"))[:12]} "{entry.get("subject")}"{reverted}'
+    if signal == "linked-pr":
+        return f"{entry.get('pr')} {entry.get('state')}" + (
+            f" (merge commit in head: {entry.get('ancestor_of_head')})"
+            if "ancestor_of_head" in entry
+            else ""
+        )
+    if signal == "tree-unchanged":
+        return "applying it leaves the tree unchanged"
+    return ""
+
+
+def _review(p: PatchState) -> str:
+    hunks = (p.conflict or {}).get("hunks") or []
+    where = ", ".join(f"{h['file']} {h['hunk']} ({h['state']})" for h in hunks[:8])
+    return f"- `{p.name}` **{p.status}**: {p.reason}." + (f" Hunks: {where}." if where else "")
+
+
+def conflict_report(p: PatchState) -> str:
+    """The hunks that fail, the upstream commits that touched them, and how to reproduce."""
+    conflict = p.conflict or {}
+    out = [f"#### `{p.name}` does not apply", "", p.reason, ""]
+    for hunk in conflict.get("hunks", []):
+        commits = hunk.get("upstream_commits") or hunk.get("recent_commits") or []
+        label = (
+            "upstream commits that touched these lines"
+            if "upstream_commits" in hunk
+            else "recent commits on this file"
+        )
+        out.append(f"- `{hunk['file']}` `{hunk['hunk']}`: {hunk.get('detail') or hunk['state']}")
+        out += [f"  - {label}: `{c['sha'][:12]}` {c['subject']}" for c in commits[:5]]
+    reproduce = conflict.get("reproduce")
+    if reproduce:
+        out += ["", "Reproduce locally:", "", "```sh", *reproduce, "```"]
+    return "\n".join(out) + "\n"
+
+
+def _upstream_prs(patches: list[PatchState]) -> list[str]:
+    rows = [
+        f"| `{p.name}` | {pr['ref']} | {pr['state'].replace('_', ' ')} |"
+        for p in patches
+        for pr in p.upstream_prs
+    ]
+    if not rows:
+        return []
+    return ["### Upstream PRs", "", "| patch | PR | state |", "|---|---|---|", *rows, ""]
+
+
+def _ci_table(runs: list[CiState]) -> list[str]:
+    header = ["### Hardware CI", "", "| runner | state | detail |", "|---|---|---|"]
+    if not runs:
+        return [*header, "| - | not started | CI runs once this tree is proposed |", ""]
+    return [*header, *(f"| {r.runner} | {r.state} | {_cell(r.detail)} |" for r in runs), ""]

@@ -1,0 +1,194 @@
+"""Starting carry's processes: web, worker, beat, and `run` (all three, with Redis if needed)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from bot.config import CarryConfig, ConfigError, load_config, load_settings
+from bot.core.events import Event, event_to_dict
+
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+
+
+class ServiceError(RuntimeError):
+    """A process cannot start; the message tells the user what to do."""
+
+
+def _downstream_dir() -> Path:
+    return Path(os.environ.get("CARRY_DOWNSTREAM_DIR", ".")).resolve()
+
+
+def web(host: str, port: int) -> None:
+    import uvicorn
+
+    from bot.web.app import create_app
+    from workers.celery_app import app as celery_app
+    from workers.runtime import redis_client
+
+    settings = load_settings()
+    config = load_config(settings.config_path, downstream_dir=_downstream_dir())
+    client = redis_client(settings.redis_url.get_secret_value())
+
+    def enqueue(event: Event) -> None:
+        celery_app.send_task("carry.ingest", kwargs={"event": event_to_dict(event)})
+
+    app = create_app(config, settings, client, on_event=enqueue)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def worker(queues: str = "carry", concurrency: int = 1) -> None:
+    from workers.celery_app import app as celery_app
+
+    _check_config()
+    celery_app.worker_main(
+        [
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            str(concurrency),
+            "--loglevel",
+            "INFO",
+            "-n",
+            f"carry-{os.getpid()}@%h",
+        ]
+    )
+
+
+def beat() -> None:
+    from workers.celery_app import app as celery_app
+
+    config = _check_config()
+    celery_app.conf.beat_schedule = {
+        "poll-upstream-heads": {
+            "task": "carry.poll",
+            "schedule": float(config.polling.refs_every_s),
+        },
+    }
+    schedule = load_settings().cache_dir / "celerybeat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    celery_app.Beat(schedule=str(schedule), loglevel="INFO").run()
+
+
+def _check_config() -> CarryConfig:
+    settings = load_settings()
+    return load_config(settings.config_path, downstream_dir=_downstream_dir())
+
+
+def _answers(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5).ping())
+    except redis.RedisError:
+        return False
+
+
+def ensure_redis(cache_dir: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
+    """REDIS_URL if set; else localhost:6379 if it answers; else a private redis-server."""
+    configured = os.environ.get("REDIS_URL")
+    if configured:
+        if not _answers(configured):
+            raise ServiceError("REDIS_URL is set but Redis does not answer there")
+        return configured, None
+    if _answers(DEFAULT_REDIS):
+        return DEFAULT_REDIS, None
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise ServiceError(
+            "no Redis answers on 127.0.0.1:6379 and redis-server is not installed: "
+            "install it (apt-get install redis-server) or set REDIS_URL"
+        )
+    workdir = cache_dir / "redis"
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = 6390
+    proc = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(workdir),
+            "--appendonly",
+            "yes",
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while not _answers(url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise ServiceError("the private redis-server did not start")
+        time.sleep(0.1)
+    return url, proc
+
+
+def run(host: str, port: int) -> int:
+    """web + worker + beat in one command, until Ctrl-C."""
+    settings = load_settings()
+    try:
+        load_config(settings.config_path, downstream_dir=_downstream_dir())
+    except ConfigError as err:
+        raise ServiceError(str(err)) from err
+    url, redis_proc = ensure_redis(settings.cache_dir)
+    env = {**os.environ, "REDIS_URL": url}
+    if not env.get("CARRY_WEBHOOK_SECRET"):
+        env["CARRY_WEBHOOK_SECRET"] = secrets.token_hex(32)
+        print(
+            "carry: CARRY_WEBHOOK_SECRET is unset: webhooks are refused, polling keeps watch",
+            file=sys.stderr,
+        )
+    if settings.github_auth == "none":
+        print(
+            "carry: no GitHub credentials: read-only mode (watch, rebase, show proposals; push nothing)",
+            file=sys.stderr,
+        )
+    cli = [sys.executable, "-m", "bot.cli"]
+    procs = {
+        "web": subprocess.Popen([*cli, "web", "--host", host, "--port", str(port)], env=env),
+        "worker": subprocess.Popen([*cli, "worker"], env=env),
+        "beat": subprocess.Popen([*cli, "beat"], env=env),
+    }
+    print(
+        f"carry: dashboard at http://{host}:{port}/  (Redis {url.split('@')[-1]})", file=sys.stderr
+    )
+    return _supervise(procs, redis_proc)
+
+
+def _supervise(
+    procs: dict[str, subprocess.Popen[bytes]], redis_proc: subprocess.Popen[bytes] | None
+) -> int:
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    code = 0
+    while not stopping:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                print(f"carry: {name} exited with {proc.returncode}; stopping", file=sys.stderr)
+                code, stopping = proc.returncode or 1, True
+        time.sleep(0.5)
+    everything = [*procs.values(), *([redis_proc] if redis_proc else [])]
+    for proc in everything:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in everything:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return code

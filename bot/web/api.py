@@ -1,0 +1,790 @@
+"""The read-only JSON API of the dashboard, and the views that the HTML pages render too.
+
+Every page of the dashboard has a JSON twin here, built by the same view function, so the API
+mirrors the pages by construction. Handlers only read the store (and the fix pages on disk).
+Nothing from Settings is ever put in a response; the access token is compared, never shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+import redis
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, params
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from bot.config import CarryConfig
+from bot.core.fixpage import FixPage, UpstreamEntry
+from bot.core.state import CiState, PatchState, PrInfo, SeriesState
+from bot.series_loader import LoadedSeries, SeriesInvalid
+from bot.series_loader import load_series as load_series_dir
+from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series, runlog, runners
+
+SESSION_COOKIE: Final = "carry_session"
+GITHUB_WEB: Final = "https://github.com"
+_SESSION_LABEL: Final = b"carry dashboard session v1"
+# Celery's Redis transport keeps one list per priority step beside the plain queue name.
+_PRIORITY_KEYS: Final = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+_STREAM_ID = r"^(-|[0-9]+(-[0-9]+)?)$"
+_SUMMARY_LIMIT: Final = 300
+
+# --------------------------------------------------------------------------- access
+
+
+AccessVia = Literal["open", "header", "cookie", "query"]
+
+
+@dataclass(frozen=True)
+class Access:
+    """The optional dashboard/API token: a bearer header, the `?token=` query parameter (for
+    browsers, which then get a session cookie) or that cookie. The cookie holds an HMAC of the
+    token, never the token itself."""
+
+    token: SecretStr | None
+
+    def session_value(self) -> str:
+        if self.token is None:
+            return ""
+        key = self.token.get_secret_value().encode()
+        return hmac.new(key, _SESSION_LABEL, hashlib.sha256).hexdigest()
+
+    def check(self, request: Request) -> AccessVia:
+        if self.token is None:
+            return "open"
+        secret = self.token.get_secret_value()
+        if _same(request.headers.get("authorization", ""), f"Bearer {secret}"):
+            return "header"
+        if _same(request.cookies.get(SESSION_COOKIE, ""), self.session_value()):
+            return "cookie"
+        if _same(request.query_params.get("token", ""), secret):
+            return "query"
+        raise HTTPException(
+            status_code=401,
+            detail="missing or wrong token: send 'Authorization: Bearer <token>' "
+            "or open the dashboard once with ?token=<token>",
+        )
+
+    def dependency(self) -> params.Depends:
+        def check(request: Request) -> AccessVia:
+            return self.check(request)
+
+        return Depends(check)
+
+
+def _same(given: str, expected: str) -> bool:
+    return bool(given) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+# --------------------------------------------------------------------------- response models
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ErrorOut(ApiModel):
+    error: str
+
+
+class UpstreamPrOut(ApiModel):
+    ref: str
+    state: str  # open | draft | merged | closed_unmerged | superseded | reverted | not-filed
+    label: str  # the state in words: "closed unmerged", "superseded by o/r#2"
+    url: str | None = None
+    merge_commit: str | None = None
+    superseded_by: str | None = None
+    source: Literal["carry", "fix page"]
+
+
+class HeadOut(ApiModel):
+    ref: str | None
+    sha: str | None
+    short_sha: str | None
+    seen_at: str | None
+    age_s: int | None
+    age: str | None
+    actor: str | None
+
+
+class PatchOut(ApiModel):
+    name: str
+    subject: str
+    status: str
+    decision: str
+    reason: str
+    pinned: bool
+    drop_requested_by: str | None
+    changed: bool
+    needs_attention: bool
+    upstream: list[UpstreamPrOut]
+
+
+class PatchStateOut(PatchOut):
+    evidence: list[dict[str, Any]]
+    interdiff: str
+    conflict: dict[str, Any] | None
+
+
+class CiOut(ApiModel):
+    runner: str
+    state: str
+    run_id: str
+    tree_key: str
+    head_sha: str
+    detail: str
+    url: str
+    updated_at: str
+    attempt: int
+
+
+class PrOut(ApiModel):
+    number: int
+    url: str
+    branch: str
+    state: str
+    draft: bool
+    head_sha: str
+
+
+class AttentionOut(ApiModel):
+    series: str
+    reason: str
+    patch: str | None = None
+    run_id: str | None = None
+
+
+class _SeriesFields(ApiModel):
+    id: str
+    upstream_repo: str
+    base: str
+    base_pr_state: str | None
+    head: HeadOut
+    phase: str
+    outcome: str
+    version: str | None
+    paused_by: str | None
+    error: str | None
+    last_event: str | None
+    updated_at: str
+    needs_attention: list[str]
+    attention: list[AttentionOut]
+    pr: PrOut | None
+    ci: dict[str, CiOut]
+
+
+class SeriesSummaryOut(_SeriesFields):
+    patches: list[PatchOut]
+
+
+class SeriesOut(_SeriesFields):
+    patches: list[PatchStateOut]
+    checked_head: str | None
+    checked_digest: str | None
+    checked_at: str | None
+    approvals: list[str]
+
+
+class SeriesListOut(ApiModel):
+    series: list[SeriesSummaryOut]
+
+
+class HistoryEntryOut(ApiModel):
+    id: str
+    at: str
+    series: str
+    kind: str
+    summary: str
+    data: dict[str, Any]
+
+
+class HistoryOut(ApiModel):
+    series: str | None
+    entries: list[HistoryEntryOut]
+
+
+class PatchFilesOut(ApiModel):
+    patch: str
+    files: list[str]
+
+
+class SectionOut(ApiModel):
+    title: str
+    body: str
+
+
+class FixPageOut(ApiModel):
+    name: str
+    file: str
+    summary: str
+    affects: str
+    releases: list[str]
+    patches: list[PatchFilesOut]
+    upstream: list[UpstreamPrOut]
+    test: str
+    sections: list[SectionOut]
+    markdown: str
+
+
+class PatchHistoryEntryOut(HistoryEntryOut):
+    about: dict[str, Any]  # the part of `data` about this patch (all of it when not split)
+
+
+class PatchDetailOut(ApiModel):
+    series: str
+    patch: PatchStateOut
+    fix_page: FixPageOut | None
+    fix_page_note: str | None
+    history: list[PatchHistoryEntryOut]
+
+
+class RunnerOut(ApiModel):
+    name: str
+    seen_at: str | None
+    age: str | None
+    info: dict[str, str]
+
+
+class QueueOut(ApiModel):
+    runner: str
+    queue: str
+    depth: int
+
+
+class RunnersOut(ApiModel):
+    runners: list[RunnerOut]
+    queues: list[QueueOut]
+
+
+class RunOut(ApiModel):
+    run_id: str
+    series: str | None
+    runner: str | None
+    ci: CiOut | None
+
+
+class RunLogLineOut(ApiModel):
+    id: str
+    stream: str
+    text: str
+
+
+class RunLogOut(ApiModel):
+    run_id: str
+    after: str
+    lines: list[RunLogLineOut]
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+class NotFound(Exception):
+    """An unknown series, patch or run; the message says which."""
+
+
+def age_seconds(iso: str | None, now: datetime | None = None) -> int | None:
+    if not iso:
+        return None
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
+
+
+def age_text(seconds: int | None) -> str | None:
+    if seconds is None:
+        return None
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
+
+
+def summarize(data: dict[str, Any]) -> str:
+    """One line for people: `key: value` pairs, long values shortened."""
+    parts = [f"{key}: {_short(value)}" for key, value in data.items()]
+    text = ", ".join(parts)
+    return text if len(text) <= _SUMMARY_LIMIT else text[: _SUMMARY_LIMIT - 1] + "…"
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def pr_url(ref: str) -> str | None:
+    repo, sep, number = ref.partition("#")
+    if not sep or not number.isdigit() or repo.count("/") != 1:
+        return None
+    return f"{GITHUB_WEB}/{repo}/pull/{number}"
+
+
+# --------------------------------------------------------------------------- upstream PRs
+
+_STATE_WORDS: Final = {"closed_unmerged": "closed unmerged", "closed": "closed unmerged"}
+
+
+def _upstream_state(state: str) -> str:
+    return "closed_unmerged" if state in ("closed", "closed-unmerged") else state
+
+
+def _upstream_label(state: str, superseded_by: str | None) -> str:
+    words = _STATE_WORDS.get(state, state)
+    if not superseded_by:
+        return words
+    if state == "superseded":
+        return f"superseded by {superseded_by}"
+    return f"{words}, superseded by {superseded_by}"
+
+
+def _carry_upstream(entry: dict[str, Any]) -> UpstreamPrOut:
+    ref = str(entry.get("ref", ""))
+    state = _upstream_state(str(entry.get("state", "")))
+    by = entry.get("superseded_by")
+    return UpstreamPrOut(
+        ref=ref,
+        state=state,
+        label=_upstream_label(state, str(by) if by else None),
+        url=pr_url(ref),
+        merge_commit=entry.get("merge_commit") or None,
+        superseded_by=str(by) if by else None,
+        source="carry",
+    )
+
+
+def _page_upstream(entry: UpstreamEntry) -> UpstreamPrOut:
+    ref = str(entry.ref) if entry.ref else (entry.repo or "")
+    by = str(entry.superseded_by) if entry.superseded_by else None
+    state = _upstream_state(entry.state)
+    return UpstreamPrOut(
+        ref=ref,
+        state=state,
+        label=_upstream_label(state, by),
+        url=pr_url(ref),
+        superseded_by=by,
+        source="fix page",
+    )
+
+
+def upstream_prs(patch: PatchState, page: FixPage | None) -> list[UpstreamPrOut]:
+    """What carry observed (newest truth) first, then what the fix page lists besides."""
+    observed = [_carry_upstream(e) for e in patch.upstream_prs]
+    known = {e.ref for e in observed}
+    listed = [_page_upstream(e) for e in page.upstream] if page else []
+    return observed + [e for e in listed if e.ref not in known]
+
+
+# --------------------------------------------------------------------------- fix pages
+
+
+@dataclass(frozen=True)
+class FixPageFound:
+    page: FixPage | None
+    text: str | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class FixPages:
+    """Fix pages under downstream.patches_dir. No root (no config): no fix pages."""
+
+    root: Path | None
+    directories: dict[str, str] = field(default_factory=dict)  # series id -> directory name
+
+    @classmethod
+    def from_config(cls, config: CarryConfig | None, root: Path | None = None) -> FixPages:
+        if config is None:
+            return cls(None)
+        # Resolved now: later requests must not depend on the working directory.
+        base = (root if root is not None else Path(config.downstream.patches_dir)).resolve()
+        return cls(base, {series.id: series.patches for series in config.series})
+
+    def _load(self, series_id: str) -> LoadedSeries | str:
+        """The series directory, or why there is none to show."""
+        if self.root is None:
+            return "no configuration loaded: fix pages are not shown"
+        directory = self.root / self.directories.get(series_id, series_id)
+        if not directory.is_dir():
+            return f"no directory for series '{series_id}' under the patches directory"
+        try:
+            return load_series_dir(directory, root=self.root.parent)
+        except SeriesInvalid as exc:
+            problems = "; ".join(str(p) for p in exc.problems[:5])
+            return f"the series directory has problems: {problems}"
+
+    def pages_of(self, series_id: str) -> dict[str, FixPage]:
+        """Patch name -> its fix page (empty when there are none to show)."""
+        loaded = self._load(series_id)
+        if isinstance(loaded, str):
+            return {}
+        return {name: page for page in loaded.pages for name in page.patch_names}
+
+    def lookup(self, series_id: str, patch: str) -> FixPageFound:
+        loaded = self._load(series_id)
+        if isinstance(loaded, str):
+            return FixPageFound(None, None, loaded)
+        page = loaded.page_for(patch)
+        if page is None:
+            return FixPageFound(None, None, f"no fix page names {patch}")
+        text = (loaded.directory / Path(page.file).name).read_text(encoding="utf-8")
+        return FixPageFound(page, text, None)
+
+
+def fix_page_out(page: FixPage, text: str) -> FixPageOut:
+    return FixPageOut(
+        name=page.name,
+        file=page.file,
+        summary=page.summary,
+        affects=page.affects,
+        releases=list(page.releases),
+        patches=[PatchFilesOut(patch=p.patch, files=list(p.files)) for p in page.patches],
+        upstream=[_page_upstream(e) for e in page.upstream],
+        test=page.test,
+        sections=[SectionOut(title=s.title, body=s.body) for s in page.sections],
+        markdown=text,
+    )
+
+
+# --------------------------------------------------------------------------- series views
+
+
+def head_out(state: SeriesState, now: datetime | None = None) -> HeadOut:
+    seconds = age_seconds(state.head_seen_at, now)
+    return HeadOut(
+        ref=state.head_ref,
+        sha=state.head_sha,
+        short_sha=state.head_sha[:12] if state.head_sha else None,
+        seen_at=state.head_seen_at,
+        age_s=seconds,
+        age=age_text(seconds),
+        actor=state.head_actor,
+    )
+
+
+def patch_out(patch: PatchState, page: FixPage | None = None) -> PatchOut:
+    return PatchOut(
+        name=patch.name,
+        subject=patch.subject,
+        status=patch.status,
+        decision=patch.decision,
+        reason=patch.reason,
+        pinned=patch.pinned,
+        drop_requested_by=patch.drop_requested_by,
+        changed=patch.changed,
+        needs_attention=patch.needs_attention,
+        upstream=upstream_prs(patch, page),
+    )
+
+
+def patch_state_out(patch: PatchState, page: FixPage | None = None) -> PatchStateOut:
+    return PatchStateOut(
+        **patch_out(patch, page).model_dump(),
+        evidence=list(patch.evidence),
+        interdiff=patch.interdiff,
+        conflict=patch.conflict,
+    )
+
+
+def ci_out(ci: CiState) -> CiOut:
+    return CiOut(
+        runner=ci.runner,
+        state=ci.state,
+        run_id=ci.run_id,
+        tree_key=ci.tree_key,
+        head_sha=ci.head_sha,
+        detail=ci.detail,
+        url=ci.url,
+        updated_at=ci.updated_at,
+        attempt=ci.attempt,
+    )
+
+
+def pr_out(pr: PrInfo | None) -> PrOut | None:
+    if pr is None:
+        return None
+    return PrOut(
+        number=pr.number,
+        url=pr.url,
+        branch=pr.branch,
+        state=pr.state,
+        draft=pr.draft,
+        head_sha=pr.head_sha,
+    )
+
+
+def attention(state: SeriesState) -> list[AttentionOut]:
+    """state.needs_attention (its words and order), each with what it points at."""
+    out = []
+    for reason in state.needs_attention:
+        patch = next((p.name for p in state.patches if reason.startswith(f"{p.name}: ")), None)
+        run = next(
+            (c.run_id or None for c in state.ci.values() if reason.startswith(f"CI {c.runner}:")),
+            None,
+        )
+        out.append(AttentionOut(series=state.id, reason=reason, patch=patch, run_id=run))
+    return out
+
+
+def _summary_fields(state: SeriesState) -> dict[str, Any]:
+    return {
+        "id": state.id,
+        "upstream_repo": state.upstream_repo,
+        "base": state.base,
+        "base_pr_state": state.base_pr_state,
+        "head": head_out(state),
+        "phase": state.phase,
+        "outcome": state.outcome,
+        "version": state.version,
+        "paused_by": state.paused_by,
+        "error": state.error,
+        "last_event": state.last_event,
+        "updated_at": state.updated_at,
+        "needs_attention": state.needs_attention,
+        "attention": attention(state),
+        "pr": pr_out(state.pr),
+        "ci": {kind: ci_out(ci) for kind, ci in sorted(state.ci.items())},
+    }
+
+
+def series_summary(
+    state: SeriesState, pages: Mapping[str, FixPage] | None = None
+) -> SeriesSummaryOut:
+    found = pages or {}
+    patches = [patch_out(p, found.get(p.name)) for p in state.patches]
+    return SeriesSummaryOut(**_summary_fields(state), patches=patches)
+
+
+def series_full(state: SeriesState, pages: Mapping[str, FixPage] | None = None) -> SeriesOut:
+    found = pages or {}
+    return SeriesOut(
+        **_summary_fields(state),
+        patches=[patch_state_out(p, found.get(p.name)) for p in state.patches],
+        checked_head=state.checked_head,
+        checked_digest=state.checked_digest,
+        checked_at=state.checked_at,
+        approvals=list(state.approvals),
+    )
+
+
+def series_list(client: redis.Redis, fix_pages: FixPages) -> SeriesListOut:
+    """Every series, those that need attention first, then by id."""
+    states = sorted(all_series(client), key=lambda s: (not s.needs_attention, s.id))
+    return SeriesListOut(series=[series_summary(s, fix_pages.pages_of(s.id)) for s in states])
+
+
+def require_series(client: redis.Redis, series_id: str) -> SeriesState:
+    state = load_series(client, series_id)
+    if state is None:
+        raise NotFound(f"unknown series '{series_id}'")
+    return state
+
+
+def series_detail(client: redis.Redis, series_id: str, fix_pages: FixPages) -> SeriesOut:
+    return series_full(require_series(client, series_id), fix_pages.pages_of(series_id))
+
+
+def _entry_out(entry: dict[str, Any]) -> HistoryEntryOut:
+    data = entry["data"] if isinstance(entry["data"], dict) else {"value": entry["data"]}
+    return HistoryEntryOut(
+        id=entry["id"],
+        at=entry["at"],
+        series=entry["series"],
+        kind=entry["kind"],
+        summary=summarize(data),
+        data=data,
+    )
+
+
+def series_history(client: redis.Redis, series_id: str | None, limit: int) -> HistoryOut:
+    if series_id is not None:
+        require_series(client, series_id)
+    entries = [_entry_out(e) for e in history(client, series_id, limit=limit)]
+    return HistoryOut(series=series_id, entries=entries)
+
+
+# --------------------------------------------------------------------------- patch view
+
+
+def patch_part(data: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The part of a history entry about patch `name`, or None when it is not about it.
+
+    Recognized shapes: {"patch": name, ...}; {"patches": {name: {...}}};
+    {"patches": [name, ...]} and {"patches": [{"name"|"patch": name, ...}, ...]}."""
+    if data.get("patch") == name or data.get("name") == name:
+        return data
+    patches = data.get("patches")
+    if isinstance(patches, dict) and name in patches:
+        part = patches[name]
+        return part if isinstance(part, dict) else {"value": part}
+    if isinstance(patches, list):
+        return _part_in_list(patches, name, data)
+    return None
+
+
+def _part_in_list(items: Sequence[Any], name: str, whole: dict[str, Any]) -> dict[str, Any] | None:
+    for item in items:
+        if item == name:
+            return whole
+        if isinstance(item, dict) and name in (item.get("name"), item.get("patch")):
+            return item
+    return None
+
+
+def patch_history(entries: Iterable[dict[str, Any]], name: str) -> list[PatchHistoryEntryOut]:
+    out = []
+    for entry in entries:
+        base = _entry_out(entry)
+        part = patch_part(base.data, name)
+        if part is not None:
+            out.append(PatchHistoryEntryOut(**base.model_dump(), about=part))
+    return out
+
+
+def patch_detail(
+    client: redis.Redis, fix_pages: FixPages, series_id: str, name: str
+) -> PatchDetailOut:
+    state = require_series(client, series_id)
+    patch = state.patch(name)
+    if patch is None:
+        raise NotFound(f"unknown patch '{name}' in series '{series_id}'")
+    found = fix_pages.lookup(series_id, name)
+    page = fix_page_out(found.page, found.text) if found.page and found.text is not None else None
+    entries = history(client, series_id, limit=HISTORY_MAXLEN)
+    return PatchDetailOut(
+        series=series_id,
+        patch=patch_state_out(patch, found.page),
+        fix_page=page,
+        fix_page_note=found.note,
+        history=patch_history(entries, name),
+    )
+
+
+# --------------------------------------------------------------------------- runners and runs
+
+
+def _runner_out(data: dict[str, str]) -> RunnerOut:
+    info = {k: v for k, v in data.items() if k not in ("name", "seen_at")}
+    seen = data.get("seen_at")
+    return RunnerOut(name=data["name"], seen_at=seen, age=age_text(age_seconds(seen)), info=info)
+
+
+def queue_depth(client: redis.Redis, queue: str) -> int:
+    pipe = client.pipeline()
+    for suffix in _PRIORITY_KEYS:
+        pipe.llen(f"{queue}{suffix}")
+    return sum(int(n) for n in pipe.execute())
+
+
+def runners_view(client: redis.Redis, config: CarryConfig | None) -> RunnersOut:
+    configured = sorted(config.runners.items()) if config else []
+    return RunnersOut(
+        runners=[_runner_out(r) for r in runners(client)],
+        queues=[
+            QueueOut(runner=name, queue=r.queue, depth=queue_depth(client, r.queue))
+            for name, r in configured
+        ],
+    )
+
+
+def find_run(client: redis.Redis, run_id: str) -> RunOut:
+    for state in all_series(client):
+        for kind, ci in state.ci.items():
+            if ci.run_id == run_id:
+                return RunOut(run_id=run_id, series=state.id, runner=kind, ci=ci_out(ci))
+    if runlog(client, run_id, limit=1):
+        return RunOut(run_id=run_id, series=None, runner=None, ci=None)
+    raise NotFound(f"unknown run '{run_id}'")
+
+
+def run_log(client: redis.Redis, run_id: str, after: str, limit: int = 1000) -> RunLogOut:
+    lines = [
+        RunLogLineOut(id=e["id"], stream=e.get("stream", ""), text=e.get("text", ""))
+        for e in runlog(client, run_id, after=after, limit=limit)
+    ]
+    if not lines and after == "-":
+        find_run(client, run_id)  # raises NotFound for a run nobody knows
+    return RunLogOut(run_id=run_id, after=lines[-1].id if lines else after, lines=lines)
+
+
+# --------------------------------------------------------------------------- the router
+
+
+def not_found_json(exc: NotFound) -> JSONResponse:
+    return JSONResponse(ErrorOut(error=str(exc)).model_dump(), status_code=404)
+
+
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "Unknown series, patch or run"}
+}
+SeriesId = Annotated[str, PathParam(min_length=1, max_length=200)]
+Limit = Annotated[int, Query(ge=1, le=HISTORY_MAXLEN)]
+After = Annotated[str, Query(pattern=_STREAM_ID, max_length=40)]
+
+
+def api_router(
+    client: redis.Redis, access: Access, config: CarryConfig | None, fix_pages: FixPages
+) -> APIRouter:
+    """GET-only JSON routes under /api/v1 (the events route lives in bot.web.app)."""
+    router = APIRouter(prefix="/api/v1", dependencies=[access.dependency()], tags=["dashboard"])
+
+    @router.get("/series", response_model=SeriesListOut)
+    def list_series() -> SeriesListOut:
+        return series_list(client, fix_pages)
+
+    @router.get("/series/{series_id}", response_model=SeriesOut, responses=_NOT_FOUND)
+    def get_series(series_id: SeriesId) -> SeriesOut | JSONResponse:
+        try:
+            return series_detail(client, series_id, fix_pages)
+        except NotFound as exc:
+            return not_found_json(exc)
+
+    @router.get("/series/{series_id}/history", response_model=HistoryOut, responses=_NOT_FOUND)
+    def get_history(series_id: SeriesId, limit: Limit = 100) -> HistoryOut | JSONResponse:
+        try:
+            return series_history(client, series_id, limit)
+        except NotFound as exc:
+            return not_found_json(exc)
+
+    @router.get(
+        "/series/{series_id}/patches/{name}", response_model=PatchDetailOut, responses=_NOT_FOUND
+    )
+    def get_patch(series_id: SeriesId, name: SeriesId) -> PatchDetailOut | JSONResponse:
+        try:
+            return patch_detail(client, fix_pages, series_id, name)
+        except NotFound as exc:
+            return not_found_json(exc)
+
+    @router.get("/history", response_model=HistoryOut)
+    def get_all_history(limit: Limit = 100) -> HistoryOut:
+        return series_history(client, None, limit)
+
+    @router.get("/runners", response_model=RunnersOut)
+    def get_runners() -> RunnersOut:
+        return runners_view(client, config)
+
+    @router.get("/runs/{run_id}", response_model=RunOut, responses=_NOT_FOUND)
+    def get_run(run_id: SeriesId) -> RunOut | JSONResponse:
+        try:
+            return find_run(client, run_id)
+        except NotFound as exc:
+            return not_found_json(exc)
+
+    @router.get("/runs/{run_id}/log", response_model=RunLogOut, responses=_NOT_FOUND)
+    def get_run_log(run_id: SeriesId, after: After = "-") -> RunLogOut | JSONResponse:
+        try:
+            return run_log(client, run_id, after)
+        except NotFound as exc:
+            return not_found_json(exc)
+
+    return router

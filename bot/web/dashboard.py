@@ -1,0 +1,627 @@
+"""The dashboard: server-rendered HTML pages, live updates by server-sent events, SVG badges.
+
+Pages work without JavaScript; static/live.js listens to /events/stream and refreshes the page's
+live region (and appends run log lines) without a reload. Handlers only read the store. The
+views are those of bot.web.api, so every page has a JSON twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from html import escape as xml_escape
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote, urlencode
+
+import anyio
+import jinja2
+import redis
+import redis.asyncio as aioredis
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, params
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from markupsafe import Markup, escape
+
+from bot.config import CarryConfig
+from bot.store.deliveries import recent_deliveries
+from bot.store.series import UPDATES_CHANNEL, load_series
+from bot.web.api import (
+    SESSION_COOKIE,
+    Access,
+    AttentionOut,
+    FixPages,
+    NotFound,
+    PatchOut,
+    SeriesSummaryOut,
+    age_seconds,
+    age_text,
+    find_run,
+    patch_detail,
+    patch_out,
+    run_log,
+    runners_view,
+    series_detail,
+    series_history,
+    series_list,
+    series_summary,
+)
+
+HERE: Final = Path(__file__).parent
+TEMPLATES: Final = HERE / "templates"
+STATIC: Final = HERE / "static"
+RUN_LOG_LINES: Final = 5000
+_HEADERS: Final = {
+    "Cache-Control": "no-cache",
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+
+# --------------------------------------------------------------------------- status words
+
+_TONES: Final = {
+    "bad": {"conflict", "invalid", "failure", "infra-error", "error", "closed_unmerged"}
+    | {"rejected_signature", "rejected_payload", "dispatch_failed"},
+    "warn": {"upstream-version", "partial", "review", "waiting-approval", "paused", "reverted"},
+    "info": {"running", "queued", "pending", "awaiting-import", "drop", "draft", "superseded"},
+    "good": {"applies", "applies-moved", "contained", "keep", "clean", "changed", "success"}
+    | {"merged", "accepted", "reused"},
+}
+
+
+def tone(value: str | None) -> str:
+    """A CSS class for a status word; the word itself is always shown as text too."""
+    for name, words in _TONES.items():
+        if value in words:
+            return f"tone-{name}"
+    return "tone-neutral"
+
+
+# --------------------------------------------------------------------------- Markdown
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_BULLET = re.compile(r"^\s*[-*+]\s+(.*)$")
+_ORDERED = re.compile(r"^\s*\d+[.)]\s+(.*)$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^\s()]+)\)")
+_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+_EM = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+_DELIMITER = re.compile(r"^\s*:?-+:?\s*$")
+
+
+def render_markdown(text: str, heading_offset: int = 1) -> Markup:
+    """A small, safe Markdown subset: headings, paragraphs, tables, lists, code, emphasis and
+    http(s) links. Every character of the input is escaped; no raw HTML passes through."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        index = _block(lines, index, out, heading_offset)
+    return Markup("\n".join(out))
+
+
+def _block(lines: list[str], index: int, out: list[str], offset: int) -> int:
+    line = lines[index]
+    heading = _HEADING.match(line)
+    if not line.strip():
+        return index + 1
+    if _FENCE.match(line):
+        return _fenced(lines, index, out)
+    if heading:
+        level = min(6, len(heading.group(1)) + offset)
+        out.append(f"<h{level}>{inline_markdown(heading.group(2))}</h{level}>")
+        return index + 1
+    if line.lstrip().startswith("|"):
+        return _table(lines, index, out)
+    if _BULLET.match(line) or _ORDERED.match(line):
+        return _list(lines, index, out)
+    return _paragraph(lines, index, out)
+
+
+def _starts_block(line: str) -> bool:
+    stripped = line.lstrip()
+    return bool(
+        not stripped
+        or _HEADING.match(line)
+        or _FENCE.match(line)
+        or stripped.startswith("|")
+        or _BULLET.match(line)
+        or _ORDERED.match(line)
+    )
+
+
+def _paragraph(lines: list[str], index: int, out: list[str]) -> int:
+    words = [lines[index].strip()]
+    index += 1
+    while index < len(lines) and not _starts_block(lines[index]):
+        words.append(lines[index].strip())
+        index += 1
+    out.append(f"<p>{inline_markdown(' '.join(words))}</p>")
+    return index
+
+
+def _fenced(lines: list[str], index: int, out: list[str]) -> int:
+    marker = lines[index].strip()[:3]
+    body: list[str] = []
+    index += 1
+    while index < len(lines) and not lines[index].strip().startswith(marker):
+        body.append(lines[index])
+        index += 1
+    out.append(f"<pre><code>{escape(chr(10).join(body))}</code></pre>")
+    return index + 1
+
+
+def _list(lines: list[str], index: int, out: list[str]) -> int:
+    ordered = _ORDERED.match(lines[index]) is not None
+    pattern = _ORDERED if ordered else _BULLET
+    items: list[str] = []
+    while index < len(lines):
+        line = lines[index]
+        item = pattern.match(line)
+        if item:
+            items.append(item.group(1).strip())
+        elif items and line.startswith((" ", "\t")) and line.strip():
+            items[-1] += " " + line.strip()
+        else:
+            break
+        index += 1
+    tag = "ol" if ordered else "ul"
+    rendered = "".join(f"<li>{inline_markdown(item)}</li>" for item in items)
+    out.append(f"<{tag}>{rendered}</{tag}>")
+    return index
+
+
+def _cells(line: str) -> list[str]:
+    inner = line.strip().removeprefix("|").removesuffix("|")
+    return [cell.strip().replace("\\|", "|") for cell in _CELL_SPLIT.split(inner)]
+
+
+def _table(lines: list[str], index: int, out: list[str]) -> int:
+    rows: list[list[str]] = []
+    while index < len(lines) and lines[index].lstrip().startswith("|"):
+        rows.append(_cells(lines[index]))
+        index += 1
+    header: list[str] = []
+    if len(rows) >= 2 and all(_DELIMITER.match(cell) for cell in rows[1]):
+        header, rows = rows[0], rows[2:]
+    head = "".join(f'<th scope="col">{inline_markdown(c)}</th>' for c in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{inline_markdown(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    thead = f"<thead><tr>{head}</tr></thead>" if header else ""
+    out.append(f'<div class="scroll"><table>{thead}<tbody>{body}</tbody></table></div>')
+    return index
+
+
+def inline_markdown(text: str) -> str:
+    """Code spans verbatim (escaped); elsewhere links, **strong** and *em* on escaped text."""
+    parts: list[str] = []
+    position = 0
+    for match in _CODE_SPAN.finditer(text):
+        parts.append(_inline_text(text[position : match.start()]))
+        parts.append(f"<code>{escape(match.group(2).strip())}</code>")
+        position = match.end()
+    parts.append(_inline_text(text[position:]))
+    return "".join(parts)
+
+
+def _inline_text(text: str) -> str:
+    html = str(escape(text))
+    html = _LINK.sub(r'<a href="\2" rel="noopener noreferrer">\1</a>', html)
+    html = _STRONG.sub(r"<strong>\1</strong>", html)
+    return _EM.sub(r"<em>\1</em>", html)
+
+
+# --------------------------------------------------------------------------- badges
+
+_BADGE_COLORS: Final = {
+    "tone-bad": "#c0392b",
+    "tone-warn": "#b35c00",
+    "tone-info": "#1f6feb",
+    "tone-good": "#2a7d2e",
+    "tone-neutral": "#6a737d",
+}
+_CHAR_PX: Final = 7
+_PAD_PX: Final = 10
+
+
+def badge_svg(label: str, message: str, color: str) -> str:
+    """A shields-like flat badge: grey label, coloured message, both as real text."""
+    left = len(label) * _CHAR_PX + 2 * _PAD_PX
+    right = len(message) * _CHAR_PX + 2 * _PAD_PX
+    width = left + right
+    title = xml_escape(f"{label}: {message}")
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="20" role="img" '
+        f'aria-label="{title}"><title>{title}</title>'
+        f'<clipPath id="r"><rect width="{width}" height="20" rx="3" fill="#fff"/></clipPath>'
+        f'<g clip-path="url(#r)"><rect width="{left}" height="20" fill="#555"/>'
+        f'<rect x="{left}" width="{right}" height="20" fill="{color}"/></g>'
+        '<g fill="#fff" text-anchor="middle" font-family="Verdana,DejaVu Sans,sans-serif" '
+        f'font-size="11"><text x="{left / 2}" y="14">{xml_escape(label)}</text>'
+        f'<text x="{left + right / 2}" y="14">{xml_escape(message)}</text></g></svg>'
+    )
+
+
+def series_badge_word(series: SeriesSummaryOut) -> str:
+    """The one word that says most about a series, most urgent first."""
+    statuses = {p.status for p in series.patches}
+    ci = {c.state for c in series.ci.values()}
+    for word, present in (
+        ("error", series.phase == "error"),
+        ("conflict", "conflict" in statuses),
+        ("invalid", "invalid" in statuses),
+        ("review", any(p.decision == "review" for p in series.patches)),
+        ("failure", bool(ci & {"failure", "infra-error"})),
+        ("waiting-approval", "waiting-approval" in ci),
+    ):
+        if present:
+            return word
+    if series.phase != "idle" or series.outcome == "none":
+        return series.phase
+    return series.outcome
+
+
+def patch_badge_word(patch: PatchOut) -> str:
+    return patch.status if patch.decision == "none" else f"{patch.status}, {patch.decision}"
+
+
+def svg_response(label: str, message: str, word: str, status_code: int = 200) -> Response:
+    color = _BADGE_COLORS[tone(word)]
+    headers = {"Cache-Control": "no-cache, max-age=0", "X-Content-Type-Options": "nosniff"}
+    return Response(
+        badge_svg(label, message, color),
+        status_code=status_code,
+        media_type="image/svg+xml",
+        headers=headers,
+    )
+
+
+# --------------------------------------------------------------------------- live updates
+
+_ASYNC_CONNECTIONS: Final = {
+    "Connection": aioredis.Connection,
+    "SSLConnection": aioredis.SSLConnection,
+    "UnixDomainSocketConnection": aioredis.UnixDomainSocketConnection,
+}
+_ASYNC_KWARGS: Final = frozenset(
+    {"host", "port", "db", "username", "password", "path", "client_name"}
+    | {"ssl_keyfile", "ssl_certfile", "ssl_cert_reqs", "ssl_ca_certs", "ssl_check_hostname"}
+)
+
+
+def async_client_like(client: redis.Redis) -> aioredis.Redis:
+    """An asyncio client for the server and database of `client` (for pub/sub that must not
+    hold a thread while it waits)."""
+    pool = client.connection_pool
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k in _ASYNC_KWARGS}
+    kind = _ASYNC_CONNECTIONS.get(pool.connection_class.__name__, aioredis.Connection)
+    return aioredis.Redis(connection_pool=aioredis.ConnectionPool(connection_class=kind, **kwargs))
+
+
+@dataclass
+class LiveStream:
+    """Relays UPDATES_CHANNEL to one browser as server-sent events."""
+
+    client: aioredis.Redis
+    heartbeat_s: float = 15.0
+    max_age_s: float = 600.0  # then the browser's EventSource reconnects by itself
+    subscribe_timeout_s: float = 5.0
+
+    async def open(self) -> aioredis.client.PubSub:
+        """Subscribe and wait for Redis to confirm, so nothing published after the browser
+        sees the stream open can be missed."""
+        pubsub = self.client.pubsub()
+        try:
+            await pubsub.subscribe(UPDATES_CHANNEL)
+            with anyio.fail_after(self.subscribe_timeout_s):
+                while True:
+                    message = await pubsub.get_message(timeout=self.subscribe_timeout_s)
+                    if message is not None and message.get("type") == "subscribe":
+                        return pubsub
+        except BaseException:
+            await _close(pubsub)
+            raise
+
+    async def events(self, pubsub: aioredis.client.PubSub) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        started = quiet_since = loop.time()
+        try:
+            yield "retry: 3000\n: connected\n\n"
+            while loop.time() - started < self.max_age_s:
+                wait = min(1.0, self.heartbeat_s)
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=wait)
+                if message is not None:
+                    quiet_since = loop.time()
+                    yield sse_data(message.get("data"))
+                elif loop.time() - quiet_since >= self.heartbeat_s:
+                    quiet_since = loop.time()
+                    yield ": keepalive\n\n"
+        finally:
+            await _close(pubsub)
+
+
+async def _close(pubsub: aioredis.client.PubSub) -> None:
+    with anyio.CancelScope(shield=True):
+        await pubsub.aclose()  # type: ignore[attr-defined]  # types-redis 4.6 lacks it
+
+
+def sse_data(payload: Any) -> str:
+    text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else str(payload)
+    return "".join(f"data: {line}\n" for line in text.split("\n")) + "\n"
+
+
+# --------------------------------------------------------------------------- page rendering
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.globals.update(
+        tone=tone,
+        url_series=lambda sid: f"/series/{quote(sid, safe='')}",
+        url_patch=lambda sid, name: f"/series/{quote(sid, safe='')}/patches/{quote(name, safe='')}",
+        url_run=lambda rid: f"/runs/{quote(rid, safe='')}",
+        markdown=render_markdown,
+        ago=lambda iso: age_text(age_seconds(iso)) or iso,
+    )
+    env.filters["short"] = lambda sha: (sha or "")[:12]
+    env.filters["compact_json"] = lambda value: json.dumps(value, default=str)
+    return env
+
+
+@dataclass(frozen=True)
+class Live:
+    """What a page's live region listens to: one series ('' = all), one run's log, a poll."""
+
+    series: str = ""
+    run: str = ""
+    poll_s: int = 0
+
+
+@dataclass
+class Pages:
+    env: jinja2.Environment = field(default_factory=_environment)
+
+    def render(
+        self, name: str, *, title: str, nav: str = "", status_code: int = 200, **context: Any
+    ) -> HTMLResponse:
+        context.setdefault("live", Live())
+        html = self.env.get_template(name).render(title=title, nav=nav, **context)
+        return HTMLResponse(html, status_code=status_code, headers=_HEADERS)
+
+    def not_found(self, exc: NotFound) -> HTMLResponse:
+        return self.render("message.html", title="Not found", message=str(exc), status_code=404)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The overview: series (rows) × patches, plus CI per runner kind."""
+
+    series: list[SeriesSummaryOut]
+    patch_names: list[str]
+    runner_kinds: list[str]
+    attention: list[AttentionOut]
+
+    @classmethod
+    def of(cls, series: list[SeriesSummaryOut]) -> Matrix:
+        names = sorted({p.name for s in series for p in s.patches})
+        kinds = sorted({kind for s in series for kind in s.ci})
+        attention = [item for s in series for item in s.attention]
+        return cls(series, names, kinds, attention)
+
+    def cell(self, series: SeriesSummaryOut, name: str) -> PatchOut | None:
+        return next((p for p in series.patches if p.name == name), None)
+
+
+# --------------------------------------------------------------------------- access for pages
+
+
+def _without_token(request: Request) -> str:
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+    return request.url.path + (f"?{urlencode(query)}" if query else "")
+
+
+def page_access(access: Access) -> params.Depends:
+    """Like the API's check; a valid ?token= sets the session cookie and redirects to the same
+    page without the token, so it stays out of the address bar, history and page links."""
+
+    def check(request: Request) -> None:
+        if access.check(request) != "query":
+            return
+        secure = "; Secure" if request.url.scheme == "https" else ""
+        cookie = f"{SESSION_COOKIE}={access.session_value()}; Path=/; HttpOnly; SameSite=Lax"
+        raise HTTPException(
+            status_code=303,
+            detail="token accepted",
+            headers={"Location": _without_token(request), "Set-Cookie": cookie + secure},
+        )
+
+    return Depends(check)
+
+
+def store_unavailable(request: Request, exc: Exception) -> Response:
+    """503 for a store that does not answer: JSON for the API, a page for people."""
+    message = f"carry's store is unavailable ({type(exc).__name__}); try again shortly"
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": message}, status_code=503)
+    return Pages().render("message.html", title="Unavailable", message=message, status_code=503)
+
+
+# --------------------------------------------------------------------------- routes
+
+
+@dataclass
+class Dashboard:
+    client: redis.Redis
+    config: CarryConfig | None
+    fix_pages: FixPages
+    pages: Pages = field(default_factory=Pages)
+
+    def overview(self) -> HTMLResponse:
+        listing = series_list(self.client, self.fix_pages)
+        return self.pages.render(
+            "overview.html",
+            title="Overview",
+            nav="overview",
+            json_url="/api/v1/series",
+            matrix=Matrix.of(listing.series),
+            recent=series_history(self.client, None, 10).entries,
+        )
+
+    def series(self, series_id: str) -> HTMLResponse:
+        return self.pages.render(
+            "series.html",
+            title=series_id,
+            json_url=f"/api/v1/series/{quote(series_id, safe='')}",
+            s=series_detail(self.client, series_id, self.fix_pages),
+            timeline=series_history(self.client, series_id, 200).entries,
+            live=Live(series=series_id),
+        )
+
+    def patch(self, series_id: str, name: str) -> HTMLResponse:
+        return self.pages.render(
+            "patch.html",
+            title=f"{name} · {series_id}",
+            json_url=f"/api/v1/series/{quote(series_id, safe='')}/patches/{quote(name, safe='')}",
+            d=patch_detail(self.client, self.fix_pages, series_id, name),
+            live=Live(series=series_id),
+        )
+
+    def run(self, run_id: str) -> HTMLResponse:
+        run = find_run(self.client, run_id)
+        return self.pages.render(
+            "run.html",
+            title=f"Run {run_id}",
+            json_url=f"/api/v1/runs/{quote(run_id, safe='')}/log",
+            run=run,
+            log=run_log(self.client, run_id, "-", limit=RUN_LOG_LINES),
+            live=Live(series=run.series or "", run=run_id),
+        )
+
+    def runners(self) -> HTMLResponse:
+        return self.pages.render(
+            "runners.html",
+            title="Runners",
+            nav="runners",
+            json_url="/api/v1/runners",
+            view=runners_view(self.client, self.config),
+            live=Live(poll_s=15),
+        )
+
+    def events(self) -> HTMLResponse:
+        deliveries = [d.to_json() for d in recent_deliveries(self.client, 50)]
+        return self.pages.render(
+            "events.html",
+            title="Events",
+            nav="events",
+            json_url="/api/v1/history",
+            entries=series_history(self.client, None, 100).entries,
+            deliveries=deliveries,
+            live=Live(poll_s=15),
+        )
+
+    def series_badge(self, series_id: str) -> Response:
+        state = load_series(self.client, series_id)
+        if state is None:
+            return svg_response(series_id, "unknown", "unknown", status_code=404)
+        word = series_badge_word(series_summary(state))
+        return svg_response(series_id, word, word)
+
+    def patch_badge(self, series_id: str, name: str) -> Response:
+        state = load_series(self.client, series_id)
+        patch = state.patch(name) if state else None
+        if patch is None:
+            return svg_response(name, "unknown", "unknown", status_code=404)
+        return svg_response(name, patch_badge_word(patch_out(patch)), patch.status)
+
+
+def _guarded(handler: Callable[[], HTMLResponse], pages: Pages) -> HTMLResponse:
+    try:
+        return handler()
+    except NotFound as exc:
+        return pages.not_found(exc)
+
+
+def dashboard_router(
+    client: redis.Redis,
+    access: Access,
+    config: CarryConfig | None,
+    fix_pages: FixPages,
+    *,
+    live: LiveStream | None = None,
+) -> APIRouter:
+    """HTML pages, the live event stream and the badges (all GET, all read-only)."""
+    board = Dashboard(client, config, fix_pages)
+    stream = live or LiveStream(async_client_like(client))
+    router = APIRouter(include_in_schema=False)
+    pages = [page_access(access)]
+
+    @router.get("/", dependencies=pages)
+    def overview() -> HTMLResponse:
+        return board.overview()
+
+    @router.get("/series/{series_id}", dependencies=pages)
+    def series(series_id: str) -> HTMLResponse:
+        return _guarded(lambda: board.series(series_id), board.pages)
+
+    @router.get("/series/{series_id}/patches/{name}", dependencies=pages)
+    def patch(series_id: str, name: str) -> HTMLResponse:
+        return _guarded(lambda: board.patch(series_id, name), board.pages)
+
+    @router.get("/runs/{run_id}", dependencies=pages)
+    def run(run_id: str) -> HTMLResponse:
+        return _guarded(lambda: board.run(run_id), board.pages)
+
+    @router.get("/runners", dependencies=pages)
+    def runners() -> HTMLResponse:
+        return board.runners()
+
+    @router.get("/events", dependencies=pages)
+    def events() -> HTMLResponse:
+        return board.events()
+
+    @router.get("/events/stream", dependencies=[access.dependency()])
+    async def event_stream() -> StreamingResponse:
+        pubsub = await stream.open()
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(
+            stream.events(pubsub), media_type="text/event-stream", headers=headers
+        )
+
+    @router.get("/badges/series/{series_id}.svg", dependencies=[access.dependency()])
+    def series_badge(series_id: str) -> Response:
+        return board.series_badge(series_id)
+
+    @router.get("/badges/series/{series_id}/patches/{name}.svg", dependencies=[access.dependency()])
+    def patch_badge(series_id: str, name: str) -> Response:
+        return board.patch_badge(series_id, name)
+
+    return router
+
+
+def install_dashboard(
+    app: FastAPI,
+    client: redis.Redis,
+    access: Access,
+    config: CarryConfig | None,
+    fix_pages: FixPages,
+) -> None:
+    """Add the pages, the stream, the badges and /static to `app`, and a 503 for a dead store."""
+    app.include_router(dashboard_router(client, access, config, fix_pages))
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_exception_handler(redis.RedisError, store_unavailable)

@@ -1,0 +1,235 @@
+"""The dashboard in headless Chromium (Debian's /usr/bin/chromium, driven by Playwright).
+
+Seeded state in a real Redis, the whole carry app served by uvicorn, the dashboard token set:
+the browser logs in once with ?token= and then works from the session cookie.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect, sync_playwright
+
+from bot.store.series import append_history, append_runlog, save_series
+from tests.integration.test_dashboard_api import (
+    DASHBOARD_TOKEN,
+    FAILED_RUN,
+    MAIN,
+    PATCH,
+    PLE,
+    RELEASE,
+    dashboard,
+    release_series,
+    seed,
+)
+from tests.support.paths import REPO_ROOT
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 390, "height": 844}
+WAIT_MS = 10_000
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium"),
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+@pytest.fixture
+def site(client: redis.Redis) -> Iterator[str]:
+    seed(client)
+    with dashboard(client, token=DASHBOARD_TOKEN) as url:
+        yield url
+
+
+def open_page(
+    browser: Browser, site: str, viewport: ViewportSize = DESKTOP, *, javascript: bool = True
+) -> Page:
+    context = browser.new_context(viewport=viewport, java_script_enabled=javascript)
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{site}/?token={DASHBOARD_TOKEN}")
+    return page
+
+
+@pytest.fixture
+def page(browser: Browser, site: str) -> Iterator[Page]:
+    opened = open_page(browser, site)
+    yield opened
+    opened.context.close()
+
+
+def wait_live(page: Page) -> None:
+    """The page's EventSource is open (so the server has subscribed to the updates)."""
+    expect(page.locator("html")).to_have_attribute("data-live", "on")
+    expect(page.locator("#live-status")).to_have_text("Live updates on")
+
+
+def matrix_row(page: Page, series_id: str) -> Locator:
+    return page.locator(f"table.matrix tbody tr#series-{re.escape(series_id)}")
+
+
+def top(locator: Locator) -> float:
+    box = locator.bounding_box()
+    assert box is not None, "not rendered"
+    return box["y"]
+
+
+# --------------------------------------------------------------------------- 1
+
+
+def test_overview_shows_the_seeded_state(page: Page) -> None:
+    expect(page).to_have_url(re.compile(r"/$"))  # the token left the address bar
+    expect(page.get_by_role("heading", name="Overview", level=1)).to_be_visible()
+    headers = page.locator("table.matrix thead th")
+    expect(headers).to_contain_text(["Series", "Base and head", "State", PATCH, "CI gaudi"])
+    main = matrix_row(page, MAIN)
+    expect(main).to_contain_text("branch main")
+    expect(main).to_contain_text("5f0c1d2e3a4b")
+    expect(main).to_contain_text("2 h ago")
+    expect(main.get_by_role("cell").nth(2)).to_contain_text("conflict review")
+    release = matrix_row(page, RELEASE)
+    expect(release).to_contain_text("applies keep")
+    expect(release).to_contain_text("vllm-project/vllm-gaudi#1919 open")
+    expect(release.get_by_role("link", name="#12")).to_be_visible()
+    expect(matrix_row(page, PLE)).to_contain_text("awaiting-import")
+    assert DASHBOARD_TOKEN not in page.content()
+
+
+# --------------------------------------------------------------------------- 2
+
+
+def test_a_new_event_appears_without_a_reload(page: Page, client: redis.Redis) -> None:
+    wait_live(page)
+    page.evaluate("window.carryNoReload = 'same document'")
+    moved = release_series()
+    moved.last_event = "head moved to c0ffee0"
+
+    save_series(client, moved)
+    append_history(client, RELEASE, "head-moved", head="c0ffee0123", ref="refs/tags/v0.26.1")
+
+    expect(page.locator("#recent tbody tr").first).to_contain_text("head-moved")
+    expect(page.locator("#recent tbody tr").first).to_contain_text("c0ffee0123")
+    expect(matrix_row(page, RELEASE)).to_contain_text("head moved to c0ffee0")
+    assert page.evaluate("window.carryNoReload") == "same document"
+
+
+# --------------------------------------------------------------------------- 3
+
+
+def test_links_lead_to_the_series_patch_and_run_pages(page: Page, client: redis.Redis) -> None:
+    matrix_row(page, MAIN).get_by_role("link", name=MAIN).click()
+    expect(page).to_have_url(re.compile(f"/series/{MAIN}$"))
+    expect(page.get_by_role("heading", name=f"Series {MAIN}")).to_be_visible()
+    expect(page.get_by_role("heading", name="Timeline of heads and decisions")).to_be_visible()
+
+    page.get_by_role("row").filter(has_text="hunk 2").get_by_role("link", name=PATCH).click()
+    expect(page).to_have_url(re.compile(f"/series/{MAIN}/patches/{re.escape(PATCH)}$"))
+    expect(page.get_by_role("heading", name=f"Patch {PATCH}")).to_be_visible()
+    expect(page.locator("article.fixpage h4", has_text="Problem")).to_be_visible()
+    expect(page.locator("article.fixpage code").first).to_be_visible()
+
+    page.get_by_role("link", name=MAIN).first.click()
+    page.get_by_role("link", name=f"log of {FAILED_RUN}").click()
+    expect(page).to_have_url(re.compile(f"/runs/{FAILED_RUN}$"))
+    log = page.locator("#log")
+    expect(log).to_contain_text("AssertionError: greedy outputs differ")
+
+    wait_live(page)
+    append_runlog(client, FAILED_RUN, "stdout", "retrying with a smaller batch")
+    expect(log.locator(".line").last).to_have_text("retrying with a smaller batch\n")
+
+
+def test_pages_work_without_javascript(browser: Browser, site: str) -> None:
+    page = open_page(browser, site, javascript=False)
+    try:
+        expect(page.locator("#live-status")).to_have_text("Reload the page to see changes.")
+        expect(page.locator("#needs-attention")).to_contain_text(f"{PATCH}: conflict")
+        page.locator("#needs-attention").get_by_role("link", name=f"run {FAILED_RUN}").click()
+        expect(page.locator("#log")).to_contain_text("AssertionError: greedy outputs differ")
+        page.get_by_role("navigation", name="Breadcrumb").get_by_role("link", name=MAIN).click()
+        expect(page.get_by_role("heading", name=f"Series {MAIN}")).to_be_visible()
+    finally:
+        page.context.close()
+
+
+# --------------------------------------------------------------------------- 4
+
+
+def test_a_conflict_shows_under_needs_attention(page: Page, client: redis.Redis) -> None:
+    attention = page.locator("#needs-attention")
+    expect(attention.get_by_role("heading")).to_have_text("Needs attention (2)")
+    conflict_row = attention.get_by_role("row").filter(has_text=f"{PATCH}: conflict")
+    expect(conflict_row).to_contain_text(MAIN)
+    expect(conflict_row.get_by_role("link", name=f"patch {PATCH}")).to_have_attribute(
+        "href", f"/series/{MAIN}/patches/{PATCH}"
+    )
+    matrix = page.locator("table.matrix")
+    assert top(attention) < top(matrix)
+
+    wait_live(page)
+    broken = release_series()
+    broken.patches[0].status, broken.patches[0].decision = "conflict", "review"
+    save_series(client, broken)
+
+    expect(attention.get_by_role("heading")).to_have_text("Needs attention (3)")
+    expect(attention.get_by_role("row").filter(has_text=RELEASE)).to_contain_text("conflict")
+
+
+# --------------------------------------------------------------------------- 5
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280x800", "390x844"])
+def test_screenshots_at_desktop_and_phone_width(
+    browser: Browser, site: str, viewport: ViewportSize
+) -> None:
+    page = open_page(browser, site, viewport)
+    size = f"{viewport['width']}x{viewport['height']}"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        for name, path in (
+            ("overview", "/"),
+            ("series", f"/series/{MAIN}"),
+            ("patch", f"/series/{MAIN}/patches/{PATCH}"),
+            ("run", f"/runs/{FAILED_RUN}"),
+            ("runners", "/runners"),
+            ("events", "/events"),
+        ):
+            page.goto(f"{site}{path}")
+            wait_live(page)
+            overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, f"{name} scrolls sideways by {overflow}px at {size}"
+            shot = SCREENSHOTS / f"{name}-{size}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        page.context.close()

@@ -1,0 +1,617 @@
+"""The dashboard's JSON API, pages, live stream and badges over real HTTP with a real Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import uvicorn
+from fastapi import FastAPI
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from bot.config import CarryConfig, Settings
+from bot.core.state import CiState, PatchState, PrInfo, SeriesState
+from bot.store.deliveries import record_delivery
+from bot.store.series import append_history, append_runlog, heartbeat, save_series
+from bot.web.api import SESSION_COOKIE, Access, FixPages
+from bot.web.app import create_app
+from bot.web.dashboard import LiveStream, async_client_like, dashboard_router, render_markdown
+from tests.support.paths import REPO_ROOT
+from tests.support.redis_server import free_port
+
+PATCH = "0001-seed-decode-input-ids-before-async-scatter.patch"
+MAIN = "async-inputs-main"
+RELEASE = "async-inputs-v0.26.0"
+PLE = "ple-offload-pr53899"
+MAIN_HEAD = "5f0c1d2e3a4b5c6d7e8f90112233445566778899"
+RELEASE_HEAD = "b059f9c95d6a07f19eb00aa06d1ec8b87b296437"
+FAILED_RUN = "run-gaudi-0007"
+PASSED_RUN = "run-gaudi-0006"
+TOKEN_ENV = "CARRY_DASHBOARD_TOKEN"
+WEBHOOK_SECRET = "whsec-dashboard-test-4b1f9e"
+GITHUB_TOKEN = "ghp_dashboardTestToken0123456789abcdefABCD"
+DASHBOARD_TOKEN = "dash-token-test-77c1a0e2"
+GATE = Access(None)
+
+CONFIG = CarryConfig.model_validate(
+    {
+        "downstream": {"repo": "example-org/carry", "patches_dir": "patches"},
+        "upstreams": {
+            "vllm-gaudi": {
+                "url": "https://github.com/vllm-project/vllm-gaudi.git",
+                "repo": "vllm-project/vllm-gaudi",
+            },
+            "vllm": {
+                "url": "https://github.com/vllm-project/vllm.git",
+                "repo": "vllm-project/vllm",
+            },
+        },
+        "series": [
+            {
+                "id": RELEASE,
+                "upstream": "vllm-gaudi",
+                "base": {"tag": "v0.26.0"},
+                "patches": RELEASE,
+            },
+            {"id": MAIN, "upstream": "vllm-gaudi", "base": {"branch": "main"}, "patches": MAIN},
+            {"id": PLE, "upstream": "vllm", "base": {"pull": 53899}, "patches": PLE},
+        ],
+        "runners": {
+            "gaudi": {"queue": "hw.gaudi", "workdir": "/var/lib/carry/runner"},
+            "gb10": {"queue": "hw.gb10", "workdir": "/var/lib/carry/runner"},
+        },
+    }
+)
+
+
+# --------------------------------------------------------------------------- harness
+
+
+@contextlib.contextmanager
+def serve(app: FastAPI) -> Iterator[str]:
+    """Run `app` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def secret_settings() -> Settings:
+    return Settings(webhook_secret=WEBHOOK_SECRET, github_token=GITHUB_TOKEN, max_body_bytes=None)
+
+
+def ago(**delta: float) -> str:
+    moment = datetime.now(UTC) - timedelta(**delta)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@contextlib.contextmanager
+def dashboard(
+    client: redis.Redis, config: CarryConfig | None = CONFIG, *, token: str | None = None
+) -> Iterator[str]:
+    """The whole carry app (create_app) served from the repository root, where patches/ is."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO_ROOT)
+        if token is None:
+            patch.delenv(TOKEN_ENV, raising=False)
+        else:
+            patch.setenv(TOKEN_ENV, token)
+        app = create_app(config, secret_settings(), client)
+    with serve(app) as url:
+        yield url
+
+
+# --------------------------------------------------------------------------- seeded state
+
+
+def main_series() -> SeriesState:
+    conflict = PatchState(
+        name=PATCH,
+        subject="Seed decode input ids before the async scatter",
+        status="conflict",
+        decision="review",
+        reason="hunk 2 of hpu_model_runner.py does not apply on the new head",
+        evidence=[
+            {"signal": "apply --3way", "result": "conflict", "file": "hpu_model_runner.py"},
+            {"signal": "patch-id", "result": "no match in 091bbad..5f0c1d2"},
+        ],
+        conflict={"files": ["vllm_gaudi/v1/worker/hpu_model_runner.py"], "hunks": [2]},
+    )
+    return SeriesState(
+        id=MAIN,
+        upstream_repo="vllm-project/vllm-gaudi",
+        base="branch main",
+        head_sha=MAIN_HEAD,
+        head_ref="refs/heads/main",
+        head_seen_at=ago(hours=2),
+        head_actor="upstream-dev",
+        phase="idle",
+        outcome="conflict",
+        patches=[conflict],
+        ci={"gaudi": CiState(runner="gaudi", state="failure", run_id=FAILED_RUN, detail="exit 1")},
+        last_event="head moved to 5f0c1d2",
+    )
+
+
+def release_series() -> SeriesState:
+    applies = PatchState(
+        name=PATCH,
+        subject="Seed decode input ids before the async scatter",
+        status="applies",
+        decision="keep",
+        reason="applies cleanly",
+        upstream_prs=[{"ref": "vllm-project/vllm-gaudi#1919", "state": "open"}],
+    )
+    return SeriesState(
+        id=RELEASE,
+        upstream_repo="vllm-project/vllm-gaudi",
+        base="tag v0.26.0",
+        head_sha=RELEASE_HEAD,
+        head_ref="refs/tags/v0.26.0",
+        head_seen_at=ago(days=3),
+        outcome="clean",
+        patches=[applies],
+        pr=PrInfo(number=12, url="https://github.com/example-org/carry/pull/12", branch="carry/r"),
+        ci={"gaudi": CiState(runner="gaudi", state="success", run_id=PASSED_RUN)},
+        last_event="checked v0.26.0",
+    )
+
+
+def ple_series() -> SeriesState:
+    return SeriesState(
+        id=PLE,
+        upstream_repo="vllm-project/vllm",
+        base="pull 53899",
+        phase="awaiting-import",
+        base_pr_state="open",
+        last_event="waiting for carry import",
+    )
+
+
+DECISION = {
+    "patch": PATCH,
+    "head": MAIN_HEAD,
+    "status": "conflict",
+    "decision": "review",
+    "reason": "hunk 2 fails",
+    "evidence": [{"signal": "apply --3way", "result": "conflict"}],
+}
+
+
+def seed(client: redis.Redis) -> None:
+    for state in (main_series(), release_series(), ple_series()):
+        save_series(client, state)
+    append_history(client, MAIN, "head-moved", head=MAIN_HEAD, ref="refs/heads/main")
+    append_history(client, MAIN, "decision", **DECISION)  # as workers/rebase.py writes it
+    append_history(client, MAIN, "ci-check", run_id=FAILED_RUN, runner="gaudi", state="failure")
+    append_history(
+        client, RELEASE, "checked", patches={PATCH: {"status": "applies", "decision": "keep"}}
+    )
+    heartbeat(client, "gaudi-host-1", {"kind": "gaudi", "queue": "hw.gaudi"})
+    client.rpush("hw.gaudi", "job-1", "job-2")
+    append_runlog(client, FAILED_RUN, "stdout", "serving model on 127.0.0.1:8000")
+    append_runlog(client, FAILED_RUN, "stderr", "AssertionError: greedy outputs differ")
+    record_delivery(
+        client,
+        "delivery-0001",
+        "push",
+        b"{}",
+        datetime.now(UTC),
+        "accepted",
+        json.dumps({"kind": "push", "ref": "refs/heads/main"}),
+        None,
+        event_key="push:vllm-project/vllm-gaudi:refs/heads/main",
+    )
+
+
+@dataclass
+class Site:
+    url: str
+    client: redis.Redis
+    http: httpx.Client
+
+    def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        return self.http.get(f"{self.url}{path}", **kwargs)
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+@pytest.fixture
+def site(client: redis.Redis) -> Iterator[Site]:
+    seed(client)
+    with dashboard(client) as url, httpx.Client(timeout=10) as http:
+        yield Site(url, client, http)
+
+
+# --------------------------------------------------------------------------- JSON API
+
+
+def test_series_list_puts_attention_first_with_head_ci_and_patches(site: Site) -> None:
+    listed = site.get("/api/v1/series").json()["series"]
+
+    assert [s["id"] for s in listed] == [MAIN, RELEASE, PLE]
+    main = listed[0]
+    assert main["needs_attention"] == [f"{PATCH}: conflict", "CI gaudi: failure"]
+    assert main["head"]["short_sha"] == MAIN_HEAD[:12]
+    assert main["head"]["age"] == "2 h ago"
+    assert main["ci"]["gaudi"]["state"] == "failure"
+    assert [(p["name"], p["status"], p["decision"]) for p in main["patches"]] == [
+        (PATCH, "conflict", "review")
+    ]
+    # No upstream state observed by carry for this series: the fix page's entry fills in.
+    assert main["patches"][0]["upstream"] == [
+        {
+            "ref": "vllm-project/vllm-gaudi#1919",
+            "state": "open",
+            "label": "open",
+            "url": "https://github.com/vllm-project/vllm-gaudi/pull/1919",
+            "merge_commit": None,
+            "superseded_by": None,
+            "source": "fix page",
+        }
+    ]
+    assert listed[1]["pr"]["number"] == 12
+    assert listed[1]["patches"][0]["upstream"][0]["source"] == "carry"
+
+
+def test_series_detail_has_decision_reason_and_evidence(site: Site) -> None:
+    detail = site.get(f"/api/v1/series/{MAIN}").json()
+
+    patch = detail["patches"][0]
+    assert (patch["status"], patch["decision"]) == ("conflict", "review")
+    assert patch["reason"].startswith("hunk 2")
+    assert patch["evidence"][0]["signal"] == "apply --3way"
+    assert patch["conflict"]["hunks"] == [2]
+    assert detail["attention"][1] == {
+        "series": MAIN,
+        "reason": "CI gaudi: failure",
+        "patch": None,
+        "run_id": FAILED_RUN,
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [
+        ("/api/v1/series/nope", "unknown series 'nope'"),
+        ("/api/v1/series/nope/history", "unknown series 'nope'"),
+        (f"/api/v1/series/{MAIN}/patches/9999-nope.patch", "unknown patch '9999-nope.patch'"),
+        ("/api/v1/series/nope/patches/x.patch", "unknown series 'nope'"),
+        ("/api/v1/runs/run-nope", "unknown run 'run-nope'"),
+        ("/api/v1/runs/run-nope/log", "unknown run 'run-nope'"),
+    ],
+)
+def test_unknown_ids_are_404_with_a_clear_json_error(site: Site, path: str, error: str) -> None:
+    response = site.get(path)
+
+    assert response.status_code == 404
+    assert response.json()["error"].startswith(error)
+
+
+def test_history_is_newest_first_and_limited(site: Site) -> None:
+    entries = site.get(f"/api/v1/series/{MAIN}/history").json()["entries"]
+    newest = site.get(f"/api/v1/series/{MAIN}/history", params={"limit": 1}).json()["entries"]
+
+    assert [e["kind"] for e in entries] == ["ci-check", "decision", "head-moved"]
+    assert newest == entries[:1]
+    assert entries[0]["summary"] == f"run_id: {FAILED_RUN}, runner: gaudi, state: failure"
+    assert site.get(f"/api/v1/series/{MAIN}/history", params={"limit": 0}).status_code == 422
+
+
+def test_patch_detail_has_fix_page_and_every_entry_about_the_patch(site: Site) -> None:
+    detail = site.get(f"/api/v1/series/{MAIN}/patches/{PATCH}").json()
+
+    page = detail["fix_page"]
+    assert page["name"] == "async-inputs"
+    assert page["file"] == f"patches/{MAIN}/async-inputs.md"
+    assert [s["title"] for s in page["sections"]][:2] == ["Problem", "Symptom"]
+    assert page["markdown"].startswith("# async-inputs\n")
+    # The ci-check and head-moved entries do not name the patch.
+    assert [(h["kind"], h["about"]) for h in detail["history"]] == [("decision", DECISION)]
+    release = site.get(f"/api/v1/series/{RELEASE}/patches/{PATCH}").json()
+    assert release["history"][0]["about"] == {"status": "applies", "decision": "keep"}
+
+
+def test_without_config_there_are_no_fix_pages(client: redis.Redis) -> None:
+    seed(client)
+    with dashboard(client, None) as url:
+        detail = httpx.get(f"{url}/api/v1/series/{MAIN}/patches/{PATCH}").json()
+        page = httpx.get(f"{url}/series/{MAIN}/patches/{PATCH}")
+
+    assert detail["fix_page"] is None
+    assert detail["fix_page_note"] == "no configuration loaded: fix pages are not shown"
+    assert "no configuration loaded" in page.text
+
+
+def test_runners_show_heartbeats_and_queue_depth(site: Site) -> None:
+    view = site.get("/api/v1/runners").json()
+
+    assert [(r["name"], r["info"]) for r in view["runners"]] == [
+        ("gaudi-host-1", {"kind": "gaudi", "queue": "hw.gaudi"})
+    ]
+    assert view["runners"][0]["age"].endswith("s ago")
+    assert view["queues"] == [
+        {"runner": "gaudi", "queue": "hw.gaudi", "depth": 2},
+        {"runner": "gb10", "queue": "hw.gb10", "depth": 0},
+    ]
+
+
+def test_run_log_pages_with_after(site: Site) -> None:
+    first = site.get(f"/api/v1/runs/{FAILED_RUN}/log").json()
+    rest = site.get(f"/api/v1/runs/{FAILED_RUN}/log", params={"after": first["lines"][0]["id"]})
+    run = site.get(f"/api/v1/runs/{FAILED_RUN}").json()
+
+    assert [(line["stream"], line["text"]) for line in first["lines"]] == [
+        ("stdout", "serving model on 127.0.0.1:8000"),
+        ("stderr", "AssertionError: greedy outputs differ"),
+    ]
+    assert rest.json()["lines"] == first["lines"][1:]
+    assert first["after"] == first["lines"][-1]["id"]
+    assert (run["series"], run["runner"], run["ci"]["state"]) == (MAIN, "gaudi", "failure")
+    assert site.get(f"/api/v1/runs/{FAILED_RUN}/log", params={"after": "x;y"}).status_code == 422
+
+
+def test_openapi_publishes_the_api_but_not_the_pages(site: Site) -> None:
+    paths = site.get("/openapi.json").json()["paths"]
+
+    assert {
+        "/api/v1/series",
+        "/api/v1/series/{series_id}",
+        "/api/v1/series/{series_id}/history",
+        "/api/v1/series/{series_id}/patches/{name}",
+        "/api/v1/runners",
+        "/api/v1/runs/{run_id}/log",
+        "/api/v1/events",
+    } <= set(paths)
+    assert "/" not in paths
+    assert "404" in paths["/api/v1/series/{series_id}"]["get"]["responses"]
+
+
+# --------------------------------------------------------------------------- pages
+
+
+def test_overview_page_has_attention_first_and_real_table_headers(site: Site) -> None:
+    response = site.get("/")
+    html = response.text
+
+    assert response.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    attention = html.index('id="needs-attention"')
+    assert attention < html.index("What is carried where")
+    assert html.index(f"{PATCH}: conflict") > attention
+    assert '<th scope="col">Base and head</th>' in html
+    assert f'<th scope="row" data-label="Series"><a href="/series/{MAIN}">{MAIN}</a>' in html
+    assert "not carried" in html  # the PLE series has no patches yet
+    assert '<span class="st tone-bad">conflict</span>' in html
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (f"/series/{MAIN}", "Timeline of heads and decisions"),
+        (f"/series/{MAIN}/patches/{PATCH}", "Every decision about this patch"),
+        (f"/runs/{FAILED_RUN}", "AssertionError: greedy outputs differ"),
+        ("/runners", "gaudi-host-1"),
+        ("/events", "delivery-0001"),
+    ],
+)
+def test_every_page_renders_seeded_state(site: Site, path: str, expected: str) -> None:
+    response = site.get(path)
+
+    assert response.status_code == 200
+    assert expected in response.text
+
+
+def test_unknown_pages_are_404_pages(site: Site) -> None:
+    response = site.get("/series/nope")
+
+    assert response.status_code == 404
+    assert "unknown series &#39;nope&#39;" in response.text
+
+
+def test_patch_page_renders_the_fix_page(site: Site) -> None:
+    html = site.get(f"/series/{MAIN}/patches/{PATCH}").text
+
+    assert "<h3>async-inputs</h3>" in html
+    assert "<h4>Problem</h4>" in html
+    assert "<code>_create_decode_input_data</code>" in html
+    assert '<th scope="col">Field</th>' in html
+
+
+def test_state_text_is_escaped_in_pages(client: redis.Redis) -> None:
+    state = main_series()
+    state.patches[0].reason = '<script>alert("x")</script>'
+    save_series(client, state)
+    with dashboard(client) as url:
+        html = httpx.get(f"{url}/series/{MAIN}").text
+
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
+
+
+def test_markdown_renderer_is_safe_and_covers_the_fix_page_subset() -> None:
+    text = (
+        "# Title <b>x</b>\n\nA *b* **c** `<i>` [ok](https://e.org/?a=1&b=2) [bad](javascript:x)\n"
+        "\n| A | B |\n|---|---|\n| 1 | <img src=x> |\n\n- one\n  more\n- two\n\n1. first\n"
+        "\n```\n<raw>\n```\n"
+    )
+
+    html = str(render_markdown(text))
+
+    assert "<h2>Title &lt;b&gt;x&lt;/b&gt;</h2>" in html
+    assert "<em>b</em> <strong>c</strong> <code>&lt;i&gt;</code>" in html
+    assert '<a href="https://e.org/?a=1&amp;b=2" rel="noopener noreferrer">ok</a>' in html
+    assert "[bad](javascript:x)" in html
+    assert '<thead><tr><th scope="col">A</th><th scope="col">B</th></tr></thead>' in html
+    assert "<td>&lt;img src=x&gt;</td>" in html
+    assert "<ul><li>one more</li><li>two</li></ul>" in html
+    assert "<ol><li>first</li></ol>" in html
+    assert "<pre><code>&lt;raw&gt;</code></pre>" in html
+
+
+# --------------------------------------------------------------------------- badges
+
+
+def test_badges_are_svg_with_their_status_in_text(site: Site) -> None:
+    series = site.get(f"/badges/series/{MAIN}.svg")
+    patch = site.get(f"/badges/series/{RELEASE}/patches/{PATCH}.svg")
+    unknown = site.get("/badges/series/nope.svg")
+
+    assert series.headers["content-type"] == "image/svg+xml"
+    assert series.headers["cache-control"].startswith("no-cache")
+    assert ">conflict</text>" in series.text
+    assert f'aria-label="{MAIN}: conflict"' in series.text
+    assert f'aria-label="{PATCH}: applies, keep"' in patch.text
+    assert (unknown.status_code, unknown.headers["content-type"]) == (404, "image/svg+xml")
+    assert ">unknown</text>" in unknown.text
+
+
+# --------------------------------------------------------------------------- live stream
+
+
+def read_event(lines: Iterator[str]) -> list[str]:
+    """The lines of the next server-sent event (up to its blank line)."""
+    event: list[str] = []
+    for line in lines:
+        if not line:
+            if event:
+                return event
+            continue
+        event.append(line)
+    raise AssertionError("stream ended")
+
+
+def test_stream_relays_every_update_as_a_data_line(site: Site) -> None:
+    with site.http.stream("GET", f"{site.url}/events/stream") as response:
+        lines = response.iter_lines()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert read_event(lines) == ["retry: 3000", ": connected"]
+        append_history(site.client, MAIN, "head-moved", head="abc")
+        save_series(site.client, release_series())
+        received = [read_event(lines), read_event(lines)]
+
+    assert [json.loads(event[0].removeprefix("data: ")) for event in received] == [
+        {"kind": "history", "series": MAIN, "entry": "head-moved"},
+        {"kind": "series", "series": RELEASE},
+    ]
+
+
+def test_stream_sends_heartbeats_while_quiet(client: redis.Redis) -> None:
+    app = FastAPI()
+    live = LiveStream(async_client_like(client), heartbeat_s=0.2)
+    app.include_router(dashboard_router(client, GATE, None, FixPages(None), live=live))
+    with serve(app) as url, httpx.stream("GET", f"{url}/events/stream", timeout=5) as response:
+        lines = response.iter_lines()
+        first, second = read_event(lines), read_event(lines)
+
+    assert (first[-1], second) == (": connected", [": keepalive"])
+
+
+# --------------------------------------------------------------------------- access and secrets
+
+
+def test_the_token_guards_pages_api_stream_and_badges(client: redis.Redis) -> None:
+    seed(client)
+    with dashboard(client, token=DASHBOARD_TOKEN) as url, httpx.Client(timeout=5) as http:
+        refused = [http.get(f"{url}{p}").status_code for p in ("/", "/api/v1/series", "/runners")]
+        refused.append(http.get(f"{url}/badges/series/{MAIN}.svg").status_code)
+        bearer = http.get(
+            f"{url}/api/v1/series", headers={"Authorization": f"Bearer {DASHBOARD_TOKEN}"}
+        )
+        login = http.get(f"{url}/runners", params={"token": DASHBOARD_TOKEN, "x": "1"})
+        cookie = http.cookies.get(SESSION_COOKIE)
+        after_login = http.get(f"{url}/")
+        api_with_cookie = http.get(f"{url}/api/v1/series")
+        with http.stream("GET", f"{url}/events/stream") as stream:
+            stream_status = stream.status_code
+
+    assert refused == [401, 401, 401, 401]
+    assert bearer.status_code == 200
+    assert login.status_code == 303
+    assert login.headers["location"] == "/runners?x=1"
+    assert "HttpOnly" in login.headers["set-cookie"]
+    assert cookie and DASHBOARD_TOKEN not in cookie
+    assert (after_login.status_code, api_with_cookie.status_code, stream_status) == (200, 200, 200)
+
+
+def crawl(http: httpx.Client, url: str) -> dict[str, httpx.Response]:
+    paths = [
+        "/",
+        f"/series/{MAIN}",
+        f"/series/{MAIN}/patches/{PATCH}",
+        f"/runs/{FAILED_RUN}",
+        "/runners",
+        "/events",
+        "/series/nope",
+        f"/badges/series/{MAIN}.svg",
+        f"/badges/series/{MAIN}/patches/{PATCH}.svg",
+        "/api/v1/series",
+        f"/api/v1/series/{MAIN}",
+        f"/api/v1/series/{MAIN}/history",
+        f"/api/v1/series/{MAIN}/patches/{PATCH}",
+        "/api/v1/history",
+        "/api/v1/runners",
+        f"/api/v1/runs/{FAILED_RUN}",
+        f"/api/v1/runs/{FAILED_RUN}/log",
+        "/api/v1/events",
+        "/openapi.json",
+        "/static/live.js",
+    ]
+    return {path: http.get(f"{url}{path}") for path in paths}
+
+
+def test_no_configured_secret_appears_in_any_response(client: redis.Redis) -> None:
+    seed(client)
+    with dashboard(client, token=DASHBOARD_TOKEN) as url, httpx.Client(timeout=5) as http:
+        login = http.get(f"{url}/", params={"token": DASHBOARD_TOKEN}, follow_redirects=False)
+        responses = {"/?token=…": login, **crawl(http, url)}
+
+    statuses = {path: r.status_code for path, r in responses.items() if r.status_code != 200}
+    assert statuses == {"/?token=…": 303, "/series/nope": 404}
+    for path, response in responses.items():
+        exposed = response.text + json.dumps(dict(response.headers))
+        for secret in (WEBHOOK_SECRET, GITHUB_TOKEN, DASHBOARD_TOKEN):
+            assert secret not in exposed, path
+
+
+def test_a_dead_store_answers_503() -> None:
+    dead = redis.Redis(port=free_port(), retry=Retry(NoBackoff(), 0), socket_connect_timeout=1)
+    with dashboard(dead) as url:
+        api = httpx.get(f"{url}/api/v1/series")
+        page = httpx.get(f"{url}/")
+
+    assert (api.status_code, api.json()["error"]) == (
+        503,
+        "carry's store is unavailable (ConnectionError); try again shortly",
+    )
+    assert page.status_code == 503
+    assert re.search(r"<h1>Unavailable</h1>", page.text)

@@ -1,0 +1,615 @@
+"""Hardware CI end to end: real runner workers (`python -m workers.runner.runner_cli`, Celery
+prefork, concurrency 1), real git repositories, shell commands as setup and checks.
+
+Redis: a private redis-server for this module, flushed before each test. The runners are
+separate processes holding broker state (queues, bindings, unacked jobs) in Redis, so the
+shared test database, which other test runs may flush at any moment, is not safe for them.
+
+Runner lost: the test kills a whole runner (main process and pool child: SIGKILL to its
+process group), which is what a host crash or the OOM killer taking the worker looks like. Its
+job is then unacknowledged, and Redis hands it out again only after the visibility timeout
+(CARRY_VISIBILITY_TIMEOUT_S=3 here), to the only runner left, so where it runs is certain.
+Killing just the pool child would requeue at once (task_reject_on_worker_lost), but either
+runner, the killed one's fresh pool child included, could take it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+from celery.utils.nodenames import host_format
+
+from bot.core.ci_plan import ApprovalError, RetryPolicy, series_digest
+from bot.core.state import CiState
+from bot.store.series import history, load_series, runlog, runners
+from tests.support.gitrepo import RepoBuilder, git
+from tests.support.paths import REPO_ROOT
+from tests.support.redis_server import PrivateRedis
+from workers import ci
+from workers.celery_app import make_app
+from workers.runner.spec import StepSpec, TreeSpec
+
+SERIES = "s1"
+TRUSTED = ["ada"]
+PATCH_SUBJECT = "fix: add fixed.txt"
+
+
+# --------------------------------------------------------------------------- polling
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """A live process (a zombie waiting for its parent counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] not in ("Z", "X")
+
+
+# --------------------------------------------------------------------------- repositories
+
+
+@dataclass
+class World:
+    """An upstream repository, carry's downstream repository with series s1 (one patch that
+    adds fixed.txt) on its PR branch, and a scratch clone that computes expected trees the
+    way the engine would."""
+
+    root: Path
+    upstream: RepoBuilder = field(init=False)
+    downstream: RepoBuilder = field(init=False)
+    patches: list[bytes] = field(init=False)
+    heads: int = 0
+
+    def __post_init__(self) -> None:
+        self.upstream = RepoBuilder(self.root / "upstream")
+        self.upstream.commit("base", {"app.txt": "hello\n"})
+        self.upstream.checkout("main", new_branch="fix")
+        self.upstream.commit(PATCH_SUBJECT, {"fixed.txt": "fixed\n"})
+        files = self.upstream.format_patch("main..fix", self.root / "patchfiles")
+        self.upstream.checkout("main")
+        self.patches = [f.read_bytes() for f in files]
+        self.downstream = RepoBuilder(self.root / "downstream")
+        self.downstream.write(f"patches/{SERIES}/series", "".join(f"{f.name}\n" for f in files))
+        for f in files:
+            self.downstream.write(f"patches/{SERIES}/{f.name}", f.read_bytes())
+        self.downstream.commit("carry: series s1")
+        self.downstream.git("branch", "carry/s1")
+        RepoBuilder(self.root / "scratch")
+
+    def head(self, files: dict[str, str | None] | None = None) -> str:
+        """A new upstream head (commits on main)."""
+        self.heads += 1
+        return self.upstream.commit(f"upstream change {self.heads}", files or {})
+
+    def tree(self, upstream_sha: str, *, expected_tree: str | None = None) -> TreeSpec:
+        return TreeSpec(
+            upstream_url=str(self.upstream.path),
+            upstream_sha=upstream_sha,
+            downstream_url=str(self.downstream.path),
+            downstream_ref="refs/heads/carry/s1",
+            downstream_sha=self.downstream.head("carry/s1"),
+            patches_dir=f"patches/{SERIES}",
+            series_digest=series_digest(self.patches),
+            expected_tree=expected_tree or self.expected_tree(upstream_sha),
+        )
+
+    def expected_tree(self, upstream_sha: str) -> str:
+        scratch = self.root / "scratch"
+        git(scratch, "fetch", "-q", str(self.upstream.path), upstream_sha)
+        git(scratch, "checkout", "-q", "--detach", "--force", upstream_sha)
+        for index, patch in enumerate(self.patches):
+            (self.root / f"p{index}.patch").write_bytes(patch)
+            git(scratch, "am", "-q", "-3", "--keep-cr", str(self.root / f"p{index}.patch"))
+        return git(scratch, "rev-parse", "HEAD^{tree}")
+
+
+# --------------------------------------------------------------------------- runners
+
+
+@dataclass
+class Runner:
+    kind: str
+    name: str
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    log: Path
+
+    def kill_host(self) -> None:
+        """SIGKILL to the worker's whole process group: main process and pool child."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path_factory.mktemp("ci-redis"), appendonly=False).start()
+    try:
+        yield server
+    finally:
+        server.stop(kill=True)
+
+
+@pytest.fixture
+def url(redis_server: PrivateRedis) -> str:
+    redis.Redis.from_url(redis_server.url).flushall()
+    return redis_server.url
+
+
+@pytest.fixture
+def client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
+
+
+@pytest.fixture
+def celery_app(url: str) -> Celery:
+    return make_app(url)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path / "repos")
+
+
+@pytest.fixture
+def marks(tmp_path: Path) -> Path:
+    """A directory outside every tree where check commands leave evidence for the test."""
+    path = tmp_path / "marks"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def start_runners(
+    url: str, celery_app: Celery, tmp_path: Path
+) -> Iterator[Callable[..., list[Runner]]]:
+    started: list[Runner] = []
+
+    def start(*specs: tuple[str, str], env: dict[str, str] | None = None) -> list[Runner]:
+        batch = [_spawn(kind, name, url, tmp_path, env or {}) for kind, name in specs]
+        started.extend(batch)
+        names = {r.name for r in batch}
+        wait_for(lambda: _all_ready(celery_app, batch, names), f"runners {sorted(names)} ready")
+        return batch
+
+    yield start
+    for runner in started:
+        _stop(runner)
+
+
+def _spawn(kind: str, name: str, url: str, tmp_path: Path, extra: dict[str, str]) -> Runner:
+    name = host_format(name)
+    workdir = tmp_path / "runners" / name
+    workdir.mkdir(parents=True)
+    log = tmp_path / f"{name}.log"
+    env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": str(REPO_ROOT), **extra}
+    env.pop("CARRY_CONFIG", None)
+    argv = [sys.executable, "-m", "workers.runner.runner_cli", "--kind", kind, "--name", name]
+    argv += ["--workdir", str(workdir), "--loglevel", "INFO"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            argv, cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return Runner(kind, name, proc, workdir, log)
+
+
+def _all_ready(app: Celery, batch: list[Runner], names: set[str]) -> bool:
+    for runner in batch:
+        if runner.proc.poll() is not None:
+            tail = runner.log.read_text(errors="replace")[-3000:]
+            raise AssertionError(f"runner {runner.name} exited {runner.proc.returncode}:\n{tail}")
+    replies = app.control.ping(destination=sorted(names), timeout=0.5)
+    return {name for reply in replies for name in reply} >= names
+
+
+def _stop(runner: Runner) -> None:
+    if runner.proc.poll() is not None:
+        return
+    os.killpg(runner.proc.pid, signal.SIGTERM)
+    try:
+        runner.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(runner.proc.pid, signal.SIGKILL)
+        runner.proc.wait(timeout=10)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def sh(script: str) -> tuple[str, ...]:
+    return ("sh", "-c", script)
+
+
+def target(
+    kind: str,
+    *checks: StepSpec,
+    setup: tuple[StepSpec, ...] = (),
+    retry: RetryPolicy | None = None,
+    artifacts: tuple[str, ...] = (),
+) -> ci.CiTarget:
+    policy = retry or RetryPolicy(max_attempts=3, base_delay_s=0.2, max_delay_s=1)
+    return ci.CiTarget(kind, f"hw.{kind}", setup, checks, artifacts=artifacts, retry=policy)
+
+
+def request(
+    client: redis.Redis,
+    app: Celery,
+    world: World,
+    head: str,
+    targets: list[ci.CiTarget],
+    *,
+    actor: str = "ada",
+    debounce_s: float = 0,
+    **kwargs: Any,
+) -> list[CiState]:
+    return ci.request_ci(
+        client, app, SERIES, targets, world.tree(head),
+        trusted_authors=TRUSTED, actor=actor, debounce_s=debounce_s, **kwargs,
+    )  # fmt: skip
+
+
+def finished(client: redis.Redis, run_id: str, timeout: float = 30) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        info = ci.run_info(client, run_id)
+        return (
+            info
+            if info and info["state"] not in ("waiting-approval", "queued", "running")
+            else None
+        )
+
+    return wait_for(done, f"run {run_id} to finish", timeout)
+
+
+def state_of(client: redis.Redis, run_id: str) -> str:
+    info = ci.run_info(client, run_id)
+    return info["state"] if info else "missing"
+
+
+def events(client: redis.Redis, kind: str, run_id: str | None = None) -> list[dict[str, Any]]:
+    found = [e for e in history(client, SERIES, limit=1000) if e["kind"] == kind]
+    if run_id is None:
+        return found
+    return [e for e in found if run_id in (e["data"].get("run_id"), *e["data"].get("run_ids", []))]
+
+
+def log_text(client: redis.Redis, run_id: str) -> str:
+    return "\n".join(f"{e['stream']}: {e['text']}" for e in runlog(client, run_id, limit=5000))
+
+
+def rows(client: redis.Redis) -> dict[str, CiState]:
+    state = load_series(client, SERIES)
+    assert state is not None
+    return state.ci
+
+
+# --------------------------------------------------------------------------- 1 exact tree, live logs
+
+
+def test_job_runs_on_the_exact_tree_with_live_logs(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    gaudi, gb10 = start_runners(("gaudi", "gaudi1@%h"), ("gb10", "gb101@%h"))
+    head = world.head({"app.txt": "hello again\n"})
+    expected = world.expected_tree(head)
+    go = marks / "go"
+    check = StepSpec(
+        "fixed",
+        sh('echo "tree $(git rev-parse HEAD^{tree})"; echo line-1; '
+           'while [ ! -f "$GO" ]; do sleep 0.05; done; echo line-2; '
+           'mkdir -p out; echo "$CARRY_RUN_ID" > out/result.txt; test -f fixed.txt'),
+        timeout_s=30,
+        env={"GO": str(go)},
+    )  # fmt: skip
+    setup = (StepSpec("prepare", sh("echo preparing; echo to-stderr >&2")),)
+    other = StepSpec("gb10-check", sh("grep -q fixed fixed.txt && echo gb10 ok"))
+    seen: list[tuple[str, str]] = []
+    ci.on_result = lambda series, row: seen.append((row.runner, row.state))
+    try:
+        out = request(
+            client, celery_app, world, head,
+            [target("gaudi", check, setup=setup, artifacts=("out/*.txt",)), target("gb10", other)],
+        )  # fmt: skip
+    finally:
+        ci.on_result = None
+    assert [(r.runner, r.state) for r in out] == [
+        ("gaudi/fixed", "queued"),
+        ("gb10/gb10-check", "queued"),
+    ]
+    assert seen == [("gaudi/fixed", "queued"), ("gb10/gb10-check", "queued")]
+    gaudi_run, gb10_run = out[0].run_id, out[1].run_id
+
+    # Live: the first line is readable while the check still runs.
+    wait_for(lambda: "stdout: line-1" in log_text(client, gaudi_run), "line-1 in the live log")
+    assert state_of(client, gaudi_run) == "running"
+    assert rows(client)["gaudi/fixed"].state == "running"
+    assert "stdout: line-2" not in log_text(client, gaudi_run)
+    go.touch()
+
+    info = finished(client, gaudi_run)
+    assert info["state"] == "success" and info["runner"] == gaudi.name and info["attempt"] == 1
+    text = log_text(client, gaudi_run)
+    assert f"stdout: tree {expected}" in text  # the check ran on the tree the engine computed
+    assert f"tree {expected} verified (upstream + 1 patch(es))" in text
+    for line in ("stdout: preparing", "stderr: to-stderr", "stdout: line-2"):
+        assert line in text
+    artifact = gaudi.workdir / "artifacts" / gaudi_run / "out" / "result.txt"
+    assert artifact.read_text().strip() == gaudi_run
+    assert info["pr_head_sha"] == world.downstream.head("carry/s1")
+
+    assert finished(client, gb10_run)["state"] == "success"
+    assert "stdout: gb10 ok" in log_text(client, gb10_run)
+    final = rows(client)
+    assert (final["gaudi/fixed"].state, final["gb10/gb10-check"].state) == ("success", "success")
+    assert final["gaudi/fixed"].head_sha == head
+
+    registered = {r["name"]: r for r in runners(client)}
+    assert (
+        registered[gaudi.name]["kind"] == "gaudi" and registered[gaudi.name]["queue"] == "hw.gaudi"
+    )
+    assert registered[gb10.name]["kind"] == "gb10"
+    # Runner-side rows go to the service as carry.ci.report tasks (runners hold no GitHub token).
+    forwarded = [json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)]
+    assert forwarded and set(forwarded) == {"carry.ci.report"}
+
+
+# --------------------------------------------------------------------------- 2 timeout
+
+
+def test_timeout_kills_the_process_group_and_is_a_test_failure(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    script = 'sleep 300 & echo $! > "$MARK/bg"; echo $$ > "$MARK/sh"; echo started; wait'
+    slow = StepSpec("slow", sh(script), timeout_s=1.5, env={"MARK": str(marks)})
+    out = request(client, celery_app, world, world.head(), [target("gaudi", slow)])
+    info = finished(client, out[0].run_id)
+
+    assert info["state"] == "failure" and info["attempt"] == 1  # a timeout is not retried
+    row = rows(client)["gaudi/slow"]
+    assert row.state == "failure" and "timed out after 1.5s" in row.detail
+    pids = [int((marks / name).read_text()) for name in ("sh", "bg")]
+    assert not [pid for pid in pids if alive(pid)], "the whole process group is gone"
+    assert "timed out, process group killed" in log_text(client, out[0].run_id)
+    assert not events(client, "ci-retry")
+
+
+# --------------------------------------------------------------------------- 3 newer head cancels
+
+
+def test_newer_head_cancels_the_running_job(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    # The check blocks on trees that contain `block`; the newer head removes it.
+    script = (
+        'echo $$ > "$MARK/pid-$CARRY_RUN_ID"; [ -f block ] && exec sleep 300; test -f fixed.txt'
+    )
+    check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
+    old_head = world.head({"block": "x\n"})
+    old = request(client, celery_app, world, old_head, [target("gaudi", check)])[0].run_id
+    pid_file = marks / f"pid-{old}"
+    wait_for(pid_file.exists, "the old run's check to start")
+    old_pid = int(pid_file.read_text())
+
+    new_head = world.head({"block": None})
+    new = request(client, celery_app, world, new_head, [target("gaudi", check)])[0].run_id
+
+    assert state_of(client, old) == "cancelled"
+    wait_for(lambda: not alive(old_pid), "the old check's process to be killed", timeout=10)
+    assert finished(client, new)["state"] == "success"
+    assert rows(client)["gaudi/fixed"].run_id == new
+    assert rows(client)["gaudi/fixed"].head_sha == new_head
+    superseded = events(client, "ci-supersede", old)
+    assert superseded and "superseded by head" in superseded[0]["data"]["reason"]
+    wait_for(lambda: "cancelled (superseded by head" in log_text(client, old), "the runner's note")
+
+
+# --------------------------------------------------------------------------- 4 runner lost
+
+
+def test_runner_killed_mid_job_is_retried_on_another_runner(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    first, second = start_runners(
+        ("gaudi", "gaudiA@%h"), ("gaudi", "gaudiB@%h"), env={"CARRY_VISIBILITY_TIMEOUT_S": "3"}
+    )
+    script = ('echo "$CARRY_ATTEMPT $$" >> "$MARK/attempts"; '
+              '[ "$CARRY_ATTEMPT" = 1 ] && exec sleep 300; test -f fixed.txt')  # fmt: skip
+    check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
+    run_id = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
+    attempts = marks / "attempts"
+    wait_for(attempts.exists, "attempt 1 to start its check")
+    holder = ci.run_info(client, run_id)["runner"]
+    lost, survivor = (first, second) if holder == first.name else (second, first)
+    step_pid = int(attempts.read_text().split()[1])
+
+    lost.kill_host()
+
+    wait_for(lambda: not alive(step_pid), "the lost runner's check to die with it", timeout=10)
+    info = finished(client, run_id, timeout=40)
+    assert (info["state"], info["attempt"], info["runner"]) == ("success", 2, survivor.name)
+    assert [line.split()[0] for line in attempts.read_text().splitlines()] == ["1", "2"]
+    assert len(events(client, "ci-runner-lost", run_id)) == 1
+    assert len(events(client, "ci-started", run_id)) == 2
+    successes = [e for e in events(client, "ci-check", run_id) if e["data"]["verdict"] == "success"]
+    assert len(successes) == 1 and successes[0]["data"]["attempt"] == 2
+    assert len(events(client, "ci-success", run_id)) == 1
+    stored = ci.stored_result(client, "gaudi", info["tree_key"])
+    assert stored is not None and (stored["run_id"], stored["state"]) == (run_id, "success")
+    row = rows(client)["gaudi/fixed"]
+    assert (row.state, row.attempt) == ("success", 2)
+
+
+# --------------------------------------------------------------------------- 5 reuse
+
+
+def test_same_tree_reuses_the_result_and_never_reruns(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    check = StepSpec(
+        "fixed", sh('echo run >> "$MARK/runs"; test -f fixed.txt'), env={"MARK": str(marks)}
+    )
+    head = world.head()
+    first = request(client, celery_app, world, head, [target("gaudi", check)])[0]
+    assert finished(client, first.run_id)["state"] == "success"
+
+    again = request(client, celery_app, world, head, [target("gaudi", check)])
+    assert [(r.state, r.run_id) for r in again] == [("reused", first.run_id)]
+    assert again[0].detail.startswith("success: reused from run")
+    assert rows(client)["gaudi/fixed"].state == "reused"
+    assert client.llen("hw.gaudi") == 0 and len(events(client, "ci-reuse")) == 1
+    assert (marks / "runs").read_text().count("run") == 1
+
+    # `/carry retest` asks for a fresh run of the same tree on purpose.
+    retest = request(client, celery_app, world, head, [target("gaudi", check)], force=True)[0]
+    assert retest.run_id != first.run_id
+    assert finished(client, retest.run_id)["state"] == "success"
+    assert (marks / "runs").read_text().count("run") == 2
+
+
+# --------------------------------------------------------------------------- 6 approval
+
+
+def test_untrusted_head_waits_for_an_approval_of_its_sha(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    check = StepSpec("fixed", sh('echo "$CARRY_UPSTREAM_SHA" >> "$MARK/ran"; test -f fixed.txt'),
+                     env={"MARK": str(marks)})  # fmt: skip
+    head = world.head()
+    waiting = request(client, celery_app, world, head, [target("gaudi", check)], actor="mallory")
+    assert [r.state for r in waiting] == ["waiting-approval"]
+    assert client.llen("hw.gaudi") == 0  # nothing reached the hardware queue
+    assert "waiting for /carry approve" in " ".join(load_series(client, SERIES).needs_attention)
+
+    with pytest.raises(ApprovalError):
+        ci.approve(client, SERIES, "f" * 7, "maintainer", celery_app=celery_app)
+    released = ci.approve(client, SERIES, head[:8], "maintainer", celery_app=celery_app)
+    assert [(r.state, r.run_id) for r in released] == [("queued", waiting[0].run_id)]
+    assert finished(client, waiting[0].run_id)["state"] == "success"
+    assert (marks / "ran").read_text().split() == [head]
+    assert load_series(client, SERIES).approvals == [head]  # bound to the full SHA
+    assert events(client, "ci-approved")[0]["data"]["by"] == "maintainer"
+
+    # The approval binds to that SHA: the same author's next head waits again.
+    newer = world.head({"more.txt": "x\n"})
+    again = request(client, celery_app, world, newer, [target("gaudi", check)], actor="mallory")
+    assert [r.state for r in again] == ["waiting-approval"]
+
+
+# --------------------------------------------------------------------------- 7 burst
+
+
+def test_a_burst_of_heads_starts_one_run_per_series_and_kind(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"), ("gb10", "gb101@%h"))
+    script = 'echo "$CARRY_RUNNER_KIND $CARRY_UPSTREAM_SHA" >> "$MARK/started"; test -f fixed.txt'
+    check = StepSpec("fixed", sh(script), env={"MARK": str(marks)})
+    targets = [target("gaudi", check), target("gb10", check)]
+    heads = [world.head({"burst.txt": f"{n}\n"}) for n in range(8)]
+    runs = [request(client, celery_app, world, head, targets, debounce_s=1.5) for head in heads]
+    newest = {r.runner: r.run_id for r in runs[-1]}
+
+    for run_id in newest.values():
+        assert finished(client, run_id)["state"] == "success"
+    started = sorted((marks / "started").read_text().splitlines())
+    assert started == [f"gaudi {heads[-1]}", f"gb10 {heads[-1]}"]
+    older = [r.run_id for batch in runs[:-1] for r in batch]
+    assert {state_of(client, run_id) for run_id in older} == {"cancelled"}
+    assert len(events(client, "ci-started")) == 2
+
+
+# --------------------------------------------------------------------------- retries, A/B, mismatch
+
+
+def test_infra_error_is_retried_a_test_failure_is_not(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    env = {"MARK": str(marks)}
+    flaky = StepSpec("flaky-infra", sh('[ "$CARRY_ATTEMPT" = 1 ] && exit 2; exit 0'), env=env)
+    broken = StepSpec("broken", sh('echo x >> "$MARK/broken"; exit 1'), env=env)
+    out = request(client, celery_app, world, world.head(), [target("gaudi", flaky, broken)])
+    info = finished(client, out[0].run_id)
+
+    assert (info["state"], info["attempt"]) == ("failure", 2)
+    final = rows(client)
+    assert (final["gaudi/flaky-infra"].state, final["gaudi/flaky-infra"].attempt) == ("success", 2)
+    assert (final["gaudi/broken"].state, final["gaudi/broken"].attempt) == ("failure", 1)
+    assert (marks / "broken").read_text().count("x") == 1  # the failed check ran once
+    retries = events(client, "ci-retry")
+    assert len(retries) == 1 and "no verdict (exit 2" in retries[0]["data"]["reason"]
+
+
+def test_setup_failure_exhausts_retries_as_infra_error(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    policy = RetryPolicy(max_attempts=2, base_delay_s=0.1, max_delay_s=0.1)
+    check = StepSpec("fixed", sh("test -f fixed.txt"))
+    setup = (StepSpec("install", sh("echo cannot fetch; exit 3")),)
+    out = request(
+        client, celery_app, world, world.head(), [target("gaudi", check, setup=setup, retry=policy)]
+    )
+    info = finished(client, out[0].run_id)
+    assert (info["state"], info["attempt"]) == ("infra-error", 2)
+    row = rows(client)["gaudi/fixed"]
+    assert row.state == "infra-error" and "setup install exited 3" in row.detail
+    assert "gave up after 2 of 2 attempts" in row.detail
+    assert ci.stored_result(client, "gaudi", info["tree_key"]) is None  # nothing to reuse
+
+
+def test_tree_mismatch_is_an_infra_error_naming_both_trees(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    head = world.head()
+    wrong = "0" * 40
+    tree = world.tree(head, expected_tree=wrong)
+    policy = RetryPolicy(max_attempts=1)
+    check = StepSpec("fixed", sh("test -f fixed.txt"))
+    out = ci.request_ci(client, celery_app, SERIES, [target("gaudi", check, retry=policy)], tree,
+                        trusted_authors=TRUSTED, actor="ada", debounce_s=0)  # fmt: skip
+    info = finished(client, out[0].run_id)
+    detail = rows(client)["gaudi/fixed"].detail
+    assert info["state"] == "infra-error"
+    assert f"the engine computed {wrong}, the runner built {world.expected_tree(head)}" in detail
+
+
+def test_ab_runs_the_check_on_plain_upstream_too(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    check = StepSpec("fixed", sh("test -f fixed.txt"), ab=True)
+    out = request(client, celery_app, world, world.head(), [target("gaudi", check)])
+    assert [r.runner for r in out] == ["gaudi/fixed", "gaudi/fixed@upstream"]
+    finished(client, out[0].run_id)
+    final = rows(client)
+    assert final["gaudi/fixed"].state == "success"
+    upstream = final["gaudi/fixed@upstream"]
+    assert upstream.state == "failure" and upstream.detail.startswith("A/B on plain upstream")

@@ -1,0 +1,170 @@
+"""Webhooks and polling → planner → Celery workers on Redis, with real processes throughout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.support.carry_env import BODY, SERIES, CarryEnv, wait_for
+
+FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
+
+
+@pytest.fixture
+def carry(tmp_path: Path, redis_url: str):
+    env = CarryEnv(tmp_path, redis_url)
+    env.carry_patches([FIX])
+    env.write_config()
+    yield env
+    env.stop()
+
+
+def move_upstream(env: CarryEnv, n: int) -> tuple[str, str]:
+    before = env.upstream.head()
+    after = env.upstream.commit(f"upstream change {n}", {f"other_{n}.py": f"x = {n}\n"})
+    return before, after
+
+
+def test_signed_push_is_rebased_and_every_decision_recorded(carry):
+    url = carry.start_web()
+    carry.start_worker()
+    before, after = move_upstream(carry, 1)
+    response = carry.deliver(url, "push", carry.push_payload(after, before))
+    assert response.status_code == 202
+    state = carry.wait_checked(after)
+    assert [(p.name, p.status, p.decision) for p in state.patches] == [
+        (state.patches[0].name, "applies", "keep")
+    ]
+    decisions = carry.history("decision")
+    assert decisions[0]["data"]["evidence"], "every decision carries its evidence"
+    assert carry.history("proposal")[0]["data"]["read_only"] is True
+
+
+def test_forged_delivery_queues_nothing(carry):
+    url = carry.start_web()
+    before, after = move_upstream(carry, 1)
+    payload = carry.push_payload(after, before)
+    import httpx
+
+    response = httpx.post(
+        f"{url}/webhooks/github",
+        json=payload,
+        headers={
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": "forged-1",
+            "X-Hub-Signature-256": "sha256=" + "0" * 64,
+        },
+    )
+    assert response.status_code == 401
+    assert carry.client.llen("carry") == 0  # the Celery queue stays empty
+    assert carry.state() is None
+
+
+def test_same_delivery_twice_concurrently_is_processed_once(carry):
+    url = carry.start_web()
+    carry.start_worker()
+    before, after = move_upstream(carry, 1)
+    payload = carry.push_payload(after, before)
+    results = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(
+                carry.deliver(url, "push", payload, "same-id").status_code
+            )
+        )
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [200, 202]
+    carry.wait_checked(after)
+    wait_for(lambda: carry.history("proposal"), 20, "proposal")
+    assert len(carry.history("rebased")) == 1
+
+
+def test_burst_of_twenty_heads_collapses_to_the_newest(carry):
+    url = carry.start_web()
+    heads = [move_upstream(carry, n) for n in range(20)]
+    for before, after in heads:
+        assert carry.deliver(url, "push", carry.push_payload(after, before)).status_code == 202
+    carry.start_worker()  # the worker starts after the burst: all 20 are queued
+    newest = heads[-1][1]
+    state = carry.wait_checked(newest, timeout=90)
+    wait_for(lambda: carry.client.llen("carry") == 0, 60, "queue drained")
+    rebases = carry.history("rebased")
+    assert 1 <= len(rebases) <= 2
+    assert state.head_sha == newest and rebases[0]["data"]["head"] == newest
+
+
+def slow_git_shim(directory: Path, marker: Path) -> Path:
+    """A `git` that announces `git apply` runs and makes them slow, so a test can kill mid-rebase."""
+    directory.mkdir()
+    real = "/usr/bin/git"
+    shim = directory / "git"
+    shim.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do if [ "$a" = apply ]; then '
+        f"echo $PPID >> {marker}; sleep 3; break; fi; done\n"
+        f'exec {real} "$@"\n'
+    )
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    return directory
+
+
+def test_worker_killed_mid_rebase_loses_nothing_and_duplicates_nothing(carry, tmp_path):
+    carry.extra_env.update({"CARRY_VISIBILITY_TIMEOUT_S": "5", "CARRY_LOCK_TTL_S": "4"})
+    url = carry.start_web()
+    marker = tmp_path / "in-apply"
+    victim = carry.start_worker("victim", path_prefix=str(slow_git_shim(tmp_path / "shim", marker)))
+    before, after = move_upstream(carry, 1)
+    assert carry.deliver(url, "push", carry.push_payload(after, before)).status_code == 202
+    wait_for(marker.exists, 60, "rebase to reach git apply")
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    carry.start_worker("rescuer")
+    carry.wait_checked(after, timeout=90)
+    wait_for(lambda: carry.history("proposal"), 30, "proposal")
+    assert len(carry.history("rebased")) == 1
+    assert len(carry.history("proposal")) == 1
+
+
+def test_paused_series_is_never_touched_automatically(carry):
+    """Failure story 9: a paused series records the new head but does not rebase."""
+    carry.write_config(policy={"paused": True, "auto_drop": True})
+    url = carry.start_web()
+    carry.start_worker()
+    before, after = move_upstream(carry, 1)
+    assert carry.deliver(url, "push", carry.push_payload(after, before)).status_code == 202
+    state = wait_for(
+        lambda: (s := carry.state()) and s.head_sha == after and s, 30, "head recorded"
+    )
+    assert state.checked_head is None
+    assert "paused" in carry.history("record_head")[0]["data"]["reason"]
+    assert carry.history("rebased") == []
+
+
+def test_series_edited_by_hand_is_reread_not_resurrected(carry):
+    """Failure story 1: after a maintainer rewrites the series, carry works from the repo."""
+    url = carry.start_web()
+    carry.start_worker()
+    before, after = move_upstream(carry, 1)
+    carry.deliver(url, "push", carry.push_payload(after, before))
+    first = carry.wait_checked(after)
+    old_name = first.patches[0].name
+    new_names = carry.carry_patches(
+        [{"mod.py": BODY.replace("compute(20)", "compute(20, fast=True)")}], base="main"
+    )
+    assert new_names == [old_name] or new_names  # same file name, different content
+    before, after = move_upstream(carry, 2)
+    carry.deliver(url, "push", carry.push_payload(after, before))
+    second = carry.wait_checked(after)
+    assert [p.name for p in second.patches] == new_names
+    assert "compute(20" in (carry.downstream / "patches" / SERIES / new_names[0]).read_text()
+    assert second.checked_digest != first.checked_digest

@@ -1,0 +1,280 @@
+"""A whole carry deployment in tmp_path: an upstream repo, a downstream checkout with a series,
+a config file, and real worker / web processes talking to a real Redis."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis
+
+from bot.core.state import SeriesState
+from bot.store import series as store
+from tests.support.gitrepo import RepoBuilder
+from tests.support.paths import REPO_ROOT
+
+SECRET = "test-webhook-secret"
+UPSTREAM_REPO = "upstream-org/engine"
+DOWNSTREAM_REPO = "downstream-org/carry"
+SERIES = "fix-main"
+BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
+
+PAGE = """# the-fix
+
+Make value 10 safe.
+
+| Field | Value |
+|---|---|
+| Affects | everyone computing value 10 |
+| Releases | v1.0 |
+| Patches | {patches} |
+| Upstream | upstream-org/engine#7 (open) |
+| Test | the unit test below |
+
+## Problem
+
+Value 10 is unsafe.
+
+## Symptom
+
+Crashes.
+
+## Who is affected
+
+Everyone.
+
+## The fix
+
+Pass safe=True.
+
+## Verify
+
+Run the check.
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@dataclass
+class CarryEnv:
+    root: Path
+    redis_url: str
+    upstream: RepoBuilder = field(init=False)
+    downstream: Path = field(init=False)
+    config_path: Path = field(init=False)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.upstream = RepoBuilder(self.root / "upstream")
+        self.upstream.commit("base", {"mod.py": BODY})
+        self.downstream = self.root / "downstream"
+        self.config_path = self.root / "carry.yaml"
+
+    # -- building the series ------------------------------------------------------------
+    def carry_patches(self, changes: list[dict[str, str]], *, base: str = "main") -> list[str]:
+        """Commits `changes` on a branch from `base`, writes them as the series; returns names."""
+        self.upstream.checkout(base, new_branch=f"carried-{uuid.uuid4().hex[:6]}")
+        for n, files in enumerate(changes, 1):
+            self.upstream.commit(f"Carried fix number {n}", files)
+        series_dir = self.downstream / "patches" / SERIES
+        for old in series_dir.glob("*.patch"):
+            old.unlink()
+        paths = self.upstream.format_patch(f"{base}..HEAD", series_dir)
+        self.upstream.checkout("main")
+        names = [p.name for p in paths]
+        (series_dir / "series").write_text("\n".join(names) + "\n")
+        touched = "; ".join(f"{name}: mod.py" for name in names)
+        (series_dir / "the-fix.md").write_text(PAGE.format(patches=touched))
+        return names
+
+    def write_config(self, **series_overrides: Any) -> None:
+        series = {
+            "id": SERIES,
+            "upstream": "engine",
+            "base": {"branch": "main"},
+            "patches": SERIES,
+            "runners": [],
+            "checks": [],
+            **series_overrides,
+        }
+        config = {
+            "downstream": {"repo": DOWNSTREAM_REPO, "branch": "main", "patches_dir": "patches"},
+            "upstreams": {"engine": {"url": str(self.upstream.path), "repo": UPSTREAM_REPO}},
+            "series": [series],
+            "polling": {"refs_every_s": 3600},
+        }
+        self.config_path.write_text(json.dumps(config, indent=2))
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "REDIS_URL": self.redis_url,
+            "CARRY_CONFIG": str(self.config_path),
+            "CARRY_DOWNSTREAM_DIR": str(self.downstream),
+            "CARRY_CACHE_DIR": str(self.root / "cache"),
+            "CARRY_WEBHOOK_SECRET": SECRET,
+            "CARRY_BUSY_RETRY_S": "0.2",
+            "PYTHONPATH": str(REPO_ROOT),
+            **self.extra_env,
+        }
+
+    # -- processes ---------------------------------------------------------------------
+    def start_worker(
+        self, name: str = "w1", *, path_prefix: str | None = None
+    ) -> subprocess.Popen[bytes]:
+        env = self.env
+        if path_prefix:
+            env["PATH"] = f"{path_prefix}:{env['PATH']}"
+        log = open(self.root / f"worker-{name}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers.celery_app",
+                "worker",
+                "-Q",
+                "carry",
+                "-c",
+                "1",
+                "--pool",
+                "solo",
+                "-n",
+                f"{name}@carry-test",
+                "--without-mingle",
+                "--without-gossip",
+                "--loglevel",
+                "INFO",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        wait_for(
+            lambda: b"ready" in (self.root / f"worker-{name}.log").read_bytes(),
+            30,
+            f"worker {name}",
+        )
+        return proc
+
+    def start_web(self) -> str:
+        port = free_port()
+        log = open(self.root / "web.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "web", "--host", "127.0.0.1", "--port", str(port)],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError((self.root / "web.log").read_text())
+            try:
+                return httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(up, 30, "web")
+        return url
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.procs.clear()
+
+    # -- webhooks ----------------------------------------------------------------------
+    def push_payload(
+        self, after: str, before: str, *, pusher: str = "maintainer"
+    ) -> dict[str, Any]:
+        return {
+            "ref": "refs/heads/main",
+            "before": before,
+            "after": after,
+            "forced": False,
+            "repository": {
+                "full_name": UPSTREAM_REPO,
+                "name": "engine",
+                "owner": {"login": "upstream-org"},
+            },
+            "pusher": {"name": pusher},
+            "sender": {"login": pusher},
+        }
+
+    def deliver(
+        self, url: str, event: str, payload: dict[str, Any], delivery: str | None = None
+    ) -> httpx.Response:
+        body = json.dumps(payload).encode()
+        signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        headers = {
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+            "X-Hub-Signature-256": signature,
+            "Content-Type": "application/json",
+        }
+        return httpx.post(f"{url}/webhooks/github", content=body, headers=headers, timeout=10)
+
+    # -- store -------------------------------------------------------------------------
+    @property
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.redis_url)
+
+    def state(self) -> SeriesState | None:
+        return store.load_series(self.client, SERIES)
+
+    def history(self, kind: str | None = None) -> list[dict[str, Any]]:
+        entries = store.history(self.client, SERIES, limit=1000)
+        return [e for e in entries if kind is None or e["kind"] == kind]
+
+    def wait_checked(self, head: str, timeout: float = 60) -> SeriesState:
+        def done() -> SeriesState | None:
+            state = self.state()
+            if state and state.checked_head == head and state.phase != "running":
+                return state
+            return None
+
+        return wait_for(done, timeout, f"series checked on {head[:12]}")

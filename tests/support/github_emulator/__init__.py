@@ -1,0 +1,97 @@
+"""A local, stateful GitHub for tests: REST (the subset PyGithub uses), git over HTTP,
+GitHub App auth, signed webhooks, fault injection and a request log.
+
+Quick start::
+
+    from tests.support.github_emulator import GitHubEmulator, WebhookSink
+
+    with GitHubEmulator(tmp_path / "gh") as gh, WebhookSink() as sink:
+        gh.create_repo("acme", "widget", from_path=upstream.path)   # bare repo, returns its path
+        gh.add_token("t0ken", "alice")                              # Authorization: token t0ken
+        gh.add_webhook(sink.url, secret="s3cret")
+        github = Github(base_url=gh.base_url, auth=Auth.Token("t0ken"),
+                        seconds_between_requests=None, seconds_between_writes=None)
+        ...
+        gh.wait_for_deliveries()
+
+Server: ``GitHubEmulator(root, *, host="127.0.0.1", port=0, manual_webhooks=False,
+rate_limit=5000)``; ``start()``/``stop()`` or a ``with`` block; ``base_url``, ``port``;
+``python -m tests.support.github_emulator --port P --root DIR`` runs it standalone.
+
+Setup and inspection (all names are keyword-friendly; owner/name identify a repository):
+
+* ``create_repo(owner, name, *, from_path=None, default_branch="main", private=False,
+  description=None) -> Path`` (bare repo under root/owner/name.git); ``repo_path(owner, name)``;
+  ``git_url(owner, name, *, token=None)``; ``ref(owner, name, ref) -> sha | None``;
+  ``sync(owner, name, *, pusher=None)`` (notice pushes made straight into the bare repo; every
+  REST call and every HTTP push syncs on its own).
+* ``add_user(login, *, type="User", name=None, email=None)``; ``add_token(token, login)``;
+  ``set_permission(owner, name, user, permission)`` (admin/maintain/write/triage/read/none;
+  the owner is admin, other known users read on public repos, unknown logins 404).
+* ``add_app(app_id, public_key_pem, *, slug=None, name=None, owner="app-owner",
+  installation_id=None, account=None, repos=None, permissions=None, events=...)``;
+  ``add_installation(app_id, installation_id, account, *, repos=None)``;
+  ``installation_token(installation_id) -> str``; ``generate_app_key() -> (private, public)``.
+* ``open_pull(owner, name, *, head, base=None, title=..., body=None, user=None, draft=False)
+  -> number``; ``merge_pull(owner, name, number, *, method="merge", user=None) -> sha``;
+  ``close_pull``/``reopen_pull(owner, name, number, *, user=None)``;
+  ``edit_pull(owner, name, number, *, user=None, title=/body=/base=)``;
+  ``open_issue(owner, name, *, title, body=None, user=None) -> number``;
+  ``add_comment(owner, name, number, body, *, user) -> comment id``.
+* ``pull(owner, name, number)``, ``pulls(owner, name, *, state="all")``, ``comments(...)``,
+  ``labels(...)``, ``check_runs(owner, name, *, sha=None)``, ``statuses(owner, name, sha)``:
+  REST-shaped dicts; ``rerequest_check_run(owner, name, run_id, *, user=None)`` sends
+  check_run.rerequested.
+* Webhooks: ``add_webhook(url, secret=None, *, events=("*",), owner=None, repo=None,
+  app_id=None, content_type="json", ping=False) -> hook id``; ``deliveries`` (list of
+  ``Delivery``: guid, event, action, payload, body, headers, status_code, error, redelivery);
+  ``wait_for_deliveries(timeout=10)``; ``deliver_pending()`` (manual_webhooks=True);
+  ``redeliver(delivery_or_guid)``. ``signature_256(secret, body)`` computes the header value.
+* Faults: ``inject_fault(kind, *, times=1, method=None, path=None (glob), status=None,
+  retry_after=None, reset_in=60, scope="api") -> Fault`` with kinds server_error,
+  too_many_requests, primary_rate_limit, secondary_rate_limit, disconnect. A faulted request
+  is answered before authentication, rate counting or any state change. ``clear_faults()``.
+* Log and limits: ``requests`` / ``api_requests(method=None, path=None)`` (``RecordedRequest``:
+  method, path, query, headers, body, json, status, operation, fault, response_json,
+  response_headers); ``clear_requests()``; ``rate_limit(...)``/``set_rate_limit(*, token=None,
+  installation_id=None, remaining=None, limit=None)``; ``advance_time(seconds)``.
+
+Validation helpers: ``RestSchemas().validate(method, template, status, body)`` and
+``WebhookSchemas().validate(event, payload)``; ``WebhookSink`` records deliveries.
+
+GitHub rules worth knowing: anonymous REST reads and git fetches work on public repos;
+REST writes need a token; ``git push`` over HTTP needs a token whose user has write access
+(``set_permission(..., "write")``) or an installation token; ``GET /pulls?head=branch``
+without the ``owner:`` part ignores the filter, as GitHub does; pushing a PR's head commits
+into its base marks it merged, deleting its head branch closes it.
+
+Known gaps: forks / cross-repository PRs, reviews, branch protection, GraphQL, search and
+endpoints outside rest/index.json (plus GET /users/{username}) answer 404; REST writes are
+not checked against the caller's repository permission; check_run.created is not sent (no
+octokit schema to validate it against in ../shared).
+"""
+
+from .emulator import GitHubEmulator
+from .faults import FAULT_KINDS, Fault
+from .keys import generate_app_key
+from .receiver import Received, WebhookSink
+from .schema import Checked, RestSchemas, SchemaMismatch, WebhookSchemas, openapi_to_jsonschema
+from .server import RecordedRequest
+from .webhooks import Delivery, signature_256
+
+__all__ = [
+    "FAULT_KINDS",
+    "Checked",
+    "Delivery",
+    "Fault",
+    "GitHubEmulator",
+    "Received",
+    "RecordedRequest",
+    "RestSchemas",
+    "SchemaMismatch",
+    "WebhookSchemas",
+    "WebhookSink",
+    "generate_app_key",
+    "openapi_to_jsonschema",
+    "signature_256",
+]

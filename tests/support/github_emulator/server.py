@@ -1,0 +1,327 @@
+"""The HTTP front door: one ThreadingHTTPServer answering REST calls and smart-HTTP git,
+recording every request, adding rate-limit headers and applying injected faults."""
+
+from __future__ import annotations
+
+import json
+import threading
+import traceback
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from .api import Reply, Request, RestApi, Route
+from .auth import ANONYMOUS, identify
+from .errors import ApiError
+from .faults import FaultTable
+from .git_http import GIT_PATH, is_push, run_backend
+from .hub import Hub
+from .ratelimit import RateLimiter, Window
+from .state import WRITE_ROLES, Identity, Repo
+
+KEPT_HEADERS = (
+    "authorization",
+    "user-agent",
+    "accept",
+    "content-type",
+    "content-encoding",
+    "x-github-api-version",
+    "git-protocol",
+)
+UA_MESSAGE = (
+    "Request forbidden by administrative rules. Please make sure your request has a User-Agent "
+    "header (https://docs.github.com/rest/overview/resources-in-the-rest-api#user-agent-required)."
+)
+RATE_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the emulator saw it, with what it answered."""
+
+    seq: int
+    kind: str  # "api" or "git"
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # lower-case names; only KEPT_HEADERS
+    body: bytes
+    status: int | None = None
+    operation: str | None = None  # OpenAPI path template of the answering route
+    identity: str | None = None
+    fault: str | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_json: Any = None
+
+    @property
+    def json(self) -> Any:
+        if self.kind != "api" or not self.body.strip():
+            return None
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+@dataclass
+class Outcome:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    disconnect: bool = False
+
+
+class Service:
+    """Everything behind the socket; the handler only does HTTP I/O."""
+
+    def __init__(self, hub: Hub, api: RestApi, limiter: RateLimiter, faults: FaultTable) -> None:
+        self.hub = hub
+        self.api = api
+        self.limiter = limiter
+        self.faults = faults
+        self.log: list[RecordedRequest] = []
+        self.errors: list[str] = []  # tracebacks of unexpected exceptions (emulator bugs)
+        self._log_lock = threading.Lock()
+
+    def record(
+        self, kind: str, method: str, target: str, headers: dict[str, str], body: bytes
+    ) -> RecordedRequest:
+        split = urlsplit(target)
+        with self._log_lock:
+            entry = RecordedRequest(
+                seq=len(self.log) + 1,
+                kind=kind,
+                method=method,
+                path=split.path,
+                query=parse_qs(split.query, keep_blank_values=True),
+                headers={k: v for k, v in headers.items() if k in KEPT_HEADERS},
+                body=body,
+            )
+            self.log.append(entry)
+        return entry
+
+    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Outcome:
+        path = urlsplit(target).path
+        kind = "git" if GIT_PATH.match(path) else "api"
+        entry = self.record(kind, method, target, headers, body)
+        try:
+            outcome = (
+                self._git(entry, target, headers) if kind == "git" else self._api(entry, headers)
+            )
+        except Exception as exc:  # an emulator bug: answer 500 and keep the traceback for tests
+            self.errors.append(traceback.format_exc())
+            body_json = {"message": f"Emulator error: {type(exc).__name__}: {exc}"}
+            outcome = Outcome(
+                500, {"Content-Type": "application/json"}, json.dumps(body_json).encode()
+            )
+        entry.status = None if outcome.disconnect else outcome.status
+        entry.response_headers = dict(outcome.headers)
+        return outcome
+
+    # -- REST -------------------------------------------------------------------------------------
+
+    def _api(self, entry: RecordedRequest, headers: dict[str, str]) -> Outcome:
+        request_id = f"{entry.seq:04X}:{entry.seq * 7919:06X}:EMU"
+        found = self.api.router.match(entry.method, entry.path)
+        entry.operation = found[0].template if found else None
+        if not headers.get("user-agent"):
+            window = self.limiter.window(self._quiet_identity(headers).rate_key)
+            forbidden = Reply(403, ApiError(403, UA_MESSAGE).body())
+            return self._reply(entry, forbidden, window, request_id)
+        fault = self.faults.take("api", entry.method, entry.path, entry.seq)
+        if fault is not None:
+            entry.fault = fault.kind
+            if fault.kind == "disconnect":
+                return Outcome(0, {}, b"", disconnect=True)
+            who = self._who(self._quiet_identity(headers))
+            status, body, extra = fault.response(request_id, who)
+            window = self.limiter.window(self._quiet_identity(headers).rate_key)
+            if fault.kind == "primary_rate_limit":
+                reset = int(self.hub.clock.now()) + fault.reset_in
+                window = Window(limit=window.limit, used=window.limit, reset=reset)
+            return self._reply(entry, Reply(status, body, extra), window, request_id)
+        with self.hub.lock:
+            identity: Identity = ANONYMOUS
+            counted: Window | None = None
+            try:
+                identity = identify(self.hub, headers.get("authorization"))
+                entry.identity = identity.rate_key
+                reply, counted = self._route(entry, identity, found)
+            except ApiError as exc:
+                reply = Reply(exc.status, exc.body(), exc.headers)
+            current = counted or self.limiter.window(identity.rate_key)
+            return self._reply(entry, reply, current, request_id)
+
+    def _route(
+        self, entry: RecordedRequest, identity: Identity, found: tuple[Route, dict[str, str]] | None
+    ) -> tuple[Reply, Window | None]:
+        window = None
+        if found is None or found[0].template != "/rate_limit":
+            window, allowed = self.limiter.consume(identity.rate_key)
+            if not allowed:
+                message = f"API rate limit exceeded for {self._who(identity)}."
+                raise ApiError(403, message, documentation_url=RATE_DOCS)
+        if found is None:
+            raise ApiError(404, "Not Found")
+        route, params = found
+        if route.app_auth and identity.kind != "app":
+            raise ApiError(401, "A JSON web token could not be decoded")
+        if not route.app_auth and identity.kind == "app":
+            raise ApiError(401, "Bad credentials")
+        if entry.method in WRITE_METHODS and identity.login is None:
+            raise ApiError(401, "Requires authentication")
+        request = Request(
+            entry.method, entry.path, entry.query, entry.body, identity, self.hub.base_url
+        )
+        return route.handler(request, **params), window
+
+    def _quiet_identity(self, headers: dict[str, str]) -> Identity:
+        try:
+            with self.hub.lock:
+                return identify(self.hub, headers.get("authorization"))
+        except ApiError:
+            return ANONYMOUS
+
+    @staticmethod
+    def _who(identity: Identity) -> str:
+        if identity.kind == "installation":
+            return f"installation ID {identity.installation_id}"
+        if identity.kind == "anonymous":
+            return "127.0.0.1"
+        return f"user ID {identity.login}"
+
+    def _reply(
+        self, entry: RecordedRequest, reply: Reply, window: Window | None, request_id: str
+    ) -> Outcome:
+        headers = {
+            "Content-Type": "application/json; charset=utf-8",
+            "X-GitHub-Media-Type": "github.v3; format=json",
+            "X-GitHub-Api-Version-Selected": "2022-11-28",
+            "X-GitHub-Request-Id": request_id,
+        }
+        if window is not None:
+            headers.update(window.headers())
+        headers.update(reply.headers)
+        entry.response_json = reply.body
+        body = b"" if reply.body is None else json.dumps(reply.body).encode()
+        return Outcome(reply.status, headers, body)
+
+    # -- git --------------------------------------------------------------------------------------
+
+    def _git(self, entry: RecordedRequest, target: str, headers: dict[str, str]) -> Outcome:
+        text = {"Content-Type": "text/plain"}
+        fault = self.faults.take("git", entry.method, entry.path, entry.seq)
+        if fault is not None:
+            entry.fault = fault.kind
+            if fault.kind == "disconnect":
+                return Outcome(0, {}, b"", disconnect=True)
+            return Outcome(fault.status or 502, text, b"fault injected\n")
+        match = GIT_PATH.match(entry.path)
+        assert match is not None
+        challenge = {**text, "WWW-Authenticate": 'Basic realm="GitHub"'}
+        with self.hub.lock:
+            try:
+                identity = identify(self.hub, headers.get("authorization"))
+                repo = self.hub.repo(match["owner"], match["name"])
+            except ApiError as exc:
+                if exc.status == 401:
+                    return Outcome(401, challenge, b"Invalid username or token.\n")
+                return Outcome(404, text, b"Repository not found.\n")
+            entry.identity = identity.rate_key
+            query = urlsplit(target).query
+            pushing = is_push(entry.path, query)
+            denied = self._git_denied(repo, identity, pushing)
+            if denied is not None:
+                status, message = denied
+                return Outcome(status, challenge if status == 401 else text, message.encode())
+        path_info = f"/{repo.owner}/{repo.name}.git{match['rest'] or ''}"
+        pushing = pushing and entry.method == "POST"
+
+        def backend() -> Outcome:
+            result = run_backend(
+                self.hub.root,
+                path_info,
+                method=entry.method,
+                query=query,
+                headers=headers,
+                body=entry.body,
+                remote_user=identity.login,
+            )
+            return Outcome(result.status, dict(result.headers), result.body)
+
+        if not pushing:
+            return backend()
+        with self.hub.lock:
+            outcome = backend()
+            self.hub.sync(repo, identity.login or repo.owner)
+            return outcome
+
+    def _git_denied(self, repo: Repo, identity: Identity, pushing: bool) -> tuple[int, str] | None:
+        """GitHub's rules: anonymous reads of public repos only; pushes need write access."""
+        if identity.login is None:
+            if pushing or repo.private:
+                return 401, "Authentication required.\n"
+            return None
+        if identity.kind == "installation":
+            installation = self.hub.installations[identity.installation_id or 0]
+            return None if installation.covers(repo) else (404, "Repository not found.\n")
+        role = self.hub.permission(repo, identity.login)
+        if role == "none":
+            return 404, "Repository not found.\n"
+        if pushing and role not in WRITE_ROLES:
+            return 403, f"Permission to {repo.full_name}.git denied to {identity.login}.\n"
+        return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: EmulatorHTTPServer
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    do_POST = do_PATCH = do_PUT = do_DELETE = do_HEAD = do_GET
+
+    def _handle(self) -> None:
+        body = self._read_body()
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        outcome = self.server.service.handle(self.command, self.path, headers, body)
+        if outcome.disconnect:
+            self.close_connection = True
+            return
+        self.send_response(outcome.status)
+        for name, value in outcome.headers.items():
+            if name.lower() != "content-length":
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(outcome.body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(outcome.body)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline().strip():
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the request log has it all
+        pass
+
+
+class EmulatorHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], service: Service) -> None:
+        self.service = service
+        super().__init__(address, _Handler)

@@ -1,0 +1,386 @@
+"""bot.core.ci_plan: identity, trust, scheduling, outcome classification and retries, as tables."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from bot.core.ci_plan import (
+    ActiveRun,
+    ApprovalError,
+    Budget,
+    Facts,
+    RetryPolicy,
+    RunRequest,
+    StoredResult,
+    backoff_s,
+    check_run_status,
+    ci_key,
+    classify_outcome,
+    needs_approval,
+    next_attempt,
+    overall,
+    plan_run,
+    resolve_approval,
+    reused_detail,
+    reused_verdict,
+    series_digest,
+    should_rerun,
+    split_ci_key,
+    tree_key,
+)
+
+A = "a" * 40
+B = "b" * 40
+DIGEST = series_digest([b"patch one\n", b"patch two\n"])
+
+# --------------------------------------------------------------------------- identity
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "same"),
+    [
+        ([b"x", b"y"], [b"x", b"y"], True),
+        ([b"x", b"y"], [b"y", b"x"], False),  # order is part of a series
+        ([b"xy", b""], [b"x", b"y"], False),  # bytes moved between patches
+        ([b"x"], [b"x", b""], False),  # an empty patch still counts
+        ([], [], True),
+    ],
+)
+def test_series_digest(left: list[bytes], right: list[bytes], same: bool) -> None:
+    assert (series_digest(left) == series_digest(right)) is same
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "same"),
+    [
+        ((A, DIGEST, ["x", "y"], ""), (A, DIGEST, ["y", "x"], ""), True),  # check order
+        ((A, DIGEST, ["x"], ""), (A.upper(), DIGEST, ["x"], ""), True),  # sha case
+        ((A, DIGEST, ["x"], ""), (B, DIGEST, ["x"], ""), False),  # upstream moved
+        ((A, DIGEST, ["x"], ""), (A, series_digest([b"z"]), ["x"], ""), False),  # series
+        ((A, DIGEST, ["x"], ""), (A, DIGEST, ["x", "y"], ""), False),  # another check
+        ((A, DIGEST, ["x"], "r1"), (A, DIGEST, ["x"], "r2"), False),  # changed commands
+    ],
+)
+def test_tree_key(left: tuple, right: tuple, same: bool) -> None:
+    assert (tree_key(*left) == tree_key(*right)) is same
+
+
+@pytest.mark.parametrize(
+    ("kind", "check", "variant", "key"),
+    [
+        ("gaudi", "async-inputs", "", "gaudi/async-inputs"),
+        ("gb10", "ple", "upstream", "gb10/ple@upstream"),
+    ],
+)
+def test_ci_key_round_trip(kind: str, check: str, variant: str, key: str) -> None:
+    assert ci_key(kind, check, variant) == key
+    assert split_ci_key(key) == (kind, check, variant)
+
+
+# --------------------------------------------------------------------------- trust
+
+
+@pytest.mark.parametrize(
+    ("actor", "trusted", "approvals", "head", "waits"),
+    [
+        ("alice", ["alice"], [], A, False),
+        ("Alice", ["alice"], [], A, False),  # logins are case-insensitive
+        ("mallory", ["alice"], [], A, True),
+        ("mallory", ["alice"], [A], A, False),  # approved this exact head
+        ("mallory", ["alice"], [A], B, True),  # the approval binds to its SHA only
+        ("mallory", ["alice"], [A.upper()], A, False),
+        (None, ["alice"], [], A, True),  # unknown pusher: fail closed
+        ("alice", [], [], A, True),  # empty allowlist trusts nobody
+    ],
+)
+def test_needs_approval(
+    actor: str | None, trusted: list[str], approvals: list[str], head: str, waits: bool
+) -> None:
+    assert needs_approval(actor, trusted, approvals, head) is waits
+
+
+@pytest.mark.parametrize(
+    ("given", "candidates", "expected"),
+    [
+        (A, [], A),  # a full SHA binds as given
+        (A[:7], [A, B], A),
+        (" " + B[:12].upper() + " ", [A, B], B),
+    ],
+)
+def test_resolve_approval(given: str, candidates: list[str], expected: str) -> None:
+    assert resolve_approval(given, candidates) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "candidates", "error"),
+    [
+        ("abc", [A], "not a commit SHA"),  # too short to bind safely
+        ("not-a-sha", [A], "not a commit SHA"),
+        ("c" * 7, [A, B], "no head waiting"),
+        ("a" * 7, [A, "a" * 39 + "b"], "ambiguous"),
+    ],
+)
+def test_resolve_approval_refuses(given: str, candidates: list[str], error: str) -> None:
+    with pytest.raises(ApprovalError, match=error):
+        resolve_approval(given, candidates)
+
+
+# --------------------------------------------------------------------------- scheduling
+
+KEY_NEW = "tree-new"
+KEY_OLD = "tree-old"
+
+
+def request(trusted: bool = True, force: bool = False) -> RunRequest:
+    return RunRequest("s1", "gaudi", KEY_NEW, B, trusted, force)
+
+
+def run(run_id: str, state: str, key: str = KEY_OLD, dispatched: bool = True) -> ActiveRun:
+    return ActiveRun(run_id, state, key, A, dispatched)
+
+
+DONE = StoredResult("r-done", "success", B)
+FULL = Budget(queued=1, running=1)
+
+# (name, request, facts, expected [(verb, run_ids)])
+PLANS = [
+    ("fresh tree", request(), Facts(), [("enqueue", ())]),
+    ("reuse", request(), Facts(result=DONE), [("reuse", ("r-done",))]),
+    (
+        "reuse needs no approval",
+        request(trusted=False),
+        Facts(result=DONE),
+        [("reuse", ("r-done",))],
+    ),
+    ("retest skips reuse", request(force=True), Facts(result=DONE), [("enqueue", ())]),
+    (
+        "newer head supersedes a queued run",
+        request(),
+        Facts(active=(run("r1", "queued"),)),
+        [("supersede", ("r1",)), ("enqueue", ())],
+    ),
+    (
+        "newer head supersedes a running run",
+        request(),
+        Facts(active=(run("r1", "running"),), in_flight=2, budget=FULL),
+        [("supersede", ("r1",)), ("enqueue", ())],  # the run it replaces frees its place
+    ),
+    (
+        "newer head with a stored result still cancels the stale run",
+        request(),
+        Facts(result=DONE, active=(run("r1", "running"),)),
+        [("supersede", ("r1",)), ("reuse", ("r-done",))],
+    ),
+    (
+        "same tree running: join",
+        request(),
+        Facts(active=(run("r1", "running", KEY_NEW),)),
+        [("join", ("r1",))],
+    ),
+    (
+        "same tree running wins over a stored result (a retest in flight)",
+        request(),
+        Facts(result=DONE, active=(run("r1", "running", KEY_NEW),)),
+        [("join", ("r1",))],
+    ),
+    ("untrusted head waits", request(trusted=False), Facts(), [("wait-approval", ())]),
+    (
+        "untrusted newer head supersedes and waits",
+        request(trusted=False),
+        Facts(active=(run("r1", "waiting-approval", dispatched=False),)),
+        [("supersede", ("r1",)), ("wait-approval", ())],
+    ),
+    (
+        "untrusted, same tree already waiting: join",
+        request(trusted=False),
+        Facts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        [("join", ("r1",))],
+    ),
+    (
+        "approved: the waiting run is released under its own id",
+        request(trusted=True),
+        Facts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        [("enqueue", ("r1",))],
+    ),
+    (
+        "a result appeared while waiting: reuse and drop the waiting run",
+        request(trusted=False),
+        Facts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        [("supersede", ("r1",)), ("reuse", ("r-done",))],
+    ),
+    ("budget full", request(), Facts(in_flight=2, budget=FULL), [("over-budget", ())]),
+    ("budget has room", request(), Facts(in_flight=1, budget=FULL), [("enqueue", ())]),
+    (
+        "an undispatched stale run frees nothing",
+        request(),
+        Facts(active=(run("r1", "queued", dispatched=False),), in_flight=2, budget=FULL),
+        [("supersede", ("r1",)), ("over-budget", ())],
+    ),
+    (
+        "released from approval into a full budget keeps its id",
+        request(),
+        Facts(
+            active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),),
+            in_flight=2,
+            budget=FULL,
+        ),
+        [("over-budget", ("r1",))],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "req", "facts", "expected"), PLANS, ids=[p[0] for p in PLANS])
+def test_plan_run(name: str, req: RunRequest, facts: Facts, expected: list) -> None:
+    actions = plan_run(req, facts)
+    assert [(a.verb, a.run_ids) for a in actions] == expected
+    assert all(a.reason and a.key == req.key for a in actions)
+
+
+def test_a_burst_of_heads_leaves_one_active_run() -> None:
+    """Each head supersedes the one before, so at most one run is active per series and kind."""
+    active: tuple[ActiveRun, ...] = ()
+    for number in range(20):
+        head = f"{number:040x}"
+        req = RunRequest("s1", "gaudi", f"tree-{number}", head, True)
+        actions = plan_run(req, Facts(active=active, in_flight=len(active), budget=FULL))
+        cancelled = {rid for a in actions if a.verb == "supersede" for rid in a.run_ids}
+        assert actions[-1].verb == "enqueue"
+        run_id = f"r{number}"
+        active = (
+            *(r for r in active if r.run_id not in cancelled),
+            run(run_id, "queued", f"tree-{number}"),
+        )
+        assert len(active) == 1
+    assert active[0].run_id == "r19"
+
+
+# --------------------------------------------------------------------------- outcomes
+
+KILL, TERM, SEGV, ABRT = signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV, signal.SIGABRT
+OUTCOMES = [
+    # step, exit code, signal, timed out, verdict, reason contains
+    ("check", 0, None, False, "success", "passed"),
+    ("check", 1, None, False, "failure", "saw the bug"),
+    ("check", 2, None, False, "infra-error", "no verdict"),
+    ("check", 3, None, False, "failure", "exit 3"),
+    ("check", 126, None, False, "infra-error", "could not run"),
+    ("check", 127, None, False, "infra-error", "could not run"),
+    ("check", None, None, True, "failure", "timed out after 5s"),
+    ("check", None, KILL, False, "infra-error", "SIGKILL (out of memory?)"),
+    ("check", None, TERM, False, "infra-error", "SIGTERM"),
+    ("check", None, SEGV, False, "failure", "crashed with SIGSEGV"),
+    ("check", None, ABRT, False, "failure", "crashed with SIGABRT"),
+    ("check", 137, None, False, "infra-error", "exited 137: killed by SIGKILL"),  # via a shell
+    ("check", 139, None, False, "failure", "crashed with SIGSEGV"),
+    ("setup", 0, None, False, "success", "passed"),
+    ("setup", 1, None, False, "infra-error", "exited 1"),  # setup failures are infra
+    ("setup", None, None, True, "infra-error", "timed out"),
+    ("setup", None, KILL, False, "infra-error", "SIGKILL"),
+    ("materialize", 128, None, False, "infra-error", "exited 128"),
+    ("job", 1, None, False, "infra-error", "exited 1"),
+]
+
+
+@pytest.mark.parametrize(("step", "code", "sig", "timed_out", "verdict", "reason"), OUTCOMES)
+def test_classify_outcome(
+    step: str, code: int | None, sig: int | None, timed_out: bool, verdict: str, reason: str
+) -> None:
+    outcome = classify_outcome(step, code, sig, timed_out, name="x", timeout_s=5)  # type: ignore[arg-type]
+    assert outcome.verdict == verdict
+    assert reason in outcome.reason
+    assert outcome.retryable is (verdict == "infra-error")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "verdict"),
+    [
+        ({"cancelled": "superseded"}, "cancelled"),  # wins over a timeout or a signal
+        ({"lost": True}, "infra-error"),
+    ],
+)
+def test_classify_cancel_and_lost(kwargs: dict, verdict: str) -> None:
+    assert classify_outcome("check", None, KILL, True, **kwargs).verdict == verdict
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "expected"),
+    [
+        (["success", "success"], "success"),
+        ([], "success"),
+        (["success", "failure"], "failure"),
+        (["failure", "infra-error"], "infra-error"),
+        (["infra-error", "cancelled"], "cancelled"),
+    ],
+)
+def test_overall(verdicts: list[str], expected: str) -> None:
+    assert overall(verdicts) == expected
+
+
+# --------------------------------------------------------------------------- retries
+
+POLICY = RetryPolicy(max_attempts=3, base_delay_s=10, factor=3, max_delay_s=60)
+
+
+@pytest.mark.parametrize(("attempt", "delay"), [(1, 10), (2, 30), (3, 60), (9, 60)])
+def test_backoff(attempt: int, delay: float) -> None:
+    assert backoff_s(POLICY, attempt) == delay
+
+
+@pytest.mark.parametrize(
+    ("verdict", "attempt", "retry", "delay"),
+    [
+        ("infra-error", 1, True, 10),
+        ("infra-error", 2, True, 30),
+        ("infra-error", 3, False, 0),  # the limit counts all attempts
+        ("failure", 1, False, 0),  # a test failure is never retried
+        ("success", 1, False, 0),
+        ("cancelled", 1, False, 0),
+    ],
+)
+def test_next_attempt(verdict: str, attempt: int, retry: bool, delay: float) -> None:
+    decision = next_attempt(POLICY, verdict, attempt)
+    assert (decision.retry, decision.delay_s) == (retry, delay)
+    assert decision.reason
+
+
+@pytest.mark.parametrize(
+    ("reruns", "verdict", "done", "rerun"),
+    [
+        (0, "failure", 0, False),
+        (1, "failure", 0, True),
+        (1, "failure", 1, False),
+        (2, "infra-error", 0, False),  # infra goes through the retry policy instead
+        (2, "success", 0, False),
+    ],
+)
+def test_should_rerun(reruns: int, verdict: str, done: int, rerun: bool) -> None:
+    assert should_rerun(RetryPolicy(reruns=reruns), verdict, done) is rerun
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+@pytest.mark.parametrize(
+    ("state", "detail", "expected"),
+    [
+        ("queued", "", ("queued", None)),
+        ("running", "", ("in_progress", None)),
+        ("success", "", ("completed", "success")),
+        ("failure", "", ("completed", "failure")),
+        ("infra-error", "", ("completed", "failure")),
+        ("cancelled", "", ("completed", "cancelled")),
+        ("waiting-approval", "", ("completed", "action_required")),
+        ("reused", reused_detail("success", "r1"), ("completed", "success")),
+        ("reused", reused_detail("failure", "r1", "exit 1"), ("completed", "failure")),
+    ],
+)
+def test_check_run_status(state: str, detail: str, expected: tuple) -> None:
+    assert check_run_status(state, detail) == expected
+
+
+def test_reused_detail_round_trip() -> None:
+    detail = reused_detail("failure", "gaudi-1", "check x failed (exit 1)")
+    assert reused_verdict(detail) == "failure"
+    assert "gaudi-1" in detail and "exit 1" in detail

@@ -1,0 +1,60 @@
+"""The planner's snapshot of facts, read from the config and the store."""
+
+from __future__ import annotations
+
+import redis
+
+from bot.config import CarryConfig, Series, parse_pr_ref
+from bot.core.planner import Facts, SeriesFacts
+from bot.core.state import SeriesState
+from bot.series_loader import SeriesInvalid, load_series
+from bot.store.series import load_series as load_state
+from workers.runtime import Runtime
+
+
+def series_facts(
+    series: Series, config: CarryConfig, state: SeriesState | None, awaiting: bool
+) -> SeriesFacts:
+    upstream = config.upstreams[series.upstream]
+    linked = frozenset(parse_pr_ref(ref) for refs in series.links.values() for ref in refs)
+    current_tag = None
+    if series.base.tag_pattern and state and state.head_ref:
+        current_tag = state.head_ref.removeprefix("refs/tags/")
+    return SeriesFacts(
+        id=series.id,
+        upstream_repo=upstream.repo,
+        watched_ref=series.base.ref,
+        tag_pattern=series.base.tag_pattern,
+        pull=series.base.pull,
+        current_tag=current_tag,
+        paused_by_policy=series.policy.paused,
+        paused_by=state.paused_by if state else None,
+        trusted_authors=frozenset(series.trusted_authors),
+        linked_prs=linked,
+        pr_number=state.pr.number if state and state.pr else None,
+        head_sha=state.head_sha if state else None,
+        head_ref=state.head_ref if state else None,
+        awaiting_import=awaiting,
+        runners=tuple(series.runners),
+    )
+
+
+def awaiting_import(rt: Runtime, series: Series) -> bool:
+    try:
+        return load_series(
+            rt.patches_root / series.patches, root=rt.downstream_dir
+        ).is_awaiting_import
+    except SeriesInvalid:
+        return False  # an invalid series is reported by the rebase, not hidden here
+
+
+def gather(rt: Runtime, client: redis.Redis | None = None) -> Facts:
+    client = client or rt.redis
+    return Facts(
+        downstream_repo=rt.config.downstream.repo,
+        bot_login=rt.bot_login,
+        series=tuple(
+            series_facts(s, rt.config, load_state(client, s.id), awaiting_import(rt, s))
+            for s in rt.config.series
+        ),
+    )

@@ -1,0 +1,66 @@
+"""Polling, the fallback that always works: one `git ls-remote` per upstream covers every
+watched ref. It emits the same HeadMoved events a webhook would."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from bot.config import Series
+from bot.core.events import ZERO_SHA, HeadMoved
+from bot.git.mirror import Mirror, MirrorError
+from bot.store import series as store
+from workers.runtime import Runtime
+
+
+def _patterns(series: list[Series]) -> list[str]:
+    out = []
+    for s in series:
+        out.append(s.base.ref or f"refs/tags/{s.base.tag_pattern}")
+    return sorted(set(out))
+
+
+def _watched(series: Series, refs: dict[str, str]) -> tuple[str, str] | None:
+    if series.base.ref is not None:
+        sha = refs.get(series.base.ref)
+        return (series.base.ref, sha) if sha else None
+    tags = [r.removeprefix("refs/tags/") for r in refs if r.startswith("refs/tags/")]
+    newest = series.base.newest_tag(tags)
+    return (f"refs/tags/{newest}", refs[f"refs/tags/{newest}"]) if newest else None
+
+
+def head_events(rt: Runtime) -> list[HeadMoved]:
+    by_upstream: dict[str, list[Series]] = defaultdict(list)
+    for series in rt.config.series:
+        by_upstream[series.upstream].append(series)
+    events = []
+    for name, members in by_upstream.items():
+        upstream = rt.config.upstreams[name]
+        try:
+            refs = Mirror(upstream.url, rt.cache_dir).remote_refs(*_patterns(members))
+        except MirrorError as err:
+            store.append_history(rt.redis, None, "poll-failed", upstream=name, error=str(err))
+            continue
+        for series in members:
+            found = _watched(series, refs)
+            state = store.load_series(rt.redis, series.id)
+            if found is None:
+                store.append_history(
+                    rt.redis, series.id, "poll", result="watched ref not found upstream"
+                )
+                continue
+            ref, sha = found
+            if state is not None and state.head_sha == sha:
+                continue
+            before = state.head_sha if state and state.head_sha else ZERO_SHA
+            events.append(
+                HeadMoved(
+                    repo=upstream.repo,
+                    ref=ref,
+                    before=before,
+                    after=sha,
+                    actor=None,
+                    source="poll",
+                    delivery_id=f"poll:{series.id}:{sha[:12]}",
+                )
+            )
+    return events

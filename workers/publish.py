@@ -1,0 +1,47 @@
+"""Propose a series' new state: a PR on GitHub, or, without credentials, a recorded proposal.
+
+The GitHub side lives in bot.github; this module decides what to send and records it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from bot.core.render import next_version, pr_body, pr_title
+from bot.store import series as store
+from workers.runtime import Runtime
+
+log = logging.getLogger("carry.publish")
+
+
+def publish(rt: Runtime, series_id: str, head_sha: str, digest: str, changed: bool) -> None:
+    state = store.load_series(rt.redis, series_id)
+    if state is None or state.checked_head != head_sha or state.checked_digest != digest:
+        store.append_history(
+            rt.redis,
+            series_id,
+            "publish-skipped",
+            reason="a newer rebase replaced this result",
+            head=head_sha,
+        )
+        return
+    version = next_version(state.version, datetime.now(UTC).date()) if changed else state.version
+    title, body = pr_title(state), pr_body(state, version)
+    if rt.settings.github_auth == "none":
+        state.last_event = "proposal ready; read-only mode (no GitHub credentials): nothing pushed"
+        store.save_series(rt.redis, state)
+        store.append_history(
+            rt.redis,
+            series_id,
+            "proposal",
+            read_only=True,
+            changed=changed,
+            title=title,
+            body=body,
+            version=version,
+        )
+        return
+    from workers import publish_github
+
+    publish_github.publish(rt, state, title, body, version, changed)

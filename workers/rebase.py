@@ -1,0 +1,213 @@
+"""Re-check one series on one upstream head, store every decision with its evidence.
+
+Called by the `carry.rebase` task while it holds the series lock. Returns the RebaseFinished
+event that re-enters the planner, or None when there was nothing to do (and says why in the
+history).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from bot.config import BaseSpec, Series
+from bot.core import events as ev
+from bot.core.policy import Overrides, final_decision, outcome, series_digest
+from bot.core.report import SeriesReport
+from bot.core.state import PatchState, SeriesState
+from bot.git.engine import Engine, LinkedPr, PatchInput
+from bot.git.mirror import Mirror
+from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
+from bot.store import series as store
+from workers.runtime import Runtime
+
+log = logging.getLogger("carry.rebase")
+
+
+def describe_base(base: BaseSpec) -> str:
+    return (
+        f"{base.kind.replace('_', ' ')} {base.branch or base.tag or base.tag_pattern or base.pull}"
+    )
+
+
+def initial_state(rt: Runtime, series: Series) -> SeriesState:
+    upstream = rt.config.upstreams[series.upstream]
+    return store.ensure_series(
+        rt.redis, series.id, upstream_repo=upstream.repo, base=describe_base(series.base)
+    )
+
+
+def rebase_series(
+    rt: Runtime,
+    series_id: str,
+    head_sha: str,
+    head_ref: str,
+    *,
+    actor: str | None = None,
+    force: bool = False,
+) -> ev.RebaseFinished | None:
+    client = rt.redis
+    series = rt.config.series_by_id(series_id)
+    state = initial_state(rt, series)
+    newest = store.wanted(client, series_id)
+    if not force and newest not in (None, head_sha):
+        store.append_history(client, series_id, "superseded", head=head_sha, newest=newest)
+        return None
+    loaded = _load(rt, series, state)
+    if loaded is None:
+        return None
+    patches = [PatchInput(p.name, p.read_bytes()) for p in loaded.patch_paths]
+    digest = series_digest((p.name, p.data) for p in patches)
+    if not force and (state.checked_head, state.checked_digest) == (head_sha, digest):
+        store.append_history(
+            client,
+            series_id,
+            "unchanged",
+            head=head_sha,
+            digest=digest,
+            reason="this head and series content were checked already",
+        )
+        return None
+    _mark_running(rt, state, head_sha, head_ref, actor)
+    started = time.perf_counter()
+    report = _check(rt, series, state, loaded, patches, head_sha)
+    changed = _store_report(rt, series, state, report, digest)
+    log.info(
+        "rebased %s on %s in %.0f ms",
+        series_id,
+        head_sha[:12],
+        (time.perf_counter() - started) * 1000,
+    )
+    return ev.RebaseFinished(
+        series_id=series_id,
+        head_sha=head_sha,
+        digest=digest,
+        outcome=state.outcome,
+        changed=changed,
+        result_tree=report.result_tree,
+    )
+
+
+def _load(rt: Runtime, series: Series, state: SeriesState) -> LoadedSeries | None:
+    """The series as the downstream repository has it now (never a cached copy), or None when
+    it cannot be used, with the reason stored where the user sees it."""
+    try:
+        loaded = load_series(rt.patches_root / series.patches, root=rt.downstream_dir)
+    except SeriesInvalid as err:
+        problems = [str(p) for p in err.problems]
+        state.phase, state.outcome, state.error = "error", "error", "; ".join(problems)
+        store.save_series(rt.redis, state)
+        store.append_history(rt.redis, series.id, "series-invalid", problems=problems)
+        return None
+    if loaded.is_awaiting_import:
+        state.phase, state.error = "awaiting-import", None
+        state.patches = [
+            PatchState(name=n, status="awaiting-import") for n in _page_patches(loaded)
+        ]
+        store.save_series(rt.redis, state)
+        store.append_history(
+            rt.redis,
+            series.id,
+            "awaiting-import",
+            reason=f"waiting for import: {loaded.awaiting_import}",
+        )
+        return None
+    return loaded
+
+
+def _page_patches(loaded: LoadedSeries) -> list[str]:
+    return [name for page in loaded.pages for name in page.patch_names]
+
+
+def _mark_running(rt: Runtime, state: SeriesState, head: str, ref: str, actor: str | None) -> None:
+    if state.head_sha != head:
+        state.head_seen_at = store.now_iso()
+    state.phase, state.error = "running", None
+    state.head_sha, state.head_ref, state.head_actor = head, ref, actor
+    store.save_series(rt.redis, state)
+
+
+def _check(
+    rt: Runtime,
+    series: Series,
+    state: SeriesState,
+    loaded: LoadedSeries,
+    patches: list[PatchInput],
+    head_sha: str,
+) -> SeriesReport:
+    upstream = rt.config.upstreams[series.upstream]
+    mirror = Mirror(upstream.url, rt.cache_dir)
+    mirror.ensure()
+    if not mirror.has_commit(head_sha):
+        if state.head_ref:
+            mirror.resolve(state.head_ref)
+        if not mirror.has_commit(head_sha):
+            mirror.resolve(head_sha)
+    links = {
+        name: [LinkedPr(pr["ref"], pr["state"], pr.get("merge_commit")) for pr in p.upstream_prs]
+        for name, p in ((p.name, p) for p in state.patches)
+        if p.upstream_prs
+    }
+    paths = {p.name: str(p) for p in loaded.patch_paths}
+    return Engine(mirror).check(
+        head_sha, patches, base=loaded.base, links=links, patch_paths=paths, commit_result=True
+    )
+
+
+def _store_report(
+    rt: Runtime, series: Series, state: SeriesState, report: SeriesReport, digest: str
+) -> bool:
+    previous = {p.name: p for p in state.patches}
+    patches: list[PatchState] = []
+    for result in report.patches:
+        name = result.patch.rsplit("/", 1)[-1]
+        old = previous.get(name) or PatchState(name=name)
+        overrides = Overrides(old.pinned, old.drop_requested_by, series.policy.auto_drop)
+        decision, reason = final_decision(
+            result.status.value, result.decision.value, result.reason, overrides
+        )
+        patches.append(
+            PatchState(
+                name=name,
+                subject=result.subject,
+                status=result.status.value,
+                decision=decision,
+                reason=reason,
+                evidence=result.evidence,
+                pinned=old.pinned,
+                drop_requested_by=old.drop_requested_by,
+                upstream_prs=old.upstream_prs,
+                interdiff=result.interdiff,
+                conflict=result.conflict,
+                changed=result.changed,
+            )
+        )
+    changed = any(p.changed or p.decision == "drop" for p in patches)
+    state.patches = patches
+    state.checked_head, state.checked_digest = report.head, digest
+    state.checked_at = store.now_iso()
+    state.phase = "idle"
+    state.outcome = outcome((p.status for p in patches), (p.decision for p in patches), changed)
+    store.save_series(rt.redis, state)
+    store.append_history(
+        rt.redis,
+        series.id,
+        "rebased",
+        head=report.head,
+        digest=digest,
+        outcome=state.outcome,
+        summary=report.summary(),
+    )
+    for p in patches:
+        store.append_history(
+            rt.redis,
+            series.id,
+            "decision",
+            patch=p.name,
+            head=report.head,
+            status=p.status,
+            decision=p.decision,
+            reason=p.reason,
+            evidence=p.evidence,
+        )
+    return changed

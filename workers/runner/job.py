@@ -1,0 +1,331 @@
+"""One hardware job on a runner: materialize the exact tree, run setup, run the checks, keep
+the artifacts. Results go out through the callbacks in `JobContext` as each check ends, so the
+service shows them live; workers/ci.py supplies those callbacks (and the Redis bookkeeping).
+
+A check already concluded (success or failure) in an earlier attempt of the same run is not run
+again: an infrastructure retry repeats only what did not get a verdict.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.core.ci_plan import (
+    UPSTREAM_VARIANT,
+    Outcome,
+    StepKind,
+    ci_key,
+    classify_outcome,
+    should_rerun,
+)
+from bot.git.runner import GitError
+from workers.runner.spec import JobPayload, StepSpec
+from workers.runner.steps import CancelCheck, RunLog, StepResult, reap_orphans, run_step
+from workers.runner.tree import Materialized, TreeError, clone_lock, clone_path, materialize
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    key: str  # ci_key(kind, check, variant)
+    name: str
+    variant: str  # "" or "upstream" (A/B)
+    verdict: str  # success | failure | infra-error | cancelled
+    reason: str
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    duration_s: float = 0.0
+    reruns: int = 0
+
+    @property
+    def final(self) -> bool:
+        """A verdict about the code, which no retry changes."""
+        return self.verdict in ("success", "failure")
+
+
+@dataclass
+class JobContext:
+    workdir: Path
+    log: RunLog
+    cancelled: CancelCheck
+    on_check: Callable[[CheckResult], None]
+    on_phase: Callable[[str], None] = lambda phase: None
+    done: Mapping[str, CheckResult] = field(default_factory=dict)  # from earlier attempts
+    env: Mapping[str, str] = field(default_factory=dict)
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class JobResult:
+    checks: tuple[CheckResult, ...]
+    artifacts: tuple[str, ...] = ()
+    tree: str | None = None
+
+    @property
+    def unresolved(self) -> tuple[CheckResult, ...]:
+        return tuple(c for c in self.checks if not c.final)
+
+
+class _Stop(Exception):
+    """Ends the current phase: every check still pending gets `outcome`."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+def execute(job: JobPayload, ctx: JobContext) -> JobResult:
+    """Runs the job; never raises for a step's failure (that is a result)."""
+    pending = [c for c in job.checks if ci_key(job.kind, c.name) not in ctx.done]
+    pending_ab = [
+        c for c in job.checks if c.ab and ci_key(job.kind, c.name, UPSTREAM_VARIANT) not in ctx.done
+    ]
+    results: dict[str, CheckResult] = dict(ctx.done)
+    path = clone_path(ctx.workdir, job.tree.upstream_url)
+    tree: str | None = None
+    artifacts: list[str] = []
+    try:
+        with clone_lock(path, ctx.cancelled):
+            _reap(ctx.log, path)
+            if pending:
+                tree = _phase(job, ctx, path, pending, "", results)
+                artifacts += _collect_artifacts(job, ctx, path, "")
+            if pending_ab:
+                _phase(job, ctx, path, pending_ab, UPSTREAM_VARIANT, results)
+                artifacts += _collect_artifacts(job, ctx, path, UPSTREAM_VARIANT)
+    except TreeError as err:  # cancelled while waiting for the clone lock
+        _conclude_all(job, ctx, [*pending, *pending_ab], results, _tree_outcome(ctx, err))
+    order = [ci_key(job.kind, c.name) for c in job.checks]
+    order += [ci_key(job.kind, c.name, UPSTREAM_VARIANT) for c in job.checks if c.ab]
+    return JobResult(tuple(results[k] for k in order if k in results), tuple(artifacts), tree)
+
+
+def steps_dir(clone: Path) -> Path:
+    """Where the steps running in a clone are recorded (see steps.reap_orphans)."""
+    return clone.with_name(clone.name + ".steps")
+
+
+def _reap(log: RunLog, clone: Path) -> None:
+    """Under the clone lock, any recorded step belongs to a job whose runner died."""
+    killed = reap_orphans(steps_dir(clone))
+    if killed:
+        log.note(f"[carry] killed {len(killed)} process(es) left by a lost runner: {killed}")
+
+
+def reap_idle(workdir: Path) -> list[int]:
+    """At runner start: reaps the leftovers of every clone that no running job holds."""
+    killed: list[int] = []
+    for clone in sorted((workdir / "clones").glob("*.steps")):
+        path = clone.with_name(clone.name.removesuffix(".steps"))
+        with suppress(TreeError), clone_lock(path, lambda: "busy", poll_s=0):
+            killed += reap_orphans(clone)
+    return killed
+
+
+def _phase(
+    job: JobPayload,
+    ctx: JobContext,
+    path: Path,
+    checks: list[StepSpec],
+    variant: str,
+    results: dict[str, CheckResult],
+) -> str | None:
+    """Materialize (plain upstream for the A/B variant), set up, run `checks`."""
+    try:
+        ctx.on_phase("materializing the plain upstream tree" if variant else "materializing")
+        built = _materialize(job, ctx, path, plain_upstream=bool(variant))
+        for step in job.setup:
+            _setup(job, ctx, built, step, variant)
+        for check in checks:
+            _check(job, ctx, built, check, variant, results)
+        return built.tree
+    except _Stop as stop:
+        remaining = [c for c in checks if ci_key(job.kind, c.name, variant) not in results]
+        _conclude_all(job, ctx, remaining, results, stop.outcome, variant)
+        return None
+
+
+def _materialize(
+    job: JobPayload, ctx: JobContext, path: Path, plain_upstream: bool
+) -> Materialized:
+    try:
+        built = materialize(job.tree, path, ctx.log.note, plain_upstream=plain_upstream)
+    except (TreeError, GitError, OSError) as err:
+        ctx.log.note(f"[carry] materialize failed: {err}")
+        raise _Stop(_tree_outcome(ctx, err)) from err
+    what = "plain upstream" if plain_upstream else f"upstream + {len(built.patches)} patch(es)"
+    ctx.log.note(f"[carry] tree {built.tree} verified ({what}) at {built.head}")
+    return built
+
+
+def _tree_outcome(ctx: JobContext, err: Exception) -> Outcome:
+    reason = ctx.cancelled()
+    if reason is not None:
+        return classify_outcome("materialize", None, cancelled=reason)
+    return Outcome("infra-error", f"materialize: {err}")
+
+
+def _setup(
+    job: JobPayload, ctx: JobContext, built: Materialized, step: StepSpec, variant: str
+) -> None:
+    ctx.on_phase(f"setup {step.name}" + (f" ({variant})" if variant else ""))
+    result = _run(job, ctx, built, step, variant)
+    outcome = _classify("setup", step, result)
+    if outcome.verdict != "success":
+        raise _Stop(outcome)
+
+
+def _check(
+    job: JobPayload,
+    ctx: JobContext,
+    built: Materialized,
+    check: StepSpec,
+    variant: str,
+    results: dict[str, CheckResult],
+) -> None:
+    key = ci_key(job.kind, check.name, variant)
+    ctx.on_phase(f"check {check.name}" + (f" ({variant})" if variant else ""))
+    reruns = 0
+    while True:
+        result = _run(job, ctx, built, check, variant)
+        outcome = _classify("check", check, result)
+        if outcome.verdict == "cancelled":
+            raise _Stop(outcome)
+        if not should_rerun(job.retry, outcome.verdict, reruns):
+            break
+        reruns += 1
+        ctx.log.note(f"[carry] {outcome.reason}; rerun {reruns} of {job.retry.reruns}")
+    reason = outcome.reason
+    if reruns:
+        reason = f"rerun {reruns} of {job.retry.reruns} after a test failure: {reason}"
+    if variant:
+        reason = f"A/B on plain upstream: {reason}"
+    checked = CheckResult(
+        key,
+        check.name,
+        variant,
+        outcome.verdict,
+        reason,
+        result.exit_code,
+        result.signal,
+        result.timed_out,
+        result.duration_s,
+        reruns,
+    )
+    results[key] = checked
+    ctx.on_check(checked)
+
+
+def _classify(kind: StepKind, step: StepSpec, result: StepResult) -> Outcome:
+    return classify_outcome(
+        kind,
+        result.exit_code,
+        result.signal,
+        result.timed_out,
+        name=step.name,
+        timeout_s=step.timeout_s,
+        cancelled=result.cancelled,
+    )
+
+
+def _run(
+    job: JobPayload, ctx: JobContext, built: Materialized, step: StepSpec, variant: str
+) -> StepResult:
+    env = {**os.environ, **ctx.env, **_job_env(job, ctx, built, step, variant), **step.env}
+    ctx.log.note(f"[carry] $ {' '.join(step.run)}  (timeout {step.timeout_s:g}s)")
+    result = run_step(
+        step.run,
+        cwd=built.path,
+        env=env,
+        timeout_s=step.timeout_s,
+        log=ctx.log,
+        cancelled=ctx.cancelled,
+        state_dir=steps_dir(built.path),
+    )
+    ctx.log.note(f"[carry] {step.name}: {_ending(result)} after {result.duration_s:.1f}s")
+    return result
+
+
+def _ending(result: StepResult) -> str:
+    if result.cancelled:
+        return f"cancelled ({result.cancelled})"
+    if result.timed_out:
+        return "timed out, process group killed"
+    if result.signal is not None:
+        return f"killed by signal {result.signal}"
+    return f"exit {result.exit_code}"
+
+
+def _job_env(
+    job: JobPayload, ctx: JobContext, built: Materialized, step: StepSpec, variant: str
+) -> dict[str, str]:
+    return {
+        "CARRY_RUN_ID": job.run_id,
+        "CARRY_SERIES": job.series_id,
+        "CARRY_RUNNER_KIND": job.kind,
+        "CARRY_TREE_KEY": job.tree_key,
+        "CARRY_TREE": built.tree,
+        "CARRY_UPSTREAM_SHA": job.tree.upstream_sha,
+        "CARRY_PR_HEAD_SHA": job.tree.downstream_sha,
+        "CARRY_STEP": step.name,
+        "CARRY_VARIANT": variant,
+        "CARRY_ATTEMPT": str(ctx.attempt),
+        "CARRY_ARTIFACTS_DIR": str(artifacts_dir(ctx.workdir, job.run_id)),
+    }
+
+
+def _conclude_all(
+    job: JobPayload,
+    ctx: JobContext,
+    checks: list[StepSpec],
+    results: dict[str, CheckResult],
+    outcome: Outcome,
+    variant: str | None = None,
+) -> None:
+    for check in checks:
+        for var in (variant,) if variant is not None else _variants(check):
+            key = ci_key(job.kind, check.name, var)
+            if key in results:
+                continue
+            result = CheckResult(key, check.name, var, outcome.verdict, outcome.reason)
+            results[key] = result
+            ctx.on_check(result)
+
+
+def _variants(check: StepSpec) -> tuple[str, ...]:
+    return ("", UPSTREAM_VARIANT) if check.ab else ("",)
+
+
+# --------------------------------------------------------------------------- artifacts
+
+
+def artifacts_dir(workdir: Path, run_id: str) -> Path:
+    return workdir / "artifacts" / run_id
+
+
+def _collect_artifacts(job: JobPayload, ctx: JobContext, tree: Path, variant: str) -> list[str]:
+    """Copies files matching the job's globs (relative to the tree, never outside it) into
+    workdir/artifacts/<run_id>/ (<run_id>/upstream/ for the A/B variant), before the next
+    checkout cleans the tree; returns their paths relative to workdir/artifacts/<run_id>."""
+    base = artifacts_dir(ctx.workdir, job.run_id)
+    target = base / variant if variant else base
+    copied: list[str] = []
+    root = tree.resolve()
+    for pattern in job.artifacts:
+        for found in sorted(glob.glob(pattern, root_dir=tree, recursive=True)):
+            source = (tree / found).resolve()
+            if not source.is_file() or not source.is_relative_to(root):
+                continue
+            relative = source.relative_to(root)
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / relative)
+            copied.append(str((target / relative).relative_to(base)))
+    if copied:
+        ctx.log.note(f"[carry] kept {len(copied)} artifact(s) in {target}")
+    return copied

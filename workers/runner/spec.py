@@ -1,0 +1,170 @@
+"""The job payload: everything a runner needs to test one exact tree, as JSON-safe values.
+
+The service (workers/ci.py) builds it from the config and the engine's result; the runner
+(workers/runner/job.py) executes it. It is self-contained, so a run can be understood and
+repeated from its payload alone. Shape (version 1)::
+
+    {"version": 1, "run_id": "gaudi-3f9c...", "series_id": "...", "kind": "gaudi",
+     "queue": "hw.gaudi", "tree_key": "<sha256>", "head_sha": "<upstream sha>",
+     "tree": {"upstream_url", "upstream_sha", "upstream_ref", "downstream_url",
+              "downstream_ref", "downstream_sha", "patches_dir", "series_digest",
+              "expected_tree"},
+     "setup": [{"name", "run": [argv], "timeout_s", "env": {}}],
+     "checks": [{"name", "run": [argv], "timeout_s", "env": {}, "ab": false}],
+     "artifacts": ["glob relative to the tree", ...],
+     "retry": {"max_attempts", "base_delay_s", "factor", "max_delay_s", "reruns"},
+     "budget": {"queued", "running"},
+     "limits": {"max_lines", "max_bytes", "max_line_bytes", "tail_lines"},
+     "requested_at": "2026-01-01T00:00:00Z", "force": false}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bot.core.ci_plan import Budget, RetryPolicy
+
+PAYLOAD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """A setup step or a check: an argv (no shell), a timeout and extra environment."""
+
+    name: str
+    run: tuple[str, ...]
+    timeout_s: float = 3600
+    env: Mapping[str, str] = field(default_factory=dict)
+    ab: bool = False  # checks only: also run it on plain upstream (A/B)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "run": list(self.run),
+            "timeout_s": self.timeout_s,
+            "env": dict(self.env),
+            "ab": self.ab,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepSpec:
+        return cls(
+            name=str(data["name"]),
+            run=tuple(str(a) for a in data["run"]),
+            timeout_s=float(data.get("timeout_s", 3600)),
+            env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
+            ab=bool(data.get("ab", False)),
+        )
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """The exact tree: an upstream commit plus the series read from carry's PR branch.
+
+    `expected_tree` is the tree SHA the engine computed for upstream + series; the runner
+    rebuilds the tree with `git am -3` and refuses to test anything else.
+    """
+
+    upstream_url: str
+    upstream_sha: str
+    downstream_url: str
+    downstream_ref: str  # carry's PR branch, e.g. refs/heads/carry/async-inputs-main
+    downstream_sha: str  # the PR head SHA: the patches are read from it
+    patches_dir: str  # e.g. patches/async-inputs-main (holds `series` and the patch files)
+    series_digest: str
+    expected_tree: str
+    upstream_ref: str | None = None  # fetched when the server refuses a bare SHA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TreeSpec:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True)
+class LogLimits:
+    """Bounds on what one run writes into its log stream (the head, then a marker and the tail)."""
+
+    max_lines: int = 4000
+    max_bytes: int = 2 * 1024 * 1024
+    max_line_bytes: int = 2000
+    tail_lines: int = 200
+
+
+@dataclass(frozen=True)
+class JobPayload:
+    run_id: str
+    series_id: str
+    kind: str
+    queue: str
+    tree_key: str
+    head_sha: str
+    tree: TreeSpec
+    setup: tuple[StepSpec, ...] = ()
+    checks: tuple[StepSpec, ...] = ()
+    artifacts: tuple[str, ...] = ()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    budget: Budget = field(default_factory=Budget)
+    limits: LogLimits = field(default_factory=LogLimits)
+    requested_at: str = ""
+    force: bool = False
+    version: int = PAYLOAD_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "run_id": self.run_id,
+            "series_id": self.series_id,
+            "kind": self.kind,
+            "queue": self.queue,
+            "tree_key": self.tree_key,
+            "head_sha": self.head_sha,
+            "tree": self.tree.to_dict(),
+            "setup": [s.to_dict() for s in self.setup],
+            "checks": [c.to_dict() for c in self.checks],
+            "artifacts": list(self.artifacts),
+            "retry": asdict(self.retry),
+            "budget": asdict(self.budget),
+            "limits": asdict(self.limits),
+            "requested_at": self.requested_at,
+            "force": self.force,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobPayload:
+        version = int(data.get("version", 0))
+        if version != PAYLOAD_VERSION:
+            raise ValueError(f"job payload version {version} is not {PAYLOAD_VERSION}")
+        return cls(
+            run_id=str(data["run_id"]),
+            series_id=str(data["series_id"]),
+            kind=str(data["kind"]),
+            queue=str(data["queue"]),
+            tree_key=str(data["tree_key"]),
+            head_sha=str(data["head_sha"]),
+            tree=TreeSpec.from_dict(data["tree"]),
+            setup=tuple(StepSpec.from_dict(s) for s in data.get("setup", [])),
+            checks=tuple(StepSpec.from_dict(c) for c in data.get("checks", [])),
+            artifacts=tuple(str(a) for a in data.get("artifacts", [])),
+            retry=RetryPolicy(**data.get("retry", {})),
+            budget=Budget(**data.get("budget", {})),
+            limits=LogLimits(**data.get("limits", {})),
+            requested_at=str(data.get("requested_at", "")),
+            force=bool(data.get("force", False)),
+        )
+
+
+def recipe_digest(setup: Sequence[StepSpec], checks: Sequence[StepSpec]) -> str:
+    """A digest of the commands, timeouts and environments: part of the tree key, so a changed
+    recipe is tested again instead of reusing a result that another recipe produced."""
+    body = {
+        "setup": [s.to_dict() for s in setup],
+        "checks": sorted((c.to_dict() for c in checks), key=lambda c: c["name"]),
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]

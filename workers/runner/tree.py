@@ -1,0 +1,246 @@
+"""Materialize the exact tree on a runner: upstream SHA + the carried series, verified.
+
+One persistent clone per upstream under the runner's workdir keeps objects (and fetches cheap)
+between jobs. For each job: fetch the upstream SHA and carry's PR branch into that clone, read
+`<patches_dir>/series` and its patches from the PR head commit, check the series digest, detach
+HEAD at the upstream SHA, `git am -3` the patches, and compare `HEAD^{tree}` with the tree the
+engine computed. Anything else is an infrastructure error that names both sides. A failed `am`
+is aborted and the work tree reset, so no conflict marker is ever left for a check to test.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.core.ci_plan import series_digest, short
+from bot.core.seriesfile import parse_series
+from bot.git.runner import Git, GitError
+from workers.runner.spec import TreeSpec
+
+Note = Callable[[str], None]
+FETCH_TIMEOUT_S = 1800
+DOWNSTREAM_REF = "refs/carry/downstream"
+UPSTREAM_REF = "refs/carry/upstream"
+# `git am` records commits; who made them does not matter, only the resulting tree does.
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "carry runner",
+    "GIT_AUTHOR_EMAIL": "runner@carry.invalid",
+    "GIT_COMMITTER_NAME": "carry runner",
+    "GIT_COMMITTER_EMAIL": "runner@carry.invalid",
+}
+
+
+class TreeError(RuntimeError):
+    """The exact tree could not be built: an infrastructure error, with the details."""
+
+
+@dataclass(frozen=True)
+class Materialized:
+    path: Path
+    head: str
+    tree: str
+    patches: tuple[str, ...]
+
+
+def clone_path(workdir: Path, upstream_url: str) -> Path:
+    """workdir/clones/<name>-<hash of the url>: one persistent clone per upstream."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", upstream_url.rstrip("/").rsplit("/", 1)[-1])
+    name = name.removesuffix(".git") or "upstream"
+    digest = hashlib.sha256(upstream_url.encode()).hexdigest()[:12]
+    return workdir / "clones" / f"{name}-{digest}"
+
+
+@contextmanager
+def clone_lock(
+    path: Path, cancelled: Callable[[], str | None], poll_s: float = 0.5
+) -> Iterator[None]:
+    """Holds an exclusive flock on the clone for the whole job (runners sharing a workdir take
+    turns); the kernel drops it when the holder dies. Raises TreeError when cancelled first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as handle:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                reason = cancelled()
+                if reason is not None:
+                    raise TreeError(f"cancelled while waiting for the clone: {reason}") from None
+                time.sleep(poll_s)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def materialize(
+    spec: TreeSpec, path: Path, note: Note, *, plain_upstream: bool = False
+) -> Materialized:
+    """Builds the tree in `path` (the clone); with plain_upstream, upstream alone (A/B)."""
+    git = _open_clone(path, note)
+    _fetch_upstream(git, spec, note)
+    if plain_upstream:
+        _checkout_clean(git, spec.upstream_sha)
+        return _verified(git, path, git.out("rev-parse", f"{spec.upstream_sha}^{{tree}}"), ())
+    _fetch_downstream(git, spec, note)
+    names, patches = _read_series(git, spec)
+    _checkout_clean(git, spec.upstream_sha)
+    _apply(git, path, names, patches, note)
+    return _verified(git, path, spec.expected_tree, tuple(names))
+
+
+def _open_clone(path: Path, note: Note) -> Git:
+    git = Git(cwd=path).with_env(**_IDENTITY)
+    if not (path / ".git").is_dir():
+        note(f"[carry] creating persistent clone {path}")
+        path.mkdir(parents=True, exist_ok=True)
+        git.run("init", "-q")
+    _recover(git, path)
+    return git
+
+
+def _recover(git: Git, path: Path) -> None:
+    """Undoes what a killed job may have left: a stale index lock, an `am` in progress."""
+    (path / ".git" / "index.lock").unlink(missing_ok=True)
+    if (path / ".git" / "rebase-apply").exists():
+        git.run("am", "--abort", check=False)
+        shutil.rmtree(path / ".git" / "rebase-apply", ignore_errors=True)
+
+
+def _fetch_upstream(git: Git, spec: TreeSpec, note: Note) -> None:
+    sha = spec.upstream_sha
+    if _has_commit(git, sha):
+        return
+    note(f"[carry] fetching upstream {short(sha)} from {spec.upstream_url}")
+    by_sha = git.run(
+        "fetch", "-q", "--no-tags", spec.upstream_url, sha, check=False, timeout=FETCH_TIMEOUT_S
+    )
+    if not _has_commit(git, sha) and spec.upstream_ref:
+        refspec = f"+{spec.upstream_ref}:{UPSTREAM_REF}"
+        _fetch(git, spec.upstream_url, refspec)
+    if not _has_commit(git, sha):
+        raise TreeError(
+            f"upstream commit {sha} could not be fetched from {spec.upstream_url}: "
+            f"{by_sha.stderr_text[-500:] or 'not reachable from ' + str(spec.upstream_ref)}"
+        )
+
+
+def _fetch_downstream(git: Git, spec: TreeSpec, note: Note) -> None:
+    sha = spec.downstream_sha
+    if _has_commit(git, sha):
+        return
+    note(f"[carry] fetching {spec.downstream_ref} ({short(sha)}) from {spec.downstream_url}")
+    _fetch(git, spec.downstream_url, f"+{spec.downstream_ref}:{DOWNSTREAM_REF}")
+    if not _has_commit(git, sha):  # the branch moved on: ask for the commit itself
+        git.run(
+            "fetch",
+            "-q",
+            "--no-tags",
+            spec.downstream_url,
+            sha,
+            check=False,
+            timeout=FETCH_TIMEOUT_S,
+        )
+    if not _has_commit(git, sha):
+        raise TreeError(
+            f"PR head {sha} is not on {spec.downstream_ref} of {spec.downstream_url} any more"
+        )
+
+
+def _fetch(git: Git, url: str, refspec: str) -> None:
+    try:
+        git.run("fetch", "-q", "--no-tags", url, refspec, timeout=FETCH_TIMEOUT_S)
+    except GitError as err:
+        raise TreeError(f"git fetch {url} {refspec} failed: {err.stderr_text[-800:]}") from err
+
+
+def _has_commit(git: Git, sha: str) -> bool:
+    return git.run("cat-file", "-e", f"{sha}^{{commit}}", check=False).ok
+
+
+def _read_series(git: Git, spec: TreeSpec) -> tuple[list[str], list[bytes]]:
+    base = f"{spec.downstream_sha}:{spec.patches_dir.strip('/')}"
+    listing = git.run("show", f"{base}/series", check=False)
+    if not listing.ok:
+        raise TreeError(f"no {spec.patches_dir}/series at {short(spec.downstream_sha)}")
+    parsed, problems = parse_series(listing.stdout.decode("utf-8", "replace"))
+    if problems or parsed.is_awaiting_import:
+        why = "; ".join(str(p) for p in problems) or f"awaiting import: {parsed.awaiting_import}"
+        raise TreeError(f"series file {spec.patches_dir}/series is not usable: {why}")
+    patches = [_read_blob(git, f"{base}/{name}") for name in parsed.patches]
+    digest = series_digest(patches)
+    if digest != spec.series_digest:
+        raise TreeError(
+            f"series digest mismatch at {short(spec.downstream_sha)}: "
+            f"expected {spec.series_digest}, found {digest}"
+        )
+    return list(parsed.patches), patches
+
+
+def _read_blob(git: Git, rev: str) -> bytes:
+    result = git.run("show", rev, check=False)
+    if not result.ok:
+        raise TreeError(f"cannot read {rev}: {result.stderr_text[-300:]}")
+    return result.stdout
+
+
+def _checkout_clean(git: Git, sha: str) -> None:
+    try:
+        git.run("checkout", "-q", "--detach", "--force", sha)
+        git.run("reset", "-q", "--hard", sha)
+        git.run("clean", "-q", "-ffdx")
+    except GitError as err:
+        raise TreeError(f"cannot check out {sha}: {err.stderr_text[-800:]}") from err
+
+
+def _apply(git: Git, path: Path, names: list[str], patches: list[bytes], note: Note) -> None:
+    if not names:
+        return
+    spool = path / ".git" / "carry-patches"
+    shutil.rmtree(spool, ignore_errors=True)
+    spool.mkdir(parents=True)
+    files = []
+    for index, (name, body) in enumerate(zip(names, patches, strict=True)):
+        target = spool / f"{index:04d}-{os.path.basename(name)}"
+        target.write_bytes(body)
+        files.append(str(target))
+    note(f"[carry] git am -3 {len(files)} patch(es): {', '.join(names)}")
+    result = git.run("am", "-q", "-3", "--keep-cr", *files, check=False)
+    shutil.rmtree(spool, ignore_errors=True)
+    if result.ok:
+        return
+    failed = _failed_patch(path, names)
+    git.run("am", "--abort", check=False)
+    head = git.out("rev-parse", "HEAD")
+    _checkout_clean(git, head)  # never leave conflict markers behind
+    output = (result.stderr_text or result.text)[-1500:]
+    raise TreeError(f"git am -3 failed on {failed}: {output}")
+
+
+def _failed_patch(path: Path, names: list[str]) -> str:
+    with suppress(OSError, ValueError, IndexError):
+        current = int((path / ".git" / "rebase-apply" / "next").read_text().strip())
+        return names[current - 1]
+    return "the series"
+
+
+def _verified(git: Git, path: Path, expected: str, names: tuple[str, ...]) -> Materialized:
+    tree = git.out("rev-parse", "HEAD^{tree}")
+    if tree != expected:
+        raise TreeError(
+            f"tree mismatch: the engine computed {expected}, the runner built {tree} "
+            f"(upstream + {len(names)} patch(es))"
+        )
+    dirty = git.out("status", "--porcelain", "--untracked-files=all")
+    if dirty:
+        raise TreeError(f"work tree is not clean after building it: {dirty[:500]}")
+    return Materialized(path, git.out("rev-parse", "HEAD"), tree, names)

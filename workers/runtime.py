@@ -1,0 +1,51 @@
+"""What a worker process needs, loaded once: config, settings, Redis, the patches directory."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from bot.config import CarryConfig, Settings, load_config, load_settings
+
+
+@dataclass(frozen=True)
+class Runtime:
+    config: CarryConfig
+    settings: Settings
+    redis: redis.Redis
+    downstream_dir: Path  # a checkout of the downstream repository (holds patches/)
+    bot_login: str = "carry[bot]"  # carry's own GitHub login: its comments are not commands
+
+    @property
+    def patches_root(self) -> Path:
+        return self.downstream_dir / self.config.downstream.patches_dir
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.settings.cache_dir
+
+
+def redis_client(url: str) -> redis.Redis:
+    # Bounded retries and timeouts: a dead Redis must turn into a visible error quickly.
+    return redis.Redis.from_url(
+        url, socket_timeout=5, socket_connect_timeout=2, health_check_interval=30
+    )
+
+
+@functools.cache
+def runtime() -> Runtime:
+    settings = load_settings()
+    downstream = Path(os.environ.get("CARRY_DOWNSTREAM_DIR", ".")).resolve()
+    config = load_config(settings.config_path, downstream_dir=downstream)
+    client = redis_client(settings.redis_url.get_secret_value())
+    login = os.environ.get("CARRY_BOT_LOGIN", "carry[bot]")
+    return Runtime(config, settings, client, downstream, login)
+
+
+def reset() -> None:
+    """Forget the cached runtime (tests that change the environment)."""
+    runtime.cache_clear()

@@ -1,0 +1,119 @@
+"""Celery tasks of the service: ingest events, rebase series, publish, poll upstreams.
+
+Every task is safe to run twice: ingest skips events already handled, rebase skips a head and
+series content it has checked, and each action carries an idempotency key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from celery import Task
+
+from bot.core import events as ev
+from bot.core.planner import plan
+from bot.git.mirror import MirrorError
+from bot.git.runner import GitError
+from bot.log import correlated
+from bot.store import series as store
+from workers import poller, publish
+from workers.celery_app import app
+from workers.dispatch import carry_out
+from workers.facts import gather
+from workers.rebase import rebase_series
+from workers.runtime import Runtime, runtime
+
+log = logging.getLogger("carry.tasks")
+
+LOCK_TTL_S = int(os.environ.get("CARRY_LOCK_TTL_S", "600"))
+BUSY_RETRY_S = float(os.environ.get("CARRY_BUSY_RETRY_S", "2"))
+
+
+def send(name: str, kwargs: dict[str, Any]) -> None:
+    app.send_task(name, kwargs=kwargs)
+
+
+def handle_event(rt: Runtime, event: ev.Event) -> None:
+    """Plan and carry out one event. The event is marked handled only after every action ran,
+    so a worker that dies half-way leaves it to the redelivery."""
+    with correlated(event_key=event.key, delivery_id=event.delivery_id or None):
+        if store.is_claimed(rt.redis, f"event:{event.key}"):
+            store.append_history(rt.redis, None, "duplicate-event", key=event.key)
+            return
+        for action in plan(event, gather(rt)):
+            carry_out(rt, action, send)
+        store.claim(rt.redis, f"event:{event.key}")
+
+
+@app.task(name="carry.ingest", bind=True, acks_late=True, max_retries=10)
+def ingest(self: Task, event: dict[str, Any]) -> None:
+    with correlated(task_id=self.request.id):
+        try:
+            handle_event(runtime(), ev.event_from_dict(event))
+        except (ConnectionError, OSError) as err:
+            raise self.retry(exc=err, countdown=min(60, 2**self.request.retries)) from err
+
+
+@app.task(name="carry.rebase", bind=True, acks_late=True, max_retries=None)
+def rebase(
+    self: Task,
+    series_id: str,
+    head_sha: str,
+    head_ref: str = "",
+    actor: str | None = None,
+    force: bool = False,
+) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id, series=series_id):
+        with store.series_lock(rt.redis, series_id, ttl_s=LOCK_TTL_S) as held:
+            if not held:  # another job runs for this series: come back, it may supersede us
+                raise self.retry(countdown=BUSY_RETRY_S, max_retries=None)
+            try:
+                finished = rebase_series(
+                    rt, series_id, head_sha, head_ref, actor=actor, force=force
+                )
+            except (MirrorError, GitError) as err:
+                _rebase_failed(rt, self, series_id, head_sha, err)
+                return
+        if finished is not None:
+            handle_event(rt, finished)
+
+
+def _rebase_failed(rt: Runtime, task: Task, series_id: str, head: str, err: Exception) -> None:
+    """Transient upstream or git trouble: retried with backoff, and visible on the dashboard;
+    after the last retry the failure stays as the series' state."""
+    state = store.ensure_series(rt.redis, series_id)
+    attempts = task.request.retries + 1
+    state.error = f"rebase on {head[:12]} failed (attempt {attempts}): {err}"
+    final = attempts > 5
+    state.phase = "error" if final else "queued"
+    if final:
+        state.outcome = "error"
+    store.save_series(rt.redis, state)
+    store.append_history(
+        rt.redis,
+        series_id,
+        "rebase-failed",
+        head=head,
+        attempt=attempts,
+        error=str(err),
+        final=final,
+    )
+    if not final:
+        raise task.retry(exc=err, countdown=min(300, 2**attempts), max_retries=5)
+
+
+@app.task(name="carry.publish", bind=True, acks_late=True, max_retries=5)
+def publish_task(self: Task, series_id: str, head_sha: str, digest: str, changed: bool) -> None:
+    with correlated(task_id=self.request.id, series=series_id):
+        publish.publish(runtime(), series_id, head_sha, digest, changed)
+
+
+@app.task(name="carry.poll", bind=True, acks_late=True)
+def poll(self: Task) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id):
+        for event in poller.head_events(rt):
+            handle_event(rt, event)
