@@ -242,7 +242,11 @@ class CarryConfig(_Model):
 
 
 def load_config(
-    path: str | Path, *, patches_root: Path | None = None, downstream_dir: Path | None = None
+    path: str | Path,
+    *,
+    patches_root: Path | None = None,
+    downstream_dir: Path | None = None,
+    check_dirs: bool = True,
 ) -> CarryConfig:
     """Read, validate and cross-check the YAML config; raise ConfigError listing every problem.
 
@@ -255,7 +259,9 @@ def load_config(
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"{label}: cannot read config file: {exc.strerror or exc}"]) from exc
-    return parse_config(text, label, patches_root=patches_root, downstream_dir=downstream_dir)
+    return parse_config(
+        text, label, patches_root=patches_root, downstream_dir=downstream_dir, check_dirs=check_dirs
+    )
 
 
 def parse_config(
@@ -264,6 +270,7 @@ def parse_config(
     *,
     patches_root: Path | None = None,
     downstream_dir: Path | None = None,
+    check_dirs: bool = True,
 ) -> CarryConfig:
     data, lines = _load_yaml(text, label)
     if not isinstance(data, dict):
@@ -276,7 +283,9 @@ def parse_config(
     except ValidationError as exc:
         raise ConfigError(_validation_problems(exc, label, lines)) from None
     root = patches_root or (downstream_dir or Path()) / config.downstream.patches_dir
-    found = [*_cross_reference_problems(config), *_patch_dir_problems(config, root)]
+    found = [*_cross_reference_problems(config)]
+    if check_dirs:
+        found += _patch_dir_problems(config, root)
     if found:
         raise ConfigError([_at(label, loc, why, lines) for loc, why in found])
     return config

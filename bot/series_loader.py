@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.fixpage import FixPage, PageProblem, is_patch_name, parse_fix_page
+from bot.core.patchfile import PatchFileError, parse_patch
 from bot.core.seriesfile import SeriesFile, parse_series
 
 SERIES_FILE = "series"
 SERIES_ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")
 AWAITING_IMPORT = "awaiting import"
 READY = "ready"
-_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 
 
 class SeriesInvalid(Exception):
@@ -73,87 +73,6 @@ class LoadedSeries:
 
     def page_for(self, patch: str) -> FixPage | None:
         return next((page for page in self.pages if patch in page.patch_names), None)
-
-
-# ---------------------------------------------------------------- diff headers
-
-
-def diff_paths(patch: bytes | str) -> tuple[str, ...]:
-    """Upstream files a patch touches, in order of appearance: both sides of every
-    `diff --git a/X b/Y` line (so a rename counts old and new), plus rename/copy headers."""
-    data = patch.encode("utf-8", "surrogateescape") if isinstance(patch, str) else patch
-    seen: dict[str, None] = {}
-    for raw in data.split(b"\n"):
-        line = raw.removesuffix(b"\r").decode("utf-8", "surrogateescape")
-        for path in _paths_of_header(line):
-            seen.setdefault(path, None)
-    return tuple(seen)
-
-
-def _paths_of_header(line: str) -> tuple[str, ...]:
-    if line.startswith("diff --git "):
-        return _git_header_paths(line[len("diff --git ") :])
-    for key in ("rename from ", "rename to ", "copy from ", "copy to "):
-        if line.startswith(key):
-            return (_unquote(line[len(key) :]),)
-    return ()
-
-
-def _git_header_paths(rest: str) -> tuple[str, ...]:
-    if rest.startswith('"'):
-        end = _closing_quote(rest)
-        old, new = rest[: end + 1], rest[end + 2 :]
-    elif ' "' in rest:
-        old, _, new = rest.partition(' "')
-        new = '"' + new
-    else:
-        old, new = _split_unquoted(rest)
-    return _strip_prefix(_unquote(old), "a/"), _strip_prefix(_unquote(new), "b/")
-
-
-def _split_unquoted(rest: str) -> tuple[str, str]:
-    """`a/P b/P` (same path, spaces allowed) or, failing that, split before ' b/'."""
-    middle = (len(rest) - 1) // 2
-    if len(rest) % 2 == 1 and rest[middle] == " " and rest[2:middle] == rest[middle + 3 :]:
-        return rest[:middle], rest[middle + 1 :]
-    old, _, new = rest.partition(" b/")
-    return old, "b/" + new
-
-
-def _closing_quote(text: str) -> int:
-    index = 1
-    while index < len(text):
-        if text[index] == "\\":
-            index += 2
-            continue
-        if text[index] == '"':
-            return index
-        index += 1
-    return len(text) - 1
-
-
-def _unquote(text: str) -> str:
-    """Undo git's C-style path quoting ("a/caf\\303\\251.py" -> a/café.py)."""
-    if len(text) < 2 or not (text.startswith('"') and text.endswith('"')):
-        return text
-    out = bytearray()
-    body, index = text[1:-1], 0
-    while index < len(body):
-        char = body[index]
-        if char == "\\" and body[index + 1 : index + 4].isdigit():
-            out.append(int(body[index + 1 : index + 4], 8) & 0xFF)
-            index += 4
-        elif char == "\\" and index + 1 < len(body):
-            out.append(_ESCAPES.get(body[index + 1], ord(body[index + 1])))
-            index += 2
-        else:
-            out.extend(char.encode("utf-8", "surrogateescape"))
-            index += 1
-    return out.decode("utf-8", "surrogateescape")
-
-
-def _strip_prefix(path: str, prefix: str) -> str:
-    return path[len(prefix) :] if path.startswith(prefix) else path
 
 
 # ---------------------------------------------------------------- loading
@@ -287,7 +206,8 @@ def _check_page_coverage(ctx: _Context, series: SeriesFile, pages: Sequence[FixP
                 )
                 continue
             first_page[name] = page
-            if name not in series.patches and not series.is_awaiting_import:
+            retired = name in page.dropped_patches
+            if name not in series.patches and not series.is_awaiting_import and not retired:
                 message = f"Patches: {name} is not in series"
                 ctx.problems.append(PageProblem(page.file, line, message))
     for name in series.patches:
@@ -305,12 +225,15 @@ def _check_page_files(
             if entry.patch not in series.patches or entry.patch not in present:
                 continue
             try:
-                touched = diff_paths((ctx.directory / entry.patch).read_bytes())
+                touched = parse_patch((ctx.directory / entry.patch).read_bytes()).touched_paths
             except OSError as exc:
                 ctx.add(entry.patch, 0, f"cannot be read: {exc.strerror or exc}")
                 continue
+            except PatchFileError as exc:
+                ctx.add(entry.patch, exc.line, f"not a usable patch: {exc.message}")
+                continue
             if not touched:
-                ctx.add(entry.patch, 0, "no 'diff --git' line: the patch touches no files")
+                ctx.add(entry.patch, 0, "the patch touches no files")
                 continue
             mismatch = _files_mismatch(entry.files, touched)
             if mismatch:

@@ -50,6 +50,7 @@ _SUPERSEDED_RE = re.compile(r"(?:(?P<state>[a-z-]+)\s*,\s*)?superseded by\s+(?P<
 _DELIMITER_CELL = re.compile(r"\s*:?-+:?\s*\Z")
 _SHA_RE = re.compile(r"[0-9a-f]{7,40}\Z")
 _FENCES = ("```", "~~~")
+_DROPPED_RE = re.compile(r"^- \d{4}-\d{2}-\d{2}: (\S+) dropped;", re.M)
 
 PATCHES_FORMAT = "'<NNNN-slug.patch>: <file>, <file>'"
 ENTRY_FORMAT = "'<owner>/<repo>#<number> (<state>)'"
@@ -146,6 +147,12 @@ class FixPage:
             if entry.patch == patch:
                 return entry.files
         return None
+
+    @property
+    def dropped_patches(self) -> tuple[str, ...]:
+        """Patches this page once carried and carry dropped (recorded in Upstream history)."""
+        history = self.section(HISTORY_SECTION) or ""
+        return tuple(_DROPPED_RE.findall(history))
 
     def section(self, title: str) -> str | None:
         for sec in self.sections:

@@ -383,10 +383,22 @@ def _parse_hunks(lines: list[bytes], j: int) -> tuple[list[Hunk], int]:
         old_start, new_start = int(match.group(1)), int(match.group(3))
         old_len = int(match.group(2)) if match.group(2) is not None else 1
         new_len = int(match.group(4)) if match.group(4) is not None else 1
+        header_line = j + 1
         body, j = _read_hunk_body(lines, j + 1, old_len, new_len)
+        if j < len(lines) and _looks_like_hunk_line(lines, j):
+            raise PatchFileError(header_line, "hunk has more lines than its header announces")
         section = match.group(5).strip()
         hunks.append(Hunk(old_start, old_len, new_start, new_len, section, tuple(body)))
     return hunks, j
+
+
+def _looks_like_hunk_line(lines: list[bytes], j: int) -> bool:
+    line = strip_eol(lines[j]).rstrip(b"\r")
+    if line == b"-- " or (
+        line.startswith(b"--- ") and j + 1 < len(lines) and lines[j + 1].startswith(b"+++ ")
+    ):
+        return False  # the format-patch signature, or the next file of a plain diff
+    return line[:1] in (b"-", b"+") or (line[:1] == b" " and line != b" ")
 
 
 def _read_hunk_body(

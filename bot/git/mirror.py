@@ -55,13 +55,15 @@ class ResolvedHead:
 
 
 class Mirror:
-    def __init__(self, source: str, cache_dir: Path | None = None):
+    def __init__(
+        self, source: str, cache_dir: Path | None = None, env: dict[str, str] | None = None
+    ):
         self.source = normalize_source(source)
         root = (cache_dir or default_cache_dir()) / "mirrors"
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.source.rstrip("/").split("/")[-1])[:40]
         self.path = root / f"{slug.removesuffix('.git')}-{digest}.git"
-        self.git = Git(git_dir=self.path)
+        self.git = Git(git_dir=self.path, env=env or {})
         self.widened = False
 
     @contextlib.contextmanager

@@ -31,7 +31,7 @@ import redis
 from celery import Celery
 from celery.utils.nodenames import host_format
 
-from bot.core.ci_plan import ApprovalError, RetryPolicy, series_digest
+from bot.core.ci_plan import ApprovalError, Budget, RetryPolicy, classify_outcome, series_digest
 from bot.core.state import CiState
 from bot.store.series import history, load_series, runlog, runners
 from tests.support.gitrepo import RepoBuilder, git
@@ -39,7 +39,8 @@ from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
 from workers import ci
 from workers.celery_app import make_app
-from workers.runner.spec import StepSpec, TreeSpec
+from workers.runner.spec import LogLimits, StepSpec, TreeSpec
+from workers.runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
 
 SERIES = "s1"
 TRUSTED = ["ada"]
@@ -266,9 +267,16 @@ def request(
     **kwargs: Any,
 ) -> list[CiState]:
     return ci.request_ci(
-        client, app, SERIES, targets, world.tree(head),
-        trusted_authors=TRUSTED, actor=actor, debounce_s=debounce_s, **kwargs,
-    )  # fmt: skip
+        client,
+        app,
+        SERIES,
+        targets,
+        world.tree(head),
+        trusted_authors=TRUSTED,
+        actor=actor,
+        debounce_s=debounce_s,
+        **kwargs,
+    )
 
 
 def finished(client: redis.Redis, run_id: str, timeout: float = 30) -> dict[str, Any]:
@@ -317,21 +325,26 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
     go = marks / "go"
     check = StepSpec(
         "fixed",
-        sh('echo "tree $(git rev-parse HEAD^{tree})"; echo line-1; '
-           'while [ ! -f "$GO" ]; do sleep 0.05; done; echo line-2; '
-           'mkdir -p out; echo "$CARRY_RUN_ID" > out/result.txt; test -f fixed.txt'),
+        sh(
+            'echo "tree $(git rev-parse HEAD^{tree})"; echo line-1; '
+            'while [ ! -f "$GO" ]; do sleep 0.05; done; echo line-2; '
+            'mkdir -p out; echo "$CARRY_RUN_ID" > out/result.txt; test -f fixed.txt'
+        ),
         timeout_s=30,
         env={"GO": str(go)},
-    )  # fmt: skip
+    )
     setup = (StepSpec("prepare", sh("echo preparing; echo to-stderr >&2")),)
     other = StepSpec("gb10-check", sh("grep -q fixed fixed.txt && echo gb10 ok"))
     seen: list[tuple[str, str]] = []
     ci.on_result = lambda series, row: seen.append((row.runner, row.state))
     try:
         out = request(
-            client, celery_app, world, head,
+            client,
+            celery_app,
+            world,
+            head,
             [target("gaudi", check, setup=setup, artifacts=("out/*.txt",)), target("gb10", other)],
-        )  # fmt: skip
+        )
     finally:
         ci.on_result = None
     assert [(r.runner, r.state) for r in out] == [
@@ -436,8 +449,10 @@ def test_runner_killed_mid_job_is_retried_on_another_runner(
     first, second = start_runners(
         ("gaudi", "gaudiA@%h"), ("gaudi", "gaudiB@%h"), env={"CARRY_VISIBILITY_TIMEOUT_S": "3"}
     )
-    script = ('echo "$CARRY_ATTEMPT $$" >> "$MARK/attempts"; '
-              '[ "$CARRY_ATTEMPT" = 1 ] && exec sleep 300; test -f fixed.txt')  # fmt: skip
+    script = (
+        'echo "$CARRY_ATTEMPT $$" >> "$MARK/attempts"; '
+        '[ "$CARRY_ATTEMPT" = 1 ] && exec sleep 300; test -f fixed.txt'
+    )
     check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
     run_id = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
     attempts = marks / "attempts"
@@ -461,6 +476,27 @@ def test_runner_killed_mid_job_is_retried_on_another_runner(
     assert stored is not None and (stored["run_id"], stored["state"]) == (run_id, "success")
     row = rows(client)["gaudi/fixed"]
     assert (row.state, row.attempt) == ("success", 2)
+
+
+def test_lost_pool_process_is_requeued_at_once_and_retried(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    """The job process alone dies (the OOM killer's usual pick): the worker survives and
+    requeues the job at once (task_reject_on_worker_lost); its new pool process retries it."""
+    start_runners(("gaudi", "gaudi1@%h"))
+    script = (
+        'echo "$CARRY_ATTEMPT $PPID" >> "$MARK/attempts"; '
+        '[ "$CARRY_ATTEMPT" = 1 ] && exec sleep 300; test -f fixed.txt'
+    )
+    check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
+    run_id = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
+    attempts = marks / "attempts"
+    wait_for(attempts.exists, "attempt 1 to start its check")
+    os.kill(int(attempts.read_text().split()[1]), signal.SIGKILL)  # the pool process
+
+    info = finished(client, run_id)
+    assert (info["state"], info["attempt"]) == ("success", 2)
+    assert len(events(client, "ci-runner-lost", run_id)) == 1
 
 
 # --------------------------------------------------------------------------- 5 reuse
@@ -498,8 +534,11 @@ def test_untrusted_head_waits_for_an_approval_of_its_sha(
     client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
-    check = StepSpec("fixed", sh('echo "$CARRY_UPSTREAM_SHA" >> "$MARK/ran"; test -f fixed.txt'),
-                     env={"MARK": str(marks)})  # fmt: skip
+    check = StepSpec(
+        "fixed",
+        sh('echo "$CARRY_UPSTREAM_SHA" >> "$MARK/ran"; test -f fixed.txt'),
+        env={"MARK": str(marks)},
+    )
     head = world.head()
     waiting = request(client, celery_app, world, head, [target("gaudi", check)], actor="mallory")
     assert [r.state for r in waiting] == ["waiting-approval"]
@@ -593,8 +632,16 @@ def test_tree_mismatch_is_an_infra_error_naming_both_trees(
     tree = world.tree(head, expected_tree=wrong)
     policy = RetryPolicy(max_attempts=1)
     check = StepSpec("fixed", sh("test -f fixed.txt"))
-    out = ci.request_ci(client, celery_app, SERIES, [target("gaudi", check, retry=policy)], tree,
-                        trusted_authors=TRUSTED, actor="ada", debounce_s=0)  # fmt: skip
+    out = ci.request_ci(
+        client,
+        celery_app,
+        SERIES,
+        [target("gaudi", check, retry=policy)],
+        tree,
+        trusted_authors=TRUSTED,
+        actor="ada",
+        debounce_s=0,
+    )
     info = finished(client, out[0].run_id)
     detail = rows(client)["gaudi/fixed"].detail
     assert info["state"] == "infra-error"
@@ -613,3 +660,113 @@ def test_ab_runs_the_check_on_plain_upstream_too(
     assert final["gaudi/fixed"].state == "success"
     upstream = final["gaudi/fixed@upstream"]
     assert upstream.state == "failure" and upstream.detail.startswith("A/B on plain upstream")
+
+
+# --------------------------------------------------------------------------- steps, in process
+
+
+def test_run_log_is_bounded_head_marker_tail(client: redis.Redis, tmp_path: Path) -> None:
+    limits = LogLimits(max_lines=30, max_bytes=1 << 20, max_line_bytes=50, tail_lines=10)
+    log = RunLog(client, "r-bounded", limits, tmp_path / "full.log")
+    result = run_step(
+        sh('i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); done; printf "%0200d\\n" 7'),
+        cwd=tmp_path,
+        env=dict(os.environ),
+        timeout_s=30,
+        log=log,
+        cancelled=lambda: None,
+    )
+    log.close()
+    assert result.exit_code == 0
+    texts = [e["text"] for e in runlog(client, "r-bounded", limit=1000)]
+    assert texts[:20] == [f"line {i}" for i in range(20)]  # the head, up to the limit
+    assert texts[20] == "[carry] log truncated: 71 lines omitted, last 10 follow"
+    assert texts[21:30] == [f"line {i}" for i in range(91, 100)]  # the tail
+    assert texts[30].endswith("[carry: line cut at 50 bytes]") and len(texts) == 31
+    assert (tmp_path / "full.log").read_text().count("\n") == 101  # the local copy is whole
+
+
+def test_a_step_never_leaves_processes_behind(client: redis.Redis, tmp_path: Path) -> None:
+    log = RunLog(client, "r-leftover")
+    pid_file = tmp_path / "bg.pid"
+    script = f'sleep 300 & echo $! > "{pid_file}"; echo leader done'
+    result = run_step(
+        sh(script),
+        cwd=tmp_path,
+        env=dict(os.environ),
+        timeout_s=30,
+        log=log,
+        cancelled=lambda: None,
+        grace_s=1,
+    )
+    assert result.exit_code == 0 and not result.timed_out
+    assert not alive(int(pid_file.read_text()))
+
+
+def test_cancel_stops_a_step_and_a_missing_command_is_infra(
+    client: redis.Redis, tmp_path: Path
+) -> None:
+    log = RunLog(client, "r-cancel")
+    reasons = iter([None, None, "superseded"])
+    result = run_step(
+        sh("exec sleep 300"),
+        cwd=tmp_path,
+        env=dict(os.environ),
+        timeout_s=30,
+        log=log,
+        cancelled=lambda: next(reasons, "superseded"),
+        poll_s=0.05,
+    )
+    assert result.cancelled == "superseded" and result.signal == signal.SIGTERM
+    missing = run_step(
+        ("no-such-command-xyz",),
+        cwd=tmp_path,
+        env=dict(os.environ),
+        timeout_s=5,
+        log=log,
+        cancelled=lambda: None,
+    )
+    assert missing.exit_code == 127
+    assert classify_outcome("check", missing.exit_code).verdict == "infra-error"
+
+
+def test_reap_orphans_finds_a_lost_runners_step_by_its_token(tmp_path: Path) -> None:
+    state_dir = tmp_path / "steps"
+    state_dir.mkdir()
+    token = "t" * 32
+    orphan = subprocess.Popen(
+        ["sleep", "300"], env={**os.environ, STEP_TOKEN_ENV: token}, start_new_session=True
+    )
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        (state_dir / f"{token}.json").write_text(json.dumps({"token": token, "pgid": orphan.pid}))
+        assert reap_orphans(state_dir) == [orphan.pid]
+        orphan.wait(timeout=10)
+        assert orphan.returncode == -signal.SIGKILL and bystander.poll() is None
+        assert not list(state_dir.iterdir())
+    finally:
+        for proc in (orphan, bystander):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_full_budget_defers_a_run_until_one_finishes(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    go = marks / "go"
+    script = 'while [ ! -f "$GO" ]; do sleep 0.05; done; test -f fixed.txt'
+    check = StepSpec("fixed", sh(script), timeout_s=30, env={"GO": str(go)})
+    narrow = ci.CiTarget("gaudi", "hw.gaudi", (), (check,), budget=Budget(queued=0, running=1))
+    tree = world.tree(world.head())
+    kwargs: dict[str, Any] = {"trusted_authors": TRUSTED, "actor": "ada", "debounce_s": 0}
+    first = ci.request_ci(client, celery_app, "s1", [narrow], tree, **kwargs)[0]
+    second = ci.request_ci(client, celery_app, "s2", [narrow], tree, **kwargs)[0]
+
+    assert second.state == "queued" and "budget is full" in second.detail
+    assert client.llen("hw.gaudi") == 0  # held back, not handed to the broker
+    go.touch()
+    assert finished(client, first.run_id)["state"] == "success"
+    # s2 asks for the same tree, so once released it finds the result instead of rerunning.
+    assert finished(client, second.run_id)["state"] == "reused"
+    assert load_series(client, "s2").ci["gaudi/fixed"].state == "reused"

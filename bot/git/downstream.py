@@ -1,0 +1,108 @@
+"""The downstream repository (the one holding patches/): read its series, write carry's branch.
+
+A bare mirror in the cache, like upstreams. Credentials go to git through environment
+config (http.extraHeader), never on a command line, so they cannot reach a log.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from bot.git.mirror import Mirror
+from bot.git.runner import Git, GitError
+
+CARRY_IDENTITY = {
+    "GIT_AUTHOR_NAME": "carry",
+    "GIT_AUTHOR_EMAIL": "carry@carry.invalid",
+    "GIT_COMMITTER_NAME": "carry",
+    "GIT_COMMITTER_EMAIL": "carry@carry.invalid",
+}
+
+
+def auth_env(token: str | None) -> dict[str, str]:
+    if not token:
+        return {}
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
+
+
+class Downstream:
+    def __init__(self, url: str, cache_dir: Path, token: str | None = None):
+        self.url = url
+        self.mirror = Mirror(url, cache_dir / "downstream", env=auth_env(token))
+        self.git: Git = self.mirror.git
+
+    def fetch(self, *branches: str) -> dict[str, str]:
+        """Fetches the branches that exist; returns branch -> sha."""
+        self.mirror.ensure()
+        remote = self.mirror.remote_refs(*(f"refs/heads/{b}" for b in branches))
+        wanted = [f"+{ref}:refs/carry/{ref.removeprefix('refs/')}" for ref in remote]
+        if wanted:
+            self.mirror.fetch(*wanted)
+        return {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}
+
+    def export(self, commit: str, subdir: str, target: Path) -> Path:
+        """Writes `subdir` of `commit` into `target` (replacing it) and returns target."""
+        archive = self.git.run("archive", "--format=tar", commit, "--", subdir).stdout
+        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(staging, filter="data")
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+        return target
+
+    def read_dir(self, commit: str, subdir: str) -> dict[str, bytes]:
+        names = self.git.run("ls-tree", "-z", "--name-only", f"{commit}:{subdir}", check=False)
+        if not names.ok:
+            return {}
+        out = {}
+        for name in filter(None, names.stdout.decode().split("\0")):
+            blob = self.git.run("cat-file", "blob", f"{commit}:{subdir}/{name}", check=False)
+            if blob.ok:
+                out[name] = blob.stdout
+        return out
+
+    def tree_with(self, base_commit: str, changes: Mapping[str, bytes | None]) -> str:
+        """base_commit's tree with files replaced (bytes) or removed (None)."""
+        index = Path(tempfile.mkdtemp(prefix="carry-ds-")) / "index"
+        git = self.git.with_env(GIT_INDEX_FILE=str(index))
+        try:
+            git.run("read-tree", base_commit)
+            for path, data in sorted(changes.items()):
+                if data is None:
+                    git.run("update-index", "--force-remove", "--", path)
+                    continue
+                oid = git.run("hash-object", "-w", "--stdin", input=data).text
+                git.run("update-index", "--add", "--cacheinfo", f"100644,{oid},{path}")
+            return git.run("write-tree").text
+        finally:
+            shutil.rmtree(index.parent, ignore_errors=True)
+
+    def tree_of(self, commit: str) -> str:
+        return self.git.out("rev-parse", f"{commit}^{{tree}}")
+
+    def commit(self, tree: str, parent: str, message: str) -> str:
+        return self.git.run(
+            "commit-tree", tree, "-p", parent, input=message.encode(), env=CARRY_IDENTITY
+        ).text
+
+    def push(self, commit: str, branch: str, expected: str | None) -> None:
+        """Force-pushes `branch`, but only over the sha carry last saw there."""
+        lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
+        try:
+            self.git.run(
+                "push", "--quiet", lease, self.mirror.source, f"{commit}:refs/heads/{branch}"
+            )
+        except GitError as err:
+            raise GitError(err.args_list, err.returncode, err.stdout, err.stderr) from err

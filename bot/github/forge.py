@@ -1,0 +1,186 @@
+"""PyGithub behind a small port: the only module that talks to the GitHub REST API.
+
+Works as a GitHub App (installation tokens) or with a token, against github.com or an
+Enterprise server (`base_url`). Only idempotent requests are retried: PyGithub's default also
+retries POST, which can open the same pull request twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from github import Auth, Github, GithubException, GithubRetry
+from github.PullRequest import PullRequest
+
+from bot.config import ConfigError, Settings
+
+log = logging.getLogger("carry.github")
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+
+
+class ForgeError(RuntimeError):
+    """A GitHub call failed; the message carries GitHub's status and answer."""
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    url: str
+    head_sha: str
+    state: str
+    draft: bool
+    merged: bool
+
+
+def _retry() -> GithubRetry:
+    # 5xx, 429 with Retry-After and rate-limit 403s are retried for idempotent methods only.
+    return GithubRetry(
+        total=5, backoff_factor=0.5, allowed_methods=IDEMPOTENT, secondary_rate_wait=60
+    )
+
+
+def git_base_url(api_base_url: str) -> str:
+    """Where repositories are cloned from, for an API base URL (github.com, GHE, emulator)."""
+    parsed = urlparse(api_base_url)
+    if parsed.netloc == "api.github.com":
+        return "https://github.com"
+    path = parsed.path.rstrip("/").removesuffix("/api/v3")
+    return f"{parsed.scheme}://{parsed.netloc}{path}"
+
+
+class Forge:
+    def __init__(self, github: Github, repo_name: str, auth: Auth.Auth):
+        self.github = github
+        self.repo_name = repo_name
+        self._auth = auth
+        self._repo = None
+
+    @classmethod
+    def connect(cls, settings: Settings, repo_name: str) -> Forge:
+        auth = _auth(settings)
+        github = Github(
+            base_url=settings.github_base_url.rstrip("/"),
+            auth=auth,
+            retry=_retry(),
+            seconds_between_requests=None,
+            seconds_between_writes=None,
+            timeout=30,
+        )
+        return cls(github, repo_name, auth)
+
+    @property
+    def repo(self):  # type: ignore[no-untyped-def]
+        if self._repo is None:
+            self._repo = self._call("get repository", self.github.get_repo, self.repo_name)
+        return self._repo
+
+    @property
+    def token(self) -> str:
+        """A token for git over HTTPS (the installation token for an App)."""
+        return str(self._auth.token)  # type: ignore[attr-defined]
+
+    def _call(self, what: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return fn(*args, **kwargs)
+        except GithubException as err:
+            raise ForgeError(f"GitHub: {what} failed ({err.status}): {err.data}") from err
+
+    def find_open_pull(self, branch: str) -> PullInfo | None:
+        owner = self.repo_name.split("/")[0]
+        pulls = self._call(
+            "list pulls", self.repo.get_pulls, state="open", head=f"{owner}:{branch}"
+        )
+        for pull in pulls:
+            return _info(pull)
+        return None
+
+    def create_pull(self, base: str, branch: str, title: str, body: str, draft: bool) -> PullInfo:
+        pull = self._call(
+            "create pull",
+            self.repo.create_pull,
+            base=base,
+            head=branch,
+            title=title,
+            body=body,
+            draft=draft,
+        )
+        return _info(pull)
+
+    def update_pull(self, number: int, title: str, body: str) -> None:
+        pull = self._call("get pull", self.repo.get_pull, number)
+        self._call("edit pull", pull.edit, title=title, body=body)
+
+    def add_labels(self, number: int, labels: list[str]) -> None:
+        pull = self._call("get pull", self.repo.get_pull, number)
+        self._call("add labels", pull.add_to_labels, *labels)
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> int:
+        """Edits carry's comment holding `marker`, or creates it: one report, updated in place."""
+        pull = self._call("get pull", self.repo.get_pull, number)
+        for comment in self._call("list comments", pull.get_issue_comments):
+            if marker in (comment.body or ""):
+                if comment.body != body:
+                    self._call("edit comment", comment.edit, body)
+                return int(comment.id)
+        return int(self._call("comment", pull.create_issue_comment, body).id)
+
+    def comment(self, number: int, body: str) -> int:
+        pull = self._call("get pull", self.repo.get_pull, number)
+        return int(self._call("comment", pull.create_issue_comment, body).id)
+
+    def permission(self, user: str) -> str:
+        try:
+            return str(self.repo.get_collaborator_permission(user))
+        except GithubException as err:
+            if err.status == 404:
+                return "none"
+            raise ForgeError(
+                f"GitHub: permission of {user} failed ({err.status}): {err.data}"
+            ) from err
+
+    def create_check_run(
+        self,
+        head_sha: str,
+        name: str,
+        status: str,
+        conclusion: str | None,
+        title: str,
+        summary: str,
+    ) -> int:
+        kwargs = {
+            "name": name,
+            "head_sha": head_sha,
+            "status": status,
+            "output": {"title": title, "summary": summary},
+        }
+        if conclusion:
+            kwargs["conclusion"] = conclusion
+        return int(self._call("create check run", self.repo.create_check_run, **kwargs).id)
+
+    @property
+    def rate_remaining(self) -> int | None:
+        remaining, _limit = self.github.rate_limiting
+        return remaining if remaining >= 0 else None
+
+
+def _info(pull: PullRequest) -> PullInfo:
+    return PullInfo(
+        pull.number, pull.html_url, pull.head.sha, pull.state, bool(pull.draft), bool(pull.merged)
+    )
+
+
+def _auth(settings: Settings) -> Auth.Auth:
+    if settings.github_auth == "app":
+        key = settings.app_private_key()
+        if key is None or settings.github_installation_id is None:
+            raise ConfigError(
+                ["environment: a GitHub App needs GITHUB_INSTALLATION_ID and a private key"]
+            )
+        app_auth = Auth.AppAuth(settings.github_app_id, key.get_secret_value())
+        return app_auth.get_installation_auth(settings.github_installation_id)
+    if settings.github_token is not None:
+        return Auth.Token(settings.github_token.get_secret_value())
+    raise ConfigError(["environment: no GitHub credentials (GITHUB_TOKEN or a GitHub App)"])
