@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from bot.config import CarryConfig, ConfigError, load_config, load_settings
+from bot.config import CarryConfig, ConfigError, load_settings
 from bot.core.events import Event, event_to_dict
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -23,25 +23,19 @@ class ServiceError(RuntimeError):
     """A process cannot start; the message tells the user what to do."""
 
 
-def _downstream_dir() -> Path:
-    return Path(os.environ.get("CARRY_DOWNSTREAM_DIR", ".")).resolve()
-
-
 def web(host: str, port: int) -> None:
     import uvicorn
 
     from bot.web.app import create_app
     from workers.celery_app import app as celery_app
-    from workers.runtime import redis_client
+    from workers.runtime import runtime
 
-    settings = load_settings()
-    config = load_config(settings.config_path, downstream_dir=_downstream_dir())
-    client = redis_client(settings.redis_url.get_secret_value())
+    rt = runtime()
 
     def enqueue(event: Event) -> None:
         celery_app.send_task("carry.ingest", kwargs={"event": event_to_dict(event)})
 
-    app = create_app(config, settings, client, on_event=enqueue)
+    app = create_app(rt.config, rt.settings, rt.redis, on_event=enqueue)
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
@@ -80,8 +74,9 @@ def beat() -> None:
 
 
 def _check_config() -> CarryConfig:
-    settings = load_settings()
-    return load_config(settings.config_path, downstream_dir=_downstream_dir())
+    from workers.runtime import runtime
+
+    return runtime().config
 
 
 def _answers(url: str) -> bool:
@@ -136,7 +131,7 @@ def run(host: str, port: int) -> int:
     """web + worker + beat in one command, until Ctrl-C."""
     settings = load_settings()
     try:
-        load_config(settings.config_path, downstream_dir=_downstream_dir())
+        _check_config()
     except ConfigError as err:
         raise ServiceError(str(err)) from err
     url, redis_proc = ensure_redis(settings.cache_dir)

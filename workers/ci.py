@@ -247,6 +247,8 @@ def _plan_and_apply(
             key=action.key,
         )
         rows = _apply(client, celery_app, job, action, debounce_s)
+    if actions[0].verb == "supersede":  # cancelled runs may have left room in the budget
+        _release_deferred_locked(client, celery_app, job.kind)
     return rows
 
 
@@ -305,9 +307,7 @@ def _record_run(
     pipe.hset(key, mapping=values)
     pipe.set(_current_key(job.series_id, job.kind), job.run_id)
     pipe.execute()
-    run = _load_run(client, job.run_id)
-    assert run is not None
-    rows = _rows(run)
+    rows = _rows(_must_load(client, job.run_id))
     _publish(client, job.series_id, rows, replace_rows=True)
     return rows
 
@@ -383,7 +383,9 @@ def approve(
     rows: list[CiState] = []
     for run in released:
         with _kind_lock(client, run.kind):
-            rows += _plan_and_apply(client, celery_app or app, run.payload, True, 0.0)
+            still = _load_run(client, run.run_id)  # a newer head may have superseded it since
+            if still is not None and still.state == "waiting-approval":
+                rows += _plan_and_apply(client, celery_app or app, run.payload, True, 0.0)
     return rows
 
 
@@ -409,27 +411,31 @@ def _add_approval(client: redis.Redis, series_id: str, sha: str) -> None:
 
 def release_deferred(client: redis.Redis, celery_app: Celery, kind: str) -> list[str]:
     """Dispatches runs held back by the budget, oldest first, while the budget allows."""
-    released: list[str] = []
     with _kind_lock(client, kind):
-        for raw in client.zrange(f"{CI}deferred:{kind}", 0, -1):
-            run = _load_run(client, _text(raw))
-            if run is None or run.state != "queued" or run.dispatched:
-                client.zrem(f"{CI}deferred:{kind}", _text(raw))
-                continue
-            if _in_flight(client, kind) >= run.payload.budget.capacity:
-                break
-            append_history(
-                client,
-                run.series,
-                "ci-enqueue",
-                runner_kind=kind,
-                run_ids=[run.run_id],
-                reason="budget freed",
-                tree_key=run.tree_key,
-                head=run.head_sha,
-            )
-            _dispatch(client, celery_app, run.payload, "waiting for a runner", 0.0)
-            released.append(run.run_id)
+        return _release_deferred_locked(client, celery_app, kind)
+
+
+def _release_deferred_locked(client: redis.Redis, celery_app: Celery, kind: str) -> list[str]:
+    released: list[str] = []
+    for raw in client.zrange(f"{CI}deferred:{kind}", 0, -1):
+        run = _load_run(client, _text(raw))
+        if run is None or run.state != "queued" or run.dispatched:
+            client.zrem(f"{CI}deferred:{kind}", _text(raw))
+            continue
+        if _in_flight(client, kind) >= run.payload.budget.capacity:
+            break
+        append_history(
+            client,
+            run.series,
+            "ci-enqueue",
+            runner_kind=kind,
+            run_ids=[run.run_id],
+            reason="budget freed",
+            tree_key=run.tree_key,
+            head=run.head_sha,
+        )
+        _dispatch(client, celery_app, run.payload, "waiting for a runner", 0.0)
+        released.append(run.run_id)
     return released
 
 
@@ -511,6 +517,13 @@ def _load_run(client: redis.Redis, run_id: str) -> _Run | None:
         payload=JobPayload.from_dict(json.loads(raw["payload"])),
         checks=checks,
     )
+
+
+def _must_load(client: redis.Redis, run_id: str) -> _Run:
+    run = _load_run(client, run_id)
+    if run is None:
+        raise RuntimeError(f"run {run_id} vanished from Redis while it was being recorded")
+    return run
 
 
 def _transition(
@@ -667,8 +680,15 @@ def report(series_id: str, row: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- the runner task
 
 
+_clients: dict[int, redis.Redis] = {}
+
+
 def _client() -> redis.Redis:
-    return redis.Redis.from_url(redis_url(), health_check_interval=30)
+    """One store client per process (pool processes are forked: never share a connection)."""
+    pid = os.getpid()
+    if pid not in _clients:
+        _clients[pid] = redis.Redis.from_url(redis_url(), health_check_interval=30)
+    return _clients[pid]
 
 
 def runner_name(task: Task) -> str:
@@ -689,6 +709,7 @@ def run_job(self: Task, payload: dict[str, Any]) -> str:
     with correlated(run_id=job.run_id, task_id=str(self.request.id)):
         admitted = _admit(client, job, runner)
         if isinstance(admitted, str):
+            _release_budget(client, job)
             return admitted
         if isinstance(admitted, float):
             raise self.retry(countdown=admitted)
@@ -699,7 +720,9 @@ def run_job(self: Task, payload: dict[str, Any]) -> str:
         finally:
             watch.release()
             heartbeat(client, runner, {"state": "idle", "run": "", "series": ""})
-        return _conclude(self, client, job, admitted, result)
+        ended = _conclude(self, client, job, admitted, result)  # raises Retry to retry
+        _release_budget(client, job)
+        return ended
 
 
 def _admit(client: redis.Redis, job: JobPayload, runner: str) -> int | float | str:
@@ -827,8 +850,7 @@ def _note_phase(client: redis.Redis, run_id: str, detail: str) -> None:
 
 def _runner_error(key: str, err: Exception) -> CheckResult:
     _, name, variant = split_ci_key(key)
-    outcome = classify_outcome("job", 1, name=f"(runner error {err!r})")
-    return CheckResult(key, name, variant, outcome.verdict, outcome.reason)
+    return CheckResult(key, name, variant, "infra-error", f"runner error: {err!r}")
 
 
 def _done_checks(run: _Run | None) -> dict[str, CheckResult]:
@@ -872,13 +894,11 @@ def _conclude(
         verdict = overall(c.verdict for c in result.checks if not c.variant)
         _store_result(client, job, run, verdict, attempt)
         _finish(client, run, verdict, _summary(result))
-        _release_budget(client, job)
         return verdict
     why = "; ".join(dict.fromkeys(c.reason for c in unresolved))
     decision = next_attempt(job.retry, "infra-error", attempt)
     if not decision.retry:
         _finish(client, run, "infra-error", f"{why} ({decision.reason})")
-        _release_budget(client, job)
         return "infra-error"
     detail = f"infra error on attempt {attempt}: {why}; {decision.reason}"
     _transition(client, job.run_id, "queued", ("running",), detail=detail)
@@ -922,6 +942,7 @@ def _store_result(
 
 
 def _release_budget(client: redis.Redis, job: JobPayload) -> None:
+    """A run ended: runs the budget held back may start now."""
     try:
         release_deferred(client, app, job.kind)
     except Exception:

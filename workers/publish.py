@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from bot.core.render import next_version, pr_body, pr_title
 from bot.store import series as store
+from workers.publish_github import publish as publish_on_github
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.publish")
@@ -42,6 +43,4 @@ def publish(rt: Runtime, series_id: str, head_sha: str, digest: str, changed: bo
             version=version,
         )
         return
-    from workers import publish_github
-
-    publish_github.publish(rt, state, title, body, version, changed)
+    publish_on_github(rt, state, title, body, version, changed)

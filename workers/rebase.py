@@ -53,6 +53,7 @@ def rebase_series(
     if not force and newest not in (None, head_sha):
         store.append_history(client, series_id, "superseded", head=head_sha, newest=newest)
         return None
+    rt.refresh_downstream()
     loaded = _load(rt, series, state)
     if loaded is None:
         return None
@@ -183,6 +184,17 @@ def _store_report(
             )
         )
     changed = any(p.changed or p.decision == "drop" for p in patches)
+    store.stash_refreshed(
+        rt.redis,
+        series.id,
+        report.head,
+        digest,
+        {
+            r.patch.rsplit("/", 1)[-1]: r.refreshed
+            for r in report.patches
+            if r.changed and r.refreshed is not None
+        },
+    )
     state.patches = patches
     state.checked_head, state.checked_digest = report.head, digest
     state.checked_at = store.now_iso()

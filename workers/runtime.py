@@ -28,6 +28,13 @@ class Runtime:
     def cache_dir(self) -> Path:
         return self.settings.cache_dir
 
+    def refresh_downstream(self) -> None:
+        """Re-reads the series from the downstream repository when carry tracks it on GitHub."""
+        from workers import downstream as downstream_repo
+
+        if downstream_repo.tracks_github(self.settings):
+            downstream_repo.refresh(self.settings, self.config, self.downstream_dir)
+
 
 def redis_client(url: str) -> redis.Redis:
     # Bounded retries and timeouts: a dead Redis must turn into a visible error quickly.
@@ -38,8 +45,13 @@ def redis_client(url: str) -> redis.Redis:
 
 @functools.cache
 def runtime() -> Runtime:
+    from workers import downstream as downstream_repo
+
     settings = load_settings()
-    downstream = Path(os.environ.get("CARRY_DOWNSTREAM_DIR", ".")).resolve()
+    downstream = downstream_repo.checkout_dir(settings)
+    if downstream_repo.tracks_github(settings):
+        unchecked = load_config(settings.config_path, check_dirs=False)
+        downstream_repo.refresh(settings, unchecked, downstream)
     config = load_config(settings.config_path, downstream_dir=downstream)
     client = redis_client(settings.redis_url.get_secret_value())
     login = os.environ.get("CARRY_BOT_LOGIN", "carry[bot]")

@@ -16,6 +16,7 @@ from bot.core import events as ev
 from bot.core.planner import plan
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
+from bot.github.forge import Forge, ForgeError
 from bot.log import correlated
 from bot.store import series as store
 from workers import poller, publish
@@ -107,8 +108,29 @@ def _rebase_failed(rt: Runtime, task: Task, series_id: str, head: str, err: Exce
 
 @app.task(name="carry.publish", bind=True, acks_late=True, max_retries=5)
 def publish_task(self: Task, series_id: str, head_sha: str, digest: str, changed: bool) -> None:
+    rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
-        publish.publish(runtime(), series_id, head_sha, digest, changed)
+        try:
+            publish.publish(rt, series_id, head_sha, digest, changed)
+        except (ForgeError, GitError, MirrorError) as err:
+            _visible_failure(rt, self, series_id, "publish", err)
+
+
+def _visible_failure(rt: Runtime, task: Task, series_id: str, what: str, err: Exception) -> None:
+    """A failed step is stored where the user sees it, then retried with backoff; the last
+    failure stays on the dashboard and in the history."""
+    attempts = task.request.retries + 1
+    final = attempts > (task.max_retries or 0)
+    state = store.ensure_series(rt.redis, series_id)
+    state.error = f"{what} failed (attempt {attempts}{', giving up' if final else ''}): {err}"
+    if final:
+        state.phase = "error"
+    store.save_series(rt.redis, state)
+    store.append_history(
+        rt.redis, series_id, f"{what}-failed", attempt=attempts, error=str(err), final=final
+    )
+    if not final:
+        raise task.retry(exc=err, countdown=min(300, 2**attempts))
 
 
 @app.task(name="carry.poll", bind=True, acks_late=True)
@@ -117,3 +139,33 @@ def poll(self: Task) -> None:
     with correlated(task_id=self.request.id):
         for event in poller.head_events(rt):
             handle_event(rt, event)
+
+
+@app.task(name="carry.check_permission", bind=True, acks_late=True, max_retries=5)
+def check_permission(
+    self: Task, series_id: str, number: int, comment_id: int, author: str, body: str
+) -> None:
+    """Looks up the commenter's permission, then lets the planner decide on the command."""
+    rt = runtime()
+    with correlated(task_id=self.request.id, series=series_id):
+        permission = github_forge(rt).permission(author)
+        event = ev.CommandAuthorized(
+            series_id=series_id,
+            number=number,
+            comment_id=comment_id,
+            author=author,
+            permission=permission,
+            body=body,
+        )
+        handle_event(rt, event)
+
+
+@app.task(name="carry.reply", bind=True, acks_late=True, max_retries=5)
+def reply(self: Task, series_id: str, number: int, body: str) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id, series=series_id):
+        github_forge(rt).comment(number, body)
+
+
+def github_forge(rt: Runtime) -> Forge:
+    return Forge.connect(rt.settings, rt.config.downstream.repo)

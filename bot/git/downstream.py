@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.git.mirror import Mirror
-from bot.git.runner import Git, GitError
+from bot.git.runner import Git
 
 CARRY_IDENTITY = {
     "GIT_AUTHOR_NAME": "carry",
@@ -59,7 +59,12 @@ class Downstream:
             tar.extractall(staging, filter="data")
         if target.exists():
             shutil.rmtree(target)
-        staging.rename(target)
+        exported = staging / subdir
+        if exported.is_dir():
+            exported.rename(target)
+        else:
+            target.mkdir()
+        shutil.rmtree(staging)
         return target
 
     def read_dir(self, commit: str, subdir: str) -> dict[str, bytes]:
@@ -79,12 +84,15 @@ class Downstream:
         git = self.git.with_env(GIT_INDEX_FILE=str(index))
         try:
             git.run("read-tree", base_commit)
+            records = []
             for path, data in sorted(changes.items()):
                 if data is None:
-                    git.run("update-index", "--force-remove", "--", path)
-                    continue
-                oid = git.run("hash-object", "-w", "--stdin", input=data).text
-                git.run("update-index", "--add", "--cacheinfo", f"100644,{oid},{path}")
+                    records.append(f"0 {'0' * 40}\t{path}")  # mode 0 removes the entry
+                else:
+                    oid = git.run("hash-object", "-w", "--stdin", input=data).text
+                    records.append(f"100644 {oid}\t{path}")
+            if records:
+                git.run("update-index", "--index-info", input=("\n".join(records) + "\n").encode())
             return git.run("write-tree").text
         finally:
             shutil.rmtree(index.parent, ignore_errors=True)

@@ -8,11 +8,14 @@ retries POST, which can open the same pull request twice.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlparse
 
 from github import Auth, Github, GithubException, GithubRetry
 from github.PullRequest import PullRequest
+from github.Repository import Repository
 
 from bot.config import ConfigError, Settings
 
@@ -56,7 +59,7 @@ class Forge:
         self.github = github
         self.repo_name = repo_name
         self._auth = auth
-        self._repo = None
+        self._repo: Repository | None = None
 
     @classmethod
     def connect(cls, settings: Settings, repo_name: str) -> Forge:
@@ -72,7 +75,7 @@ class Forge:
         return cls(github, repo_name, auth)
 
     @property
-    def repo(self):  # type: ignore[no-untyped-def]
+    def repo(self) -> Repository:
         if self._repo is None:
             self._repo = self._call("get repository", self.github.get_repo, self.repo_name)
         return self._repo
@@ -80,9 +83,9 @@ class Forge:
     @property
     def token(self) -> str:
         """A token for git over HTTPS (the installation token for an App)."""
-        return str(self._auth.token)  # type: ignore[attr-defined]
+        return str(getattr(self._auth, "token", ""))
 
-    def _call(self, what: str, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except GithubException as err:
@@ -117,14 +120,19 @@ class Forge:
         pull = self._call("get pull", self.repo.get_pull, number)
         self._call("add labels", pull.add_to_labels, *labels)
 
-    def upsert_comment(self, number: int, marker: str, body: str) -> int:
-        """Edits carry's comment holding `marker`, or creates it: one report, updated in place."""
+    def upsert_comment(
+        self, number: int, marker: str, body: str, *, only_existing: bool = False
+    ) -> int | None:
+        """Edits carry's comment holding `marker`, or creates it (unless `only_existing`):
+        one report per PR, updated in place."""
         pull = self._call("get pull", self.repo.get_pull, number)
         for comment in self._call("list comments", pull.get_issue_comments):
             if marker in (comment.body or ""):
                 if comment.body != body:
                     self._call("edit comment", comment.edit, body)
                 return int(comment.id)
+        if only_existing:
+            return None
         return int(self._call("comment", pull.create_issue_comment, body).id)
 
     def comment(self, number: int, body: str) -> int:
@@ -175,7 +183,7 @@ def _info(pull: PullRequest) -> PullInfo:
 def _auth(settings: Settings) -> Auth.Auth:
     if settings.github_auth == "app":
         key = settings.app_private_key()
-        if key is None or settings.github_installation_id is None:
+        if key is None or settings.github_installation_id is None or settings.github_app_id is None:
             raise ConfigError(
                 ["environment: a GitHub App needs GITHUB_INSTALLATION_ID and a private key"]
             )

@@ -148,6 +148,24 @@ def series_lock(
                 lock.release()
 
 
+def stash_refreshed(
+    client: redis.Redis, series_id: str, head: str, digest: str, patches: dict[str, bytes]
+) -> None:
+    """Refreshed patch bytes of one rebase result, for the publisher (kept a week)."""
+    key = f"{PREFIX}refreshed:{series_id}:{head}:{digest}"
+    pipe = client.pipeline()
+    pipe.delete(key)
+    if patches:
+        pipe.hset(key, mapping=patches)  # type: ignore[arg-type]
+        pipe.expire(key, 7 * 24 * 3600)
+    pipe.execute()
+
+
+def refreshed(client: redis.Redis, series_id: str, head: str, digest: str) -> dict[str, bytes]:
+    raw = client.hgetall(f"{PREFIX}refreshed:{series_id}:{head}:{digest}")
+    return {_text(k): bytes(v) for k, v in raw.items()}
+
+
 def heartbeat(client: redis.Redis, runner: str, info: dict[str, Any], ttl_s: int = 60) -> None:
     key = f"{PREFIX}runner:{runner}"
     client.hset(key, mapping={"seen_at": now_iso(), **{k: str(v) for k, v in info.items()}})

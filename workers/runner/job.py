@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import subprocess
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -156,7 +157,7 @@ def _materialize(
 ) -> Materialized:
     try:
         built = materialize(job.tree, path, ctx.log.note, plain_upstream=plain_upstream)
-    except (TreeError, GitError, OSError) as err:
+    except (TreeError, GitError, OSError, subprocess.SubprocessError) as err:  # fetch timeout
         ctx.log.note(f"[carry] materialize failed: {err}")
         raise _Stop(_tree_outcome(ctx, err)) from err
     what = "plain upstream" if plain_upstream else f"upstream + {len(built.patches)} patch(es)"

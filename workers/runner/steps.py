@@ -207,7 +207,9 @@ def _supervise(
     poll_s: float,
     grace_s: float,
 ) -> tuple[bool, str | None]:
-    """Waits for the leader; stops the group on timeout or cancel. (timed_out, cancel reason)."""
+    """Waits for the leader; stops the group on timeout or cancel. (timed_out, cancel reason).
+    The wait starts short and grows to poll_s, so quick steps end quickly too."""
+    pause = 0.01
     while not _exited(proc.pid):
         reason = cancelled()
         if reason is not None:
@@ -216,7 +218,8 @@ def _supervise(
         if time.monotonic() >= deadline:
             _stop_group(proc.pid, grace_s)
             return True, None
-        time.sleep(min(poll_s, max(0.01, deadline - time.monotonic())))
+        time.sleep(min(pause, max(0.01, deadline - time.monotonic())))
+        pause = min(poll_s, pause * 2)
     return False, None
 
 

@@ -1,0 +1,176 @@
+"""End to end against the GitHub emulator: real git, real Redis, real worker and web processes.
+
+An upstream PR's head moves; carry rebases its series on it and proposes the result as one PR
+on the downstream repository, updated in place, with nothing pushed when nothing changed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
+from tests.support.github_emulator import GitHubEmulator
+from tests.support.gitrepo import git
+from tests.support.paths import REPO_ROOT
+
+UP_OWNER, UP_NAME = "upstream-org", "engine"
+DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"
+BRANCH = f"carry/{SERIES}"
+FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
+SNAPSHOT = Path(__file__).parent / "snapshots" / "pr_body_applies_moved.md"
+
+
+class Flow:
+    def __init__(self, env: CarryEnv, gh: GitHubEmulator, pull: int):
+        self.env, self.gh, self.pull = env, gh, pull
+
+    def move_feature(self, files: dict[str, str | None], message: str) -> str:
+        up = self.env.upstream
+        up.checkout("feature")
+        sha = up.commit(message, files)
+        git(up.path, "push", "-q", "--force", str(self.gh.repo_path(UP_OWNER, UP_NAME)), "feature")
+        self.gh.sync(UP_OWNER, UP_NAME, pusher="upstream-dev")
+        up.checkout("main")
+        return sha
+
+    def carry_pulls(self) -> list[dict]:
+        return [p for p in self.gh.pulls(DOWN_OWNER, DOWN_NAME) if p["head"]["ref"] == BRANCH]
+
+    def branch_sha(self) -> str | None:
+        return self.gh.ref(DOWN_OWNER, DOWN_NAME, f"refs/heads/{BRANCH}")
+
+    def branch_file(self, name: str) -> str | None:
+        sha = self.branch_sha()
+        if sha is None:
+            return None
+        bare = self.gh.repo_path(DOWN_OWNER, DOWN_NAME)
+        proc = subprocess.run(
+            ["git", "--git-dir", str(bare), "show", f"{sha}:patches/{SERIES}/{name}"], capture_output=True
+        )
+        return proc.stdout.decode() if proc.returncode == 0 else None
+
+    def published(self, head: str) -> dict:
+        return wait_for(
+            lambda: next((e for e in self.env.history("published") if e["data"].get("head") == head), None),
+            60,
+            f"publish for {head[:12]}",
+        )
+
+
+@pytest.fixture
+def flow(tmp_path: Path, redis_url: str):
+    env = CarryEnv(tmp_path, redis_url)
+    env.upstream.checkout("main", new_branch="feature")
+    env.upstream.commit("Start the feature", {"feature.py": "enabled = True\n"})
+    env.upstream.checkout("main")
+    names = env.carry_patches([FIX])
+    downstream = env.downstream
+    git(downstream, "init", "-q", "-b", "main")
+    git(downstream, "add", "-A")
+    git(downstream, "commit", "-q", "-m", "carry the fix")
+    with GitHubEmulator(tmp_path / "gh") as gh:
+        gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
+        gh.create_repo(DOWN_OWNER, DOWN_NAME, from_path=downstream)
+        gh.add_user("carry[bot]", type="Bot")
+        gh.add_token("carry-token", "carry[bot]")
+        gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")
+        gh.add_user("maint")
+        gh.set_permission(DOWN_OWNER, DOWN_NAME, "maint", "write")
+        gh.add_user("visitor")
+        gh.set_permission(DOWN_OWNER, DOWN_NAME, "visitor", "read")
+        pull = gh.open_pull(UP_OWNER, UP_NAME, head="feature", base="main", title="Feature", user="upstream-dev")
+        env.write_config(base={"pull": pull})
+        config = env.config_path.read_text().replace(str(env.upstream.path), gh.git_url(UP_OWNER, UP_NAME))
+        env.config_path.write_text(config)
+        env.extra_env.update(
+            {
+                "GITHUB_TOKEN": "carry-token",
+                "GITHUB_BASE_URL": gh.base_url,
+                "CARRY_DOWNSTREAM_DIR": "",
+                "CARRY_BOT_LOGIN": "carry[bot]",
+            }
+        )
+        url = env.start_web()
+        env.start_worker()
+        gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
+        yield Flow(env, gh, pull)
+        env.stop()
+    assert names
+
+
+def normalized(body: str) -> str:
+    return re.sub(r"\d{8}\.\d+", "YYYYMMDD.N", body)
+
+
+def test_pr_lifecycle_on_a_moving_upstream_pr(flow: Flow):
+    # 1. The PR head moves: carry rebases and opens one PR whose body matches the snapshot.
+    head1 = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head1)
+    (pr,) = flow.carry_pulls()
+    body = normalized(pr["body"])
+    if not SNAPSHOT.exists():
+        SNAPSHOT.parent.mkdir(parents=True, exist_ok=True)
+        SNAPSHOT.write_text(body)
+    assert body == SNAPSHOT.read_text()
+    first_push = flow.branch_sha()
+    assert "+value_10 = compute(10, safe=True)" in flow.branch_file(pr_patch_name(flow))
+
+    # 2. A second move updates the same PR, even with the delivery redelivered at once.
+    head2 = flow.move_feature({"mod.py": "# header\n# second\n" + BODY}, "Second header line")
+    synchronize = [d for d in flow.gh.deliveries if d.event == "pull_request" and d.payload.get("after") == head2]
+    flow.gh.redeliver(synchronize[-1])
+    flow.published(head2)
+    assert len(flow.carry_pulls()) == 1
+    second_push = flow.branch_sha()
+    assert second_push != first_push
+
+    # 3. A move that leaves the refreshed series identical pushes nothing.
+    head3 = flow.move_feature({"notes.txt": "unrelated\n"}, "Unrelated file")
+    flow.published(head3)
+    assert flow.branch_sha() == second_push
+    assert len(flow.carry_pulls()) == 1
+
+    # 4. Upstream takes the fix: the PR now drops the patch, with the evidence in its body.
+    head4 = flow.move_feature({"mod.py": "# header\n# second\n" + FIX["mod.py"]}, "Take the fix upstream")
+    flow.published(head4)
+    (pr,) = flow.carry_pulls()
+    assert flow.branch_file(pr_patch_name(flow)) is None
+    assert "Dropped: upstream contains them" in pr["body"] and "reverse-apply ok" in pr["body"]
+    assert pr_patch_name(flow) not in (flow.branch_file("series") or "")
+
+    # 5. Upstream reverts it: the patch is carried again.
+    head5 = flow.move_feature({"mod.py": "# header\n# second\n" + BODY}, 'Revert "Take the fix upstream"')
+    flow.published(head5)
+    assert "+value_10 = compute(10, safe=True)" in (flow.branch_file(pr_patch_name(flow)) or "")
+
+    # 6. A conflicting upstream change produces a conflict report on the PR.
+    head6 = flow.move_feature({"mod.py": "# header\n# second\n" + BODY.replace("compute(10)", "other(10)")}, "Rework 10")
+    flow.published(head6)
+    (pr,) = flow.carry_pulls()
+    report = wait_for(
+        lambda: next((c for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"]) if "carry:conflict-report" in c["body"]), None),
+        30,
+        "conflict report",
+    )
+    assert "does not apply" in report["body"] and "git am -3" in report["body"]
+
+    # 7. A command from someone without write access is refused politely.
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry rebase", user="visitor")
+    refusal = wait_for(
+        lambda: next((c for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"]) if "write access" in c["body"]), None),
+        30,
+        "refusal",
+    )
+    assert "@visitor" in refusal["body"]
+
+
+def pr_patch_name(flow: Flow) -> str:
+    return next(p.name for p in (flow.env.downstream / "patches" / SERIES).glob("*.patch"))
+
+
+def test_repo_root_is_importable():
+    assert (REPO_ROOT / "bot").is_dir()

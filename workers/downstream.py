@@ -1,0 +1,40 @@
+"""Keep the worker's copy of the downstream series current: carry always works from the
+repository as it is now (a maintainer may have edited the series by hand)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bot.config import CarryConfig, Settings
+from bot.git.downstream import Downstream
+from bot.github.forge import Forge, git_base_url
+
+
+def tracks_github(settings: Settings) -> bool:
+    """With GitHub credentials and no local checkout given, the series come from GitHub."""
+    return settings.github_auth != "none" and not os.environ.get("CARRY_DOWNSTREAM_DIR")
+
+
+def checkout_dir(settings: Settings) -> Path:
+    if os.environ.get("CARRY_DOWNSTREAM_DIR"):
+        return Path(os.environ["CARRY_DOWNSTREAM_DIR"]).resolve()
+    if tracks_github(settings):
+        return settings.cache_dir / "downstream-checkout"
+    return Path().resolve()
+
+
+def url(settings: Settings, config: CarryConfig) -> str:
+    return os.environ.get("CARRY_DOWNSTREAM_GIT_URL") or (
+        f"{git_base_url(settings.github_base_url)}/{config.downstream.repo}.git"
+    )
+
+
+def refresh(settings: Settings, config: CarryConfig, target: Path) -> None:
+    """Exports the patches directory of the downstream default branch into `target`."""
+    forge = Forge.connect(settings, config.downstream.repo)
+    downstream = Downstream(url(settings, config), settings.cache_dir, forge.token)
+    heads = downstream.fetch(config.downstream.branch)
+    target.mkdir(parents=True, exist_ok=True)
+    patches = config.downstream.patches_dir
+    downstream.export(heads[config.downstream.branch], patches, target / patches)

@@ -1,0 +1,136 @@
+"""Publish a series' proposal on GitHub: branch `carry/<series>`, one PR updated in place.
+
+Nothing is pushed when the proposed tree equals the branch's current tree (no CI rerun for an
+identical force-push). Conflicts are reported in one comment that is edited as things change;
+main keeps the last good series because carry never writes to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from bot.core import proposal
+from bot.core.render import conflict_report
+from bot.core.state import PrInfo, SeriesState
+from bot.git.downstream import Downstream
+from bot.github.forge import Forge
+from bot.store import series as store
+from workers import downstream as downstream_repo
+from workers.runtime import Runtime
+
+log = logging.getLogger("carry.publish")
+
+CONFLICT_MARKER = "<!-- carry:conflict-report -->"
+LABELS = {"conflict": "carry:conflict", "review": "carry:needs-review"}
+
+
+def publish(
+    rt: Runtime, state: SeriesState, title: str, body: str, version: str | None, changed: bool
+) -> None:
+    series = rt.config.series_by_id(state.id)
+    forge = Forge.connect(rt.settings, rt.config.downstream.repo)
+    downstream = Downstream(downstream_repo.url(rt.settings, rt.config), rt.cache_dir, forge.token)
+    main, branch = rt.config.downstream.branch, f"carry/{state.id}"
+    heads = downstream.fetch(main, branch)
+    if main not in heads:
+        raise RuntimeError(
+            f"downstream branch {main!r} does not exist in {rt.config.downstream.repo}"
+        )
+    directory = f"{rt.config.downstream.patches_dir}/{series.patches}"
+    current = downstream.read_dir(heads[main], directory)
+    stash = store.refreshed(
+        rt.redis, state.id, state.checked_head or "", state.checked_digest or ""
+    )
+    plan = proposal.build(current, state, stash, version, datetime.now(UTC).date())
+    pull = forge.find_open_pull(branch)
+    if not plan.files and pull is None and state.outcome not in ("conflict", "review"):
+        store.append_history(
+            rt.redis, state.id, "published", result="nothing to propose", head=state.checked_head
+        )
+        return
+    on_branch = downstream.read_dir(heads[branch], directory) if branch in heads else None
+    if on_branch is not None and proposal.same_patches(
+        proposal.applied(current, plan.files), on_branch
+    ):
+        pushed = None  # the branch already proposes exactly these patches: no push, no CI run
+    else:
+        pushed = _push(downstream, heads, main, branch, directory, plan.files, state)
+    body = body + "".join(f"\n> note: {n}" for n in plan.notes)
+    if pull is None:
+        if not plan.files and branch not in heads:
+            _report_without_pr(rt, state)
+            return
+        pull = forge.create_pull(
+            main, branch, title, body, draft=state.outcome in ("review", "conflict")
+        )
+    else:
+        forge.update_pull(pull.number, title, body)
+    labels = [label for outcome, label in LABELS.items() if state.outcome == outcome]
+    if labels:
+        forge.add_labels(pull.number, labels)
+    _conflict_comment(forge, pull.number, state)
+    if version and pushed:
+        state.version = version
+    state.pr = PrInfo(pull.number, pull.url, branch, "open", pull.draft, pushed or pull.head_sha)
+    state.last_event = (
+        f"PR #{pull.number} {'updated' if pushed else 'report refreshed (nothing pushed)'}"
+    )
+    store.save_series(rt.redis, state)
+    store.append_history(
+        rt.redis,
+        state.id,
+        "published",
+        pr=pull.number,
+        pushed=bool(pushed),
+        head=state.checked_head,
+        files=sorted(plan.files),
+        notes=plan.notes,
+    )
+
+
+def _push(
+    downstream: Downstream,
+    heads: dict[str, str],
+    main: str,
+    branch: str,
+    directory: str,
+    files: dict[str, bytes | None],
+    state: SeriesState,
+) -> str | None:
+    changes = {f"{directory}/{name}": data for name, data in files.items()}
+    tree = downstream.tree_with(heads[main], changes)
+    if branch in heads and downstream.tree_of(heads[branch]) == tree:
+        return None
+    message = f"carry({state.id}): refresh on {state.base} {str(state.checked_head)[:12]}\n"
+    commit = downstream.commit(tree, heads[main], message)
+    downstream.push(commit, branch, heads.get(branch))
+    return commit
+
+
+def _conflict_comment(forge: Forge, number: int, state: SeriesState) -> None:
+    conflicts = [p for p in state.patches if p.status == "conflict"]
+    if conflicts:
+        text = "\n".join(
+            [CONFLICT_MARKER, "## carry: conflicts", "", *map(conflict_report, conflicts)]
+        )
+        forge.upsert_comment(number, CONFLICT_MARKER, text)
+        return
+    # Update an earlier report (if any) so nobody acts on a conflict that is gone.
+    forge.upsert_comment(
+        number,
+        CONFLICT_MARKER,
+        f"{CONFLICT_MARKER}\nThe earlier conflicts are resolved on {str(state.checked_head)[:12]}.",
+        only_existing=True,
+    )
+
+
+def _report_without_pr(rt: Runtime, state: SeriesState) -> None:
+    store.append_history(
+        rt.redis,
+        state.id,
+        "published",
+        result="needs attention, but nothing to push: see the dashboard",
+        outcome=state.outcome,
+        head=state.checked_head,
+    )
