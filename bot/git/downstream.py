@@ -108,9 +108,4 @@ class Downstream:
     def push(self, commit: str, branch: str, expected: str | None) -> None:
         """Force-pushes `branch`, but only over the sha carry last saw there."""
         lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
-        try:
-            self.git.run(
-                "push", "--quiet", lease, self.mirror.source, f"{commit}:refs/heads/{branch}"
-            )
-        except GitError as err:
-            raise GitError(err.args_list, err.returncode, err.stdout, err.stderr) from err
+        self.git.run("push", "--quiet", lease, self.mirror.source, f"{commit}:refs/heads/{branch}")
