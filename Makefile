@@ -5,7 +5,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test bench lint fmt check
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: help install run test bench lint fmt demo reliability browser
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -22,10 +24,20 @@ install: $(STAMP) ## create .venv and install carry with its dev tools
 run: $(STAMP) ## run carry on config/carry.yaml
 	$(VENV)/bin/carry run
 
-test: $(STAMP) ## run the test suite (starts a private Redis when none answers)
-	$(PY) -m pytest -q
+browser: ## install Debian's chromium for the dashboard's browser tests (needs root + apt)
+	@if [ ! -x $(CHROMIUM) ]; then \
+	  if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing chromium (Debian package) for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium missing and cannot be installed here: browser tests will be skipped"; fi; \
+	fi
 
-bench: $(STAMP) ## print benchmark ratio tables
+test: $(STAMP) browser ## run the test suite (each test session starts its own redis-server)
+	@command -v redis-server >/dev/null || redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || \
+	  { echo "tests need redis-server (apt-get install redis-server) or a Redis on 127.0.0.1:6379"; exit 1; }
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: $(STAMP) ## print benchmark ratio tables (engine vs clone + am -3 vs work tree + am -3)
 	$(PY) bench/engine.py
 
 lint: $(STAMP) ## ruff (lint + format check) and mypy
