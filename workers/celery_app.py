@@ -22,7 +22,7 @@ def redis_url() -> str:
 
 def make_app(broker: str | None = None) -> Celery:
     url = broker or redis_url()
-    app = Celery("carry", broker=url, backend=None, include=["workers.tasks"])
+    app = Celery("carry", broker=url, backend=None, include=["workers.tasks", "workers.ci"])
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,

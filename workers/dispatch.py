@@ -168,7 +168,6 @@ _HANDLERS: dict[str, Callable[[Runtime, Action, Sender], None]] = {
     "check_permission": _send_task("carry.check_permission"),
     "reply": _send_task("carry.reply"),
     "publish": _send_task("carry.publish"),
-    "request_ci": _send_task("carry.request_ci"),
     "approve": _send_task("carry.approve"),
     "retest": _send_task("carry.retest"),
     "record_ci": _note,

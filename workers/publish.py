@@ -16,7 +16,9 @@ from workers.runtime import Runtime
 log = logging.getLogger("carry.publish")
 
 
-def publish(rt: Runtime, series_id: str, head_sha: str, digest: str, changed: bool) -> None:
+def publish(
+    rt: Runtime, series_id: str, head_sha: str, digest: str, changed: bool, tree: str | None = None
+) -> None:
     state = store.load_series(rt.redis, series_id)
     if state is None or state.checked_head != head_sha or state.checked_digest != digest:
         store.append_history(
@@ -43,4 +45,4 @@ def publish(rt: Runtime, series_id: str, head_sha: str, digest: str, changed: bo
             version=version,
         )
         return
-    publish_on_github(rt, state, title, body, version, changed)
+    publish_on_github(rt, state, title, body, version, changed, tree)

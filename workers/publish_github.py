@@ -17,6 +17,7 @@ from bot.git.downstream import Downstream
 from bot.github.forge import Forge
 from bot.store import series as store
 from workers import downstream as downstream_repo
+from workers import hardware
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.publish")
@@ -26,7 +27,13 @@ LABELS = {"conflict": "carry:conflict", "review": "carry:needs-review"}
 
 
 def publish(
-    rt: Runtime, state: SeriesState, title: str, body: str, version: str | None, changed: bool
+    rt: Runtime,
+    state: SeriesState,
+    title: str,
+    body: str,
+    version: str | None,
+    changed: bool,
+    tree: str | None = None,
 ) -> None:
     series = rt.config.series_by_id(state.id)
     forge = Forge.connect(rt.settings, rt.config.downstream.repo)
@@ -87,6 +94,10 @@ def publish(
         files=sorted(plan.files),
         notes=plan.notes,
     )
+    if tree is not None:
+        branch_sha = pushed or heads.get(branch) or pull.head_sha
+        url = downstream_repo.url(rt.settings, rt.config)
+        hardware.request(rt, state, tree, url, branch, branch_sha, directory)
 
 
 def _push(

@@ -19,7 +19,7 @@ from bot.git.runner import GitError
 from bot.github.forge import Forge, ForgeError
 from bot.log import correlated
 from bot.store import series as store
-from workers import poller, publish
+from workers import ci, hardware, poller, publish
 from workers.celery_app import app
 from workers.dispatch import carry_out
 from workers.facts import gather
@@ -107,11 +107,13 @@ def _rebase_failed(rt: Runtime, task: Task, series_id: str, head: str, err: Exce
 
 
 @app.task(name="carry.publish", bind=True, acks_late=True, max_retries=5)
-def publish_task(self: Task, series_id: str, head_sha: str, digest: str, changed: bool) -> None:
+def publish_task(
+    self: Task, series_id: str, head_sha: str, digest: str, changed: bool, tree: str | None = None
+) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
         try:
-            publish.publish(rt, series_id, head_sha, digest, changed)
+            publish.publish(rt, series_id, head_sha, digest, changed, tree)
         except (ForgeError, GitError, MirrorError) as err:
             _visible_failure(rt, self, series_id, "publish", err)
 
@@ -169,3 +171,17 @@ def reply(self: Task, series_id: str, number: int, body: str) -> None:
 
 def github_forge(rt: Runtime) -> Forge:
     return Forge.connect(rt.settings, rt.config.downstream.repo)
+
+
+@app.task(name="carry.approve", bind=True, acks_late=True)
+def approve(self: Task, series_id: str, sha: str, by: str) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id, series=series_id):
+        ci.approve(rt.redis, series_id, sha, by, celery_app=app)
+
+
+@app.task(name="carry.retest", bind=True, acks_late=True)
+def retest(self: Task, series_id: str, runner: str | None, by: str) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id, series=series_id):
+        hardware.retest(rt, series_id, runner, by)

@@ -33,16 +33,6 @@ _SHA_RE = re.compile(r"[0-9a-f]{7,64}\Z")
 # --------------------------------------------------------------------------- identity
 
 
-def series_digest(patches: Iterable[bytes]) -> str:
-    """sha256 over the patch files' bytes in apply order; each is length-prefixed, so moving
-    bytes from one patch to the next changes the digest."""
-    digest = hashlib.sha256(b"carry-series-v1\n")
-    for patch in patches:
-        digest.update(f"{len(patch)}\n".encode())
-        digest.update(patch)
-    return digest.hexdigest()
-
-
 def tree_key(upstream_sha: str, series_digest: str, checks: Iterable[str], recipe: str = "") -> str:
     """The identity of what a hardware run tests: the upstream commit, the carried series, the
     checks (order does not matter) and the recipe (a digest of the setup and check commands, so

@@ -271,6 +271,18 @@ def duplicated_additions(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
     return _multiset_hits(added, +have), sum(added.values())
 
 
+def lingering_removals(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
+    """(hits, total): substantive lines the diff removes that the head still has somewhere,
+    beyond the copies the hunks' own post-image keeps."""
+    if fdiff.binary or head.content is None:
+        return 0, 0
+    removed = Counter(n for h in fdiff.hunks for n in map(normalize, h.removed) if n)
+    kept = Counter(n for h in fdiff.hunks for n in map(normalize, h.side("+")) if n)
+    have = Counter(n for n in map(normalize, head.lines) if n)
+    have.subtract(kept)
+    return _multiset_hits(removed, +have), sum(removed.values())
+
+
 @dataclass(frozen=True)
 class Signals:
     """Everything the decision rests on, gathered by the engine for one patch on one tree."""
@@ -283,6 +295,7 @@ class Signals:
     three_way_unchanged: bool = False  # clean 3-way merge left the tree unchanged
     hunks: tuple[HunkPresence, ...] = ()
     duplicate: bool = False  # the change would add code the head already has elsewhere
+    removals_remain: bool = False  # lines the patch removes still exist elsewhere in the head
     linked_merged_in_head: bool = False  # a linked PR's merge commit is an ancestor of head
     matched_commit: bool = False  # an upstream commit in range matches (patch-id or subject)
     matched_reverted: bool = False  # ... and a later upstream commit reverted it
@@ -309,6 +322,13 @@ def decide(sig: Signals) -> Verdict:
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
             "the head holds both the patch's pre-image and post-image (duplicated code)",
+        )
+    if not sig.forward and sig.reverse and sig.removals_remain:
+        return Verdict(
+            Status.UPSTREAM_VERSION,
+            Decision.REVIEW,
+            "the patch reverse-applies, but code it removes still exists elsewhere in the head "
+            "(upstream may have moved it)",
         )
     if not sig.forward and sig.reverse:
         return Verdict(

@@ -266,36 +266,24 @@ def _reply(
 
 def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.RebaseFinished)
-    base = f"{event.series_id}:{event.head_sha}:{event.digest}"
-    actions = [
-        Action(
-            "publish",
-            f"publish:{base}",
-            "the refreshed series differs from the downstream branch"
-            if event.changed
-            else "refresh the PR's report (no patch content changed)",
-            event.series_id,
-            {"head_sha": event.head_sha, "digest": event.digest, "changed": event.changed},
-        )
-    ]
     series = next((s for s in facts.series if s.id == event.series_id), None)
     runners = series.runners if series else ()
-    if runners and event.result_tree and event.outcome not in ("conflict", "error"):
-        actions.append(
-            Action(
-                "request_ci",
-                f"ci:{base}",
-                "new tree to test on hardware",
-                event.series_id,
-                {
-                    "head_sha": event.head_sha,
-                    "digest": event.digest,
-                    "tree": event.result_tree,
-                    "runners": list(runners),
-                },
-            )
-        )
-    return actions
+    test = bool(runners and event.result_tree and event.outcome not in ("conflict", "error"))
+    why = (
+        "the refreshed series differs from the downstream branch"
+        if event.changed
+        else "refresh the PR's report (no patch content changed)"
+    )
+    if test:
+        why += "; then test the exact tree on " + ", ".join(runners)
+    args = {
+        "head_sha": event.head_sha,
+        "digest": event.digest,
+        "changed": event.changed,
+        "tree": event.result_tree if test else None,
+    }
+    key = f"publish:{event.series_id}:{event.head_sha}:{event.digest}"
+    return [Action("publish", key, why, event.series_id, args)]
 
 
 def _ci_result(event: ev.Event, facts: Facts) -> list[Action]:

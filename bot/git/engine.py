@@ -252,6 +252,7 @@ class _PatchCheck:
             three_way_unchanged=after == before,
             hunks=hunks,
             duplicate=after is not None and self._duplicate(head_files),
+            removals_remain=reverse.ok and not forward.ok and self._removals_remain(head_files),
             linked_merged_in_head=self._linked_prs(),
             matched_commit=any(m.reverted_by is None for m in self.matches),
             matched_reverted=bool(self.matches) and all(m.reverted_by for m in self.matches),
@@ -354,6 +355,24 @@ class _PatchCheck:
                 }
             )
         return duplicate
+
+    def _removals_remain(self, files: dict[str, HeadFile]) -> bool:
+        hits = total = 0
+        for fdiff in self.parsed.files:
+            if not fdiff.is_deleted:
+                h, t = classify.lingering_removals(fdiff, files.get(fdiff.path, HeadFile(None)))
+                hits, total = hits + h, total + t
+        remain = hits >= 2 and hits * 2 >= total
+        if hits:
+            self.evidence.append(
+                {
+                    "signal": "removed-lines-still-in-head",
+                    "present": hits,
+                    "removed": total,
+                    "suspicious": remain,
+                }
+            )
+        return remain
 
     def _history_evidence(self) -> None:
         if self.range is None:

@@ -166,6 +166,16 @@ def refreshed(client: redis.Redis, series_id: str, head: str, digest: str) -> di
     return {_text(k): bytes(v) for k, v in raw.items()}
 
 
+def set_ci_tree(client: redis.Redis, series_id: str, spec: dict[str, Any]) -> None:
+    """The last tree sent to hardware CI, for `/carry retest`."""
+    client.set(f"{PREFIX}citree:{series_id}", json.dumps(spec))
+
+
+def ci_tree(client: redis.Redis, series_id: str) -> dict[str, Any] | None:
+    raw = client.get(f"{PREFIX}citree:{series_id}")
+    return json.loads(raw) if raw else None
+
+
 def heartbeat(client: redis.Redis, runner: str, info: dict[str, Any], ttl_s: int = 60) -> None:
     key = f"{PREFIX}runner:{runner}"
     client.hset(key, mapping={"seen_at": now_iso(), **{k: str(v) for k, v in info.items()}})

@@ -49,13 +49,16 @@ class Flow:
             return None
         bare = self.gh.repo_path(DOWN_OWNER, DOWN_NAME)
         proc = subprocess.run(
-            ["git", "--git-dir", str(bare), "show", f"{sha}:patches/{SERIES}/{name}"], capture_output=True
+            ["git", "--git-dir", str(bare), "show", f"{sha}:patches/{SERIES}/{name}"],
+            capture_output=True,
         )
         return proc.stdout.decode() if proc.returncode == 0 else None
 
     def published(self, head: str) -> dict:
         return wait_for(
-            lambda: next((e for e in self.env.history("published") if e["data"].get("head") == head), None),
+            lambda: next(
+                (e for e in self.env.history("published") if e["data"].get("head") == head), None
+            ),
             60,
             f"publish for {head[:12]}",
         )
@@ -82,9 +85,13 @@ def flow(tmp_path: Path, redis_url: str):
         gh.set_permission(DOWN_OWNER, DOWN_NAME, "maint", "write")
         gh.add_user("visitor")
         gh.set_permission(DOWN_OWNER, DOWN_NAME, "visitor", "read")
-        pull = gh.open_pull(UP_OWNER, UP_NAME, head="feature", base="main", title="Feature", user="upstream-dev")
+        pull = gh.open_pull(
+            UP_OWNER, UP_NAME, head="feature", base="main", title="Feature", user="upstream-dev"
+        )
         env.write_config(base={"pull": pull})
-        config = env.config_path.read_text().replace(str(env.upstream.path), gh.git_url(UP_OWNER, UP_NAME))
+        config = env.config_path.read_text().replace(
+            str(env.upstream.path), gh.git_url(UP_OWNER, UP_NAME)
+        )
         env.config_path.write_text(config)
         env.extra_env.update(
             {
@@ -121,7 +128,11 @@ def test_pr_lifecycle_on_a_moving_upstream_pr(flow: Flow):
 
     # 2. A second move updates the same PR, even with the delivery redelivered at once.
     head2 = flow.move_feature({"mod.py": "# header\n# second\n" + BODY}, "Second header line")
-    synchronize = [d for d in flow.gh.deliveries if d.event == "pull_request" and d.payload.get("after") == head2]
+    synchronize = [
+        d
+        for d in flow.gh.deliveries
+        if d.event == "pull_request" and d.payload.get("after") == head2
+    ]
     flow.gh.redeliver(synchronize[-1])
     flow.published(head2)
     assert len(flow.carry_pulls()) == 1
@@ -135,7 +146,9 @@ def test_pr_lifecycle_on_a_moving_upstream_pr(flow: Flow):
     assert len(flow.carry_pulls()) == 1
 
     # 4. Upstream takes the fix: the PR now drops the patch, with the evidence in its body.
-    head4 = flow.move_feature({"mod.py": "# header\n# second\n" + FIX["mod.py"]}, "Take the fix upstream")
+    head4 = flow.move_feature(
+        {"mod.py": "# header\n# second\n" + FIX["mod.py"]}, "Take the fix upstream"
+    )
     flow.published(head4)
     (pr,) = flow.carry_pulls()
     assert flow.branch_file(pr_patch_name(flow)) is None
@@ -143,16 +156,27 @@ def test_pr_lifecycle_on_a_moving_upstream_pr(flow: Flow):
     assert pr_patch_name(flow) not in (flow.branch_file("series") or "")
 
     # 5. Upstream reverts it: the patch is carried again.
-    head5 = flow.move_feature({"mod.py": "# header\n# second\n" + BODY}, 'Revert "Take the fix upstream"')
+    head5 = flow.move_feature(
+        {"mod.py": "# header\n# second\n" + BODY}, 'Revert "Take the fix upstream"'
+    )
     flow.published(head5)
     assert "+value_10 = compute(10, safe=True)" in (flow.branch_file(pr_patch_name(flow)) or "")
 
     # 6. A conflicting upstream change produces a conflict report on the PR.
-    head6 = flow.move_feature({"mod.py": "# header\n# second\n" + BODY.replace("compute(10)", "other(10)")}, "Rework 10")
+    head6 = flow.move_feature(
+        {"mod.py": "# header\n# second\n" + BODY.replace("compute(10)", "other(10)")}, "Rework 10"
+    )
     flow.published(head6)
     (pr,) = flow.carry_pulls()
     report = wait_for(
-        lambda: next((c for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"]) if "carry:conflict-report" in c["body"]), None),
+        lambda: next(
+            (
+                c
+                for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"])
+                if "carry:conflict-report" in c["body"]
+            ),
+            None,
+        ),
         30,
         "conflict report",
     )
@@ -161,7 +185,14 @@ def test_pr_lifecycle_on_a_moving_upstream_pr(flow: Flow):
     # 7. A command from someone without write access is refused politely.
     flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry rebase", user="visitor")
     refusal = wait_for(
-        lambda: next((c for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"]) if "write access" in c["body"]), None),
+        lambda: next(
+            (
+                c
+                for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"])
+                if "write access" in c["body"]
+            ),
+            None,
+        ),
         30,
         "refusal",
     )

@@ -453,3 +453,18 @@ def test_engine_writes_no_files_outside_the_mirror(up, tmp_path, monkeypatch):
     monkeypatch.chdir(cwd)
     assert only(check(up, "main", patches, tmp_path)).status == Status.CONFLICT
     assert list(cwd.iterdir()) == []
+
+
+def test_removal_reverse_applies_but_code_moved_elsewhere_goes_to_review(up, tmp_path):
+    """Reverse-apply alone must not drop a removal whose code upstream moved, not deleted."""
+    block = "def legacy_path(x):\n    warn_legacy(x)\n    return convert_legacy(x)\n"
+    up.commit(
+        "add legacy",
+        {"mod.py": BODY.replace("value_5 = compute(5)\n", "value_5 = compute(5)\n" + block)},
+    )
+    with_block = up.read("mod.py").decode()
+    patches = carried(up, tmp_path, {"mod.py": with_block.replace(block, "")})
+    up.commit("move legacy to the end", {"mod.py": with_block.replace(block, "") + "\n" + block})
+    p = only(check(up, "main", patches, tmp_path))
+    assert (p.status, p.decision) == (Status.UPSTREAM_VERSION, Decision.REVIEW)
+    assert signals(p)["removed-lines-still-in-head"]["suspicious"] is True

@@ -31,7 +31,14 @@ import redis
 from celery import Celery
 from celery.utils.nodenames import host_format
 
-from bot.core.ci_plan import ApprovalError, Budget, RetryPolicy, classify_outcome, series_digest
+from bot.core.ci_plan import (
+    FINAL_STATES,
+    ApprovalError,
+    Budget,
+    RetryPolicy,
+    classify_outcome,
+)
+from bot.core.policy import series_digest
 from bot.core.state import CiState
 from bot.store.series import history, load_series, runlog, runners
 from tests.support.gitrepo import RepoBuilder, git
@@ -114,7 +121,7 @@ class World:
             downstream_ref="refs/heads/carry/s1",
             downstream_sha=self.downstream.head("carry/s1"),
             patches_dir=f"patches/{SERIES}",
-            series_digest=series_digest(self.patches),
+            series_digest=series_digest(enumerate_patches(self.patches)),
             expected_tree=expected_tree or self.expected_tree(upstream_sha),
         )
 
@@ -282,11 +289,7 @@ def request(
 def finished(client: redis.Redis, run_id: str, timeout: float = 30) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
         info = ci.run_info(client, run_id)
-        return (
-            info
-            if info and info["state"] not in ("waiting-approval", "queued", "running")
-            else None
-        )
+        return info if info and info["state"] in FINAL_STATES else None
 
     return wait_for(done, f"run {run_id} to finish", timeout)
 
@@ -770,3 +773,9 @@ def test_a_full_budget_defers_a_run_until_one_finishes(
     # s2 asks for the same tree, so once released it finds the result instead of rerunning.
     assert finished(client, second.run_id)["state"] == "reused"
     assert load_series(client, "s2").ci["gaudi/fixed"].state == "reused"
+    released = [e["data"]["reason"] for e in history(client, "s2") if e["kind"] == "ci-enqueue"]
+    assert released == ["budget freed"]
+
+
+def enumerate_patches(patches):
+    return ((f"{i:04d}.patch", data) for i, data in enumerate(patches))

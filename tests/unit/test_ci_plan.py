@@ -25,15 +25,15 @@ from bot.core.ci_plan import (
     resolve_approval,
     reused_detail,
     reused_verdict,
-    series_digest,
     should_rerun,
     split_ci_key,
     tree_key,
 )
+from bot.core.policy import series_digest
 
 A = "a" * 40
 B = "b" * 40
-DIGEST = series_digest([b"patch one\n", b"patch two\n"])
+DIGEST = series_digest([("0001.patch", b"patch one\n"), ("0002.patch", b"patch two\n")])
 
 # --------------------------------------------------------------------------- identity
 
@@ -49,7 +49,10 @@ DIGEST = series_digest([b"patch one\n", b"patch two\n"])
     ],
 )
 def test_series_digest(left: list[bytes], right: list[bytes], same: bool) -> None:
-    assert (series_digest(left) == series_digest(right)) is same
+    def digest(patches: list[bytes]) -> str:
+        return series_digest((f"{i:04d}.patch", data) for i, data in enumerate(patches))
+
+    assert (digest(left) == digest(right)) is same
 
 
 @pytest.mark.parametrize(
@@ -58,7 +61,7 @@ def test_series_digest(left: list[bytes], right: list[bytes], same: bool) -> Non
         ((A, DIGEST, ["x", "y"], ""), (A, DIGEST, ["y", "x"], ""), True),  # check order
         ((A, DIGEST, ["x"], ""), (A.upper(), DIGEST, ["x"], ""), True),  # sha case
         ((A, DIGEST, ["x"], ""), (B, DIGEST, ["x"], ""), False),  # upstream moved
-        ((A, DIGEST, ["x"], ""), (A, series_digest([b"z"]), ["x"], ""), False),  # series
+        ((A, DIGEST, ["x"], ""), (A, series_digest([("0001.patch", b"z")]), ["x"], ""), False),  # series
         ((A, DIGEST, ["x"], ""), (A, DIGEST, ["x", "y"], ""), False),  # another check
         ((A, DIGEST, ["x"], "r1"), (A, DIGEST, ["x"], "r2"), False),  # changed commands
     ],

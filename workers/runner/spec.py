@@ -66,7 +66,9 @@ class TreeSpec:
     """The exact tree: an upstream commit plus the series read from carry's PR branch.
 
     `expected_tree` is the tree SHA the engine computed for upstream + series; the runner
-    rebuilds the tree with `git am -3` and refuses to test anything else.
+    rebuilds the tree with `git am -3` and refuses to test anything else. `series_digest`
+    identifies the series content in the tree key (e.g. the rebase event's digest); the runner
+    does not recompute it, the tree comparison is the exactness check.
     """
 
     upstream_url: str

@@ -2,10 +2,12 @@
 
 One persistent clone per upstream under the runner's workdir keeps objects (and fetches cheap)
 between jobs. For each job: fetch the upstream SHA and carry's PR branch into that clone, read
-`<patches_dir>/series` and its patches from the PR head commit, check the series digest, detach
-HEAD at the upstream SHA, `git am -3` the patches, and compare `HEAD^{tree}` with the tree the
-engine computed. Anything else is an infrastructure error that names both sides. A failed `am`
-is aborted and the work tree reset, so no conflict marker is ever left for a check to test.
+`<patches_dir>/series` and its patches from the PR head commit, detach HEAD at the upstream
+SHA, `git am -3` the patches, and compare `HEAD^{tree}` with the tree the engine computed: the
+tree, not a digest of the patch files, is what must be exact (refreshed patches differ in bytes
+from the series the digest was taken of, and still build the same tree). A mismatch is an
+infrastructure error that names both trees. A failed `am` is aborted and the work tree reset,
+so no conflict marker is ever left for a check to test.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.core.ci_plan import series_digest, short
+from bot.core.ci_plan import short
+from bot.core.policy import series_digest
 from bot.core.seriesfile import parse_series
 from bot.git.runner import Git, GitError
 from workers.runner.spec import TreeSpec
@@ -177,12 +180,6 @@ def _read_series(git: Git, spec: TreeSpec) -> tuple[list[str], list[bytes]]:
         why = "; ".join(str(p) for p in problems) or f"awaiting import: {parsed.awaiting_import}"
         raise TreeError(f"series file {spec.patches_dir}/series is not usable: {why}")
     patches = [_read_blob(git, f"{base}/{name}") for name in parsed.patches]
-    digest = series_digest(patches)
-    if digest != spec.series_digest:
-        raise TreeError(
-            f"series digest mismatch at {short(spec.downstream_sha)}: "
-            f"expected {spec.series_digest}, found {digest}"
-        )
     return list(parsed.patches), patches
 
 
@@ -213,7 +210,8 @@ def _apply(git: Git, path: Path, names: list[str], patches: list[bytes], note: N
         target = spool / f"{index:04d}-{os.path.basename(name)}"
         target.write_bytes(body)
         files.append(str(target))
-    note(f"[carry] git am -3 {len(files)} patch(es): {', '.join(names)}")
+    digest = series_digest(zip(names, patches, strict=True))
+    note(f"[carry] git am -3 {len(files)} patch(es) (bytes digest {digest}): {', '.join(names)}")
     result = git.run("am", "-q", "-3", "--keep-cr", *files, check=False)
     shutil.rmtree(spool, ignore_errors=True)
     if result.ok:
