@@ -71,9 +71,16 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
     ]
     ports: dict[str, list[str]] = {}
     reverted: set[str] = set()
+    mentioned: dict[str, list[str]] = {}  # PR number mentioned by a release commit -> its shas
+    own_prs: dict[str, str] = {}  # a release commit's own PR number -> its sha
     for sha, subject, body in (r for r in release if len(r) == 3):
         sha = sha.strip()
         ports.setdefault(title_key(subject), []).append(sha)
+        for number in re.findall(r"#(\d+)", subject + " " + body):
+            mentioned.setdefault(number, []).append(sha)
+        own = re.findall(r"\(#(\d+)\)\s*$", subject)
+        if own:
+            own_prs[own[-1]] = sha
         for target in re.findall(r"This reverts commit ([0-9a-f]{7,40})", body):
             reverted.add(target)
         if subject.lower().startswith("revert "):
@@ -85,7 +92,11 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
         key = title_key(subject)
         if len(key) < 12:
             continue
-        port = ports.get(key)
+        port = list(ports.get(key, []))
+        own = re.findall(r"\(#(\d+)\)\s*$", subject)
+        if own:
+            port += mentioned.get(own[-1], [])  # a release commit names this main PR
+        port += [own_prs[n] for n in re.findall(r"#(\d+)", subject) if n in own_prs and n not in own]
         if port:
             undone = any(p in reverted or any(p.startswith(r) for r in reverted) for p in port)
             undone = undone or ("title:" + key) in reverted

@@ -296,6 +296,7 @@ class Signals:
     hunks: tuple[HunkPresence, ...] = ()
     duplicate: bool = False  # the change would add code the head already has elsewhere
     removals_remain: bool = False  # lines the patch removes still exist elsewhere in the head
+    state_predates_range: bool = False  # the history range's base already had the post-image
     linked_merged_in_head: bool = False  # a linked PR's merge commit is an ancestor of head
     matched_commit: bool = False  # an upstream commit in range matches (patch-id or subject)
     matched_reverted: bool = False  # ... and a later upstream commit reverted it
@@ -329,6 +330,13 @@ def decide(sig: Signals) -> Verdict:
             Decision.REVIEW,
             "the patch reverse-applies, but code it removes still exists elsewhere in the head "
             "(upstream may have moved it)",
+        )
+    if sig.state_predates_range and (sig.reverse or sig.three_way_unchanged):
+        return Verdict(
+            Status.CONTAINED,
+            Decision.REVIEW,
+            "the head is in the state the patch produces, but it already was before the patch's "
+            "base: upstream never had what the patch changes, so nothing shows upstream took it",
         )
     if not sig.forward and sig.reverse:
         return Verdict(

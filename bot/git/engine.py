@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +257,8 @@ class _PatchCheck:
             matched_commit=any(m.reverted_by is None for m in self.matches),
             matched_reverted=bool(self.matches) and all(m.reverted_by for m in self.matches),
         )
+        if (reverse.ok and not forward.ok) or after == before:
+            signals = replace(signals, state_predates_range=self._state_predates_range())
         self._history_evidence()
         if after == before:
             self.evidence.append({"signal": "tree-unchanged", "result": True})
@@ -355,6 +357,19 @@ class _PatchCheck:
                 }
             )
         return duplicate
+
+    def _state_predates_range(self) -> bool:
+        """True when the base of the history range already held the patch's post-image: the
+        head then never had what the patch changes, which is not evidence that upstream took it."""
+        if self.range is None:
+            return False
+        fork = self.range.split("..", 1)[0]
+        at_fork = self.ctx.applier.check_reverse(tree_of(self.git, fork), self.item.data)
+        if at_fork.ok:
+            self.evidence.append(
+                {"signal": "post-image-at-range-base", "base": fork, "result": True}
+            )
+        return at_fork.ok
 
     def _removals_remain(self, files: dict[str, HeadFile]) -> bool:
         hits = total = 0

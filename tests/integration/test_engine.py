@@ -468,3 +468,23 @@ def test_removal_reverse_applies_but_code_moved_elsewhere_goes_to_review(up, tmp
     p = only(check(up, "main", patches, tmp_path))
     assert (p.status, p.decision) == (Status.UPSTREAM_VERSION, Decision.REVIEW)
     assert signals(p)["removed-lines-still-in-head"]["suspicious"] is True
+
+
+def test_removing_code_the_head_never_had_is_not_a_drop(up, tmp_path):
+    """A head that never had the removed code did not 'take' the removal: a human confirms."""
+    fork = up.head()
+    up.checkout("main", new_branch="release")
+    up.commit("release work", {"other.py": "alpha = 9\n"})
+    up.checkout("main")
+    block = "def workaround(x):\n    cap_blocks(x)\n    return limit_context(x)\n"
+    up.commit("add a workaround", {"mod.py": BODY + block})
+    removal = patches_of_commit(up, {"mod.py": BODY}, "remove the workaround", tmp_path)
+    p = only(check(up, "release", removal, tmp_path))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.REVIEW)
+    assert signals(p)["post-image-at-range-base"]["base"] == fork
+
+
+def patches_of_commit(up, files, message, tmp_path):
+    """A format-patch of a commit made on main (its From line names a commit upstream has)."""
+    sha = up.commit(message, files)
+    return [PatchInput(str(p), p.read_bytes()) for p in up.format_patch(f"{sha}~1..{sha}", tmp_path / "one")]
