@@ -11,8 +11,8 @@ from pathlib import Path
 
 import git as gitpython
 
+from bot import importer, service
 from bot import log as carry_log
-from bot import service
 from bot.config import ConfigError
 from bot.core.report import SeriesReport
 from bot.fixes import fix_rows, render_fix_table
@@ -112,6 +112,32 @@ def cmd_fixes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    if not args.series:
+        raise UsageError("--series is required (a series id under --patches-dir, or its directory)")
+    series_dir = Path(args.series) if "/" in args.series else Path(args.patches_dir) / args.series
+    request = importer.ImportRequest(
+        series_dir=series_dir,
+        repo=args.repo,
+        rev_range=args.range,
+        pr=args.pr,
+        base_branch=args.base_branch,
+        base_repo=args.base_repo,
+        files=tuple(Path(name) for name in args.files or ()),
+        names=tuple(args.name or ()),
+        page=args.page,
+        numbering_from=args.numbering_from,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+        dry_run=args.dry_run,
+    )
+    try:
+        result = importer.run_import(request)
+    except importer.ImportFailed as err:
+        raise UsageError(str(err)) from err
+    sys.stdout.write(result.render())
+    return 0
+
+
 def cmd_web(args: argparse.Namespace) -> int:
     service.web(args.host, args.port)
     return 0
@@ -125,6 +151,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_beat(args: argparse.Namespace) -> int:
     service.beat()
     return 0
+
+
+def cmd_runner(args: argparse.Namespace) -> int:
+    from workers.runner import runner_cli
+
+    return runner_cli.main(
+        args.kind, args.config, args.concurrency, name=args.name, workdir=args.workdir
+    )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -153,6 +187,22 @@ def build_parser() -> argparse.ArgumentParser:
     fixes.add_argument("--patches-dir", default="patches")
     fixes.set_defaults(func=cmd_fixes)
 
+    imp = sub.add_parser("import", help="bring patches into a series: commit range, PR or files")
+    imp.add_argument("--series", help="series id under --patches-dir (or a series directory)")
+    imp.add_argument("--patches-dir", default="patches")
+    imp.add_argument("--repo", help="repository of --range or --pr: local path or URL")
+    imp.add_argument("--range", help="BASE..TIP: one patch per commit, BASE recorded as base")
+    imp.add_argument("--pr", help="OWNER/REPO#N: merge-base(base branch, refs/pull/N/head)..head")
+    imp.add_argument("--base-branch", default=importer.DEFAULT_BASE_BRANCH, help="PR's base")
+    imp.add_argument("--base-repo", help="repository holding --base-branch (default: --repo)")
+    imp.add_argument("--files", nargs="+", help="patch files (mail or plain diff), in order")
+    imp.add_argument("--name", action="append", help="file name per patch, in order (repeatable)")
+    imp.add_argument("--page", help="fix page that names the patches no page names yet")
+    imp.add_argument("--numbering-from", type=int, help="number of the first new patch")
+    imp.add_argument("--cache-dir", help=f"mirror cache (default {default_cache_dir()})")
+    imp.add_argument("--dry-run", action="store_true", help="print what would be written")
+    imp.set_defaults(func=cmd_import)
+
     web = sub.add_parser("web", help="serve webhooks, the API and the dashboard")
     web.add_argument("--host", default="127.0.0.1")
     web.add_argument("--port", type=int, default=8000)
@@ -165,6 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     beat = sub.add_parser("beat", help="run the poller's schedule (Celery beat)")
     beat.set_defaults(func=cmd_beat)
+
+    runner = sub.add_parser("runner", help="a hardware runner: consume jobs of queue hw.<kind>")
+    runner.add_argument("--kind", required=True, help="runner kind, a key of runners in config")
+    runner.add_argument("--config", help="config file (default: $CARRY_CONFIG)")
+    runner.add_argument("--concurrency", type=int, default=1)
+    runner.add_argument("--name", help="worker name (default: <kind>@<host>)")
+    runner.add_argument("--workdir", help="where the runner keeps its clones and artifacts")
+    runner.set_defaults(func=cmd_runner)
 
     run = sub.add_parser("run", help="web, worker and beat together (starts Redis if needed)")
     run.add_argument("--host", default="127.0.0.1")

@@ -1,14 +1,23 @@
-"""Logging with correlation ids (delivery, event, task, run) carried in context variables."""
+"""Logging with correlation ids (delivery, event, task, run) carried in context variables,
+and with every known secret value redacted from every record before it is written."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import contextvars
 import json
 import logging
+import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from pydantic import SecretStr
+
+from bot.config import ConfigError, Settings, load_settings
 
 _CORRELATION: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "carry_correlation", default=None
@@ -42,17 +51,152 @@ class JsonFormatter(logging.Formatter):
         extra = getattr(record, "fields", None)
         if isinstance(extra, dict):
             line.update(extra)
-        if record.exc_info:
+        if record.exc_text:  # set (and redacted) by SecretFilter
+            line["exc"] = record.exc_text
+        elif record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = record.stack_info
         return json.dumps(line, default=str)
 
 
-def setup(level: str = "INFO", json_lines: bool = True) -> None:
+# --------------------------------------------------------------------------- secrets
+
+REDACTED = "[redacted]"
+# Shorter values would blank out ordinary words; a secret that short is no secret anyway.
+MIN_SECRET_LEN = 6
+# Values of variables named like these are redacted too (HF_TOKEN on a runner host, a
+# dashboard token under another name, ...). *_PATH, *_ENV and *_ID name things, not secrets.
+_SECRET_NAME = re.compile(r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|PRIVATE_KEY|API_KEY|ACCESS_KEY)$")
+_SETTINGS_ENV = (
+    "CARRY_WEBHOOK_SECRET",
+    "GITHUB_TOKEN",
+    "GITHUB_APP_PRIVATE_KEY",
+    "CARRY_DASHBOARD_TOKEN",
+)
+
+
+def secret_values(
+    settings: Settings | None = None, environ: Mapping[str, str] | None = None
+) -> set[str]:
+    """Every secret value this process knows, in the forms it may be written in: the secrets
+    of `settings` (webhook secret, GitHub token, App private key, Redis password), the
+    dashboard token, and any variable whose name says it holds a secret."""
+    env = os.environ if environ is None else environ
+    raw: list[str] = [value for name, value in env.items() if _SECRET_NAME.search(name)]
+    raw += [env.get(name, "") for name in _SETTINGS_ENV]
+    if settings is not None:
+        raw += _settings_secrets(settings)
+    raw.append(_url_password(env.get("REDIS_URL", "")))
+    found: set[str] = set()
+    for value in raw:
+        found |= _forms(value)
+    return {value for value in found if len(value) >= MIN_SECRET_LEN}
+
+
+def _settings_secrets(settings: Settings) -> list[str]:
+    secrets: list[SecretStr | None] = [
+        settings.webhook_secret,
+        settings.github_token,
+        settings.github_app_private_key,
+    ]
+    with contextlib.suppress(ConfigError):
+        secrets.append(settings.app_private_key())
+    values = [secret.get_secret_value() for secret in secrets if secret is not None]
+    values.append(_url_password(settings.redis_url.get_secret_value()))
+    if settings.github_token is not None:
+        # How git receives the token (bot.git.downstream.auth_env): a Basic auth header.
+        token = settings.github_token.get_secret_value()
+        values.append(base64.b64encode(f"x-access-token:{token}".encode()).decode())
+    return values
+
+
+def _url_password(url: str) -> str:
+    try:
+        return urlsplit(url).password or ""
+    except ValueError:
+        return ""
+
+
+def _forms(value: str) -> set[str]:
+    """The value, its URL-encoded and -decoded forms, and for a multi-line value (a PEM key)
+    each long line, so that a fragment of it is caught too."""
+    value = value.strip()
+    if not value:
+        return set()
+    forms = {value, quote(value, safe=""), unquote(value)}
+    if "\n" in value:
+        forms.add(value.replace("\n", "\\n"))
+        forms |= {line.strip() for line in value.splitlines() if len(line.strip()) >= 16}
+    return forms
+
+
+class SecretFilter(logging.Filter):
+    """Rewrites each record so that no known secret value reaches a handler: the message with
+    its arguments, the exception text, the stack and the structured fields."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        # Longest first, so that a secret containing another is replaced whole.
+        self._secrets = sorted(set(secrets), key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._secrets:
+            return True
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # bad %-arguments: left for the handler to report
+            return True
+        record.msg, record.args = self.redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            record.fields = self._redact_value(fields)
+        return True
+
+    def _redact_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {key: self._redact_value(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._redact_value(item) for item in value]
+        return value
+
+
+def _environment_secrets() -> set[str]:
+    try:
+        settings = load_settings()
+    except ConfigError:
+        settings = None  # the process is about to stop on that; the raw variables still count
+    return secret_values(settings)
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def setup(
+    level: str | int = "INFO", json_lines: bool = True, secrets: Iterable[str] | None = None
+) -> None:
+    """One stderr handler on the root logger: JSON lines (or plain text) with the correlation
+    ids, and `secrets` (by default every secret of the environment) redacted."""
     handler = logging.StreamHandler(sys.stderr)
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(SecretFilter(_environment_secrets() if secrets is None else secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
+    root.setLevel(level.upper() if isinstance(level, str) else level)

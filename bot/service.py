@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import redis
 
+from bot import log as carry_log
 from bot.config import CarryConfig, ConfigError, load_settings
 from bot.core.events import Event, event_to_dict
 
@@ -27,19 +29,23 @@ def web(host: str, port: int) -> None:
     import uvicorn
 
     from bot.web.app import create_app
+    from workers import logging_hooks  # noqa: F401  (correlation ids travel with each task)
     from workers.celery_app import app as celery_app
     from workers.runtime import runtime
 
+    # JSON lines with correlation ids and secrets redacted, at the level `--log-level` set.
+    carry_log.setup(logging.getLogger().level, json_lines=True)
     rt = runtime()
 
     def enqueue(event: Event) -> None:
         celery_app.send_task("carry.ingest", kwargs={"event": event_to_dict(event)})
 
     app = create_app(rt.config, rt.settings, rt.redis, on_event=enqueue)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None)
 
 
 def worker(queues: str = "carry", concurrency: int = 1) -> None:
+    from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
     from workers.celery_app import app as celery_app
 
     _check_config()
@@ -59,6 +65,7 @@ def worker(queues: str = "carry", concurrency: int = 1) -> None:
 
 
 def beat() -> None:
+    from workers import logging_hooks  # noqa: F401  (JSON logs)
     from workers.celery_app import app as celery_app
 
     config = _check_config()

@@ -17,6 +17,7 @@ from bot.core.report import SeriesReport
 from bot.core.state import PatchState, SeriesState
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
+from bot.metrics import observe_rebase
 from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
 from workers.runtime import Runtime
@@ -73,6 +74,7 @@ def rebase_series(
     started = time.perf_counter()
     report = _check(rt, series, state, loaded, patches, head_sha)
     changed = _store_report(rt, series, state, report, digest)
+    observe_rebase(rt.redis, time.perf_counter() - started)
     log.info(
         "rebased %s on %s in %.0f ms",
         series_id,

@@ -18,6 +18,7 @@ from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import Forge, ForgeError
 from bot.log import correlated
+from bot.metrics import count_event
 from bot.store import series as store
 from workers import ci, hardware, poller, publish
 from workers.celery_app import app
@@ -43,6 +44,7 @@ def handle_event(rt: Runtime, event: ev.Event) -> None:
         if store.is_claimed(rt.redis, f"event:{event.key}"):
             store.append_history(rt.redis, None, "duplicate-event", key=event.key)
             return
+        count_event(rt.redis, event.kind)
         for action in plan(event, gather(rt)):
             carry_out(rt, action, send)
         store.claim(rt.redis, f"event:{event.key}")

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from bot.config import CarryConfig, ConfigError, Settings
+from bot.metrics import metrics_router
 from bot.store.deliveries import recent_deliveries
 from bot.web.api import Access, FixPages, api_router
 from bot.web.dashboard import install_dashboard
@@ -41,6 +42,7 @@ def create_app(
     )
     app.include_router(webhook_router(intake))
     _add_health_routes(app, config, redis_client)
+    app.include_router(metrics_router(redis_client, config))
     access = Access(Settings.dashboard_token(config) if config else None)
     fix_pages = FixPages.from_config(config)
     _add_api_routes(app, redis_client, access)

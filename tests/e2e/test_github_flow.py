@@ -66,6 +66,15 @@ class Flow:
 
 @pytest.fixture
 def flow(tmp_path: Path, redis_url: str):
+    yield from _flow(tmp_path, redis_url, runners=False)
+
+
+@pytest.fixture
+def flow_with_runner(tmp_path: Path, redis_url: str):
+    yield from _flow(tmp_path, redis_url, runners=True)
+
+
+def _flow(tmp_path: Path, redis_url: str, *, runners: bool):
     env = CarryEnv(tmp_path, redis_url)
     env.upstream.checkout("main", new_branch="feature")
     env.upstream.commit("Start the feature", {"feature.py": "enabled = True\n"})
@@ -88,7 +97,16 @@ def flow(tmp_path: Path, redis_url: str):
         pull = gh.open_pull(
             UP_OWNER, UP_NAME, head="feature", base="main", title="Feature", user="upstream-dev"
         )
-        env.write_config(base={"pull": pull})
+        extra: dict = {}
+        if runners:
+            extra = {
+                "runners": ["gaudi"],
+                "checks": ["has-fix"],
+                "trusted_authors": ["upstream-dev"],
+            }
+        env.write_config(base={"pull": pull}, **extra)
+        if runners:
+            add_runner_config(env, tmp_path / "runner")
         config = env.config_path.read_text().replace(
             str(env.upstream.path), gh.git_url(UP_OWNER, UP_NAME)
         )
@@ -101,8 +119,11 @@ def flow(tmp_path: Path, redis_url: str):
                 "CARRY_BOT_LOGIN": "carry[bot]",
             }
         )
+        env.extra_env["CARRY_CI_DEBOUNCE_S"] = "0"
         url = env.start_web()
         env.start_worker()
+        if runners:
+            env.start_runner("gaudi")
         gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
         yield Flow(env, gh, pull)
         env.stop()
@@ -197,6 +218,74 @@ def test_pr_lifecycle_on_a_moving_upstream_pr(flow: Flow):
         "refusal",
     )
     assert "@visitor" in refusal["body"]
+
+
+def add_runner_config(env: CarryEnv, workdir: Path) -> None:
+    import json
+
+    config = json.loads(env.config_path.read_text())
+    config["runners"] = {
+        "gaudi": {
+            "queue": "hw.gaudi",
+            "workdir": str(workdir),
+            "checks": {
+                "has-fix": {"run": ["sh", "-c", "grep -q 'safe=True' mod.py"], "timeout_s": 60}
+            },
+        }
+    }
+    env.config_path.write_text(json.dumps(config, indent=2))
+
+
+def check_runs(flow: Flow, sha: str) -> list[dict]:
+    return flow.gh.check_runs(DOWN_OWNER, DOWN_NAME, sha=sha)
+
+
+def test_hardware_ci_runs_the_exact_tree_and_gates_untrusted_heads(flow_with_runner: Flow):
+    flow = flow_with_runner
+    head1 = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head1)
+    (pr,) = flow.carry_pulls()
+    pr_head = flow.branch_sha()
+    done = wait_for(
+        lambda: [r for r in check_runs(flow, pr_head) if r["status"] == "completed"],
+        90,
+        "check run",
+    )
+    assert done[-1]["conclusion"] == "success" and done[-1]["name"] == "carry/gaudi/has-fix"
+    state = flow.env.state()
+    assert state.ci["gaudi/has-fix"].state == "success"
+
+    # A head pushed by someone outside trusted_authors waits for /carry approve <sha>.
+    up = flow.env.upstream
+    up.checkout("feature")
+    head2 = up.commit("Stranger moves context", {"mod.py": "# header\n# stranger\n" + BODY})
+    git(up.path, "push", "-q", "--force", str(flow.gh.repo_path(UP_OWNER, UP_NAME)), "feature")
+    flow.gh.sync(UP_OWNER, UP_NAME, pusher="stranger")
+    up.checkout("main")
+    flow.published(head2)
+    waiting = wait_for(
+        lambda: (
+            (s := flow.env.state())
+            and s.ci.get("gaudi/has-fix")
+            and s.ci["gaudi/has-fix"].state == "waiting-approval"
+            and s
+        ),
+        60,
+        "waiting for approval",
+    )
+    assert waiting.ci["gaudi/has-fix"].head_sha == head2
+    flow.gh.add_comment(
+        DOWN_OWNER, DOWN_NAME, pr["number"], f"/carry approve {head2}", user="maint"
+    )
+    wait_for(
+        lambda: (
+            (s := flow.env.state())
+            and s.ci["gaudi/has-fix"].state == "success"
+            and s.ci["gaudi/has-fix"].head_sha == head2
+        ),
+        90,
+        "approved run",
+    )
 
 
 def pr_patch_name(flow: Flow) -> str:

@@ -487,4 +487,7 @@ def test_removing_code_the_head_never_had_is_not_a_drop(up, tmp_path):
 def patches_of_commit(up, files, message, tmp_path):
     """A format-patch of a commit made on main (its From line names a commit upstream has)."""
     sha = up.commit(message, files)
-    return [PatchInput(str(p), p.read_bytes()) for p in up.format_patch(f"{sha}~1..{sha}", tmp_path / "one")]
+    return [
+        PatchInput(str(p), p.read_bytes())
+        for p in up.format_patch(f"{sha}~1..{sha}", tmp_path / "one")
+    ]

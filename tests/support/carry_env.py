@@ -190,6 +190,30 @@ class CarryEnv:
         )
         return proc
 
+    def start_runner(self, kind: str) -> subprocess.Popen[bytes]:
+        log_path = self.root / f"runner-{kind}.log"
+        log = open(log_path, "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "runner",
+                "--kind",
+                kind,
+                "--name",
+                f"{kind}@carry-test",
+            ],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        wait_for(lambda: b"ready" in log_path.read_bytes(), 30, f"runner {kind}")
+        return proc
+
     def start_web(self) -> str:
         port = free_port()
         log = open(self.root / "web.log", "wb")  # noqa: SIM115

@@ -61,7 +61,11 @@ def test_series_digest(left: list[bytes], right: list[bytes], same: bool) -> Non
         ((A, DIGEST, ["x", "y"], ""), (A, DIGEST, ["y", "x"], ""), True),  # check order
         ((A, DIGEST, ["x"], ""), (A.upper(), DIGEST, ["x"], ""), True),  # sha case
         ((A, DIGEST, ["x"], ""), (B, DIGEST, ["x"], ""), False),  # upstream moved
-        ((A, DIGEST, ["x"], ""), (A, series_digest([("0001.patch", b"z")]), ["x"], ""), False),  # series
+        (
+            (A, DIGEST, ["x"], ""),
+            (A, series_digest([("0001.patch", b"z")]), ["x"], ""),
+            False,
+        ),  # series
         ((A, DIGEST, ["x"], ""), (A, DIGEST, ["x", "y"], ""), False),  # another check
         ((A, DIGEST, ["x"], "r1"), (A, DIGEST, ["x"], "r2"), False),  # changed commands
     ],

@@ -86,7 +86,7 @@ def _config(config_path: str | None) -> CarryConfig | None:
         if not default.is_file():
             return None
         path = str(default)
-    return load_config(path)
+    return load_config(path, check_dirs=False)  # a runner host has no copy of patches/
 
 
 def _runner(config: CarryConfig | None, kind: str) -> Runner | None:
