@@ -74,6 +74,10 @@ def beat() -> None:
             "task": "carry.poll",
             "schedule": float(config.polling.refs_every_s),
         },
+        "poll-upstream-prs": {
+            "task": "carry.poll_prs",
+            "schedule": float(config.polling.pr_state_every_s),
+        },
     }
     schedule = load_settings().cache_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from bot.config import Series
-from bot.core.events import ZERO_SHA, HeadMoved
+from bot.config import Series, parse_pr_ref
+from bot.core.events import ZERO_SHA, HeadMoved, PrStateChanged
 from bot.git.mirror import Mirror, MirrorError
+from bot.github.forge import Forge, ForgeError
 from bot.store import series as store
 from workers.runtime import Runtime
 
@@ -63,4 +64,58 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
                     delivery_id=f"poll:{series.id}:{sha[:12]}",
                 )
             )
+    return events
+
+
+def watched_prs(rt: Runtime) -> list[tuple[str, int]]:
+    """Every upstream PR a series depends on: linked PRs of its patches, and PR bases."""
+    found: dict[tuple[str, int], None] = {}
+    for series in rt.config.series:
+        for refs in series.links.values():
+            for ref in refs:
+                found[parse_pr_ref(ref)] = None
+        if series.base.pull is not None:
+            found[(rt.config.upstreams[series.upstream].repo, series.base.pull)] = None
+    return list(found)
+
+
+def pr_events(rt: Runtime) -> list[PrStateChanged]:
+    """State changes of watched PRs, via conditional requests (a 304 costs no rate limit)."""
+    if rt.settings.github_auth == "none":
+        return []
+    forge = Forge.connect(rt.settings, rt.config.downstream.repo)
+    events = []
+    for repo, number in watched_prs(rt):
+        key = f"carry:prstate:{repo}#{number}"
+        known = {k.decode(): v.decode() for k, v in rt.redis.hgetall(key).items()}
+        try:
+            state, etag = forge.pull_state(repo, number, known.get("etag"))
+        except ForgeError as err:
+            store.append_history(
+                rt.redis, None, "poll-failed", pr=f"{repo}#{number}", error=str(err)
+            )
+            continue
+        if state is None or (known.get("state"), known.get("head")) == (
+            state.state,
+            state.head_sha,
+        ):
+            continue
+        rt.redis.hset(
+            key, mapping={"etag": etag or "", "state": state.state, "head": state.head_sha}
+        )
+        if known.get("state") == state.state:
+            continue  # only the head moved: the ref poller and webhooks cover head moves
+        events.append(
+            PrStateChanged(
+                repo=repo,
+                number=number,
+                state=state.state,
+                head_sha=state.head_sha,
+                base_ref=state.base_ref,
+                merge_commit_sha=state.merge_commit,
+                merged_by=state.merged_by,
+                source="poll",
+                delivery_id=f"poll:{repo}#{number}",
+            )
+        )
     return events

@@ -145,6 +145,14 @@ def poll(self: Task) -> None:
             handle_event(rt, event)
 
 
+@app.task(name="carry.poll_prs", bind=True, acks_late=True)
+def poll_prs(self: Task) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id):
+        for event in poller.pr_events(rt):
+            handle_event(rt, event)
+
+
 @app.task(name="carry.check_permission", bind=True, acks_late=True, max_retries=5)
 def check_permission(
     self: Task, series_id: str, number: int, comment_id: int, author: str, body: str

@@ -7,10 +7,11 @@ retries POST, which can open the same pull request twice.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from github import Auth, Github, GithubException, GithubRetry
@@ -168,10 +169,47 @@ class Forge:
             kwargs["conclusion"] = conclusion
         return int(self._call("create check run", self.repo.create_check_run, **kwargs).id)
 
+    def pull_state(
+        self, repo: str, number: int, etag: str | None
+    ) -> tuple[PullState | None, str | None]:
+        """A PR's state through a conditional request: (None, etag) when unchanged (304, which
+        costs no rate limit), else the new state and its ETag."""
+        headers = {"If-None-Match": etag} if etag else None
+        status, answer_headers, body = self.github.requester.requestJson(
+            "GET", f"/repos/{repo}/pulls/{number}", headers=headers
+        )
+        if status == 304:
+            return None, etag
+        if status >= 400:
+            raise ForgeError(f"GitHub: get {repo}#{number} failed ({status}): {body[:300]}")
+        data = json.loads(body)
+        state: Literal["open", "merged", "closed_unmerged"] = "open"
+        if data.get("merged"):
+            state = "merged"
+        elif data.get("state") == "closed":
+            state = "closed_unmerged"
+        found = PullState(
+            state=state,
+            head_sha=data["head"]["sha"],
+            base_ref=data["base"]["ref"],
+            merge_commit=data.get("merge_commit_sha") if data.get("merged") else None,
+            merged_by=(data.get("merged_by") or {}).get("login"),
+        )
+        return found, answer_headers.get("etag")
+
     @property
     def rate_remaining(self) -> int | None:
         remaining, _limit = self.github.rate_limiting
         return remaining if remaining >= 0 else None
+
+
+@dataclass(frozen=True)
+class PullState:
+    state: Literal["open", "merged", "closed_unmerged"]
+    head_sha: str
+    base_ref: str
+    merge_commit: str | None
+    merged_by: str | None
 
 
 def _info(pull: PullRequest) -> PullInfo:

@@ -3,6 +3,7 @@ recording every request, adding rate-limit headers and applying injected faults.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import traceback
@@ -152,7 +153,9 @@ class Service:
             except ApiError as exc:
                 reply = Reply(exc.status, exc.body(), exc.headers)
             current = counted or self.limiter.window(identity.rate_key)
-            return self._reply(entry, reply, current, request_id)
+            return self._reply(
+                entry, reply, current, request_id, if_none_match=headers.get("if-none-match")
+            )
 
     def _route(
         self, entry: RecordedRequest, identity: Identity, found: tuple[Route, dict[str, str]] | None
@@ -193,7 +196,13 @@ class Service:
         return f"user ID {identity.login}"
 
     def _reply(
-        self, entry: RecordedRequest, reply: Reply, window: Window | None, request_id: str
+        self,
+        entry: RecordedRequest,
+        reply: Reply,
+        window: Window | None,
+        request_id: str,
+        *,
+        if_none_match: str | None = None,
     ) -> Outcome:
         headers = {
             "Content-Type": "application/json; charset=utf-8",
@@ -206,6 +215,13 @@ class Service:
         headers.update(reply.headers)
         entry.response_json = reply.body
         body = b"" if reply.body is None else json.dumps(reply.body).encode()
+        if entry.method == "GET" and reply.status == 200:
+            # Conditional requests, as GitHub serves them: an unchanged resource answers 304.
+            etag = '"' + hashlib.sha1(body).hexdigest() + '"'
+            headers["ETag"] = etag
+            if if_none_match == etag:
+                entry.response_json = None
+                return Outcome(304, headers, b"")
         return Outcome(reply.status, headers, body)
 
     # -- git --------------------------------------------------------------------------------------

@@ -1,0 +1,70 @@
+"""PR-state polling through conditional requests, and re-evaluation when a linked PR changes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.store import series as store
+from tests.support.carry_env import BODY, SERIES, CarryEnv
+from tests.support.github_emulator import GitHubEmulator
+from tests.support.gitrepo import git
+from workers import poller
+from workers import runtime as runtime_module
+from workers.tasks import handle_event
+
+UP = ("upstream-org", "engine")
+
+
+@pytest.fixture
+def polled(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch):
+    env = CarryEnv(tmp_path, redis_url)
+    names = env.carry_patches([{"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}])
+    env.upstream.checkout("main", new_branch="fix")
+    env.upstream.commit("Upstream fix", {"other.py": "fixed = True\n"})
+    env.upstream.checkout("main")
+    with GitHubEmulator(tmp_path / "gh") as gh:
+        gh.create_repo(*UP, from_path=env.upstream.path)
+        gh.create_repo("downstream-org", "carry")
+        gh.add_user("carry[bot]", type="Bot")
+        gh.add_token("carry-token", "carry[bot]")
+        number = gh.open_pull(*UP, head="fix", base="main", title="Upstream fix", user="dev")
+        env.write_config(links={names[0]: [f"{UP[0]}/{UP[1]}#{number}"]})
+        for key, value in {
+            **env.env,
+            "GITHUB_TOKEN": "carry-token",
+            "GITHUB_BASE_URL": gh.base_url,
+        }.items():
+            monkeypatch.setenv(key, value)
+        runtime_module.reset()
+        yield env, gh, number, runtime_module.runtime()
+        runtime_module.reset()
+
+
+def test_unchanged_pr_costs_a_304_and_a_merge_reevaluates_the_series(polled):
+    env, gh, number, rt = polled
+    store.ensure_series(rt.redis, SERIES)
+    state = store.load_series(rt.redis, SERIES)
+    state.head_sha, state.head_ref = env.upstream.head(), "refs/heads/main"
+    store.save_series(rt.redis, state)
+
+    first = poller.pr_events(rt)
+    assert [(e.number, e.state) for e in first] == [(number, "open")]
+    gh.clear_requests()
+    assert poller.pr_events(rt) == []
+    (request,) = gh.api_requests(path=f"/repos/{UP[0]}/{UP[1]}/pulls/{number}")
+    assert request.status == 304
+
+    merge_commit = gh.merge_pull(*UP, number)
+    (merged,) = poller.pr_events(rt)
+    assert (merged.state, merged.merge_commit_sha) == ("merged", merge_commit)
+    handle_event(rt, merged)
+    stored = store.load_series(rt.redis, SERIES)
+    assert stored.patches[0].upstream_prs == [
+        {"ref": f"{UP[0]}/{UP[1]}#{number}", "state": "merged", "merge_commit": merge_commit}
+    ]
+    queued = [json.loads(m)["headers"]["task"] for m in rt.redis.lrange("carry", 0, -1)]
+    assert "carry.rebase" in queued  # the dependent series is re-evaluated on its current head
+    assert git(env.upstream.path, "rev-parse", "main")
