@@ -10,9 +10,9 @@ import pytest
 from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv
 from tests.support.github_emulator import GitHubEmulator
-from tests.support.gitrepo import git
 from workers import poller
 from workers import runtime as runtime_module
+from workers.celery_app import app as celery_app
 from workers.tasks import handle_event
 
 UP = ("upstream-org", "engine")
@@ -39,7 +39,12 @@ def polled(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch):
         }.items():
             monkeypatch.setenv(key, value)
         runtime_module.reset()
+        broker = celery_app.conf.broker_url
+        celery_app.conf.broker_url = redis_url  # this process enqueues into the test's Redis
+        celery_app.close()
         yield env, gh, number, runtime_module.runtime()
+        celery_app.conf.broker_url = broker
+        celery_app.close()
         runtime_module.reset()
 
 
@@ -65,6 +70,7 @@ def test_unchanged_pr_costs_a_304_and_a_merge_reevaluates_the_series(polled):
     assert stored.patches[0].upstream_prs == [
         {"ref": f"{UP[0]}/{UP[1]}#{number}", "state": "merged", "merge_commit": merge_commit}
     ]
+    rebases = [e for e in store.history(rt.redis, SERIES) if e["kind"] == "rebase"]
+    assert rebases and "merged" in rebases[0]["data"]["reason"]
     queued = [json.loads(m)["headers"]["task"] for m in rt.redis.lrange("carry", 0, -1)]
     assert "carry.rebase" in queued  # the dependent series is re-evaluated on its current head
-    assert git(env.upstream.path, "rev-parse", "main")
