@@ -193,7 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--repo", help="repository of --range or --pr: local path or URL")
     imp.add_argument("--range", help="BASE..TIP: one patch per commit, BASE recorded as base")
     imp.add_argument("--pr", help="OWNER/REPO#N: merge-base(base branch, refs/pull/N/head)..head")
-    imp.add_argument("--base-branch", default=importer.DEFAULT_BASE_BRANCH, help="PR's base")
+    imp.add_argument(
+        "--base-branch",
+        default=importer.DEFAULT_BASE_BRANCH,
+        help="the PR's base: branch, tag, SHA or ref (default main)",
+    )
     imp.add_argument("--base-repo", help="repository holding --base-branch (default: --repo)")
     imp.add_argument("--files", nargs="+", help="patch files (mail or plain diff), in order")
     imp.add_argument("--name", action="append", help="file name per patch, in order (repeatable)")

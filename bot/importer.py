@@ -315,7 +315,10 @@ def _commit_patches(mirror: Mirror, base: str, tip: str, label: str) -> tuple[In
 def _commit_patch(mirror: Mirror, sha: str, subject: str) -> Incoming:
     data = format_patch(mirror.git, sha)
     origin = f"commit {sha[:12]}"
-    touched = parse_patch(data, name=origin).touched_paths if data.strip() else ()
+    try:
+        touched = parse_patch(data, name=origin).touched_paths if data.strip() else ()
+    except PatchFileError as err:
+        raise ImportFailed(f"{origin} ({subject!r}): git wrote an unusable patch: {err}") from err
     if not touched:
         raise ImportFailed(
             f"{origin} ({subject!r}) changes no files; an empty patch is not carried"

@@ -225,6 +225,28 @@ def test_files_import_copies_mail_and_plain_diff_bytes_as_is(
     assert statuses == ["applies", "applies", "applies"]
 
 
+def test_commits_and_files_in_one_command_number_the_files_after_the_commits(
+    feature: RepoBuilder, tmp_path: Path, capsys
+) -> None:
+    extra = tmp_path / "tune.patch"
+    extra.write_bytes(b"--- a/other.py\n+++ b/other.py\n@@ -1 +1 @@\n-alpha = 1\n+alpha = 4\n")
+    directory = make_series(tmp_path, awaiting())
+    code, out, err = do_import(
+        capsys,
+        directory,
+        tmp_path,
+        *("--repo", str(feature.path), "--range", "main..feature", "--files", str(extra)),
+        *("--page", "widget-fix"),
+    )
+    assert code == 0, err
+    assert "range main..feature of" in out and "+ 1 patch file" in out
+    loaded = load_series(directory)
+    assert loaded.patch_names == ("0001-Add-the-helper.patch", FIX_NAME, "0003-tune.patch")
+    assert loaded.base == feature.head("main")
+    statuses = check_statuses(capsys, directory, feature.path, "main", tmp_path)
+    assert statuses == ["applies", "applies", "applies"]
+
+
 def test_numbering_continues_after_the_series_and_keeps_its_base(
     feature: RepoBuilder, tmp_path: Path, capsys
 ) -> None:
@@ -254,6 +276,7 @@ def test_numbering_continues_after_the_series_and_keeps_its_base(
         "widget-fix",
     )
     assert code == 0, err
+    assert "imported 1 patch into" in out
     loaded = load_series(directory)
     assert loaded.patch_names[-1] == "0005-Tune-other.patch"
     assert loaded.base == feature.head("main")
@@ -338,6 +361,7 @@ def test_the_ple_operator_command_fills_the_real_series(make_repo, tmp_path: Pat
         *("--repo", str(fork.path)),  # the operator's default is github.com/peakcrosser7/vllm
     )
     assert code == 0, err
+    assert "peakcrosser7/vllm#13 on refs/pull/53899/head" in out
 
     loaded = load_series(directory)
     assert loaded.base == pr_head

@@ -441,7 +441,9 @@ def test_real_series_load_and_validate() -> None:
     ple = loaded["ple-offload-pr53899"]
     assert ple.state == "awaiting import"
     assert ple.import_command == (
-        "carry import --series ple-offload-pr53899 --pr vllm-project/vllm#53899"
+        "carry import --series ple-offload-pr53899 --pr peakcrosser7/vllm#13 "
+        "--base-repo https://github.com/vllm-project/vllm.git "
+        "--base-branch refs/pull/53899/head --page ple-offload-semaphore"
     )
 
 

@@ -1,0 +1,228 @@
+"""Webhook intake under sustained load, next to a bare Starlette endpoint doing the same HMAC check.
+
+Both servers run as their own processes on 127.0.0.1 (uvicorn, one worker) and get signed
+`push` deliveries at fixed rates for a few seconds each. For carry a delivery is "lost" when it
+was acknowledged but is not in the Redis delivery log afterwards. Usage:
+  python bench/webhook.py [--rates 100,300,600] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.redis_server import PrivateRedis  # noqa: E402
+
+SECRET = "bench-secret"
+BARE_APP = """
+import hashlib, hmac, os
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+SECRET = os.environ["CARRY_WEBHOOK_SECRET"].encode()
+async def hook(request):
+    body = await request.body()
+    given = request.headers.get("x-hub-signature-256", "")
+    wanted = "sha256=" + hmac.new(SECRET, body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(given, wanted):
+        return JSONResponse({"error": "bad signature"}, status_code=401)
+    return JSONResponse({"status": "accepted"}, status_code=202)
+app = Starlette(routes=[Route("/webhooks/github", hook, methods=["POST"])])
+"""
+CONFIG = {
+    "downstream": {"repo": "bench/carry", "patches_dir": "patches"},
+    "upstreams": {"up": {"url": "/dev/null", "repo": "bench/upstream"}},
+    "series": [],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_up(url: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.post(url, content=b"{}", timeout=0.5)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit(f"server at {url} did not start")
+
+
+def payload(n: int) -> bytes:
+    return json.dumps(
+        {
+            "ref": "refs/heads/main",
+            "before": "0" * 39 + "1",
+            "after": f"{n:040x}",
+            "repository": {"full_name": "bench/upstream"},
+            "pusher": {"name": "bench"},
+            "sender": {"login": "bench"},
+        }
+    ).encode()
+
+
+async def fire(url: str, rate: int, seconds: float) -> tuple[list[float], list[str], int]:
+    """Sends rate*seconds deliveries on a fixed schedule; returns latencies (ms), acked ids,
+    and the count of failed requests."""
+    latencies: list[float] = []
+    acked: list[str] = []
+    failed = 0
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with httpx.AsyncClient(timeout=10, limits=limits) as client:
+
+        async def one(n: int) -> None:
+            nonlocal failed
+            body = payload(n)
+            delivery = str(uuid.uuid4())
+            headers = {
+                "X-GitHub-Event": "push",
+                "X-GitHub-Delivery": delivery,
+                "X-Hub-Signature-256": "sha256="
+                + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+                "Content-Type": "application/json",
+            }
+            started = time.perf_counter()
+            try:
+                response = await client.post(url, content=body, headers=headers)
+            except httpx.HTTPError:
+                failed += 1
+                return
+            latencies.append((time.perf_counter() - started) * 1000)
+            if response.status_code in (200, 202):
+                acked.append(delivery)
+            else:
+                failed += 1
+
+        tasks = []
+        start = time.perf_counter()
+        for n in range(int(rate * seconds)):
+            delay = start + n / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(n)))
+        await asyncio.gather(*tasks)
+    return latencies, acked, failed
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rates", default="100,300,600")
+    parser.add_argument("--seconds", type=float, default=5)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="carry-webhook-bench-"))
+    server = PrivateRedis(work / "redis", appendonly=True).start()
+    (work / "patches").mkdir()
+    config = work / "carry.yaml"
+    config.write_text(json.dumps(CONFIG))
+    (work / "bare.py").write_text(BARE_APP)
+    env = {
+        **os.environ,
+        "REDIS_URL": server.url,
+        "CARRY_CONFIG": str(config),
+        "CARRY_DOWNSTREAM_DIR": str(work),
+        "CARRY_CACHE_DIR": str(work / "cache"),
+        "CARRY_WEBHOOK_SECRET": SECRET,
+        "PYTHONPATH": str(ROOT),
+    }
+    carry_port, bare_port = free_port(), free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "web", "--port", str(carry_port)],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "bare:app",
+                "--port",
+                str(bare_port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            cwd=work,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]
+    targets = {
+        "carry": f"http://127.0.0.1:{carry_port}/webhooks/github",
+        "bare starlette + HMAC": f"http://127.0.0.1:{bare_port}/webhooks/github",
+    }
+    try:
+        for url in targets.values():
+            wait_up(url)
+            asyncio.run(fire(url, 50, 1))  # warm-up: connections, imports, first Redis calls
+        client = redis.Redis.from_url(server.url)
+        rows = []
+        for rate in (int(r) for r in args.rates.split(",")):
+            for name, url in targets.items():
+                latencies, acked, failed = asyncio.run(fire(url, rate, args.seconds))
+                lost = "-"
+                if name == "carry":
+                    stored = sum(1 for d in acked if client.exists(f"carry:delivery:{d}"))
+                    lost = str(len(acked) - stored)
+                rows.append(
+                    (
+                        rate,
+                        name,
+                        len(latencies) + failed,
+                        failed,
+                        percentile(latencies, 0.5),
+                        percentile(latencies, 0.99),
+                        lost,
+                    )
+                )
+        print(
+            f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}"
+        )
+        by_rate: dict[int, float] = {r[0]: r[5] for r in rows if r[1] != "carry"}
+        for rate, name, sent, failed, p50, p99, lost in rows:
+            ratio = p99 / by_rate[rate] if by_rate.get(rate) else float("nan")
+            print(
+                f"{rate:>7} {name:24}{sent:>7}{failed:>8}{p50:>9.1f}{p99:>9.1f}{lost:>6}{ratio:>12.1f}"
+            )
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
