@@ -96,7 +96,9 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
         own = re.findall(r"\(#(\d+)\)\s*$", subject)
         if own:
             port += mentioned.get(own[-1], [])  # a release commit names this main PR
-        port += [own_prs[n] for n in re.findall(r"#(\d+)", subject) if n in own_prs and n not in own]
+        port += [
+            own_prs[n] for n in re.findall(r"#(\d+)", subject) if n in own_prs and n not in own
+        ]
         if port:
             undone = any(p in reverted or any(p.startswith(r) for r in reverted) for p in port)
             undone = undone or ("title:" + key) in reverted
@@ -158,6 +160,16 @@ def plain_git_says_contained(
     return reverse or unchanged, patch_id_hit
 
 
+def share_objects(mirror: Mirror, repo: Path) -> None:
+    """Borrow the source's objects (git alternates) instead of fetching them: snapshots of public
+    repositories can lack a few large blobs, which makes a full fetch refuse to pack. The engine
+    still resolves heads and reads evidence through its mirror as in production."""
+    mirror.ensure()
+    source = repo if (repo / "objects").is_dir() else repo / ".git"
+    alternates = mirror.path / "objects" / "info" / "alternates"
+    alternates.write_text(str((source / "objects").resolve()) + "\n")
+
+
 def _env() -> dict[str, str]:
     import os
 
@@ -178,7 +190,9 @@ def main() -> int:
         args.repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{args.branches}"
     ).split()
     cache = Path(tempfile.mkdtemp(prefix="carry-eval-"))
-    engine = Engine(Mirror(str(args.repo), cache))
+    mirror = Mirror(str(args.repo), cache)
+    share_objects(mirror, args.repo)
+    engine = Engine(mirror)
     table: Counter[tuple[str, str]] = Counter()
     plain: Counter[str] = Counter()
     wrong: list[str] = []

@@ -200,3 +200,4 @@ def setup(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper() if isinstance(level, str) else level)
+    logging.captureWarnings(True)  # warnings become log lines (logger py.warnings) too

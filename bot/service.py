@@ -33,8 +33,7 @@ def web(host: str, port: int) -> None:
     from workers.celery_app import app as celery_app
     from workers.runtime import runtime
 
-    # JSON lines with correlation ids and secrets redacted, at the level `--log-level` set.
-    carry_log.setup(logging.getLogger().level, json_lines=True)
+    _json_logs()
     rt = runtime()
 
     def enqueue(event: Event) -> None:
@@ -48,9 +47,11 @@ def worker(queues: str = "carry", concurrency: int = 1) -> None:
     from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
     from workers.celery_app import app as celery_app
 
+    _json_logs()
     _check_config()
     celery_app.worker_main(
         [
+            "--quiet",  # no banner: every line on stderr is a JSON log line
             "worker",
             "-Q",
             queues,
@@ -68,6 +69,7 @@ def beat() -> None:
     from workers import logging_hooks  # noqa: F401  (JSON logs)
     from workers.celery_app import app as celery_app
 
+    _json_logs()
     config = _check_config()
     celery_app.conf.beat_schedule = {
         "poll-upstream-heads": {
@@ -81,7 +83,12 @@ def beat() -> None:
     }
     schedule = load_settings().cache_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
-    celery_app.Beat(schedule=str(schedule), loglevel="INFO").run()
+    celery_app.Beat(schedule=str(schedule), loglevel="INFO", quiet=True).run()
+
+
+def _json_logs() -> None:
+    """JSON lines with correlation ids and secrets redacted, at the level `--log-level` set."""
+    carry_log.setup(logging.getLogger().level, json_lines=True)
 
 
 def _check_config() -> CarryConfig:

@@ -144,6 +144,7 @@ def _pin(rt: Runtime, action: Action, send: Sender, *, pinned: bool) -> None:
                 "head_sha": state.head_sha,
                 "head_ref": state.head_ref or "",
                 "force": True,
+                "trigger": action.key,
             },
         )
 

@@ -46,6 +46,7 @@ def rebase_series(
     *,
     actor: str | None = None,
     force: bool = False,
+    trigger: str = "",
 ) -> ev.RebaseFinished | None:
     client = rt.redis
     series = rt.config.series_by_id(series_id)
@@ -88,6 +89,7 @@ def rebase_series(
         outcome=state.outcome,
         changed=changed,
         result_tree=report.result_tree,
+        trigger=trigger if force else "",
     )
 
 

@@ -67,6 +67,7 @@ def rebase(
     head_ref: str = "",
     actor: str | None = None,
     force: bool = False,
+    trigger: str = "",
 ) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
@@ -75,7 +76,7 @@ def rebase(
                 raise self.retry(countdown=BUSY_RETRY_S, max_retries=None)
             try:
                 finished = rebase_series(
-                    rt, series_id, head_sha, head_ref, actor=actor, force=force
+                    rt, series_id, head_sha, head_ref, actor=actor, force=force, trigger=trigger
                 )
             except (MirrorError, GitError) as err:
                 _rebase_failed(rt, self, series_id, head_sha, err)

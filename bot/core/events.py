@@ -223,11 +223,13 @@ class RebaseFinished:
     outcome: str
     changed: bool
     result_tree: str | None = None
+    trigger: str = ""  # set for forced re-checks (a /carry command), which must act again
     delivery_id: str = ""
 
     @property
     def key(self) -> str:
-        return f"rebased:{self.series_id}:{self.head_sha}:{self.digest}"
+        suffix = f":{self.trigger}" if self.trigger else ""
+        return f"rebased:{self.series_id}:{self.head_sha}:{self.digest}{suffix}"
 
 
 Event = (

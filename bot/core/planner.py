@@ -220,7 +220,13 @@ def _command_action(
                 f"rebase:{series.id}:{series.head_sha}:{key}",
                 f"/carry rebase by @{who}",
                 series.id,
-                {"head_sha": series.head_sha, "head_ref": head_ref, "actor": who, "force": True},
+                {
+                    "head_sha": series.head_sha,
+                    "head_ref": head_ref,
+                    "actor": who,
+                    "force": True,
+                    "trigger": key,
+                },
             ),
             f"Re-checking the series on {series.head_sha[:12]}.",
         )
@@ -282,7 +288,7 @@ def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
         "changed": event.changed,
         "tree": event.result_tree if test else None,
     }
-    key = f"publish:{event.series_id}:{event.head_sha}:{event.digest}"
+    key = f"publish:{event.key.removeprefix('rebased:')}"
     return [Action("publish", key, why, event.series_id, args)]
 
 

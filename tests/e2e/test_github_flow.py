@@ -294,3 +294,31 @@ def pr_patch_name(flow: Flow) -> str:
 
 def test_repo_root_is_importable():
     assert (REPO_ROOT / "bot").is_dir()
+
+
+def test_github_outage_is_retried_and_visible_and_never_duplicates(flow: Flow):
+    """Failure stories 5 and 6: a GitHub 5xx while opening the PR is retried (no POST is retried
+    blindly by the client), the failure shows in the history, and exactly one PR results, even
+    with a /carry rebase command racing the retry."""
+    flow.gh.inject_fault(
+        "server_error", times=2, method="POST", path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls"
+    )
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    failures = wait_for(
+        lambda: flow.env.history("publish-failed"), 60, "the failure to be recorded"
+    )
+    assert "502" in failures[-1]["data"]["error"] or "500" in failures[-1]["data"]["error"]
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry rebase", user="maint")
+    wait_for(
+        lambda: (
+            len([e for e in flow.env.history("published") if e["data"].get("head") == head]) >= 2
+        ),
+        60,
+        "the commanded re-check to publish",
+    )
+    assert len(flow.carry_pulls()) == 1
+    posts = flow.gh.api_requests(method="POST", path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls")
+    assert [r.status for r in posts] == [500, 500, 201] or [r.status for r in posts][-1] == 201
+    assert sum(1 for r in posts if r.status == 201) == 1

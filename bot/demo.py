@@ -1,0 +1,867 @@
+"""`python -m bot.demo`: the whole carry loop on one machine, with no network and no credentials.
+
+It builds, under a demo directory (default `.carry-demo/` in the checkout):
+
+- a local GitHub (the emulator of tests/support, in this process) holding an upstream project,
+  `upstream-org/calc`, with an open PR whose head will move, and a downstream repository,
+  `downstream-org/calc-carry`, carrying a series of two patches with their fix pages;
+- carry's web, worker and beat processes, and two runner workers (kinds gaudi and gb10) whose
+  hardware checks are plain shell commands;
+- Redis: the machine's server on 127.0.0.1:6379 if one answers (REDIS_URL if set), else a
+  private redis-server; the demo uses one database of it (5 unless --redis-db) and empties it.
+
+Then it plays a storyline and says what to look at on the dashboard: the PR head moves, carry
+rebases, opens a PR downstream, CI runs on both runner kinds, upstream merges the fix of patch
+0001 and carry drops it. Everything keeps running until Ctrl-C (or stops at once: --no-wait).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import redis
+import yaml
+
+from bot.core.state import SeriesState
+from bot.service import ServiceError, ensure_redis
+from bot.store import series as store
+
+if TYPE_CHECKING:
+    from tests.support.github_emulator import GitHubEmulator
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MARKER = ".carry-demo"  # a file that marks a directory as the demo's own (safe to wipe)
+DEMO_DB = 5
+UP_OWNER, UP_NAME = "upstream-org", "calc"
+DOWN_OWNER, DOWN_NAME = "downstream-org", "calc-carry"
+SERIES = "calc-fixes"
+BOT, BOT_TOKEN = "carry[bot]", "carry-demo-token"
+DEV, MAINT = "upstream-dev", "upstream-maint"
+SECRET = "carry-demo-webhook-secret"
+KINDS = ("gaudi", "gb10")  # runner kinds; every kind runs every check below
+CHECKS = {
+    "divide-by-zero": "import app; assert app.safe_divide(1, 0) is None",
+    "empty-mean": "import app; assert app.mean([]) == 0.0",
+}
+PATCH_DIVIDE = "0001-return-none-when-dividing-by-zero.patch"
+PATCH_MEAN = "0002-mean-of-no-values-is-zero.patch"
+FIX_TITLE = "safe_divide: answer None for a zero divisor"  # upstream's own take on patch 0001
+
+T = TypeVar("T")
+
+
+class DemoError(RuntimeError):
+    """The demo cannot go on; the message says why and where to look."""
+
+
+# --------------------------------------------------------------------------- the project
+
+APP = '''"""calc: small arithmetic helpers."""
+
+
+def add(a: float, b: float) -> float:
+    """a + b."""
+    return a + b
+
+
+def safe_divide(a: float, b: float) -> float | None:
+    """a / b, or None when b is zero."""
+    return a / b
+
+
+def clamp(value: float, low: float, high: float) -> float:
+    """value, kept within [low, high]."""
+    return max(low, min(high, value))
+
+
+def mean(values: list[float]) -> float:
+    """The arithmetic mean of values; 0.0 for no values."""
+    return sum(values) / len(values)
+'''
+PERCENT = '''
+
+def percent(part: float, whole: float) -> float:
+    """part as a percentage of whole."""
+    return 100 * part / whole
+'''
+DOCSTRING = '''"""calc: small arithmetic helpers.
+
+Every function takes plain floats and returns a float (or None where
+the result does not exist). Nothing here raises on ordinary input.
+"""
+'''
+DIVIDE_FIX = ("    return a / b\n", "    if b == 0:\n        return None\n    return a / b\n")
+MEAN_FIX = (
+    "    return sum(values) / len(values)\n",
+    "    if not values:\n        return 0.0\n    return sum(values) / len(values)\n",
+)
+
+PAGE = """# {name}
+
+{summary}
+
+| Field | Value |
+|---|---|
+| Affects | everyone calling `{function}` |
+| Releases | main |
+| Patches | {patch}: app.py |
+| Upstream | {upstream} |
+| Test | `python -c "{check}"` |
+
+## Problem
+
+{problem}
+
+## Symptom
+
+{symptom}
+
+## Who is affected
+
+Every caller of `{function}`.
+
+## The fix
+
+{fix}
+
+## Verify
+
+Run the check in the Test field from the root of a tree with the patch applied.
+"""
+
+
+def _page(name: str, patch: str, upstream: str, check: str, **text: str) -> str:
+    return PAGE.format(name=name, patch=patch, upstream=upstream, check=check, **text)
+
+
+def fix_pages() -> dict[str, str]:
+    return {
+        "divide-by-zero.md": _page(
+            "divide-by-zero",
+            PATCH_DIVIDE,
+            f"{UP_OWNER}/{UP_NAME}#2 (open)",
+            CHECKS["divide-by-zero"],
+            function="safe_divide",
+            summary="`safe_divide(a, 0)` returns None, as its docstring promises.",
+            problem="`safe_divide` divides without looking at the divisor.",
+            symptom="`ZeroDivisionError` from a function called safe.",
+            fix="Return None when the divisor is zero.",
+        ),
+        "empty-mean.md": _page(
+            "empty-mean",
+            PATCH_MEAN,
+            "not-filed",
+            CHECKS["empty-mean"],
+            function="mean",
+            summary="`mean([])` is 0.0, as its docstring promises.",
+            problem="`mean` divides by the number of values, which may be zero.",
+            symptom="`ZeroDivisionError` on an empty list.",
+            fix="Return 0.0 when there are no values.",
+        ),
+    }
+
+
+# --------------------------------------------------------------------------- git
+
+
+def git(cwd: Path, *args: str) -> str:
+    """git with a fixed identity and no user or system config (no signing, no hooks)."""
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Demo Developer",
+        "GIT_AUTHOR_EMAIL": "dev@calc.example",
+        "GIT_COMMITTER_NAME": "Demo Developer",
+        "GIT_COMMITTER_EMAIL": "dev@calc.example",
+    }
+    proc = subprocess.run(
+        ["git", "-c", "init.defaultBranch=main", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise DemoError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def commit(repo: Path, message: str, files: dict[str, str], *, author: str | None = None) -> str:
+    for name, text in files.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message, *(["--author", author] if author else []))
+    return git(repo, "rev-parse", "HEAD")
+
+
+def read(repo: Path, name: str) -> str:
+    return (repo / name).read_text()
+
+
+def build_upstream(path: Path) -> None:
+    """main, and the branch `feature` of the PR the series is carried on."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    commit(path, "calc: small arithmetic helpers", {"app.py": APP})
+    git(path, "checkout", "-q", "-b", "feature")
+    commit(path, "Add percent()", {"app.py": APP + PERCENT})
+
+
+def build_series(upstream: Path, series_dir: Path) -> list[str]:
+    """The two downstream fixes, as patches made on the PR head; the upstream repo is left
+    as it was."""
+    git(upstream, "checkout", "-q", "-b", "downstream-fixes", "feature")
+    text = read(upstream, "app.py").replace(*DIVIDE_FIX)
+    commit(upstream, "Return None when dividing by zero", {"app.py": text})
+    commit(upstream, "Mean of no values is zero", {"app.py": text.replace(*MEAN_FIX)})
+    series_dir.mkdir(parents=True)
+    listed = git(upstream, "format-patch", "-o", str(series_dir), "feature..HEAD")
+    git(upstream, "checkout", "-q", "feature")
+    git(upstream, "branch", "-q", "-D", "downstream-fixes")
+    made = [Path(line) for line in listed.splitlines()]
+    names = [PATCH_DIVIDE, PATCH_MEAN]
+    if len(made) != len(names):
+        raise DemoError(f"git format-patch made {len(made)} patches, not {len(names)}")
+    for path, name in zip(made, names, strict=True):
+        path.rename(series_dir / name)
+    (series_dir / "series").write_text("".join(f"{name}\n" for name in names))
+    for page, text in fix_pages().items():
+        (series_dir / page).write_text(text)
+    return names
+
+
+def build_downstream(path: Path, upstream: Path) -> list[str]:
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    names = build_series(upstream, path / "patches" / SERIES)
+    readme = "# calc-carry\n\nFixes carried on upstream-org/calc: see patches/.\n"
+    commit(path, "Carry two fixes for calc", {"README.md": readme})
+    return names
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def check_command(code: str) -> list[str]:
+    return ["sh", "-c", f'python -c "{code}"']
+
+
+def runner_config(kind: str, root: Path) -> dict[str, Any]:
+    return {
+        "queue": f"hw.{kind}",
+        "workdir": str(root / "runners" / kind),
+        "checks": {
+            check: {"run": check_command(code), "timeout_s": 120} for check, code in CHECKS.items()
+        },
+    }
+
+
+def carry_config(root: Path, upstream_url: str, pull: int) -> dict[str, Any]:
+    series = {
+        "id": SERIES,
+        "upstream": UP_NAME,
+        "base": {"pull": pull},
+        "patches": SERIES,
+        "runners": list(KINDS),
+        "checks": list(CHECKS),
+        "trusted_authors": [DEV, MAINT],
+        "policy": {"paused": False, "auto_drop": True},
+    }
+    return {
+        "downstream": {"repo": f"{DOWN_OWNER}/{DOWN_NAME}", "branch": "main"},
+        "upstreams": {UP_NAME: {"url": upstream_url, "repo": f"{UP_OWNER}/{UP_NAME}"}},
+        "series": [series],
+        "runners": {kind: runner_config(kind, root) for kind in KINDS},
+        "polling": {"refs_every_s": 60, "pr_state_every_s": 120},
+    }
+
+
+def write_config(path: Path, config: dict[str, Any]) -> None:
+    header = "# Written by `python -m bot.demo`: carry's configuration for the demo.\n"
+    path.write_text(header + yaml.safe_dump(config, sort_keys=False, default_flow_style=None))
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@dataclass
+class Processes:
+    """carry's processes, each in its own session with its log under `logs`."""
+
+    logs: Path
+    env: dict[str, str]
+    pid_file: Path
+    running: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+
+    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        with open(self.logs / f"{name}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bot.cli", *args],
+                env=self.env,
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.running.append((name, proc))
+        with open(self.pid_file, "a") as pids:
+            pids.write(f"{proc.pid} {name}\n")
+        return proc
+
+    def adopt(self, name: str, proc: subprocess.Popen[bytes]) -> None:
+        """A process started elsewhere (the private redis-server) that stops last."""
+        self.running.insert(0, (name, proc))
+
+    def log_text(self, name: str) -> str:
+        path = self.logs / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def check_alive(self) -> None:
+        for name, proc in self.running:
+            if proc.poll() is not None:
+                raise DemoError(
+                    f"{name} exited with status {proc.returncode}: see {self.logs / name}.log"
+                )
+
+    def stop_all(self) -> None:
+        for _, proc in reversed(self.running):
+            _signal(proc, signal.SIGTERM)
+        for _, proc in reversed(self.running):
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                _signal(proc, signal.SIGKILL)
+                proc.wait()
+        self.running.clear()
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except ProcessLookupError:
+        pass
+
+
+def wait_for(what: str, condition: Callable[[], T | None], timeout: float, procs: Processes) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        procs.check_alive()
+        time.sleep(0.1)
+    raise DemoError(
+        f"timed out after {timeout:g}s waiting for {what}: see the logs in {procs.logs}"
+    )
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def web_answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_carry(procs: Processes, port: int, timeout: float) -> str:
+    """web, worker, beat and one runner per kind, started together, then waited for."""
+    url = f"http://127.0.0.1:{port}"
+    procs.start("web", "web", "--host", "127.0.0.1", "--port", str(port))
+    procs.start("worker", "worker")
+    procs.start("beat", "beat")
+    for kind in KINDS:
+        procs.start(f"runner-{kind}", "runner", "--kind", kind, "--name", f"{kind}@carry-demo")
+    wait_for("carry web", lambda: web_answers(url), timeout, procs)
+    for name in ("worker", *(f"runner-{kind}" for kind in KINDS)):
+        wait_for(name, lambda name=name: "ready" in procs.log_text(name), timeout, procs)
+    wait_for("beat", lambda: "Starting" in procs.log_text("beat"), timeout, procs)
+    return url
+
+
+# --------------------------------------------------------------------------- the demo
+
+
+@dataclass(frozen=True)
+class Options:
+    directory: Path
+    port: int
+    wait: bool
+    pause_s: float
+    step_timeout_s: float
+    redis_db: int
+    github_port: int
+
+
+@dataclass
+class Demo:
+    options: Options
+    gh: GitHubEmulator
+    procs: Processes
+    client: redis.Redis
+    dashboard: str
+    upstream: Path
+    pull: int
+    fix_pull: int
+    patches: list[str]
+
+    # -- what the storyline looks at ------------------------------------------------------------
+
+    def state(self) -> SeriesState | None:
+        return store.load_series(self.client, SERIES)
+
+    def history(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in store.history(self.client, SERIES, limit=2000) if e["kind"] == kind]
+
+    def entry(self, kind: str, **match: Any) -> dict[str, Any] | None:
+        for item in self.history(kind):
+            if all(item["data"].get(k) == v for k, v in match.items()):
+                return item
+        return None
+
+    def wait(self, what: str, condition: Callable[[], T | None]) -> T:
+        return wait_for(what, condition, self.options.step_timeout_s, self.procs)
+
+    def pause(self) -> None:
+        time.sleep(self.options.pause_s)
+
+    # -- what the storyline does -------------------------------------------------------------------
+
+    def push_feature(self, pusher: str) -> str:
+        bare = self.gh.repo_path(UP_OWNER, UP_NAME)
+        git(self.upstream, "push", "-q", "--force", str(bare), "feature")
+        self.gh.sync(UP_OWNER, UP_NAME, pusher=pusher)
+        return git(self.upstream, "rev-parse", "feature")
+
+    def pr_head(self) -> str:
+        return str(self.gh.pull(UP_OWNER, UP_NAME, self.pull)["head"]["sha"])
+
+    def delivery_status(self, head: str) -> str:
+        self.gh.wait_for_deliveries()
+        for delivery in reversed(self.gh.deliveries):
+            if delivery.event == "pull_request" and delivery.payload.get("after") == head:
+                return f"HTTP {delivery.status_code}"
+        return "not sent"
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def step(number: int, title: str) -> None:
+    say()
+    say(f"Step {number}/5  {title}")
+    say("-" * (len(title) + 11))
+
+
+def look(demo: Demo, *paths: str) -> None:
+    for path in paths:
+        say(f"  Look at: {demo.dashboard}{path}")
+
+
+def short(sha: str | None) -> str:
+    return (sha or "")[:12]
+
+
+# -- step 1 -----------------------------------------------------------------------------------
+
+
+def move_head(demo: Demo) -> str:
+    step(1, "The upstream PR's head moves")
+    before = demo.pr_head()
+    body = read(demo.upstream, "app.py").replace('"""calc: small arithmetic helpers."""\n', "")
+    git(demo.upstream, "checkout", "-q", "feature")
+    commit(demo.upstream, "Document the module", {"app.py": DOCSTRING + body})
+    head = demo.push_feature(DEV)
+    say(f"  {DEV} pushes 'Document the module' to {UP_OWNER}/{UP_NAME}#{demo.pull}:")
+    say(f"  head moved: {short(before)} -> {short(head)}")
+    status = demo.delivery_status(head)
+    say(f"  The emulator sent carry a signed pull_request webhook (synchronize): {status}")
+    look(demo, "/events")
+    return head
+
+
+# -- step 2 -----------------------------------------------------------------------------------
+
+
+def rebase(demo: Demo, head: str) -> None:
+    step(2, "carry rebases the series on the new head")
+    entry = demo.wait(f"the rebase on {short(head)}", lambda: demo.entry("rebased", head=head))
+    state = demo.state()
+    assert state is not None
+    say(f"  rebased on {short(head)}: outcome {entry['data'].get('outcome')}")
+    describe_patches(state)
+    say("  The docstring moved every hunk down: carry refreshed the patches' context.")
+    look(demo, f"/series/{SERIES}")
+
+
+def describe_patches(state: SeriesState) -> None:
+    width = max((len(p.name) for p in state.patches), default=0)
+    for patch in state.patches:
+        say(f"    {patch.name:<{width}}  {patch.status:<16} {patch.decision}")
+
+
+# -- step 3 -----------------------------------------------------------------------------------
+
+
+def propose(demo: Demo, head: str) -> int:
+    step(3, "carry proposes the result as a PR on the downstream repository")
+    entry = demo.wait(
+        f"the PR for {short(head)}", lambda: demo.entry("published", head=head, pushed=True)
+    )
+    number = int(entry["data"]["pr"])
+    pull = demo.gh.pull(DOWN_OWNER, DOWN_NAME, number)
+    say(f"  PR #{number} opened on {DOWN_OWNER}/{DOWN_NAME}: {pull['title']}")
+    say(f"  branch {pull['head']['ref']}, files: {', '.join(entry['data'].get('files', []))}")
+    say(f"  On the emulator: {demo.gh.base_url}/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls/{number}")
+    look(demo, f"/series/{SERIES}")
+    return number
+
+
+# -- step 4 -----------------------------------------------------------------------------------
+
+
+def ci_rows_done(demo: Demo, head: str) -> SeriesState | None:
+    state = demo.state()
+    if state is None:
+        return None
+    rows = [state.ci.get(f"{kind}/{check}") for kind in KINDS for check in CHECKS]
+    if all(row and row.head_sha == head and row.state == "success" for row in rows):
+        return state
+    failed = [row for row in rows if row and row.head_sha == head and row.state != "success"]
+    if any(row.state in ("failure", "infra-error", "cancelled") for row in failed):
+        details = "; ".join(f"{row.runner}: {row.state} {row.detail}" for row in failed)
+        raise DemoError(f"CI did not pass: {details}")
+    return None
+
+
+def run_ci(demo: Demo, head: str, number: int) -> None:
+    step(4, "Hardware CI runs on both runner kinds")
+    say(f"  Runners {' and '.join(KINDS)} each build the exact tree (upstream head + the PR's")
+    say("  patches) and run the series' checks there, shell commands from carry.yaml:")
+    for check, code in CHECKS.items():
+        say(f"    {check:<15} sh -c 'python -c \"{code}\"'")
+    state = demo.wait(f"CI on {short(head)}", lambda: ci_rows_done(demo, head))
+    for key, row in sorted(state.ci.items()):
+        say(f"  {key}: {row.state} (run {row.run_id}: {demo.dashboard}/runs/{row.run_id})")
+    runs = demo.wait("the check runs on the PR", lambda: completed_check_runs(demo, number))
+    say(f"  Check runs on the downstream PR #{number}:")
+    for name, conclusion in sorted(runs.items()):
+        say(f"    {name}: {conclusion}")
+    look(demo, "/runners")
+
+
+def completed_check_runs(demo: Demo, number: int) -> dict[str, str] | None:
+    """name -> conclusion of the newest check run per name, once there is one per CI row."""
+    head = demo.gh.pull(DOWN_OWNER, DOWN_NAME, number)["head"]["sha"]
+    newest: dict[str, dict[str, Any]] = {}
+    for run in demo.gh.check_runs(DOWN_OWNER, DOWN_NAME, sha=head):
+        if run["name"] not in newest or run["id"] > newest[run["name"]]["id"]:
+            newest[run["name"]] = run
+    wanted = {f"carry/{kind}/{check}" for kind in KINDS for check in CHECKS}
+    if not wanted <= newest.keys() or any(newest[n]["status"] != "completed" for n in wanted):
+        return None
+    return {name: str(newest[name]["conclusion"]) for name in wanted}
+
+
+# -- step 5 -----------------------------------------------------------------------------------
+
+
+def merge_fix(demo: Demo) -> str:
+    step(5, "Upstream merges the fix of patch 0001; carry drops the patch")
+    pull = demo.gh.pull(UP_OWNER, UP_NAME, demo.fix_pull)
+    demo.gh.merge_pull(UP_OWNER, UP_NAME, demo.fix_pull, user=MAINT)
+    git(demo.upstream, "fetch", "-q", str(demo.gh.repo_path(UP_OWNER, UP_NAME)), "feature")
+    git(demo.upstream, "checkout", "-q", "feature")
+    git(demo.upstream, "reset", "-q", "--hard", "FETCH_HEAD")
+    head = demo.pr_head()
+    say(f"  {MAINT} merges {UP_OWNER}/{UP_NAME}#{demo.fix_pull} ({pull['title']}) into")
+    say(f"  the PR's branch: {UP_OWNER}/{UP_NAME}#{demo.pull} head is now {short(head)}")
+    return head
+
+
+def drop(demo: Demo, head: str, number: int) -> None:
+    name = demo.patches[0]
+    decision = demo.wait(
+        f"the decision on {name}",
+        lambda: demo.entry("decision", head=head, patch=name),
+    )
+    if decision["data"].get("decision") != "drop":
+        data = decision["data"]
+        raise DemoError(f"{name}: {data.get('status')} / {data.get('decision')}, not dropped")
+    say(f"  carry re-checked {short(head)}: {name} is {decision['data'].get('status')}")
+    say(f"  reason: {decision['data'].get('reason')}")
+    for item in decision["data"].get("evidence") or []:
+        say(f"  evidence: {format_evidence(item)}")
+    demo.wait(f"the PR update for {short(head)}", lambda: demo.entry("published", head=head))
+    body = str(demo.gh.pull(DOWN_OWNER, DOWN_NAME, number).get("body") or "")
+    lines = [line.strip() for line in body.splitlines() if name in line or "Dropped" in line]
+    for line in lines[:4]:
+        say(f"  PR #{number} says: {line}")
+    say(f"  dropped: {name} (upstream contains it); the PR now carries {demo.patches[1]} only")
+    look(demo, f"/series/{SERIES}/patches/{name}", "/events")
+
+
+def format_evidence(item: Any) -> str:
+    if not isinstance(item, dict):
+        return str(item)
+    return ", ".join(f"{k}={v}" for k, v in item.items() if v not in (None, "", [], {}))
+
+
+def storyline(demo: Demo) -> None:
+    head = move_head(demo)
+    demo.pause()
+    rebase(demo, head)
+    demo.pause()
+    number = propose(demo, head)
+    demo.pause()
+    run_ci(demo, head, number)
+    demo.pause()
+    head = merge_fix(demo)
+    drop(demo, head, number)
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def prepare_directory(directory: Path) -> None:
+    """Empties the demo directory, refusing a non-empty one that the demo did not make."""
+    if directory.exists() and any(directory.iterdir()):
+        if not (directory / MARKER).exists():
+            raise DemoError(f"{directory} is not empty and is not a demo directory: pick --dir")
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / MARKER).write_text("made by python -m bot.demo; deleted by its next run\n")
+    (directory / "logs").mkdir()
+
+
+def redis_for_demo(cache_dir: Path, db: int) -> tuple[str, subprocess.Popen[bytes] | None]:
+    try:
+        url, proc = ensure_redis(cache_dir)
+    except ServiceError as err:
+        raise DemoError(str(err)) from err
+    demo_url = urlsplit(url)._replace(path=f"/{db}").geturl()
+    redis.Redis.from_url(demo_url).flushdb()
+    return demo_url, proc
+
+
+def start_emulator(root: Path, port: int) -> GitHubEmulator:
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from tests.support.github_emulator import GitHubEmulator
+
+    return GitHubEmulator(root, port=port).start()
+
+
+def populate_github(gh: GitHubEmulator, upstream: Path, downstream: Path) -> tuple[int, int]:
+    """Users, tokens, both repositories and the two upstream PRs; returns their numbers."""
+    gh.create_repo(UP_OWNER, UP_NAME, from_path=upstream)
+    gh.create_repo(DOWN_OWNER, DOWN_NAME, from_path=downstream)
+    gh.add_user(BOT, type="Bot")
+    gh.add_token(BOT_TOKEN, BOT)
+    gh.set_permission(DOWN_OWNER, DOWN_NAME, BOT, "write")
+    for login in (DEV, MAINT):
+        gh.add_user(login)
+        gh.set_permission(UP_OWNER, UP_NAME, login, "write")
+    pull = gh.open_pull(
+        UP_OWNER, UP_NAME, head="feature", base="main", title="Add percent()", user=DEV
+    )
+    fix_pull = open_fix_pull(gh, upstream)
+    return pull, fix_pull
+
+
+def open_fix_pull(gh: GitHubEmulator, upstream: Path) -> int:
+    """Downstream's fix 0001, proposed upstream against the PR's branch (not merged yet)."""
+    git(upstream, "checkout", "-q", "-b", "fix-divide", "feature")
+    text = read(upstream, "app.py").replace(*DIVIDE_FIX)
+    commit(upstream, FIX_TITLE, {"app.py": text}, author=f"{MAINT} <{MAINT}@calc.example>")
+    git(upstream, "push", "-q", str(gh.repo_path(UP_OWNER, UP_NAME)), "fix-divide")
+    git(upstream, "checkout", "-q", "feature")
+    gh.sync(UP_OWNER, UP_NAME, pusher=MAINT)
+    return gh.open_pull(
+        UP_OWNER,
+        UP_NAME,
+        head="fix-divide",
+        base="feature",
+        title=FIX_TITLE,
+        user=MAINT,
+    )
+
+
+def process_env(options: Options, redis_url: str, gh: GitHubEmulator) -> dict[str, str]:
+    """The environment of carry's processes: the user's, minus any carry or GitHub setting
+    (no real credential can reach the emulator), plus the demo's."""
+    inherited = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CARRY_", "GITHUB_")) and k != "REDIS_URL"
+    }
+    root = options.directory
+    return {
+        **inherited,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(REPO_ROOT),
+        "REDIS_URL": redis_url,
+        "CARRY_CONFIG": str(root / "carry.yaml"),
+        "CARRY_CACHE_DIR": str(root / "cache"),
+        "CARRY_WEBHOOK_SECRET": SECRET,
+        "GITHUB_TOKEN": BOT_TOKEN,
+        "GITHUB_BASE_URL": gh.base_url,
+        "CARRY_DOWNSTREAM_DIR": "",
+        "CARRY_BOT_LOGIN": BOT,
+        "CARRY_CI_DEBOUNCE_S": "1",
+        "CARRY_BUSY_RETRY_S": "0.5",
+        "CARRY_HEARTBEAT_S": "5",
+    }
+
+
+def introduce(demo: Demo, redis_url: str, options: Options) -> None:
+    root = options.directory
+    say("carry demo: the whole loop on this machine, with no network and no credentials.")
+    say()
+    say(f"  GitHub emulator  {demo.gh.base_url}  (repositories under {root / 'github'})")
+    say(f"  upstream         {UP_OWNER}/{UP_NAME}: PR #{demo.pull} 'Add percent()' by {DEV},")
+    say(f"                   head {short(demo.pr_head())}; the series is carried on that head")
+    say(f"  downstream       {DOWN_OWNER}/{DOWN_NAME}: series {SERIES}, patches:")
+    for name in demo.patches:
+        say(f"                     {name}")
+    say(f"  Redis            {redis_url}  (database {options.redis_db}, emptied for the demo)")
+    say("  carry            web, worker, beat; runners gaudi and gb10 (shell-command checks)")
+    say(f"  config, logs     {root / 'carry.yaml'}, {root / 'logs'}/")
+    say()
+    say(f"Dashboard: {demo.dashboard}/   (open it now: it updates live)")
+
+
+@contextmanager
+def running(options: Options) -> Iterator[Demo]:
+    """Builds everything and starts every process; stops them all on the way out."""
+    root = options.directory
+    prepare_directory(root)
+    redis_url, redis_proc = redis_for_demo(root / "cache", options.redis_db)
+    procs = Processes(root / "logs", {}, root / "pids")
+    if redis_proc is not None:
+        procs.adopt("redis-server", redis_proc)
+    gh = start_emulator(root / "github", options.github_port)
+    try:
+        yield setup(options, gh, procs, redis_url)
+    finally:
+        procs.stop_all()
+        gh.stop()
+
+
+def setup(options: Options, gh: GitHubEmulator, procs: Processes, redis_url: str) -> Demo:
+    root = options.directory
+    upstream = root / "work" / "upstream"
+    build_upstream(upstream)
+    patches = build_downstream(root / "work" / "downstream", upstream)
+    pull, fix_pull = populate_github(gh, upstream, root / "work" / "downstream")
+    write_config(root / "carry.yaml", carry_config(root, gh.git_url(UP_OWNER, UP_NAME), pull))
+    procs.env = process_env(options, redis_url, gh)
+    dashboard = start_carry(procs, options.port, options.step_timeout_s)
+    gh.add_webhook(f"{dashboard}/webhooks/github", secret=SECRET)
+    client = redis.Redis.from_url(redis_url)
+    demo = Demo(options, gh, procs, client, dashboard, upstream, pull, fix_pull, patches)
+    introduce(demo, redis_url, options)
+    return demo
+
+
+def keep_running(demo: Demo) -> None:
+    say()
+    say(f"Everything keeps running. Dashboard: {demo.dashboard}/")
+    say(f"GitHub emulator: {demo.gh.base_url}   Logs: {demo.procs.logs}/")
+    say("Press Ctrl-C to stop every process the demo started.")
+    while True:
+        demo.procs.check_alive()
+        time.sleep(1)
+
+
+def parse_args(argv: Sequence[str] | None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m bot.demo", description=textwrap.dedent(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("--port", type=int, default=8000, help="dashboard port (default 8000)")
+    parser.add_argument(
+        "--dir", type=Path, default=REPO_ROOT / ".carry-demo", help="where everything is built"
+    )
+    parser.add_argument(
+        "--no-wait", action="store_true", help="stop everything after the storyline"
+    )
+    parser.add_argument(
+        "--pause", type=float, help="seconds between steps (default 3; 0 with --no-wait)"
+    )
+    parser.add_argument("--timeout", type=float, default=90, help="seconds allowed per step")
+    parser.add_argument("--redis-db", type=int, default=DEMO_DB, help="Redis database to use")
+    parser.add_argument("--github-port", type=int, default=0, help="emulator port (0: any)")
+    args = parser.parse_args(argv)
+    pause = args.pause if args.pause is not None else (0.0 if args.no_wait else 3.0)
+    return Options(
+        args.dir.resolve(),
+        args.port,
+        not args.no_wait,
+        pause,
+        args.timeout,
+        args.redis_db,
+        args.github_port,
+    )
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+    if not port_is_free(options.port):
+        print(f"carry demo: port {options.port} is in use: pass --port", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        with running(options) as demo:
+            storyline(demo)
+            say()
+            say("Storyline complete: head moved, rebased, PR opened, CI passed, patch dropped.")
+            if options.wait:
+                keep_running(demo)
+            say("Stopping every process the demo started.")
+    except DemoError as err:
+        print(f"carry demo: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        say()
+        say("Stopped every process the demo started.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
