@@ -17,6 +17,7 @@ from bot.core.report import SeriesReport
 from bot.core.state import PatchState, SeriesState
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
+from bot.github.forge import Forge, ForgeError
 from bot.metrics import observe_rebase
 from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
@@ -103,6 +104,7 @@ def _load(rt: Runtime, series: Series, state: SeriesState) -> LoadedSeries | Non
         state.phase, state.outcome, state.error = "error", "error", "; ".join(problems)
         store.save_series(rt.redis, state)
         store.append_history(rt.redis, series.id, "series-invalid", problems=problems)
+        _report_invalid(rt, state, problems)
         return None
     if loaded.is_awaiting_import:
         state.phase, state.error = "awaiting-import", None
@@ -118,6 +120,27 @@ def _load(rt: Runtime, series: Series, state: SeriesState) -> LoadedSeries | Non
         )
         return None
     return loaded
+
+
+INVALID_MARKER = "<!-- carry:series-invalid -->"
+
+
+def _report_invalid(rt: Runtime, state: SeriesState, problems: list[str]) -> None:
+    """A series carry cannot read is said out loud on its PR too: nothing is dropped or skipped
+    silently, and nothing is proposed until a maintainer fixes it."""
+    if state.pr is None or rt.settings.github_auth == "none":
+        return
+    lines = "\n".join(f"- `{p}`" for p in problems)
+    body = (
+        f"{INVALID_MARKER}\ncarry cannot use the series as it is on the default branch; "
+        f"nothing was changed or dropped:\n\n{lines}\n"
+    )
+    try:
+        Forge.connect(rt.settings, rt.config.downstream.repo).upsert_comment(
+            state.pr.number, INVALID_MARKER, body
+        )
+    except ForgeError as err:
+        store.append_history(rt.redis, state.id, "report-failed", error=str(err))
 
 
 def _page_patches(loaded: LoadedSeries) -> list[str]:

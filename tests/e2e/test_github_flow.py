@@ -322,3 +322,40 @@ def test_github_outage_is_retried_and_visible_and_never_duplicates(flow: Flow):
     posts = flow.gh.api_requests(method="POST", path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls")
     assert [r.status for r in posts] == [500, 500, 201] or [r.status for r in posts][-1] == 201
     assert sum(1 for r in posts if r.status == 201) == 1
+
+
+def test_broken_metadata_is_reported_on_the_pr_and_nothing_is_dropped(flow: Flow, tmp_path: Path):
+    """Failure story 3: a fix page missing a field is rejected loudly, never dropped or skipped."""
+    head1 = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head1)
+    (pr,) = flow.carry_pulls()
+    before = flow.branch_file(pr_patch_name(flow))
+    work = tmp_path / "maintainer"
+    bare = flow.gh.repo_path(DOWN_OWNER, DOWN_NAME)
+    git(tmp_path, "clone", "-q", str(bare), str(work))
+    page = work / "patches" / SERIES / "the-fix.md"
+    page.write_text(
+        "\n".join(
+            line for line in page.read_text().splitlines() if not line.startswith("| Upstream")
+        )
+        + "\n"
+    )
+    git(work, "commit", "-q", "-am", "edit the fix page by hand")
+    git(work, "push", "-q", str(bare), "HEAD:main")
+    flow.gh.sync(DOWN_OWNER, DOWN_NAME, pusher="maint")
+    flow.move_feature({"mod.py": "# header\n# two\n" + BODY}, "Second header line")
+    comment = wait_for(
+        lambda: next(
+            (
+                c
+                for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"])
+                if "carry:series-invalid" in c["body"]
+            ),
+            None,
+        ),
+        60,
+        "the invalid-series report",
+    )
+    assert "the-fix.md" in comment["body"] and "Upstream" in comment["body"]
+    assert flow.env.state().phase == "error"
+    assert flow.branch_file(pr_patch_name(flow)) == before  # nothing dropped or rewritten
