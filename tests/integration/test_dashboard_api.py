@@ -5,9 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,7 +13,6 @@ from typing import Any
 import httpx
 import pytest
 import redis
-import uvicorn
 from fastapi import FastAPI
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -28,6 +24,7 @@ from bot.store.series import append_history, append_runlog, heartbeat, save_seri
 from bot.web.api import SESSION_COOKIE, Access, FixPages
 from bot.web.app import create_app
 from bot.web.dashboard import LiveStream, async_client_like, dashboard_router, render_markdown
+from tests.support.asgi import serve
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import free_port
 
@@ -77,29 +74,6 @@ CONFIG = CarryConfig.model_validate(
 
 
 # --------------------------------------------------------------------------- harness
-
-
-@contextlib.contextmanager
-def serve(app: FastAPI) -> Iterator[str]:
-    """Run `app` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def secret_settings() -> Settings:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,8 +14,6 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 import redis
-import uvicorn
-from fastapi import FastAPI
 from pydantic import SecretStr
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -27,6 +23,7 @@ from bot.core.events import Event, Ignored, Ping, event_to_dict, normalize
 from bot.store import get_delivery, recent_deliveries
 from bot.web.app import create_app
 from bot.web.webhooks import sign
+from tests.support.asgi import serve
 from tests.support.paths import WEBHOOK_EXAMPLES
 from tests.support.redis_server import PrivateRedis
 
@@ -68,28 +65,6 @@ class Recorder:
             self.persisted_first.append(stored is not None and stored.outcome == "accepted")
         if self.fail_with is not None:
             raise self.fail_with
-
-
-@contextlib.contextmanager
-def serve(app: FastAPI) -> Iterator[str]:
-    """Run `app` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 @dataclass
