@@ -13,7 +13,7 @@ import git as gitpython
 
 from bot import importer, service
 from bot import log as carry_log
-from bot.config import ConfigError
+from bot.config import ConfigError, load_config, load_settings
 from bot.core.report import SeriesReport
 from bot.fixes import fix_rows, render_fix_table
 from bot.git.engine import Engine, PatchInput
@@ -57,9 +57,28 @@ def _series_patches(directory: str) -> tuple[list[PatchInput], str | None]:
     return _read_patches([str(p) for p in loaded.patch_paths]), loaded.base
 
 
+def _configured_upstream(series_dir: str) -> tuple[str, str]:
+    """(repo, head) of the configured series whose patches live in `series_dir`."""
+    settings = load_settings()
+    try:
+        config = load_config(settings.config_path, check_dirs=False)
+    except ConfigError as err:
+        raise UsageError(f"--repo/--head not given and the config cannot say: {err}") from err
+    name = Path(series_dir).resolve().name
+    for series in config.series:
+        if Path(series.patches).name == name:
+            if series.base.ref is None:
+                raise UsageError(f"series {series.id} follows a tag pattern: give --head")
+            return config.upstreams[series.upstream].url, series.base.ref
+    raise UsageError(f"no series in {settings.config_path} uses {series_dir}: give --repo and --head")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.series and not (args.repo and args.head):
+        repo, head = _configured_upstream(args.series)
+        args.repo, args.head = args.repo or repo, args.head or head
     if not args.repo or not args.head:
-        raise UsageError("--repo and --head are required")
+        raise UsageError("--repo and --head are required (or --series DIR of a configured series)")
     if not args.patch and not args.series:
         raise UsageError("give --patch FILE (repeatable) or --series DIR")
     if "://" not in args.repo and "@" not in args.repo:
