@@ -37,8 +37,15 @@ test: $(STAMP) browser ## run the test suite (each test session starts its own r
 	  { echo "tests need redis-server (apt-get install redis-server) or a Redis on 127.0.0.1:6379"; exit 1; }
 	$(PY) -m pytest -q -p no:cacheprovider
 
-bench: $(STAMP) ## print benchmark ratio tables (engine vs clone + am -3 vs work tree + am -3)
+bench: $(STAMP) ## print benchmark ratio tables (engine; webhook intake)
 	$(PY) bench/engine.py
+	$(PY) bench/webhook.py
+
+demo: $(STAMP) ## the whole loop offline: GitHub emulator, upstream PR, carry, runners; dashboard on :8000
+	$(PY) -m bot.demo
+
+reliability: $(STAMP) ## fault and load scenarios; prints what was lost, duplicated, recovered
+	$(PY) bench/reliability.py
 
 lint: $(STAMP) ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

@@ -61,6 +61,7 @@ CHECKS = {
 PATCH_DIVIDE = "0001-return-none-when-dividing-by-zero.patch"
 PATCH_MEAN = "0002-mean-of-no-values-is-zero.patch"
 FIX_TITLE = "safe_divide: answer None for a zero divisor"  # upstream's own take on patch 0001
+FIX_PULL = 2  # its number upstream (PR 1 is the one the series is carried on)
 
 T = TypeVar("T")
 
@@ -154,7 +155,7 @@ def fix_pages() -> dict[str, str]:
         "divide-by-zero.md": _page(
             "divide-by-zero",
             PATCH_DIVIDE,
-            f"{UP_OWNER}/{UP_NAME}#2 (open)",
+            f"{UP_OWNER}/{UP_NAME}#{FIX_PULL} (open)",
             CHECKS["divide-by-zero"],
             function="safe_divide",
             summary="`safe_divide(a, 0)` returns None, as its docstring promises.",
@@ -275,7 +276,7 @@ def runner_config(kind: str, root: Path) -> dict[str, Any]:
     }
 
 
-def carry_config(root: Path, upstream_url: str, pull: int) -> dict[str, Any]:
+def carry_config(root: Path, upstream_url: str, pull: int, fix_pull: int) -> dict[str, Any]:
     series = {
         "id": SERIES,
         "upstream": UP_NAME,
@@ -283,6 +284,7 @@ def carry_config(root: Path, upstream_url: str, pull: int) -> dict[str, Any]:
         "patches": SERIES,
         "runners": list(KINDS),
         "checks": list(CHECKS),
+        "links": {PATCH_DIVIDE: [f"{UP_OWNER}/{UP_NAME}#{fix_pull}"]},
         "trusted_authors": [DEV, MAINT],
         "policy": {"paused": False, "auto_drop": True},
     }
@@ -311,6 +313,7 @@ class Processes:
     env: dict[str, str]
     pid_file: Path
     running: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
+    services: list[subprocess.Popen[bytes]] = field(default_factory=list)  # stopped last
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         with open(self.logs / f"{name}.log", "wb") as log:
@@ -327,9 +330,9 @@ class Processes:
             pids.write(f"{proc.pid} {name}\n")
         return proc
 
-    def adopt(self, name: str, proc: subprocess.Popen[bytes]) -> None:
-        """A process started elsewhere (the private redis-server) that stops last."""
-        self.running.insert(0, (name, proc))
+    def adopt(self, proc: subprocess.Popen[bytes]) -> None:
+        """A process started elsewhere (the private redis-server): stopped after carry's."""
+        self.services.append(proc)
 
     def log_text(self, name: str) -> str:
         path = self.logs / f"{name}.log"
@@ -343,25 +346,33 @@ class Processes:
                 )
 
     def stop_all(self) -> None:
-        for _, proc in reversed(self.running):
-            _signal(proc, signal.SIGTERM)
-        for _, proc in reversed(self.running):
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                _signal(proc, signal.SIGKILL)
-                proc.wait()
+        _stop([proc for _, proc in reversed(self.running)])
+        _stop(self.services)
         self.running.clear()
+        self.services.clear()
 
 
-def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    if proc.poll() is not None:
-        return
+def _stop(procs: list[subprocess.Popen[bytes]], grace_s: float = 10) -> None:
+    """SIGTERM to each main process (a Celery worker then finishes its job: warm shutdown);
+    what is still there after `grace_s` is killed with its process group."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
-        if os.getpgid(proc.pid) == proc.pid:
-            os.killpg(proc.pid, sig)
+        if os.getpgid(proc.pid) == proc.pid:  # its own session: take its children too
+            os.killpg(proc.pid, signal.SIGKILL)
         else:
-            proc.send_signal(sig)
+            proc.kill()
     except ProcessLookupError:
         pass
 
@@ -381,6 +392,7 @@ def wait_for(what: str, condition: Callable[[], T | None], timeout: float, procs
 
 def port_is_free(port: int) -> bool:
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -404,10 +416,14 @@ def start_carry(procs: Processes, port: int, timeout: float) -> str:
     for kind in KINDS:
         procs.start(f"runner-{kind}", "runner", "--kind", kind, "--name", f"{kind}@carry-demo")
     wait_for("carry web", lambda: web_answers(url), timeout, procs)
-    for name in ("worker", *(f"runner-{kind}" for kind in KINDS)):
-        wait_for(name, lambda name=name: "ready" in procs.log_text(name), timeout, procs)
-    wait_for("beat", lambda: "Starting" in procs.log_text("beat"), timeout, procs)
+    ready = {"worker": "ready", "beat": "Starting", **{f"runner-{k}": "ready" for k in KINDS}}
+    for name, word in ready.items():
+        wait_for(name, log_says(procs, name, word), timeout, procs)
     return url
+
+
+def log_says(procs: Processes, name: str, word: str) -> Callable[[], bool]:
+    return lambda: word in procs.log_text(name)
 
 
 # --------------------------------------------------------------------------- the demo
@@ -500,8 +516,8 @@ def short(sha: str | None) -> str:
 def move_head(demo: Demo) -> str:
     step(1, "The upstream PR's head moves")
     before = demo.pr_head()
-    body = read(demo.upstream, "app.py").replace('"""calc: small arithmetic helpers."""\n', "")
     git(demo.upstream, "checkout", "-q", "feature")
+    body = read(demo.upstream, "app.py").replace('"""calc: small arithmetic helpers."""\n', "")
     commit(demo.upstream, "Document the module", {"app.py": DOCSTRING + body})
     head = demo.push_feature(DEV)
     say(f"  {DEV} pushes 'Document the module' to {UP_OWNER}/{UP_NAME}#{demo.pull}:")
@@ -622,21 +638,36 @@ def drop(demo: Demo, head: str, number: int) -> None:
         raise DemoError(f"{name}: {data.get('status')} / {data.get('decision')}, not dropped")
     say(f"  carry re-checked {short(head)}: {name} is {decision['data'].get('status')}")
     say(f"  reason: {decision['data'].get('reason')}")
-    for item in decision["data"].get("evidence") or []:
-        say(f"  evidence: {format_evidence(item)}")
     demo.wait(f"the PR update for {short(head)}", lambda: demo.entry("published", head=head))
     body = str(demo.gh.pull(DOWN_OWNER, DOWN_NAME, number).get("body") or "")
-    lines = [line.strip() for line in body.splitlines() if name in line or "Dropped" in line]
-    for line in lines[:4]:
-        say(f"  PR #{number} says: {line}")
-    say(f"  dropped: {name} (upstream contains it); the PR now carries {demo.patches[1]} only")
+    say(f"  PR #{number} on {DOWN_OWNER}/{DOWN_NAME} is updated; its body says:")
+    for line in dropped_section(body):
+        say(wrap(line))
+    say(f"  dropped: {name} (upstream contains it)")
+    say(f"  The PR now carries {demo.patches[1]} only.")
+    say("  CI now runs again on the new proposal (one patch fewer).")
     look(demo, f"/series/{SERIES}/patches/{name}", "/events")
 
 
-def format_evidence(item: Any) -> str:
-    if not isinstance(item, dict):
-        return str(item)
-    return ", ".join(f"{k}={v}" for k, v in item.items() if v not in (None, "", [], {}))
+def wrap(line: str) -> str:
+    return textwrap.fill(
+        line, 96, initial_indent="    ", subsequent_indent="      ", break_on_hyphens=False
+    )
+
+
+def dropped_section(body: str) -> list[str]:
+    """The 'Dropped' heading of a PR body and the list under it."""
+    lines = body.splitlines()
+    start = next((i for i, line in enumerate(lines) if "Dropped" in line), None)
+    if start is None:
+        return []
+    items = [lines[start].lstrip("# ")]
+    for line in lines[start + 1 :]:
+        if line.startswith("#"):
+            break
+        if line.strip():
+            items.append(line.strip())
+    return items
 
 
 def storyline(demo: Demo) -> None:
@@ -698,6 +729,8 @@ def populate_github(gh: GitHubEmulator, upstream: Path, downstream: Path) -> tup
         UP_OWNER, UP_NAME, head="feature", base="main", title="Add percent()", user=DEV
     )
     fix_pull = open_fix_pull(gh, upstream)
+    if (pull, fix_pull) != (1, FIX_PULL):  # the fix page names the fix's PR
+        raise DemoError(f"the emulator numbered the upstream PRs {pull} and {fix_pull}")
     return pull, fix_pull
 
 
@@ -771,7 +804,7 @@ def running(options: Options) -> Iterator[Demo]:
     redis_url, redis_proc = redis_for_demo(root / "cache", options.redis_db)
     procs = Processes(root / "logs", {}, root / "pids")
     if redis_proc is not None:
-        procs.adopt("redis-server", redis_proc)
+        procs.adopt(redis_proc)
     gh = start_emulator(root / "github", options.github_port)
     try:
         yield setup(options, gh, procs, redis_url)
@@ -786,7 +819,8 @@ def setup(options: Options, gh: GitHubEmulator, procs: Processes, redis_url: str
     build_upstream(upstream)
     patches = build_downstream(root / "work" / "downstream", upstream)
     pull, fix_pull = populate_github(gh, upstream, root / "work" / "downstream")
-    write_config(root / "carry.yaml", carry_config(root, gh.git_url(UP_OWNER, UP_NAME), pull))
+    config = carry_config(root, gh.git_url(UP_OWNER, UP_NAME), pull, fix_pull)
+    write_config(root / "carry.yaml", config)
     procs.env = process_env(options, redis_url, gh)
     dashboard = start_carry(procs, options.port, options.step_timeout_s)
     gh.add_webhook(f"{dashboard}/webhooks/github", secret=SECRET)
@@ -846,6 +880,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"carry demo: port {options.port} is in use: pass --port", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started ignoring it
     try:
         with running(options) as demo:
             storyline(demo)

@@ -147,8 +147,12 @@ class Engine:
         for i, p in enumerate(parsed):
             if not isinstance(p, PatchFile) or p.is_empty:
                 continue
-            anchor = base if self.has_commit(base) else p.meta.commit
-            if not self.has_commit(anchor):
+            # The patch's own base: the series base, else the parent of the commit it was made
+            # from (the commit itself already holds the change, and upstream may merge it as is).
+            anchor = base if self.has_commit(base) else None
+            if anchor is None and self.has_commit(p.meta.commit):
+                anchor = self.git.rev_parse(f"{p.meta.commit}^")
+            if anchor is None:
                 continue
             fork = self.git.run("merge-base", str(anchor), head, check=False).text
             if fork:

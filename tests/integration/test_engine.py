@@ -491,3 +491,19 @@ def patches_of_commit(up, files, message, tmp_path):
         PatchInput(str(p), p.read_bytes())
         for p in up.format_patch(f"{sha}~1..{sha}", tmp_path / "one")
     ]
+
+
+def test_upstream_merging_the_patch_commit_itself_is_a_drop(up, tmp_path):
+    """The From line names a commit upstream then merged unchanged: that is containment."""
+    up.checkout("main", new_branch="topic")
+    sha = up.commit(
+        "Make value 4 safe", {"mod.py": BODY.replace("compute(4)", "compute(4, safe=True)")}
+    )
+    patch = [
+        PatchInput(str(p), p.read_bytes())
+        for p in up.format_patch(f"{sha}~1..{sha}", tmp_path / "own")
+    ]
+    up.checkout("main")
+    up.git("merge", "-q", "--no-ff", "-m", "Merge topic", "topic")
+    p = only(check(up, "main", patch, tmp_path))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)

@@ -1,0 +1,128 @@
+"""`python -m bot.demo --no-wait` end to end: the storyline's five steps happen, as its output
+says and as the store records: the PR head moves, carry rebases, a PR is opened downstream, CI
+passes on both runner kinds, and the patch upstream took is dropped."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from bot.store import series as store
+from tests.support.carry_env import free_port
+from tests.support.paths import REPO_ROOT
+
+SERIES = "calc-fixes"
+DROPPED = "0001-return-none-when-dividing-by-zero.patch"
+KINDS = ("gaudi", "gb10")
+LIMIT_S = 120
+
+
+class DemoRun:
+    def __init__(self, output: str, returncode: int | None, redis_url: str):
+        self.output, self.returncode = output, returncode
+        self.client = redis.Redis.from_url(redis_url)
+
+    def history(self, kind: str) -> list[dict[str, Any]]:
+        entries = store.history(self.client, SERIES, limit=5000)
+        return [e for e in reversed(entries) if e["kind"] == kind]  # oldest first
+
+    def heads(self) -> tuple[str, str, str]:
+        """The PR head before and after the move (step 1) and after the merge (step 5)."""
+        moved = re.search(r"head moved: ([0-9a-f]{12}) -> ([0-9a-f]{12})", self.output)
+        merged = re.search(r"head is now ([0-9a-f]{12})", self.output)
+        assert moved and merged, self.output
+        return moved.group(1), moved.group(2), merged.group(1)
+
+
+def _stop_leftovers(pid_file: Path) -> None:
+    """Kills what the demo started and did not stop (only if it failed to), by pid."""
+    if not pid_file.exists():
+        return
+    for line in pid_file.read_text().splitlines():
+        pid = int(line.split()[0])
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"bot.cli" in cmdline:
+            os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def demo(tmp_path: Path, redis_url: str) -> Iterator[DemoRun]:
+    directory = tmp_path / "demo"
+    db = redis_url.rsplit("/", 1)[1]
+    argv = [sys.executable, "-m", "bot.demo", "--no-wait", "--dir", str(directory)]
+    argv += ["--port", str(free_port()), "--redis-db", db, "--timeout", "60"]
+    env = {**os.environ, "REDIS_URL": redis_url}
+    log = tmp_path / "demo.out"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            returncode: int | None = proc.wait(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            returncode = None
+            proc.terminate()  # the demo stops every process it started
+            proc.wait(timeout=30)
+    try:
+        yield DemoRun(log.read_text(errors="replace"), returncode, redis_url)
+    finally:
+        _stop_leftovers(directory / "pids")
+
+
+def test_demo_plays_the_whole_storyline(demo: DemoRun) -> None:
+    assert demo.returncode is not None, f"the demo ran over {LIMIT_S}s:\n{demo.output}"
+    assert demo.returncode == 0, demo.output
+    steps = [demo.output.find(f"Step {n}/5") for n in range(1, 6)]
+    assert -1 not in steps and steps == sorted(steps), demo.output
+    assert "Storyline complete" in demo.output
+    before, moved, merged = demo.heads()
+
+    # 1. The PR head moved, and carry heard of it through the webhook.
+    assert "pull_request webhook (synchronize): HTTP 202" in demo.output
+    reasons = [e["data"]["reason"] for e in demo.history("rebase")]
+    assert f"refs/pull/1/head moved to {moved}" in reasons
+
+    # 2. carry rebased the series on the new head.
+    rebased = [e["data"] for e in demo.history("rebased")]
+    assert any(r["head"].startswith(moved) for r in rebased)
+
+    # 3. A PR was opened on the downstream repository.
+    published = [e["data"] for e in demo.history("published")]
+    first = next(p for p in published if p["head"].startswith(moved))
+    assert first["pushed"] and first["pr"] == 1
+    assert re.search(r"PR #1 opened on downstream-org/calc-carry", demo.output)
+
+    # 4. CI passed on both runner kinds, on the moved head.
+    passed = {
+        e["data"]["runner_kind"]
+        for e in demo.history("ci-success")
+        if e["data"]["head"].startswith(moved)
+    }
+    assert passed == set(KINDS)
+    for kind in KINDS:
+        assert f"carry/{kind}/divide-by-zero: success" in demo.output
+
+    # 5. Upstream merged the fix of patch 0001: carry dropped it, with evidence.
+    decision = next(
+        e["data"]
+        for e in demo.history("decision")
+        if e["data"]["head"].startswith(merged) and e["data"]["patch"] == DROPPED
+    )
+    assert decision["decision"] == "drop" and decision["status"] == "contained"
+    assert {"signal": "reverse-apply", "result": "ok"} in decision["evidence"]
+    last = next(p for p in published if p["head"].startswith(merged))
+    assert last["pushed"] and DROPPED in last["files"]
+    assert f"dropped: {DROPPED}" in demo.output
+    state = store.load_series(demo.client, SERIES)
+    assert state is not None and state.head_sha and state.head_sha.startswith(merged)
+    assert before != moved != merged
