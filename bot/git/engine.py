@@ -364,9 +364,24 @@ class _PatchCheck:
 
     def _state_predates_range(self) -> bool:
         """True when the base of the history range already held the patch's post-image: the
-        head then never had what the patch changes, which is not evidence that upstream took it."""
+        head then never had what the patch changes, which is not evidence that upstream took it.
+        Without a range, a patch that only removes code cannot tell "upstream removed it" from
+        "the head never had it", so it counts as the latter."""
         if self.range is None:
-            return False
+            removal_only = not any(
+                classify.normalize(line)
+                for f in self.parsed.files
+                for h in f.hunks
+                for line in h.added
+            ) and any(h.removed for f in self.parsed.files for h in f.hunks)
+            if removal_only:
+                self.evidence.append(
+                    {
+                        "signal": "removal-without-history",
+                        "detail": "no base known to tell taken from never had",
+                    }
+                )
+            return removal_only
         fork = self.range.split("..", 1)[0]
         at_fork = self.ctx.applier.check_reverse(tree_of(self.git, fork), self.item.data)
         if at_fork.ok:

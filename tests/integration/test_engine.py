@@ -507,3 +507,17 @@ def test_upstream_merging_the_patch_commit_itself_is_a_drop(up, tmp_path):
     up.git("merge", "-q", "--no-ff", "-m", "Merge topic", "topic")
     p = only(check(up, "main", patch, tmp_path))
     assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
+
+
+def test_removal_only_patch_without_any_history_goes_to_review(up, tmp_path):
+    """With no base and an unknown From commit, absent code proves nothing: review, not drop."""
+    block = "def workaround(x):\n    cap_blocks(x)\n    return limit_context(x)\n"
+    data = (
+        b"From: Dev <dev@example.com>\nSubject: [PATCH] remove the workaround\n\n---\n"
+        b"diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -39,5 +39,2 @@\n"
+        b" value_39 = compute(39)\n value_40 = compute(40)\n"
+        + b"".join(b"-" + line.encode() + b"\n" for line in block.splitlines())
+    )
+    p = only(check(up, "main", [PatchInput("removal.patch", data)], tmp_path))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.REVIEW)
+    assert "removal-without-history" in signals(p)
