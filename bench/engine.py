@@ -96,15 +96,16 @@ def build_upstream(workdir: Path, files: int, commits: int) -> Path:
     started = time.perf_counter()
     run("git", "fast-import", "--quiet", cwd=tmp, input=fast_import_stream(files, commits))
     run("git", "checkout", "-q", "-f", "main", cwd=tmp)
-    run("git", "gc", "-q", "--aggressive" if False else "--auto", cwd=tmp)
+    run("git", "tag", "imported", cwd=tmp)
     tmp.rename(upstream)
     print(f"built {files} files x {commits} commits in {time.perf_counter() - started:.1f} s")
     return upstream
 
 
-def make_series(upstream: Path, workdir: Path) -> tuple[list[Path], str, str]:
-    """10 patches on the current main, then a new head that moves context in half of them."""
-    old_head = run("git", "rev-parse", "main", cwd=upstream).strip()
+def make_series(upstream: Path, workdir: Path, ahead: int) -> tuple[list[Path], str, str]:
+    """10 patches on the imported history, then a new head `ahead` commits later (one file
+    each, like a few days of upstream work) that also moves the context of half the patches."""
+    old_head = run("git", "rev-parse", "imported", cwd=upstream).strip()
     series_dir = workdir / "series"
     shutil.rmtree(series_dir, ignore_errors=True)
     run("git", "checkout", "-q", "-B", "carry-series", old_head, cwd=upstream)
@@ -127,8 +128,27 @@ def make_series(upstream: Path, workdir: Path) -> tuple[list[Path], str, str]:
         target = upstream / path
         target.write_text("# upstream header\n" + target.read_text())
         run("git", "commit", "-q", "-am", f"upstream moves context {n}", cwd=upstream)
+    run("git", "fast-import", "--quiet", cwd=upstream, input=upstream_work(upstream, ahead))
+    run("git", "reset", "-q", "--hard", "main", cwd=upstream)
     new_head = run("git", "rev-parse", "main", cwd=upstream).strip()
     return sorted(series_dir.glob("*.patch")), old_head, new_head
+
+
+def upstream_work(upstream: Path, commits: int) -> bytes:
+    """`commits` more commits on main, each rewriting one file the series does not touch."""
+    parent = run("git", "rev-parse", "main", cwd=upstream).strip()
+    chunks = [f"reset refs/heads/main\nfrom {parent}\n\n".encode()]
+    for n in range(commits):
+        index = 1 + (n * 37) % 2999
+        if f"vllm/mod_{index:04d}.py" in PATCHED:
+            index += 1
+        data = file_text(index, 100_000 + n)
+        chunks.append(b"commit refs/heads/main\n")
+        chunks.append(f"committer Bench <bench@example.com> {1_800_000_000 + n} +0000\n".encode())
+        chunks.append(b"data 12\nupstream day\n")
+        chunks.append(f"M 100644 inline vllm/mod_{index:04d}.py\n".encode())
+        chunks.append(b"data %d\n%s\n" % (len(data), data))
+    return b"".join(chunks)
 
 
 def timed(fn: Callable[[], object], repeat: int) -> list[float]:
@@ -145,11 +165,12 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=3000)
     parser.add_argument("--commits", type=int, default=40000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--ahead", type=int, default=300, help="upstream commits in the new head")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "carry-bench")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     upstream = build_upstream(args.workdir, args.files, args.commits)
-    patch_files, old_head, new_head = make_series(upstream, args.workdir)
+    patch_files, old_head, new_head = make_series(upstream, args.workdir, args.ahead)
     patches = [PatchInput(p.name, p.read_bytes()) for p in patch_files]
     cache = args.workdir / "cache"
     shutil.rmtree(cache, ignore_errors=True)

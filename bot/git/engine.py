@@ -144,6 +144,7 @@ class Engine:
     ) -> dict[int, tuple[str, list[history.Match]]]:
         """Per patch index: (range, matches), grouped so each distinct range is read once."""
         ranges: dict[str, list[int]] = {}
+        forks: dict[str, str] = {}
         for i, p in enumerate(parsed):
             if not isinstance(p, PatchFile) or p.is_empty:
                 continue
@@ -154,7 +155,9 @@ class Engine:
                 anchor = self.git.rev_parse(f"{p.meta.commit}^")
             if anchor is None:
                 continue
-            fork = self.git.run("merge-base", str(anchor), head, check=False).text
+            if anchor not in forks:
+                forks[anchor] = self.git.run("merge-base", anchor, head, check=False).text
+            fork = forks[anchor]
             if fork:
                 ranges.setdefault(f"{fork}..{head}", []).append(i)
         found: dict[int, tuple[str, list[history.Match]]] = {}
