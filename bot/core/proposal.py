@@ -8,10 +8,10 @@ A conflicting patch keeps its last good file: a conflicted result is never writt
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
-from bot.core.fixpage import PageUpdateError, parse_fix_page, record_upstream_take
+from bot.core.fixpage import PageUpdateError, parse_fix_page, record_upstream_take, update_upstream
 from bot.core.seriesfile import parse_series, render_series, with_base, without_patch
 from bot.core.state import PatchState, SeriesState
 
@@ -40,6 +40,7 @@ def build(
             _record_take(current, patch, files, notes, today)
         elif patch.changed and patch.name in refreshed and patch.status != "conflict":
             files[patch.name] = refreshed[patch.name]
+    _observed_upstream_states(current, state, files, notes)
     if state.checked_head and files:  # the base moves only with a real change: no churn
         series = with_base(series, state.checked_head)
     rendered = render_series(series).encode()
@@ -76,6 +77,46 @@ def _record_take(
         notes.append(f"{patch.name}: fix page not updated: {err}")
         return
     files[page_name] = updated.encode("utf-8")
+
+
+_OBSERVED = {"merged": "merged", "closed_unmerged": "closed", "open": "open", "reopened": "open"}
+
+
+def _observed_upstream_states(
+    current: Mapping[str, bytes],
+    state: SeriesState,
+    files: dict[str, bytes | None],
+    notes: list[str],
+) -> None:
+    """Keeps each fix page's Upstream states current with what carry observed of those PRs."""
+    observed = {
+        pr["ref"]: _OBSERVED[pr["state"]]
+        for patch in state.patches
+        for pr in patch.upstream_prs
+        if pr.get("state") in _OBSERVED
+    }
+    if not observed:
+        return
+    for name in sorted(n for n in current if n.endswith(".md")):
+        data = files.get(name) or current[name]
+        text = data.decode("utf-8")
+        page, problems = parse_fix_page(text, name)
+        if problems:
+            continue
+        entries = [
+            replace(e, state=observed[str(e.ref)])
+            if e.ref is not None
+            and str(e.ref) in observed
+            and e.state not in ("superseded", observed[str(e.ref)])
+            else e
+            for e in page.upstream
+        ]
+        if entries == list(page.upstream):
+            continue
+        try:
+            files[name] = update_upstream(text, name, entries).encode("utf-8")
+        except PageUpdateError as err:
+            notes.append(f"{name}: Upstream state not updated: {err}")
 
 
 def _page_naming(
