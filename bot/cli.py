@@ -70,7 +70,9 @@ def _configured_upstream(series_dir: str) -> tuple[str, str]:
             if series.base.ref is None:
                 raise UsageError(f"series {series.id} follows a tag pattern: give --head")
             return config.upstreams[series.upstream].url, series.base.ref
-    raise UsageError(f"no series in {settings.config_path} uses {series_dir}: give --repo and --head")
+    raise UsageError(
+        f"no series in {settings.config_path} uses {series_dir}: give --repo and --head"
+    )
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# carry's image: web, worker, beat and runner are the same image with another command
+# (see docker-compose.yml). Build: docker build -t carry .
+# Runner hosts that run the checks themselves: docker build --build-arg CARRY_EXTRAS=runner .
+
+FROM python:3.11-slim AS build
+WORKDIR /src
+COPY pyproject.toml ./
+COPY bot ./bot
+COPY workers ./workers
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim
+ARG CARRY_EXTRAS=""
+# git: the engine applies patches against bare mirrors; tini: signals and zombie reaping for
+# the worker's child processes.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends git ca-certificates tini \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 carry
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels carry \
+ && if [ -n "$CARRY_EXTRAS" ]; then pip install --no-cache-dir "carry[$CARRY_EXTRAS]" --find-links /wheels; fi \
+ && rm -rf /wheels
+WORKDIR /app
+# The series and the example config; compose mounts ./config over /app/config.
+COPY --chown=carry:carry config ./config
+COPY --chown=carry:carry patches ./patches
+RUN mkdir -p /var/cache/carry /var/lib/carry/runner \
+ && chown carry:carry /var/cache/carry /var/lib/carry/runner
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    CARRY_CONFIG=/app/config/carry.yaml \
+    CARRY_CACHE_DIR=/var/cache/carry \
+    GIT_CONFIG_NOSYSTEM=1
+USER carry
+# Volumes are declared in docker-compose.yml (a VOLUME here would hide them from `down -v`).
+EXPOSE 8000
+ENTRYPOINT ["tini", "--", "carry"]
+CMD ["--log-level", "INFO", "web", "--host", "0.0.0.0", "--port", "8000"]

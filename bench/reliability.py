@@ -1,0 +1,1453 @@
+"""Reliability figures: what carry loses or duplicates when things fail, and how it recovers.
+
+Every scenario uses real processes on 127.0.0.1 (the `carry web` process, Celery workers,
+private redis-server instances, the GitHub emulator, git) and is bounded in time and count.
+The result is one table: scenario | what was done | lost | duplicated | recovered how.
+
+  python bench/reliability.py                 # every scenario (a few minutes)
+  python bench/reliability.py --quick         # smaller counts (CI)
+  python bench/reliability.py --only fuzz-parser --only fuzz-webhooks
+  python bench/reliability.py --seed 7        # the fuzzers' seed (printed with the table)
+
+Exit status 1 when a scenario's expectation failed (something lost or duplicated, a 500, an
+unexpected parser exception, no recovery); the table says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import copy
+import json
+import logging
+import math
+import os
+import random
+import re
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import redis  # noqa: E402
+import requests  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import seed as hypothesis_seed  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from pydantic import SecretStr  # noqa: E402
+
+from bot.config import Settings  # noqa: E402
+from bot.core.patchfile import PatchFileError, parse_patch  # noqa: E402
+from bot.git.engine import Engine, PatchInput  # noqa: E402
+from bot.git.mirror import Mirror, MirrorError  # noqa: E402
+from bot.git.runner import GitError  # noqa: E402
+from bot.github.forge import Forge, ForgeError  # noqa: E402
+from bot.metrics import GITHUB_KEY, record_rate_limit  # noqa: E402
+from bot.store import series as store  # noqa: E402
+from bot.web.webhooks import sign  # noqa: E402
+from tests.support.carry_env import BODY, SECRET, CarryEnv, wait_for  # noqa: E402
+from tests.support.github_emulator import GitHubEmulator  # noqa: E402
+from tests.support.gitrepo import RepoBuilder  # noqa: E402
+from tests.support.paths import WEBHOOK_EXAMPLES  # noqa: E402
+
+FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
+OTHER_REPO = "elsewhere-org/unwatched"  # pushes carry plans nothing for: cheap to process
+
+
+# =========================================================================== results
+
+
+@dataclass
+class Row:
+    scenario: str
+    done: str
+    lost: str
+    duplicated: str
+    recovered: str
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class Scale:
+    load_deliveries: int = 20_000
+    load_seconds: float = 20.0
+    load_clients: int = 8
+    kill_rounds: int = 3
+    redis_restarts: int = 3
+    restart_burst: int = 150
+    storm_size: int = 3
+    fuzz_webhooks: int = 600
+    fuzz_api: int = 200
+    fuzz_parser: int = 3000
+    contrast_without_aof: bool = True
+
+
+QUICK = Scale(
+    load_deliveries=300,
+    load_seconds=10.0,
+    kill_rounds=1,
+    redis_restarts=1,
+    restart_burst=60,
+    storm_size=2,
+    fuzz_webhooks=150,
+    fuzz_api=60,
+    fuzz_parser=800,
+    contrast_without_aof=False,
+)
+
+
+def render(rows: list[Row]) -> str:
+    header = ("scenario", "what was done", "lost", "duplicated", "recovered how")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = (row.scenario, row.done, row.lost, row.duplicated, row.recovered)
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+# =========================================================================== helpers
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server of our own on a fixed port, configured like docker-compose.yml's (AOF,
+    fsync every second) or without any persistence; killed with SIGKILL and restarted."""
+
+    def __init__(self, workdir: Path, *, aof: bool = True) -> None:
+        self.workdir, self.aof, self.port = workdir, aof, free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        argv += ["--dir", str(self.workdir), "--save", ""]
+        argv += ["--logfile", str(self.workdir / "redis.log")]
+        argv += ["--appendonly", "yes", "--appendfsync", "everysec"] if self.aof else []
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)
+        wait_for(lambda: _pings(client), 20, "redis-server")
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+@contextlib.contextmanager
+def carry_env(root: Path, redis_url: str, **extra_env: str) -> Iterator[CarryEnv]:
+    env = CarryEnv(root, redis_url)
+    env.carry_patches([FIX])
+    env.write_config()
+    env.extra_env.update(extra_env)
+    try:
+        yield env
+    finally:
+        env.stop()
+
+
+def push_body(repo: str, after: str, before: str = "0" * 39 + "1") -> bytes:
+    owner, name = repo.split("/")
+    payload = {
+        "ref": "refs/heads/main",
+        "before": before,
+        "after": after,
+        "repository": {"full_name": repo, "name": name, "owner": {"login": owner}},
+        "pusher": {"name": "bench"},
+        "sender": {"login": "bench"},
+    }
+    return json.dumps(payload).encode()
+
+
+def signed_headers(body: bytes, delivery: str, event: str = "push") -> dict[str, str]:
+    return {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": delivery,
+        "X-Hub-Signature-256": sign(SECRET, body),
+        "Content-Type": "application/json",
+    }
+
+
+def queued_deliveries(client: redis.Redis, queue: str = "carry") -> Counter[str]:
+    """delivery id -> number of ingest messages waiting in the Celery queue for it."""
+    found: Counter[str] = Counter()
+    for raw in client.lrange(queue, 0, -1):
+        message = json.loads(raw)
+        args = json.loads(base64.b64decode(message["body"]))
+        event = args[1].get("event", {})
+        found[str(event.get("delivery_id"))] += 1
+    return found
+
+
+def stored(client: redis.Redis, deliveries: list[str]) -> set[str]:
+    pipe = client.pipeline()
+    for delivery in deliveries:
+        pipe.exists(f"carry:delivery:{delivery}")
+    return {d for d, there in zip(deliveries, pipe.execute(), strict=True) if there}
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def slow_git_shim(directory: Path, marker: Path) -> Path:
+    """A `git` that announces `git apply` runs and makes them slow (to kill a worker there)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    real = shutil.which("git") or "/usr/bin/git"
+    shim = directory / "git"
+    shim.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do if [ "$a" = apply ]; then '
+        f"echo $PPID >> {marker}; sleep 3; break; fi; done\n"
+        f'exec {real} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return directory
+
+
+def stop_proc(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+# =========================================================================== 1. load
+
+
+@dataclass
+class Sent:
+    status: dict[str, int] = field(default_factory=dict)  # delivery -> status (0: no answer)
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def send_deliveries(
+    url: str, bodies: list[tuple[str, bytes]], clients: int, seconds: float
+) -> Sent:
+    """Sends each (delivery id, body) once, from `clients` threads, until done or `seconds`."""
+    sent, lock = Sent(), threading.Lock()
+    deadline = time.monotonic() + seconds
+    chunks = [bodies[i::clients] for i in range(clients)]
+
+    def run(chunk: list[tuple[str, bytes]]) -> None:
+        with httpx.Client(timeout=10) as http:
+            for delivery, body in chunk:
+                if time.monotonic() > deadline:
+                    return
+                started = time.perf_counter()
+                try:
+                    status = http.post(
+                        f"{url}/webhooks/github",
+                        content=body,
+                        headers=signed_headers(body, delivery),
+                    ).status_code
+                except httpx.HTTPError:
+                    status = 0
+                with lock:
+                    sent.status[delivery] = status
+                    sent.latencies.append(time.perf_counter() - started)
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(run, chunks))
+    sent.seconds = time.monotonic() - started
+    return sent
+
+
+def scenario_load(root: Path, scale: Scale) -> Row:
+    server = RedisServer(root / "redis").start()
+    try:
+        with carry_env(root / "carry", server.url) as env:
+            url = env.start_web()
+            bodies = [
+                (f"load-{n}-{uuid.uuid4()}", push_body(OTHER_REPO, secrets.token_hex(20)))
+                for n in range(scale.load_deliveries)
+            ]
+            sent = send_deliveries(url, bodies, scale.load_clients, scale.load_seconds)
+            acked = [d for d, status in sent.status.items() if 200 <= status < 300]
+            again = random.Random(1).sample(acked, max(1, len(acked) // 20))
+            by_id = dict(bodies)
+            resent = send_deliveries(url, [(d, by_id[d]) for d in again], 4, 30)
+            client = env.client
+            in_store, queued = stored(client, acked), queued_deliveries(client)
+    finally:
+        server.kill()
+    lost = [d for d in acked if d not in in_store or queued[d] == 0]
+    doubled = sum(n - 1 for n in queued.values() if n > 1)
+    refused = Counter(s for s in sent.status.values() if not 200 <= s < 300)
+    rate = len(sent.status) / sent.seconds if sent.seconds else 0
+    answered_duplicate = sum(1 for s in resent.status.values() if s == 200)
+    return Row(
+        "sustained webhook load",
+        f"{len(sent.status)} signed pushes in {sent.seconds:.1f} s ({rate:.0f}/s, "
+        f"{scale.load_clients} clients; p50 {percentile(sent.latencies, 0.5) * 1000:.0f} ms, "
+        f"p99 {percentile(sent.latencies, 0.99) * 1000:.0f} ms), then {len(again)} redelivered",
+        f"{len(lost)} of {len(acked)} acknowledged"
+        + (f" ({sum(refused.values())} refused: {dict(refused)})" if refused else ""),
+        f"{doubled} queued twice; {answered_duplicate}/{len(again)} redeliveries "
+        "answered 'duplicate'",
+        "nothing to recover: every 2xx was in Redis and queued before it was sent",
+        ok=not lost and not doubled and not refused and answered_duplicate == len(again),
+    )
+
+
+# =========================================================================== 2. worker kills
+
+
+def scenario_worker_kill(root: Path, scale: Scale) -> Row:
+    server = RedisServer(root / "redis").start()
+    quick_redelivery = {
+        "CARRY_VISIBILITY_TIMEOUT_S": "5",
+        "CARRY_LOCK_TTL_S": "4",
+        "CARRY_BUSY_RETRY_S": "0.2",
+    }
+    heads, recoveries, lost = [], [], []
+    try:
+        with carry_env(root / "carry", server.url, **quick_redelivery) as env:
+            url = env.start_web()
+            for n in range(scale.kill_rounds):
+                head, seconds = _kill_round(env, url, root / f"round-{n}", n)
+                heads.append(head)
+                if seconds is None:
+                    lost.append(head)
+                else:
+                    recoveries.append(seconds)
+            rebased = Counter(e["data"].get("head") for e in env.history("rebased"))
+            proposed = len(env.history("proposal"))
+    finally:
+        server.kill()
+    doubled = [h for h in heads if rebased[h] > 1] + ["proposal"] * max(0, proposed - len(heads))
+    return Row(
+        "worker killed mid-job",
+        f"{len(heads)} rebases, each worker SIGKILLed inside `git apply`, a new worker started",
+        f"{len(lost)} of {len(heads)} jobs",
+        f"{len(doubled)} (each head rebased once, proposed once)",
+        "late ack: the job went back to the queue after the visibility timeout (5 s here, "
+        "CARRY_VISIBILITY_TIMEOUT_S) and the series lock expired (CARRY_LOCK_TTL_S); "
+        f"redone in {statistics.median(recoveries) if recoveries else math.nan:.1f} s median",
+        ok=not lost and not doubled,
+    )
+
+
+def _kill_round(env: CarryEnv, url: str, workdir: Path, n: int) -> tuple[str, float | None]:
+    marker = workdir / "in-apply"
+    shim = slow_git_shim(workdir / "shim", marker)
+    victim = env.start_worker(f"victim-{n}", path_prefix=str(shim))
+    proposals = len(env.history("proposal"))
+    before = env.upstream.head()
+    after = env.upstream.commit(f"upstream change {n}", {f"other_{n}.py": f"x = {n}\n"})
+    assert env.deliver(url, "push", env.push_payload(after, before)).status_code == 202
+    wait_for(marker.exists, 60, "the rebase to reach git apply")
+    stop_proc(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    rescuer = env.start_worker(f"rescuer-{n}")
+    try:
+        env.wait_checked(after, timeout=60)
+        wait_for(lambda: len(env.history("proposal")) > proposals, 30, "the proposal")
+    except AssertionError:
+        return after, None
+    finally:
+        stop_proc(rescuer)
+    return after, time.monotonic() - killed
+
+
+# =========================================================================== 3. Redis restarts
+
+
+class Sender(threading.Thread):
+    """Sends distinct deliveries until stopped; each one not acknowledged is redelivered later
+    (as GitHub's "Redeliver" would). Records every delivery's final status."""
+
+    def __init__(self, url: str, prefix: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.prefix = url, prefix
+        self.acked: dict[str, float] = {}  # delivery -> when it was acknowledged
+        self.pending: dict[str, bytes] = {}
+        self.answers: Counter[int] = Counter()
+        self.stop_at: float | None = None
+        self._n = 0
+
+    def run(self) -> None:
+        with httpx.Client(timeout=5) as http:
+            while self.stop_at is None or time.monotonic() < self.stop_at:
+                self._n += 1
+                body = push_body(OTHER_REPO, secrets.token_hex(20))
+                self.send(http, f"{self.prefix}-{self._n}", body)
+                time.sleep(0.005)
+
+    def send(self, http: httpx.Client, delivery: str, body: bytes) -> bool:
+        try:
+            status = http.post(
+                f"{self.url}/webhooks/github", content=body, headers=signed_headers(body, delivery)
+            ).status_code
+        except httpx.HTTPError:
+            status = 0
+        self.answers[status] += 1
+        if 200 <= status < 300:
+            self.acked[delivery] = time.monotonic()
+            self.pending.pop(delivery, None)
+            return True
+        self.pending[delivery] = body
+        return False
+
+    def redeliver_pending(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        with httpx.Client(timeout=5) as http:
+            while self.pending and time.monotonic() < deadline:
+                for delivery, body in list(self.pending.items()):
+                    self.send(http, delivery, body)
+                time.sleep(0.2)
+
+
+@dataclass
+class RestartResult:
+    acked_before: int
+    lost: int
+    keys_before: int
+    keys_after: int
+    outage_answers: Counter[int]
+
+
+def scenario_redis_restart(root: Path, scale: Scale, *, aof: bool = True) -> Row:
+    server = RedisServer(root / "redis", aof=aof).start()
+    extra = {"CARRY_VISIBILITY_TIMEOUT_S": "10", "CARRY_LOCK_TTL_S": "5"}
+    results: list[RestartResult] = []
+    try:
+        with carry_env(root / "carry", server.url, **extra) as env:
+            url = env.start_web()
+            env.start_worker()
+            sender = Sender(url, f"restart-{uuid.uuid4().hex[:6]}")
+            sender.start()
+            for _ in range(scale.redis_restarts):
+                results.append(_restart_once(server, env, sender, scale.restart_burst))
+            sender.stop_at = time.monotonic()
+            sender.join(timeout=10)
+            sender.redeliver_pending(30)
+            unprocessed, drained = _processed(env, list(sender.acked))
+            why = _why_unprocessed(env, unprocessed)
+            recovered_head = _fresh_head_rebased(env, url) if aof else None
+            duplicates = _duplicate_events(env.client)
+    finally:
+        server.kill()
+    outcome = Outcome(unprocessed, why, drained, recovered_head, duplicates)
+    return _restart_row(results, sender, outcome, aof)
+
+
+@dataclass
+class Outcome:
+    unprocessed: list[str]
+    why: str
+    drained: bool
+    recovered_head: float | None
+    duplicates: int
+
+
+def _restart_once(server: RedisServer, env: CarryEnv, sender: Sender, burst: int) -> RestartResult:
+    start = len(sender.acked)
+    wait_for(lambda: len(sender.acked) >= start + burst, 60, "deliveries before the kill")
+    client = env.client
+    keys_before = int(client.dbsize())
+    before = dict(sender.acked)
+    answers_before = Counter(sender.answers)
+    server.kill()
+    time.sleep(1.0)  # an outage: the web answers 503, nothing is acknowledged
+    server.start()
+    wait_for(lambda: len(sender.acked) > len(before) + 10, 60, "deliveries after the restart")
+    missing = len(before) - len(stored(client, list(before)))
+    outage = Counter(sender.answers)
+    outage.subtract(answers_before)
+    return RestartResult(len(before), missing, keys_before, int(client.dbsize()), outage)
+
+
+def _processed(env: CarryEnv, acked: list[str]) -> tuple[list[str], bool]:
+    """The acknowledged deliveries no worker handled (their event is not claimed), and
+    whether the queue drained."""
+    client = env.client
+
+    def drained() -> bool:
+        return client.llen("carry") == 0 and client.hlen("unacked") == 0
+
+    try:
+        wait_for(drained, 90, "the queue to drain")
+        done = True
+    except AssertionError:
+        done = False
+    pipe = client.pipeline()
+    for delivery in acked:
+        pipe.hget(f"carry:delivery:{delivery}", "event_key")
+    keys = [k.decode() if k else None for k in pipe.execute()]
+    pipe = client.pipeline()
+    for key in keys:
+        pipe.exists(f"carry:done:event:{key}")
+    claimed = pipe.execute()
+    missing = [d for d, k, c in zip(acked, keys, claimed, strict=True) if not (k and c)]
+    return missing, done
+
+
+def _why_unprocessed(env: CarryEnv, missing: list[str]) -> str:
+    """The web's own account of a delivery that was acknowledged but never processed."""
+    lines = (env.root / "web.log").read_text(errors="replace").splitlines()
+    unrecorded = {
+        line.split('"delivery_id": "', 1)[1].split('"', 1)[0]
+        for line in lines
+        if "could not un-record the delivery" in line and '"delivery_id": "' in line
+    }
+    stuck = [d for d in missing if d in unrecorded]
+    if not stuck:
+        return f" (e.g. delivery {missing[0]})" if missing else ""
+    return (
+        f" ({len(stuck)}: the hand-off to the queue failed while Redis was down, so did "
+        "un-recording the delivery; GitHub's redelivery was then answered 'duplicate' and the "
+        "event never reached a worker)"
+    )
+
+
+def _fresh_head_rebased(env: CarryEnv, url: str) -> float | None:
+    before = env.upstream.head()
+    after = env.upstream.commit("after the restarts", {"late.py": "x = 1\n"})
+    started = time.monotonic()
+    env.deliver(url, "push", env.push_payload(after, before))
+    try:
+        env.wait_checked(after, timeout=60)
+    except AssertionError:
+        return None
+    return time.monotonic() - started
+
+
+def _duplicate_events(client: redis.Redis) -> int:
+    return sum(
+        1 for e in store.history(client, None, limit=20_000) if e["kind"] == "duplicate-event"
+    )
+
+
+def _restart_row(results: list[RestartResult], sender: Sender, out: Outcome, aof: bool) -> Row:
+    lost_each = ", ".join(f"{r.lost}/{r.acked_before}" for r in results)
+    if not aof:
+        return Row(
+            "Redis restart WITHOUT persistence (contrast)",
+            f"{len(results)} SIGKILL + restart of a Redis with no AOF, under webhook traffic",
+            f"{lost_each} acknowledged deliveries gone from the store after each restart",
+            "-",
+            "none: what Redis held is gone, which is why the compose file turns AOF on",
+        )
+    outage = sum((r.outage_answers for r in results), Counter())
+    answers = ", ".join(f"{n} x {s or 'no answer'}" for s, n in sorted(outage.items()) if s != 202)
+    head = (
+        f"a new head rebased {out.recovered_head:.1f} s after its push"
+        if out.recovered_head is not None
+        else "but did NOT rebase a new head within 60 s"
+    )
+    return Row(
+        "Redis SIGKILLed and restarted (AOF, fsync everysec)",
+        f"{len(results)} restarts under a steady stream of webhooks "
+        f"({len(sender.acked)} acknowledged in all)",
+        f"{lost_each} acknowledged deliveries missing from the store after each restart; "
+        f"{len(out.unprocessed)} acknowledged but never processed{out.why}"
+        + ("" if out.drained else " (the queue did not drain)"),
+        f"0 effects doubled; {out.duplicates} redelivered ingest jobs skipped as duplicate events",
+        f"during the ~1 s outages the web answered {answers or 'nothing else'} (GitHub "
+        f"redelivers those; here every one was redelivered and accepted); the worker "
+        f"reconnected, {head}",
+        ok=all(r.lost == 0 for r in results)
+        and not out.unprocessed
+        and out.recovered_head is not None,
+    )
+
+
+# =========================================================================== 4. GitHub storms
+
+
+OWNER, NAME = "downstream-org", "carry"
+RETRY_BUDGET = 5  # bot.github.forge._retry(): GithubRetry(total=5)
+TOKEN = "ghp_bench" + "0" * 30
+
+
+@contextlib.contextmanager
+def emulated_github(root: Path) -> Iterator[tuple[GitHubEmulator, Forge]]:
+    repo = RepoBuilder(root / "downstream")
+    repo.commit("base", {"README.md": "carry\n"})
+    repo.checkout("main", new_branch="topic")
+    repo.commit("topic", {"topic.txt": "x\n"})
+    repo.checkout("main")
+    with GitHubEmulator(root / "gh") as gh:
+        gh.create_repo(OWNER, NAME, from_path=repo.path)
+        gh.add_token(TOKEN, "carry-bot")
+        gh.set_permission(OWNER, NAME, "carry-bot", "write")
+        settings_ = Settings(github_token=SecretStr(TOKEN), github_base_url=gh.base_url)
+        yield gh, Forge.connect(settings_, f"{OWNER}/{NAME}")
+
+
+def _timed(call: Callable[[], Any]) -> tuple[float, str | None]:
+    """(seconds, None or the error). An error that is not a ForgeError is marked: the tasks
+    only catch ForgeError, so anything else fails the job without a retry."""
+    started = time.monotonic()
+    try:
+        call()
+    except ForgeError as err:
+        return time.monotonic() - started, f"ForgeError: {str(err)[:70]}"
+    except requests.RequestException as err:
+        kind = f"{type(err).__module__}.{type(err).__name__}"
+        return time.monotonic() - started, f"escaped as {kind}, not ForgeError"
+    return time.monotonic() - started, None
+
+
+def scenario_github_5xx(root: Path, scale: Scale) -> Row:
+    with emulated_github(root) as (gh, forge):
+        forge.find_open_pull("topic")  # warm: the repository is looked up once
+        gh.clear_requests()
+        gh.inject_fault("server_error", times=scale.storm_size, method="GET", status=502)
+        seconds, error = _timed(lambda: forge.find_open_pull("topic"))
+        small = len(gh.api_requests("GET"))
+        gh.clear_requests()
+        gh.inject_fault("server_error", times=RETRY_BUDGET + 1, method="GET", status=503)
+        long_seconds, long_error = _timed(lambda: forge.find_open_pull("topic"))
+        big = len(gh.api_requests("GET"))
+        _, after_error = _timed(lambda: forge.find_open_pull("topic"))
+        gh.clear_requests()
+        gh.inject_fault("server_error", times=1, method="POST", path="/repos/*/pulls")
+        _, post_error = _timed(lambda: forge.create_pull("main", "topic", "t", "b", False))
+        _timed(lambda: forge.create_pull("main", "topic", "t", "b", False))
+        pulls = len(gh.pulls(OWNER, NAME))
+    long_ok = long_error is not None and long_error.startswith("ForgeError")
+    post_ok = post_error is not None and post_error.startswith("ForgeError")
+    return Row(
+        "GitHub 5xx storm",
+        f"{scale.storm_size} x 502 on a GET; a storm one longer than the retry budget "
+        f"({RETRY_BUDGET + 1} x 503); a 502 on POST /pulls, then the call again",
+        "0 calls"
+        if long_ok
+        else f"the long storm's failure {long_error}: the publish and reply tasks catch only "
+        "ForgeError, so such a job fails without retry and without a visible error (lost)",
+        f"0: the failed POST was not retried blindly ({'ForgeError' if post_ok else post_error}); "
+        f"calling again opened {pulls} PR",
+        f"GET retried with backoff (factor 0.5 s): OK after {small - 1} retries in "
+        f"{seconds:.1f} s; the long storm stopped after {big} attempts in {long_seconds:.1f} s; "
+        f"next call {'OK' if after_error is None else after_error}",
+        ok=error is None and long_ok and after_error is None and post_ok and pulls == 1,
+    )
+
+
+def scenario_github_429(root: Path, scale: Scale) -> Row:
+    retry_after = 2
+    with emulated_github(root) as (gh, forge):
+        forge.find_open_pull("topic")
+        gh.clear_requests()
+        gh.inject_fault(
+            "too_many_requests", times=scale.storm_size, method="GET", retry_after=retry_after
+        )
+        seconds, error = _timed(lambda: forge.find_open_pull("topic"))
+        attempts = len(gh.api_requests("GET"))
+        gh.clear_requests()
+        gh.inject_fault("secondary_rate_limit", times=1, method="GET", retry_after=1)
+        secondary_seconds, secondary_error = _timed(lambda: forge.find_open_pull("topic"))
+        gh.set_rate_limit(token=TOKEN, remaining=4321)
+        forge.find_open_pull("topic")
+        server = RedisServer(root / "redis", aof=False).start()
+        try:
+            client = redis.Redis(port=server.port)
+            record_rate_limit(forge.rate_remaining, client=client)
+            recorded = client.hget(GITHUB_KEY, "remaining")
+        finally:
+            server.kill()
+    waited = scale.storm_size * retry_after
+    honoured = seconds >= waited * 0.95
+    return Row(
+        "GitHub 429 / rate-limit storm",
+        f"{scale.storm_size} x 429 (Retry-After: {retry_after}) on a GET; a secondary-rate-limit "
+        "403 (Retry-After: 1)",
+        "0 calls" if error is None and secondary_error is None else f"failed: {error}",
+        "0",
+        f"Retry-After honoured: {attempts} attempts over {seconds:.1f} s (>= {waited} s asked); "
+        f"403 secondary limit waited {secondary_seconds:.1f} s; carry_github_rate_limit_remaining "
+        f"recorded {int(recorded or -1)}",
+        ok=error is None
+        and secondary_error is None
+        and honoured
+        and recorded == str(forge.rate_remaining).encode(),
+    )
+
+
+# =========================================================================== 5. mirrors
+
+
+CORRUPTIONS: dict[str, Callable[[Path], None]] = {}
+
+
+def corruption(name: str) -> Callable[[Callable[[Path], None]], Callable[[Path], None]]:
+    def register(fn: Callable[[Path], None]) -> Callable[[Path], None]:
+        CORRUPTIONS[name] = fn
+        return fn
+
+    return register
+
+
+@corruption("mirror deleted")
+def _delete_mirror(path: Path) -> None:
+    shutil.rmtree(path)
+
+
+@corruption("objects deleted")
+def _delete_objects(path: Path) -> None:
+    for child in (path / "objects").iterdir():
+        if child.name not in ("info",):
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    (path / "objects" / "pack").mkdir(exist_ok=True)
+
+
+@corruption("pack truncated")
+def _truncate_pack(path: Path) -> None:
+    packs = sorted((path / "objects" / "pack").glob("*.pack"))
+    if not packs:
+        subprocess.run(["git", "--git-dir", str(path), "repack", "-adq"], check=True)
+        packs = sorted((path / "objects" / "pack").glob("*.pack"))
+    for pack in packs:
+        pack.chmod(0o644)
+        with open(pack, "r+b") as handle:
+            handle.truncate(pack.stat().st_size // 2)
+
+
+@corruption("HEAD and config garbage")
+def _garbage_head(path: Path) -> None:
+    (path / "HEAD").write_bytes(b"\x00garbage")
+    (path / "config").write_bytes(b"[core\n bare = maybe\n")
+
+
+def _upstream(root: Path) -> tuple[RepoBuilder, list[PatchInput], str]:
+    up = RepoBuilder(root / "upstream")
+    up.commit("base", {"mod.py": BODY})
+    for n in range(30):
+        up.commit(f"change {n}", {f"f{n}.py": f"v = {n}\n" * 50})
+    up.checkout("main", new_branch="fix")
+    up.commit("Carried fix", FIX)
+    patch = up.git("format-patch", "--stdout", "main..fix").encode() + b"\n"
+    up.checkout("main")
+    head = up.commit("upstream moves", {"late.py": "x = 1\n"})
+    return up, [PatchInput("0001-fix.patch", patch)], head
+
+
+def run_engine(mirror: Mirror, head: str, patches: list[PatchInput]) -> str:
+    """What workers.rebase does with a mirror: ensure, fetch the head, check the series."""
+    mirror.ensure()
+    if not mirror.has_commit(head):
+        mirror.resolve("main")
+    if not mirror.has_commit(head):
+        mirror.resolve(head)
+    report = Engine(mirror).check(head, patches)
+    return report.patches[0].status.value
+
+
+def scenario_mirror(root: Path, _scale: Scale) -> Row:
+    up, patches, head = _upstream(root)
+    outcomes: list[tuple[str, str, str, str]] = []
+    for name, damage in CORRUPTIONS.items():
+        cache = root / f"cache-{len(outcomes)}"
+        mirror = Mirror(str(up.path), cache)
+        baseline = run_engine(mirror, head, patches)
+        damage(mirror.path)
+        outcomes.append((name, baseline, *_after_damage(up, cache, head, patches)))
+    failed = [o for o in outcomes if o[2] != o[1]]
+    return Row(
+        "corrupted or deleted mirror",
+        f"{len(outcomes)} kinds of damage to a warm bare mirror ("
+        + ", ".join(o[0] for o in outcomes)
+        + "), then the engine run again as a rebase does",
+        "0 (no state is kept in the mirror)",
+        "0",
+        "; ".join(
+            f"{name}: " + (f"OK, {how}" if result == baseline else f"NOT fully recovered: {how}")
+            for name, baseline, result, how in outcomes
+        ),
+        ok=not failed,
+    )
+
+
+def _after_damage(
+    up: RepoBuilder, cache: Path, head: str, patches: list[PatchInput]
+) -> tuple[str, str]:
+    """(engine result after the damage, how it got there): a first run as the rebase task
+    does it and, when that fails, the task's retry on the same cache."""
+    path = Mirror(str(up.path), cache).path
+    existed = path.exists()
+    attempts: list[str] = []
+    with _mirror_warnings() as warnings:
+        for _attempt in range(2):
+            try:
+                result = run_engine(Mirror(str(up.path), cache), head, patches)
+                break
+            except (MirrorError, GitError) as err:
+                attempts.append(_short(err))
+        else:
+            return "error", f"every attempt failed: {attempts[0]}"
+    if not existed:
+        how = "ensure() re-created it"
+    elif warnings:
+        how = "ensure() saw it corrupt and re-created it"
+    else:
+        how = "fetched into the damaged mirror"
+    if attempts:
+        how = f"1st attempt failed ({attempts[0][:70]}), the task's retry worked, {how}"
+    fsck = _fsck(path)
+    return (result, f"{how}; {fsck}") if "clean" in fsck else ("damaged", f"{how}; {fsck}")
+
+
+def _short(err: Exception) -> str:
+    """git's own words, without the 'cannot fetch from <path>:' carry puts in front."""
+    text = " ".join(str(err).split())
+    text = re.sub(r"^cannot (fetch from|read repository) \S+: ", "", text)
+    return re.sub(r"(?<!\S)/(?:[^\s/]+/)+", ".../", text)[:90]  # absolute paths: last part
+
+
+@contextlib.contextmanager
+def _mirror_warnings() -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger = logging.getLogger("carry.mirror")
+    handler = Catch(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logger.removeHandler(handler)
+
+
+# =========================================================================== 6. full disk
+
+
+def scenario_full_disk(root: Path, _scale: Scale) -> Row:
+    cache = root / "small-cache"
+    cache.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(cache)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        return Row(
+            "full disk in the cache directory",
+            "skipped: a 3 MB tmpfs cannot be mounted here (needs root / CAP_SYS_ADMIN): "
+            + mounted.stderr.decode(errors="replace").strip()[:80],
+            "-",
+            "-",
+            "-",
+            ok=True,
+        )
+    try:
+        return _full_disk(root, cache)
+    finally:
+        subprocess.run(["umount", "-l", str(cache)], capture_output=True)
+
+
+def _full_disk(root: Path, cache: Path) -> Row:
+    up = RepoBuilder(root / "big-upstream")
+    up.commit("base", {"mod.py": BODY})
+    rng = random.Random(3)
+    blobs = {f"blob{n}.bin": rng.randbytes(512 * 1024) for n in range(10)}  # 5 MB, no gain
+    up.checkout("main", new_branch="fix")
+    up.commit("Carried fix", FIX)
+    patch = [PatchInput("0001-fix.patch", up.git("format-patch", "--stdout", "main..fix").encode())]
+    up.checkout("main")
+    head = up.commit("big files", blobs)
+    mirror = Mirror(str(up.path), cache)
+    error = _engine_error(mirror, head, patch)
+    fsck_full = _fsck(mirror.path)
+    subprocess.run(["mount", "-o", "remount,size=64m", str(cache)], check=True)
+    after = _engine_error(Mirror(str(up.path), cache), head, patch)
+    fsck_after = _fsck(mirror.path)
+    clear = error is not None and "No space left on device" in error
+    return Row(
+        "full disk in the cache directory",
+        "the mirror cache on a 3 MB tmpfs, an upstream head with 5 MB of incompressible files; "
+        "then the filesystem grown to 64 MB and the same rebase run again",
+        "0 (nothing is stored when a fetch fails)",
+        "0",
+        f"clear error: {'yes' if clear else 'NO'} ({_around(error, 'No space left')}); "
+        f"mirror while full: {fsck_full}; after space came back: "
+        f"{'rebased OK' if after is None else 'failed: ' + after[:60]}, {fsck_after}",
+        ok=clear and after is None and "fsck clean" in fsck_after,
+    )
+
+
+def _around(text: str | None, phrase: str) -> str:
+    if not text:
+        return "no error"
+    at = text.find(phrase)
+    return text[:100] if at < 0 else "..." + text[max(0, at - 60) : at + 40]
+
+
+def _engine_error(mirror: Mirror, head: str, patches: list[PatchInput]) -> str | None:
+    try:
+        run_engine(mirror, head, patches)
+    except (MirrorError, GitError, OSError) as err:
+        return " ".join(str(err).split())
+    return None
+
+
+def _fsck(path: Path) -> str:
+    if not path.exists():
+        return "no mirror left behind"
+    proc = subprocess.run(
+        ["git", "--git-dir", str(path), "fsck", "--no-dangling"], capture_output=True
+    )
+    if proc.returncode == 0:
+        return "git fsck clean"
+    text = " ".join(proc.stderr.decode(errors="replace").split()).replace(str(path), "<mirror>")
+    return "git fsck fails: " + text[:80]
+
+
+# =========================================================================== 7. fuzzed webhooks
+
+
+HANDLED_EVENTS = (
+    "ping",
+    "push",
+    "pull_request",
+    "issue_comment",
+    "check_run",
+    "check_suite",
+    "workflow_run",
+    "installation",
+    "installation_repositories",
+)
+JSON_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
+    | st.sampled_from(["", "0" * 40, "refs/heads/main", "2026-01-01T00:00:00Z", "owner/repo"])
+)
+
+
+def _json_containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner)
+
+
+JSON_VALUES = st.recursive(JSON_LEAVES, _json_containers, max_leaves=12)
+
+
+def webhook_seeds() -> list[tuple[str, Any]]:
+    """Real payloads (octokit's examples, when the shared contract data is present), else
+    minimal ones of each shape carry reads."""
+    manifest = WEBHOOK_EXAMPLES / "manifest.json"
+    if manifest.is_file():
+        files = json.loads(manifest.read_text())["files"]
+        return [
+            (meta["event"], json.loads((WEBHOOK_EXAMPLES / name).read_text()))
+            for name, meta in sorted(files.items())
+        ]
+    sha = "a" * 40
+    repo = {"full_name": "o/r", "name": "r", "owner": {"login": "o"}}
+    pull = {"number": 1, "head": {"sha": sha}, "base": {"ref": "main"}, "merged": True}
+    return [
+        ("push", json.loads(push_body("o/r", sha))),
+        ("pull_request", {"action": "closed", "pull_request": pull, "repository": repo}),
+        ("ping", {"zen": "z", "hook_id": 1}),
+    ]
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield prefix
+    if isinstance(node, dict):
+        for key, child in node.items():
+            yield from _paths(child, (*prefix, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node[:5]):
+            yield from _paths(child, (*prefix, index))
+
+
+def _set(root: Any, path: tuple[Any, ...], value: Any, delete: bool) -> Any:
+    if not path:
+        return value
+    parent = root
+    for part in path[:-1]:
+        parent = parent[part]
+    if delete and isinstance(parent, dict):
+        parent.pop(path[-1], None)
+    else:
+        parent[path[-1]] = value
+    return root
+
+
+@st.composite
+def mutated_payloads(draw: st.DrawFn, seeds: list[tuple[str, Any]]) -> tuple[str, Any]:
+    event, payload = draw(st.sampled_from(seeds))
+    payload = copy.deepcopy(payload)
+    paths = list(_paths(payload))
+    for _ in range(draw(st.integers(0, 4))):
+        path = draw(st.sampled_from(paths))
+        with contextlib.suppress(KeyError, IndexError, TypeError):
+            payload = _set(payload, path, draw(JSON_VALUES), draw(st.booleans()))
+        paths = list(_paths(payload))
+    name = draw(st.sampled_from([event, event, event, *HANDLED_EVENTS]) | st.text(max_size=20))
+    return name, payload
+
+
+HEADER_TEXT = st.text(st.characters(codec="latin-1", exclude_characters="\r\n\x00"), max_size=150)
+
+
+@st.composite
+def webhook_requests(draw: st.DrawFn, seeds: list[tuple[str, Any]]) -> tuple[dict[str, str], bytes]:
+    event, payload = draw(mutated_payloads(seeds))
+    kind = draw(st.sampled_from(["json", "json", "json", "form", "bytes", "text"]))
+    if kind == "bytes":
+        body = draw(st.binary(max_size=3000))
+    elif kind == "text":
+        body = draw(st.text(max_size=500)).encode("utf-8", "surrogatepass")
+    else:
+        body = json.dumps(payload, allow_nan=True).encode("utf-8", "surrogatepass")
+        if kind == "form":
+            body = b"payload=" + quote(body).encode()
+    content_type = {"form": "application/x-www-form-urlencoded"}.get(kind, "application/json")
+    headers = {
+        "X-GitHub-Event": event,
+        "X-GitHub-Delivery": draw(st.sampled_from([str(uuid.uuid4())]) | HEADER_TEXT),
+        "Content-Type": draw(st.sampled_from([content_type, content_type]) | HEADER_TEXT),
+        "X-Hub-Signature-256": draw(
+            st.sampled_from([sign(SECRET, body)] * 6 + ["sha256=" + "0" * 64, "", "sha1=x"])
+        ),
+    }
+    dropped = draw(st.sets(st.sampled_from(sorted(headers)), max_size=1))
+    return {k: v for k, v in headers.items() if k not in dropped and v}, body
+
+
+def edge_cases() -> list[tuple[str, dict[str, str], bytes]]:
+    """Bodies a generator rarely reaches, each signed: a hostile sender with the secret (or a
+    GitHub bug) must get a 4xx, never a 500."""
+    sha = "b" * 40
+    repo = {"full_name": "o/r", "name": "r", "owner": {"login": "o"}}
+    pull = {"number": 1, "head": {"sha": sha}, "base": {"ref": "main"}, "merged": False}
+    closed = {"action": "closed", "repository": repo}
+    cases: dict[str, str | bytes] = {
+        "deeply nested JSON": b"[" * 100_000 + b"]" * 100_000,
+        "5000-digit integer": b'{"hook_id": ' + b"9" * 5000 + b"}",
+        "NaN timestamp": json.dumps({**closed, "pull_request": {**pull, "closed_at": math.nan}}),
+        "infinite timestamp": json.dumps({**closed, "pull_request": {**pull, "closed_at": 1e300}}),
+        "huge epoch timestamp": json.dumps(
+            {**closed, "pull_request": {**pull, "closed_at": 10**20}}
+        ),
+        "lone surrogate in repository name": json.dumps(
+            json.loads(push_body("o/r", sha)) | {"repository": {**repo, "full_name": "\ud800"}}
+        ),
+        "lone surrogate in ref": json.dumps(json.loads(push_body("o/r", sha)) | {"ref": "\udfff"}),
+        "UTF-16 body": json.dumps({"zen": "z"}).encode("utf-16"),
+        "form without payload": b"other=1",
+    }
+    events = {"NaN timestamp": "pull_request", "infinite timestamp": "pull_request"}
+    events["huge epoch timestamp"] = "pull_request"
+    out = []
+    for name, raw in cases.items():
+        body = raw.encode() if isinstance(raw, str) else raw
+        content_type = "application/x-www-form-urlencoded" if "form" in name else "application/json"
+        headers = {
+            "X-GitHub-Event": events.get(name, "ping" if "integer" in name else "push"),
+            "X-GitHub-Delivery": str(uuid.uuid4()),
+            "X-Hub-Signature-256": sign(SECRET, body),
+            "Content-Type": content_type,
+        }
+        out.append((name, headers, body))
+    return out
+
+
+@dataclass
+class FuzzResult:
+    sent: int = 0
+    statuses: Counter[int] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)  # what got a 5xx, shortest first
+
+    def add(self, status: int, what: str) -> None:
+        self.sent += 1
+        self.statuses[status] += 1
+        if status >= 500:
+            self.failures.append(what)
+
+    @property
+    def five_hundreds(self) -> int:
+        return sum(n for status, n in self.statuses.items() if status >= 500)
+
+
+def fuzz_webhooks(
+    url: str, examples: int, seed: int, *, edge: bool = True, deadline_s: float = 120
+) -> FuzzResult:
+    """Signed and unsigned, well- and ill-formed deliveries to a running web process; the
+    hand-picked edge cases first unless `edge` is False."""
+    result = FuzzResult()
+    deadline = time.monotonic() + deadline_s
+    with httpx.Client(timeout=30) as http:
+        for name, headers, body in edge_cases() if edge else []:
+            status = post_webhook(http, url, headers, body)
+            result.add(status, f"edge case: {name}")
+        seeds = webhook_seeds()
+
+        @hypothesis_seed(seed)
+        @settings(_fuzz_settings(examples))
+        @given(webhook_requests(seeds))
+        def send(request: tuple[dict[str, str], bytes]) -> None:
+            if time.monotonic() > deadline:
+                return
+            headers, body = request
+            status = post_webhook(http, url, headers, body)
+            if status >= 0:
+                result.add(status, f"{headers!r} {body[:200]!r}")
+
+        send()
+    result.failures.sort(key=len)
+    return result
+
+
+def post_webhook(http: httpx.Client, url: str, headers: dict[str, str], body: bytes) -> int:
+    raw = {k.encode(): v.encode("utf-8", "surrogatepass") for k, v in headers.items()}
+    for _attempt in range(2):  # a connection the server closed after its last answer: once more
+        try:
+            return http.post(f"{url}/webhooks/github", content=body, headers=raw).status_code
+        except httpx.LocalProtocolError:
+            return -1  # not sendable over HTTP/1.1 at all (the client refuses)
+        except httpx.HTTPError:
+            continue
+    return 599  # the server dropped the connection twice: as bad as a 500
+
+
+def _fuzz_settings(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def fuzz_api(url: str, examples: int, seed: int) -> FuzzResult:
+    """Every GET operation of the app's OpenAPI document, with generated path and query values."""
+    result = FuzzResult()
+    openapi = httpx.get(f"{url}/openapi.json", timeout=10).json()
+    operations = [
+        (path, op.get("parameters", []))
+        for path, ops in openapi["paths"].items()
+        for method, op in ops.items()
+        if method == "get"
+    ]
+    values = st.text(max_size=30) | st.integers(-(10**12), 10**12).map(str) | st.just("")
+    with httpx.Client(timeout=30) as http:
+
+        @hypothesis_seed(seed)
+        @settings(_fuzz_settings(examples))
+        @given(st.sampled_from(operations), st.data())
+        def call(operation: tuple[str, list[dict[str, Any]]], data: st.DataObject) -> None:
+            path, parameters = operation
+            query = {}
+            for parameter in parameters:
+                value = data.draw(values)
+                if parameter["in"] == "path":
+                    path = path.replace("{" + parameter["name"] + "}", quote(value, safe="") or "x")
+                elif parameter["in"] == "query" and data.draw(st.booleans()):
+                    query[parameter["name"]] = value
+            try:
+                status = http.get(f"{url}{path}", params=query).status_code
+            except httpx.HTTPError:
+                status = 599
+            result.add(status, f"GET {path} {query}")
+
+        call()
+    return result
+
+
+def scenario_fuzz_webhooks(root: Path, scale: Scale, seed: int) -> Row:
+    server = RedisServer(root / "redis", aof=False).start()
+    try:
+        with carry_env(root / "carry", server.url) as env:
+            url = env.start_web()
+            hooks = fuzz_webhooks(url, scale.fuzz_webhooks, seed)
+            api = fuzz_api(url, scale.fuzz_api, seed)
+            alive = httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+    finally:
+        server.kill()
+    failures = hooks.failures + api.failures
+    edge = [f.removeprefix("edge case: ") for f in failures if f.startswith("edge case: ")]
+    generated = [f[:140] for f in failures if not f.startswith("edge case: ")]
+    shown = "; ".join([f"edge cases: {', '.join(edge)}"] * bool(edge) + generated[:2])
+    return Row(
+        "fuzzed webhook bodies and headers (+ API)",
+        f"{hooks.sent} webhook requests to the running web process (hypothesis, seed {seed}: "
+        f"mutated real payloads, random bytes, form bodies, odd headers and signatures, "
+        f"{len(edge_cases())} hand-picked edge cases) and {api.sent} GETs generated from "
+        f"/openapi.json; statuses {dict(sorted((hooks.statuses + api.statuses).items()))}",
+        "-",
+        "-",
+        f"500s: {hooks.five_hundreds + api.five_hundreds} (expected 0)"
+        + (f": {shown}" if shown else "")
+        + f"; web still healthy: {'yes' if alive else 'NO'}",
+        ok=not failures and alive,
+    )
+
+
+# =========================================================================== 8. fuzzed patches
+
+
+def patch_seeds() -> list[bytes]:
+    found = [p.read_bytes() for p in sorted((ROOT / "patches").glob("*/*.patch"))]
+    synthetic = (
+        b"From 1234567890123456789012345678901234567890 Mon Sep 17 00:00:00 2001\n"
+        b"From: A <a@example.com>\nSubject: [PATCH 1/2] two files\n\nbody\n---\n"
+        b"diff --git a/x.py b/y.py\nsimilarity index 90%\nrename from x.py\nrename to y.py\n"
+        b"index 1111111..2222222 100644\n--- a/x.py\n+++ b/y.py\n@@ -1,3 +1,3 @@ def f():\n"
+        b" a\r\n-b\n+c\n d\n\\ No newline at end of file\n"
+        b"diff --git a/bin b/bin\nnew file mode 100755\nindex 0000000..3333333\n"
+        b"GIT binary patch\nliteral 5\nMcmZQzU|?ix0000\n\nliteral 0\nHcmV?d00001\n\n"
+        b"--\n2.39.5\n"
+    )
+    plain = b"--- a/f\n+++ b/f\n@@ -1 +1,2 @@\n-x\n+y\n+z\n"
+    return [*found, synthetic, plain]
+
+
+@st.composite
+def mutated_patches(draw: st.DrawFn, seeds: list[bytes]) -> bytes:
+    lines = draw(st.sampled_from(seeds)).splitlines(keepends=True) or [b""]
+    for _ in range(draw(st.integers(1, 6))):
+        i = draw(st.integers(0, max(0, len(lines) - 1)))
+        op = draw(st.sampled_from(["drop", "dup", "junk", "flip", "numbers", "swap", "cut"]))
+        lines = _mutate(lines, i, op, draw)
+    return b"".join(lines)
+
+
+def _mutate(lines: list[bytes], i: int, op: str, draw: st.DrawFn) -> list[bytes]:
+    if not lines:
+        return [draw(st.binary(max_size=40))]
+    line = lines[i]
+    if op == "drop":
+        return lines[:i] + lines[i + 1 :]
+    if op == "dup":
+        return lines[: i + 1] + lines[i:]
+    if op == "junk":
+        return [*lines[:i], draw(st.binary(max_size=60)), *lines[i + 1 :]]
+    if op == "flip" and line:
+        j = draw(st.integers(0, len(line) - 1))
+        return [
+            *lines[:i],
+            line[:j] + bytes([draw(st.integers(0, 255))]) + line[j + 1 :],
+            *lines[i + 1 :],
+        ]
+    if op == "numbers":
+        number = str(draw(st.integers(-5, 10**30))).encode()
+        return [*lines[:i], _renumber(line, number), *lines[i + 1 :]]
+    if op == "swap":
+        j = draw(st.integers(0, len(lines) - 1))
+        lines = lines[:]
+        lines[i], lines[j] = lines[j], lines[i]
+        return lines
+    return lines[:i]  # cut
+
+
+def _renumber(line: bytes, number: bytes) -> bytes:
+    digits = [k for k, c in enumerate(line) if chr(c).isdigit()]
+    if not digits:
+        return b"@@ -" + number + b" +1," + number + b" @@\n"
+    k = digits[len(digits) // 2]
+    return line[:k] + number + line[k + 1 :]
+
+
+DIFF_LINES = [
+    b"diff --git a/f b/f\n",
+    b"--- a/f\n",
+    b"+++ b/f\n",
+    b"@@ -1,2 +1,2 @@\n",
+    b" c\n",
+    b"-o\n",
+    b"+n\n",
+    b"\\ No newline at end of file\n",
+    b"GIT binary patch\n",
+    b"literal 3\n",
+    b"new file mode 100644\n",
+    b"rename from a\n",
+    b"Subject: x\n",
+]
+PATCH_INPUTS = st.one_of(
+    st.binary(max_size=2000),
+    st.lists(st.sampled_from(DIFF_LINES), max_size=30).map(b"".join),
+)
+
+
+_MAIL = (
+    b"From: a <a@b.c>\nDate: Tue, 1 Sep 2026 00:00:00 +0000\nSubject: [PATCH] x\n\n---\n"
+    b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
+)
+PARSER_EDGE_CASES = {
+    "Date with an overflowing hour": _MAIL.replace(b"00:00:00", b"00:30391819020:00"),
+    "Date with a 20-digit day": _MAIL.replace(b"Tue, 1 Sep", b"Tue, 99999999999999999999 Sep"),
+    "encoded-word garbage in Subject": _MAIL.replace(b"[PATCH] x", b"=?utf-8?q?=ff?= =?x?b?!?="),
+    "unparsable From": _MAIL.replace(b"a <a@b.c>", b'<<<@@@>>> "unterminated'),
+    "hunk length of 23 digits": _MAIL.replace(b"@@ -1 +1 @@", b"@@ -1," + b"9" * 23 + b" +1 @@"),
+    "NUL bytes in a hunk": _MAIL.replace(b"-a\n", b"-\x00\n"),
+}
+
+
+@dataclass
+class ParserFuzz:
+    examples: int = 0
+    parsed: int = 0
+    refused: int = 0
+    unexpected: Counter[str] = field(default_factory=Counter)
+    smallest: dict[str, bytes] = field(default_factory=dict)
+
+
+def fuzz_parser(
+    examples: int, seed: int, *, edge: bool = True, deadline_s: float = 120
+) -> ParserFuzz:
+    """parse_patch on generated and mutated patch files: it may only raise PatchFileError."""
+    result = ParserFuzz()
+    deadline = time.monotonic() + deadline_s
+    seeds = patch_seeds()
+    for data in PARSER_EDGE_CASES.values() if edge else []:
+        parse_one(result, data)
+
+    @hypothesis_seed(seed)
+    @settings(_fuzz_settings(examples))
+    @given(mutated_patches(seeds) | PATCH_INPUTS)
+    def parse(data: bytes) -> None:
+        if time.monotonic() <= deadline:
+            parse_one(result, data)
+
+    parse()
+    return result
+
+
+def parse_one(result: ParserFuzz, data: bytes) -> None:
+    result.examples += 1
+    try:
+        parse_patch(data, name="fuzzed.patch")
+    except PatchFileError:
+        result.refused += 1
+        return
+    except Exception as err:  # counting what escapes is the point
+        kind = f"{type(err).__name__}: {str(err)[:60]}"
+        result.unexpected[kind] += 1
+        if kind not in result.smallest or len(data) < len(result.smallest[kind]):
+            result.smallest[kind] = data
+        return
+    result.parsed += 1
+
+
+def scenario_fuzz_parser(_root: Path, scale: Scale, seed: int) -> Row:
+    result = fuzz_parser(scale.fuzz_parser, seed)
+    escaped = sum(result.unexpected.values())
+    detail = "; ".join(
+        f"{kind} x{n} (smallest input {result.smallest[kind][:80]!r})"
+        for kind, n in result.unexpected.most_common(3)
+    )
+    return Row(
+        "fuzzed patch files -> parse_patch",
+        f"{result.examples} inputs (hypothesis, seed {seed}): mutations of the real series' "
+        f"patches and of synthetic ones (dropped, doubled, swapped, cut lines, flipped bytes, "
+        f"huge hunk numbers), random bytes, random diff-line soups, "
+        f"{len(PARSER_EDGE_CASES)} hand-picked mail-header and hunk edge cases",
+        "-",
+        "-",
+        f"{result.parsed} parsed, {result.refused} refused with PatchFileError (naming the "
+        f"line), {escaped} other exceptions (expected 0)" + (f": {detail}" if detail else ""),
+        ok=escaped == 0,
+    )
+
+
+# =========================================================================== main
+
+
+SCENARIOS: dict[str, Callable[[Path, Scale, int], Row]] = {
+    "load": lambda root, scale, _seed: scenario_load(root, scale),
+    "worker-kill": lambda root, scale, _seed: scenario_worker_kill(root, scale),
+    "redis-restart": lambda root, scale, _seed: scenario_redis_restart(root, scale),
+    "redis-no-aof": lambda root, scale, _seed: scenario_redis_restart(root, scale, aof=False),
+    "github-5xx": lambda root, scale, _seed: scenario_github_5xx(root, scale),
+    "github-429": lambda root, scale, _seed: scenario_github_429(root, scale),
+    "mirror": lambda root, scale, _seed: scenario_mirror(root, scale),
+    "disk-full": lambda root, scale, _seed: scenario_full_disk(root, scale),
+    "fuzz-webhooks": scenario_fuzz_webhooks,
+    "fuzz-parser": scenario_fuzz_parser,
+}
+
+
+def run_scenario(name: str, scale: Scale, seed: int) -> Row:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"carry-reliability-{name}-") as tmp:
+        try:
+            row = SCENARIOS[name](Path(tmp), scale, seed)
+        except Exception as err:  # one broken scenario must not hide the others
+            traceback.print_exc()
+            row = Row(name, "scenario crashed", "?", "?", f"{type(err).__name__}: {err}", ok=False)
+    print(
+        f"  {name}: {'ok' if row.ok else 'FAILED'} in {time.monotonic() - started:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller counts (CI)")
+    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), default=[])
+    parser.add_argument("--seed", type=int, default=None, help="the fuzzers' seed")
+    args = parser.parse_args(argv)
+    if shutil.which("redis-server") is None:
+        print("reliability: redis-server is needed (apt-get install redis-server)", file=sys.stderr)
+        return 2
+    scale = QUICK if args.quick else Scale()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 16)
+    names = args.only or [n for n in SCENARIOS if n != "redis-no-aof" or scale.contrast_without_aof]
+    print(f"reliability: {len(names)} scenarios, seed {seed}", file=sys.stderr, flush=True)
+    logging.getLogger("github").setLevel(logging.ERROR)  # PyGithub narrates its retries
+    rows = [run_scenario(name, scale, seed) for name in names]
+    print(render(rows))
+    failed = [row.scenario for row in rows if not row.ok]
+    if failed:
+        print(f"\nexpectations not met: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

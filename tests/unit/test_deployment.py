@@ -1,0 +1,180 @@
+"""docker-compose.yml, the Dockerfile and .env.example, checked structurally (no Docker engine
+runs the tests): the services, their start order and health checks, Redis persistence,
+volumes, runner profiles, and that every setting carry reads is documented."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.config import Settings
+from tests.support.paths import REPO_ROOT
+
+COMPOSE = REPO_ROOT / "docker-compose.yml"
+ENV_EXAMPLE = REPO_ROOT / ".env.example"
+CORE = ("redis", "web", "worker", "beat")
+RUNNERS = {"runner-gaudi": "gaudi", "runner-gb10": "gb10"}
+# Named by the deployment issue besides the Settings fields.
+REQUIRED_VARIABLES = {
+    "REDIS_URL",
+    "CARRY_DOWNSTREAM_DIR",
+    "CARRY_DOWNSTREAM_GIT_URL",
+    "CARRY_BOT_LOGIN",
+    "CARRY_VISIBILITY_TIMEOUT_S",
+    "CARRY_LOCK_TTL_S",
+    "CARRY_BUSY_RETRY_S",
+}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE.read_text())  # anchors and `<<` merges resolved
+    assert isinstance(data, dict)
+    return data
+
+
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def command_text(service: dict[str, Any]) -> str:
+    command = service.get("command", [])
+    return command if isinstance(command, str) else " ".join(map(str, command))
+
+
+def test_core_services_exist_and_run_the_carry_image(compose: dict[str, Any]) -> None:
+    found = services(compose)
+    assert set(CORE) <= set(found)
+    for name in ("web", "worker", "beat", *RUNNERS):
+        assert found[name]["build"] == ".", name
+        assert found[name]["image"] == "carry:latest", name
+    assert command_text(found["worker"]) == "worker"
+    assert command_text(found["beat"]) == "beat"
+    assert command_text(found["web"]).endswith("web --host 0.0.0.0 --port 8000")
+
+
+def test_each_service_starts_only_once_its_dependencies_are_healthy(
+    compose: dict[str, Any],
+) -> None:
+    found = services(compose)
+    for name in ("web", "worker", "beat", *RUNNERS):
+        depends = found[name]["depends_on"]
+        assert isinstance(depends, dict), f"{name}: depends_on needs conditions"
+        assert "redis" in depends, name
+        for dependency, rule in depends.items():
+            assert rule == {"condition": "service_healthy"}, f"{name} -> {dependency}"
+            assert "healthcheck" in found[dependency], f"{dependency} has no healthcheck"
+
+
+def test_redis_persists_with_aof_on_a_volume(compose: dict[str, Any]) -> None:
+    redis = services(compose)["redis"]
+    command = command_text(redis)
+    assert "--appendonly yes" in command
+    assert re.search(r"--appendfsync (everysec|always)", command)
+    assert "redis-data:/data" in redis["volumes"]
+    assert "PONG" in " ".join(redis["healthcheck"]["test"])
+    assert "ports" not in redis  # reachable only on the compose network
+
+
+def test_runners_are_opt_in_profiles_of_their_kind(compose: dict[str, Any]) -> None:
+    found = services(compose)
+    for name, kind in RUNNERS.items():
+        runner = found[name]
+        assert name in runner["profiles"] and "runners" in runner["profiles"]
+        assert f"runner --kind {kind}" in command_text(runner)
+    for name in CORE:
+        assert "profiles" not in found[name], f"{name} must start without a profile"
+
+
+def test_volumes_are_declared_and_the_mirror_cache_is_shared(compose: dict[str, Any]) -> None:
+    declared = set(compose["volumes"])
+    used = {
+        volume.split(":", 1)[0]
+        for service in services(compose).values()
+        for volume in service.get("volumes", [])
+        if not volume.startswith((".", "/"))
+    }
+    assert used == declared
+    for name in ("worker", "beat"):
+        service = services(compose)[name]
+        assert "carry-cache:/var/cache/carry" in service["volumes"], name
+        assert service["environment"]["CARRY_CACHE_DIR"] == "/var/cache/carry"
+
+
+def test_containers_reach_compose_redis_and_read_dot_env(compose: dict[str, Any]) -> None:
+    for name in ("web", "worker", "beat", *RUNNERS):
+        service = services(compose)[name]
+        assert "@redis:6379/" in service["environment"]["REDIS_URL"], name
+        assert service["env_file"] == [{"path": ".env", "required": False}], name
+
+
+def test_compose_interpolates_only_documented_variables() -> None:
+    used = set(re.findall(r"(?<!\$)\$\{([A-Z_][A-Z0-9_]*)", COMPOSE.read_text()))
+    assert used <= documented_variables(), used - documented_variables()
+
+
+def test_dockerfile_builds_a_non_root_image_with_git_and_the_carry_entrypoint() -> None:
+    text = (REPO_ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11", text, re.M)
+    assert "git" in re.search(r"apt-get install[^\n]*", text).group(0)  # type: ignore[union-attr]
+    assert re.search(r"^USER carry$", text, re.M)
+    assert 'ENTRYPOINT ["tini", "--", "carry"]' in text
+    assert "CARRY_CACHE_DIR=/var/cache/carry" in text
+    ignored = (REPO_ROOT / ".dockerignore").read_text().split()
+    assert {".env", ".git", ".venv", "tests"} <= set(ignored)
+
+
+# --------------------------------------------------------------------------- .env.example
+
+
+def documented_variables() -> set[str]:
+    return set(re.findall(r"^([A-Z_][A-Z0-9_]*)=", ENV_EXAMPLE.read_text(), re.M))
+
+
+def read_variables() -> set[str]:
+    """Every environment variable bot/ and workers/ read (os.environ / getenv)."""
+    pattern = re.compile(r"""(?:environ(?:\.get)?\(|environ\[|getenv\()\s*["']([A-Z_][A-Z0-9_]*)""")
+    found = set()
+    for path in [*(REPO_ROOT / "bot").rglob("*.py"), *(REPO_ROOT / "workers").rglob("*.py")]:
+        found |= set(pattern.findall(path.read_text()))
+    return found
+
+
+def test_every_setting_is_documented_with_a_comment() -> None:
+    aliases = {str(field.validation_alias) for field in Settings.model_fields.values()}
+    internal = {"CARRY_RUNNER_KIND"}  # set by `carry runner` for its own children
+    ours = {n for n in read_variables() if n.startswith(("CARRY_", "GITHUB_", "REDIS_"))}
+    wanted = aliases | REQUIRED_VARIABLES | (ours - internal)
+    missing = wanted - documented_variables()
+    assert missing == set()
+    lines = ENV_EXAMPLE.read_text().splitlines()
+    for index, line in enumerate(lines):
+        if re.match(r"^[A-Z_][A-Z0-9_]*=", line):
+            above = lines[index - 1] if index else ""
+            assert above.startswith("#") or re.match(r"^[A-Z_]+=", above), line
+
+
+def test_no_secret_has_a_value_in_the_example() -> None:
+    values = dict(
+        line.split("=", 1)
+        for line in ENV_EXAMPLE.read_text().splitlines()
+        if re.match(r"^[A-Z_][A-Z0-9_]*=", line)
+    )
+    for name in ("CARRY_WEBHOOK_SECRET", "GITHUB_TOKEN", "GITHUB_APP_PRIVATE_KEY"):
+        assert values[name] == "", name
+    assert values["CARRY_DASHBOARD_TOKEN"] == "" and values["REDIS_PASSWORD"] == ""
+
+
+def test_example_values_are_accepted_by_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        if re.match(r"^[A-Z_][A-Z0-9_]*=", line):
+            name, value = line.split("=", 1)
+            monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.github_auth == "none"
+    assert settings.webhook_secret is None  # empty counts as unset
+    assert str(settings.cache_dir) == str(Path("~/.cache/carry").expanduser())

@@ -1,0 +1,109 @@
+"""Secret values never reach a log line, whatever part of the record carries them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+from pydantic import SecretStr
+
+from bot import log as carry_log
+from bot.config import Settings
+
+WEBHOOK = "whsec-0123456789abcdef"
+TOKEN = "ghp_" + "A1b2C3d4" * 5
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAx7Tq0oZc4QmYb1Q2iN1mX6nEw8oR3kP0yJ7Vb5sD2hF9gK4lM3\n"
+    "c9PqRsTuVwXyZ0123456789abcdefABCDEFghijklmnopqrstuvwxyz+/AbCdEfGh\n"
+    "-----END RSA PRIVATE KEY-----\n"
+)
+REDIS_PASSWORD = "r3dis-p@ss/word"
+REDIS_URL = "redis://:r3dis-p%40ss%2Fword@127.0.0.1:6379/0"
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.captureWarnings(False)
+
+
+def settings() -> Settings:
+    return Settings(
+        webhook_secret=SecretStr(WEBHOOK),
+        github_token=SecretStr(TOKEN),
+        github_app_id=1,
+        github_app_private_key=SecretStr(PEM),
+        redis_url=SecretStr(REDIS_URL),
+    )
+
+
+def test_every_secret_of_the_settings_is_known_in_the_forms_it_is_written_in() -> None:
+    values = carry_log.secret_values(settings(), environ={})
+    assert {WEBHOOK, TOKEN, PEM.strip()} <= values
+    assert {REDIS_PASSWORD, "r3dis-p%40ss%2Fword"} <= values  # decoded and as in the URL
+    assert base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode() in values
+    assert PEM.splitlines()[1] in values  # a line of the key, should a fragment be logged
+
+
+def test_variables_named_like_secrets_count_but_names_and_short_values_do_not() -> None:
+    environ = {
+        "HF_TOKEN": "hf_abcdefghijklmnop",
+        "CARRY_DASHBOARD_TOKEN": "dash-token-1234",
+        "GITHUB_APP_PRIVATE_KEY_PATH": "/etc/carry/key.pem",
+        "CARRY_LOCK_TTL_S": "600",
+        "SOME_SECRET": "abc",
+    }
+    values = carry_log.secret_values(None, environ=environ)
+    assert values == {"hf_abcdefghijklmnop", "dash-token-1234"}
+
+
+def test_message_arguments_exception_stack_and_fields_are_redacted(
+    restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    carry_log.setup("INFO", json_lines=True, secrets=carry_log.secret_values(settings(), {}))
+    log = logging.getLogger("tests.redaction")  # not under "carry": other tests set its level
+    with carry_log.correlated(delivery_id="d-1"):
+        log.info("token is %s", TOKEN, extra={"fields": {"header": f"Bearer {TOKEN}"}})
+        try:
+            raise RuntimeError(f"cannot connect with {REDIS_URL}")
+        except RuntimeError:
+            log.exception("failed with key %r", PEM)
+        log.warning("where", stack_info=True, extra={"fields": {"list": [WEBHOOK, 3]}})
+
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    text = json.dumps(lines)
+    for secret in (WEBHOOK, TOKEN, REDIS_PASSWORD, "r3dis-p%40ss%2Fword", PEM.splitlines()[1]):
+        assert secret not in text
+    assert lines[0]["msg"] == f"token is {carry_log.REDACTED}"
+    assert lines[0]["header"] == f"Bearer {carry_log.REDACTED}"
+    assert lines[0]["delivery_id"] == "d-1"
+    assert "RuntimeError: cannot connect with redis://:[redacted]@127.0.0.1" in lines[1]["exc"]
+    assert lines[2]["list"] == [carry_log.REDACTED, 3]
+    assert "stack" in lines[2]
+
+
+def test_plain_text_lines_and_warnings_are_redacted_too(
+    restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    carry_log.setup("INFO", json_lines=False, secrets=[TOKEN])
+    logging.getLogger("tests.redaction").error("pushing with %s", TOKEN)
+    import warnings
+
+    warnings.warn(f"deprecated: {TOKEN}", UserWarning, stacklevel=1)
+    err = capsys.readouterr().err
+    assert TOKEN not in err
+    assert err.count(carry_log.REDACTED) == 2
+
+
+def test_a_record_with_bad_arguments_still_reaches_the_handler(restore_logging: None) -> None:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "%d items", ("many",), None)
+    assert carry_log.SecretFilter([TOKEN]).filter(record)
+    assert record.args == ("many",)  # left alone: the handler reports the formatting error
