@@ -119,8 +119,17 @@ class Downstream(_Model):
     patches_dir: RelativeDir = "patches"
 
 
+def _no_credentials(url: str) -> str:
+    if re.match(r"^[a-z][a-z0-9+.-]*://[^/@]+@", url) and not url.startswith("ssh://"):
+        raise ValueError(
+            "the URL carries credentials; remove them and set GITHUB_TOKEN or a GitHub App "
+            "in the environment (secrets never go in the config file)"
+        )
+    return url
+
+
 class Upstream(_Model):
-    url: Annotated[str, Field(min_length=1)]
+    url: Annotated[str, Field(min_length=1), AfterValidator(_no_credentials)]
     repo: RepoName
 
 

@@ -389,7 +389,10 @@ def parse_timestamp(value: Any) -> datetime | None:
     if isinstance(value, bool):
         raise ValueError("expected a timestamp, got a boolean")
     if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, tz=UTC)
+        try:
+            return datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"expected a timestamp, got {str(value)[:40]}") from None
     if not isinstance(value, str):
         raise ValueError(f"expected a timestamp, got {_type_name(value)}")
     try:

@@ -6,6 +6,7 @@ survive untouched. Every problem is a `PatchFileError` that names the line.
 
 from __future__ import annotations
 
+import email.message
 import email.parser
 import email.policy
 import email.utils
@@ -178,9 +179,17 @@ def _parse_meta(head: list[bytes], name: str) -> tuple[PatchMeta, bool]:
     author_name, author_email = email.utils.parseaddr(str(msg.get("From", "")))
     subject = _SUBJECT_PREFIX.sub("", " ".join(str(msg.get("Subject", "")).split()))
     body = _message_body(head[header_end + 1 :])
-    date = str(msg["Date"]) if msg.get("Date") else None
+    date = _raw_header(msg, "Date")
     # The in-body "From:" and "Date:" lines that format-patch writes for other authors win.
     return PatchMeta(author_name, author_email, date, subject, body, commit), True
+
+
+def _raw_header(msg: email.message.Message, name: str) -> str | None:
+    """A header as written: the parsed form raises on absurd dates, and carry only copies it."""
+    for key, value in msg.raw_items():
+        if key.lower() == name.lower():
+            return " ".join(str(value).split())
+    return None
 
 
 def _header_end(lines: list[bytes], start: int) -> int:

@@ -24,6 +24,24 @@ log = logging.getLogger("carry.mirror")
 
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
 _SUFFIX = re.compile(r"^(?P<name>.+?)(?P<suffix>(?:[~^][0-9]*)+)$")
+# What git says when the mirror's own object store is damaged (not the source's).
+_DAMAGE = re.compile(
+    r"bad object|packfile .* cannot be accessed|did not send all necessary objects|"
+    r"unable to read|corrupt|loose object .* is corrupt|invalid object|index file .* is too small",
+    re.I,
+)
+
+
+def _local_damage(stderr: str) -> bool:
+    """True when git's complaint is about the mirror itself, not about the source."""
+    own = [
+        line
+        for line in stderr.splitlines()
+        if not line.startswith("remote:") and "remote side" not in line
+    ]
+    return bool(_DAMAGE.search("\n".join(own)))
+
+
 WIDE_REFSPECS = ("+refs/heads/*:refs/carry/heads/*", "+refs/tags/*:refs/carry/tags/*")
 
 
@@ -79,16 +97,21 @@ class Mirror:
     def ensure(self) -> Mirror:
         """Creates the bare mirror, or re-creates it when it is missing or corrupt."""
         with self.locked():
-            if self._healthy():
-                return self
-            if self.path.exists():
-                log.warning("mirror %s is corrupt; re-creating it", self.path)
-                shutil.rmtree(self.path)
-            staging = Path(tempfile.mkdtemp(prefix=".init-", dir=self.path.parent))
-            Git(git_dir=staging).run("init", "--bare", "--quiet")
-            Git(git_dir=staging).run("config", "carry.source", self.source)
-            staging.rename(self.path)
+            if not self._healthy():
+                self._recreate("missing or corrupt")
         return self
+
+    def _recreate(self, why: str) -> None:
+        """Replaces the mirror by an empty one (the caller holds the lock); objects are fetched
+        again as they are needed."""
+        if self.path.exists():
+            log.warning("mirror %s is %s; re-creating it", self.path, why)
+            shutil.rmtree(self.path)
+        staging = Path(tempfile.mkdtemp(prefix=".init-", dir=self.path.parent))
+        Git(git_dir=staging).run("init", "--bare", "--quiet")
+        Git(git_dir=staging).run("config", "carry.source", self.source)
+        staging.rename(self.path)
+        self.widened = False
 
     def _healthy(self) -> bool:
         if not (self.path / "HEAD").exists():
@@ -98,11 +121,22 @@ class Mirror:
     def fetch(self, *refspecs: str) -> None:
         with self.locked():
             try:
-                self.git.run("fetch", "--quiet", "--no-tags", "--force", self.source, *refspecs)
+                self._fetch(*refspecs)
             except GitError as err:
-                raise MirrorError(
-                    f"cannot fetch from {self.source}: {err.stderr_text.strip()}"
-                ) from err
+                if not _local_damage(err.stderr_text):
+                    raise MirrorError(
+                        f"cannot fetch from {self.source}: {err.stderr_text.strip()}"
+                    ) from err
+                self._recreate("damaged")  # a damaged object store: start over, once
+                try:
+                    self._fetch(*refspecs)
+                except GitError as again:
+                    raise MirrorError(
+                        f"cannot fetch from {self.source}: {again.stderr_text.strip()}"
+                    ) from again
+
+    def _fetch(self, *refspecs: str) -> None:
+        self.git.run("fetch", "--quiet", "--no-tags", "--force", self.source, *refspecs)
 
     def remote_refs(self, *patterns: str) -> dict[str, str]:
         """ref -> sha as the upstream advertises them (tags peeled to their commit); one

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
 
+import requests
 from github import Auth, Github, GithubException, GithubRetry
+from github.PaginatedList import PaginatedList
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from bot.config import ConfigError, Settings
+from bot.metrics import record_rate_limit
 
 log = logging.getLogger("carry.github")
 
@@ -87,10 +90,18 @@ class Forge:
         return str(getattr(self._auth, "token", ""))
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Runs one PyGithub call; lists are read in full here, so every failure (GitHub's
+        answer, or a connection that died after the retries) becomes a ForgeError."""
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            if isinstance(result, PaginatedList):
+                result = list(result)
         except GithubException as err:
             raise ForgeError(f"GitHub: {what} failed ({err.status}): {err.data}") from err
+        except requests.RequestException as err:
+            raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
+        record_rate_limit(self.rate_remaining)
+        return result
 
     def find_open_pull(self, branch: str) -> PullInfo | None:
         owner = self.repo_name.split("/")[0]

@@ -253,9 +253,18 @@ def decode_payload(body: bytes, content_type: str) -> Any:
             raise Rejection(400, "form body has no 'payload' field")
         text = fields["payload"][0]
     try:
-        return json.loads(text)
+        payload = json.loads(text)
     except json.JSONDecodeError as exc:
         raise Rejection(400, f"malformed JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # huge integers, absurd nesting
+        raise Rejection(400, f"unusable JSON: {str(exc)[:200]}") from None
+    try:
+        json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (\ud800) cannot be stored or shown
+        raise Rejection(400, "JSON holds text that is not valid Unicode") from None
+    except (ValueError, RecursionError) as exc:
+        raise Rejection(400, f"unusable JSON: {str(exc)[:200]}") from None
+    return payload
 
 
 def _action(payload: Any) -> str | None:

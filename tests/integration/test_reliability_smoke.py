@@ -1,8 +1,8 @@
 """The cheapest scenarios of bench/reliability.py (`make reliability`), so CI runs them too:
 fuzzed patch files through the parser, fuzzed webhooks against the running web process.
 
-The hand-picked edge cases that fail today are marked xfail(strict=True) with the fix they
-need: when the fix lands the mark turns the test red, and the mark comes off.
+The hand-picked edge cases include those that once gave a 500 (deep JSON, huge numbers and
+timestamps, lone surrogates) or escaped the parser (absurd mail dates).
 """
 
 from __future__ import annotations
@@ -25,22 +25,10 @@ from tests.support.carry_env import CarryEnv
 from tests.support.redis_server import PrivateRedis
 
 SEED = 0
-UNSAFE_JSON = "bot.web.webhooks.decode_payload lets RecursionError/ValueError of json.loads out"
-TIMESTAMP = "bot.core.events.parse_timestamp lets OverflowError of datetime.fromtimestamp out"
-SURROGATE = "a lone surrogate in a payload string reaches Redis (UnicodeEncodeError)"
-MAIL_DATE = "bot.core.patchfile._parse_meta lets OverflowError of the email Date header out"
-KNOWN_500S = {
-    "deeply nested JSON": UNSAFE_JSON,
-    "5000-digit integer": UNSAFE_JSON,
-    "infinite timestamp": TIMESTAMP,
-    "huge epoch timestamp": TIMESTAMP,
-    "lone surrogate in repository name": SURROGATE,
-    "lone surrogate in ref": SURROGATE,
-}
-KNOWN_PARSER_ESCAPES = {
-    "Date with an overflowing hour": MAIL_DATE,
-    "Date with a 20-digit day": MAIL_DATE,
-}
+# Edge cases that once gave a 500 or escaped the parser; now fixed. A name listed here with the
+# reason would be expected to fail (xfail strict), so that a regression is visible.
+KNOWN_500S: dict[str, str] = {}
+KNOWN_PARSER_ESCAPES: dict[str, str] = {}
 
 
 def known(name: str, bugs: dict[str, str]) -> pytest.ParameterSet:

@@ -508,3 +508,18 @@ def test_secret_values_never_in_repr_of_settings_built_in_code(
     )
     assert "in-code-secret" not in repr(settings) and "in-code-token" not in repr(settings)
     assert settings.github_auth == "token"
+
+
+def test_credentials_in_an_upstream_url_are_refused(tmp_path):
+    from bot.config import ConfigError, parse_config
+
+    (tmp_path / "s").mkdir()
+    text = (
+        "downstream: {repo: a/b}\n"
+        "upstreams: {u: {url: 'https://user:hunter2token@github.com/o/r.git', repo: o/r}}\n"
+        "series: [{id: s, upstream: u, base: {branch: main}, patches: s}]\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "carry.yaml", patches_root=tmp_path)
+    assert "upstreams.u.url" in str(err.value) and "credentials" in str(err.value)
+    assert "hunter2token" not in str(err.value)

@@ -48,6 +48,8 @@ def main(
     loglevel: str = "INFO",
 ) -> int:
     """Runs the worker until it is stopped; returns its exit status."""
+    from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
+
     config = _config(config_path)
     runner = _runner(config, kind)
     queue = runner.queue if runner else f"hw.{kind}"
