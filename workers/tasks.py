@@ -79,34 +79,10 @@ def rebase(
                     rt, series_id, head_sha, head_ref, actor=actor, force=force, trigger=trigger
                 )
             except (MirrorError, GitError) as err:
-                _rebase_failed(rt, self, series_id, head_sha, err)
+                _visible_failure(rt, self, series_id, f"rebase on {head_sha[:12]}", err, limit=5)
                 return
         if finished is not None:
             handle_event(rt, finished)
-
-
-def _rebase_failed(rt: Runtime, task: Task, series_id: str, head: str, err: Exception) -> None:
-    """Transient upstream or git trouble: retried with backoff, and visible on the dashboard;
-    after the last retry the failure stays as the series' state."""
-    state = store.ensure_series(rt.redis, series_id)
-    attempts = task.request.retries + 1
-    state.error = f"rebase on {head[:12]} failed (attempt {attempts}): {err}"
-    final = attempts > 5
-    state.phase = "error" if final else "queued"
-    if final:
-        state.outcome = "error"
-    store.save_series(rt.redis, state)
-    store.append_history(
-        rt.redis,
-        series_id,
-        "rebase-failed",
-        head=head,
-        attempt=attempts,
-        error=str(err),
-        final=final,
-    )
-    if not final:
-        raise task.retry(exc=err, countdown=min(300, 2**attempts), max_retries=5)
 
 
 @app.task(name="carry.publish", bind=True, acks_late=True, max_retries=5)
@@ -121,21 +97,31 @@ def publish_task(
             _visible_failure(rt, self, series_id, "publish", err)
 
 
-def _visible_failure(rt: Runtime, task: Task, series_id: str, what: str, err: Exception) -> None:
-    """A failed step is stored where the user sees it, then retried with backoff; the last
-    failure stays on the dashboard and in the history."""
+def _visible_failure(
+    rt: Runtime, task: Task, series_id: str, what: str, err: Exception, *, limit: int = 5
+) -> None:
+    """A failed step (upstream, git or GitHub trouble) is stored where the user sees it, then
+    retried with backoff; after `limit` retries the failure stays as the series' state."""
     attempts = task.request.retries + 1
-    final = attempts > (task.max_retries or 0)
+    final = attempts > limit
     state = store.ensure_series(rt.redis, series_id)
     state.error = f"{what} failed (attempt {attempts}{', giving up' if final else ''}): {err}"
+    state.phase = "error" if final else "queued"
     if final:
-        state.phase = "error"
+        state.outcome = "error"
     store.save_series(rt.redis, state)
+    kind = what.split()[0]
     store.append_history(
-        rt.redis, series_id, f"{what}-failed", attempt=attempts, error=str(err), final=final
+        rt.redis,
+        series_id,
+        f"{kind}-failed",
+        what=what,
+        attempt=attempts,
+        error=str(err),
+        final=final,
     )
     if not final:
-        raise task.retry(exc=err, countdown=min(300, 2**attempts))
+        raise task.retry(exc=err, countdown=min(300, 2**attempts), max_retries=limit)
 
 
 @app.task(name="carry.poll", bind=True, acks_late=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from bot.core import classify
 from bot.core.classify import Decision, HeadFile, HunkPresence, Signals, Status, Verdict
 from bot.core.linetrack import touching_commits
-from bot.core.patchfile import PatchFile, PatchFileError, PatchMeta, parse_patch
+from bot.core.patchfile import FileDiff, PatchFile, PatchFileError, PatchMeta, parse_patch
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
 from bot.git import history
 from bot.git.formatpatch import format_patch, make_commit
@@ -345,12 +346,22 @@ class _PatchCheck:
             out.extend(classify.file_presence(fdiff, old, new))
         return tuple(out)
 
-    def _duplicate(self, files: dict[str, HeadFile]) -> bool:
+    def _line_counts(
+        self,
+        files: dict[str, HeadFile],
+        count: Callable[[FileDiff, HeadFile], tuple[int, int]],
+        skip: Callable[[FileDiff], bool],
+    ) -> tuple[int, int]:
+        """(hits, total) of a per-file line count, summed over the patch's files."""
         hits = total = 0
         for fdiff in self.parsed.files:
-            if not fdiff.is_new:
-                h, t = classify.duplicated_additions(fdiff, files.get(fdiff.path, HeadFile(None)))
+            if not skip(fdiff):
+                h, t = count(fdiff, files.get(fdiff.path, HeadFile(None)))
                 hits, total = hits + h, total + t
+        return hits, total
+
+    def _duplicate(self, files: dict[str, HeadFile]) -> bool:
+        hits, total = self._line_counts(files, classify.duplicated_additions, lambda f: f.is_new)
         duplicate = (
             total >= classify.DUPLICATE_MIN_LINES and hits >= total * classify.DUPLICATE_RATIO
         )
@@ -394,11 +405,7 @@ class _PatchCheck:
         return at_fork.ok
 
     def _removals_remain(self, files: dict[str, HeadFile]) -> bool:
-        hits = total = 0
-        for fdiff in self.parsed.files:
-            if not fdiff.is_deleted:
-                h, t = classify.lingering_removals(fdiff, files.get(fdiff.path, HeadFile(None)))
-                hits, total = hits + h, total + t
+        hits, total = self._line_counts(files, classify.lingering_removals, lambda f: f.is_deleted)
         remain = hits >= 2 and hits * 2 >= total
         if hits:
             self.evidence.append(
