@@ -20,7 +20,13 @@ def publish(
     rt: Runtime, series_id: str, head_sha: str, digest: str, changed: bool, tree: str | None = None
 ) -> None:
     state = store.load_series(rt.redis, series_id)
-    if state is None or state.checked_head != head_sha or state.checked_digest != digest:
+    configured = series_id in {s.id for s in rt.config.series}
+    if (
+        not configured
+        or state is None
+        or state.checked_head != head_sha
+        or state.checked_digest != digest
+    ):
         store.append_history(
             rt.redis,
             series_id,

@@ -39,6 +39,24 @@ def initial_state(rt: Runtime, series: Series) -> SeriesState:
     )
 
 
+def register_series(rt: Runtime) -> None:
+    """Every configured series has a state from the start, so the dashboard lists it (with
+    "no head seen yet" or "waiting for import") before its first event."""
+    for series in rt.config.series:
+        state = initial_state(rt, series)
+        try:
+            loaded = load_series(rt.patches_root / series.patches, root=rt.downstream_dir)
+        except SeriesInvalid:
+            continue  # reported by the first rebase, with every problem
+        if loaded.is_awaiting_import and state.phase != "awaiting-import":
+            state.phase = "awaiting-import"
+            state.last_event = f"waiting for import: {loaded.awaiting_import}"
+            state.patches = [
+                PatchState(name=n, status="awaiting-import") for n in _page_patches(loaded)
+            ]
+            store.save_series(rt.redis, state)
+
+
 def rebase_series(
     rt: Runtime,
     series_id: str,
@@ -50,6 +68,11 @@ def rebase_series(
     trigger: str = "",
 ) -> ev.RebaseFinished | None:
     client = rt.redis
+    if series_id not in {s.id for s in rt.config.series}:
+        store.append_history(
+            client, series_id, "skipped", reason=f"series {series_id} is not configured"
+        )
+        return None
     series = rt.config.series_by_id(series_id)
     state = initial_state(rt, series)
     newest = store.wanted(client, series_id)

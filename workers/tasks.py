@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from celery import Task
+from celery.signals import worker_ready
 
 from bot.core import events as ev
 from bot.core.planner import plan
@@ -24,7 +25,7 @@ from workers import ci, hardware, poller, publish
 from workers.celery_app import app
 from workers.dispatch import carry_out
 from workers.facts import gather
-from workers.rebase import rebase_series
+from workers.rebase import rebase_series, register_series
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger("carry.tasks")
@@ -124,10 +125,16 @@ def _visible_failure(
         raise task.retry(exc=err, countdown=min(300, 2**attempts), max_retries=limit)
 
 
+@worker_ready.connect
+def _register(**_: object) -> None:
+    register_series(runtime())
+
+
 @app.task(name="carry.poll", bind=True, acks_late=True)
 def poll(self: Task) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id):
+        register_series(rt)
         for event in poller.head_events(rt):
             handle_event(rt, event)
 
