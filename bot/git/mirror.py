@@ -141,6 +141,7 @@ class Mirror:
     def remote_refs(self, *patterns: str) -> dict[str, str]:
         """ref -> sha as the upstream advertises them (tags peeled to their commit); one
         ls-remote call, limited to `patterns` when given. Costs no API rate limit."""
+        self.ensure()  # git runs inside the mirror, so it must exist even for ls-remote
         try:
             out = self.git.run("ls-remote", self.source, *patterns).text
         except GitError as err:

@@ -521,3 +521,9 @@ def test_removal_only_patch_without_any_history_goes_to_review(up, tmp_path):
     p = only(check(up, "main", [PatchInput("removal.patch", data)], tmp_path))
     assert (p.status, p.decision) == (Status.CONTAINED, Decision.REVIEW)
     assert "removal-without-history" in signals(p)
+
+
+def test_remote_refs_work_on_a_cold_cache(up, tmp_path):
+    """The poller's first ls-remote happens before any fetch created the mirror."""
+    refs = Mirror(str(up.path), tmp_path / "cold-cache").remote_refs("refs/heads/main")
+    assert refs == {"refs/heads/main": up.head("main")}
