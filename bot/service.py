@@ -81,9 +81,6 @@ def beat() -> None:
             "schedule": float(config.polling.pr_state_every_s),
         },
     }
-    # Look at every upstream now, not one interval after start: a restart shows the truth at once.
-    for entry in celery_app.conf.beat_schedule.values():
-        celery_app.send_task(entry["task"])
     schedule = load_settings().cache_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
     celery_app.Beat(schedule=str(schedule), loglevel="INFO", quiet=True).run()
