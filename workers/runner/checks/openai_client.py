@@ -318,3 +318,13 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout", type=float, default=300.0, help="seconds per request (default 300)"
     )
     parser.add_argument("--json", type=Path, metavar="OUT", help="write the verdict as JSON here")
+
+
+def target_model(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The model under test, after checking that exactly one target was given."""
+    if bool(args.base_url) == bool(args.serve):
+        parser.error("give exactly one of --base-url (a running server) and --serve MODEL")
+    model = args.model or args.serve
+    if not model:
+        parser.error("--model is required with --base-url")
+    return str(model)

@@ -32,6 +32,7 @@ from workers.runner.checks.openai_client import (
     add_connection_arguments,
     filler_prompt,
     positive_int,
+    target_model,
 )
 from workers.runner.checks.report import (
     CheckResult,
@@ -366,11 +367,7 @@ def resolve_reference(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if bool(args.base_url) == bool(args.serve):
-        parser.error("give exactly one of --base-url (a running server) and --serve MODEL")
-    model = args.model or args.serve
-    if not model:
-        parser.error("--model is required with --base-url")
+    model = target_model(parser, args)
     plan = Plan(
         requests=args.requests,
         prompt_words=args.prompt_words,
