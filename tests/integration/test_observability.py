@@ -21,7 +21,7 @@ from bot.store import series as store
 from bot.web.app import create_app
 from bot.web.webhooks import sign
 from tests.support.carry_env import BODY, CarryEnv
-from tests.support.carry_services import json_lines, start_carry_worker
+from tests.support.carry_services import json_lines
 from tests.support.paths import REPO_ROOT
 
 SECRET = "metrics-test-secret"
@@ -165,7 +165,7 @@ def test_worker_lines_are_json_and_carry_the_delivery_into_each_task(
     env.write_config()
     try:
         url = env.start_web()
-        worker_log = start_carry_worker(env)
+        worker_log = env.start_carry_worker()
         before = env.upstream.head()
         after = env.upstream.commit("upstream change", {"other.py": "x = 1\n"})
         delivery = f"delivery-{uuid.uuid4()}"

@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
-from tests.support.carry_services import json_lines, start_carry_worker
+from tests.support.carry_services import json_lines
 from tests.support.github_emulator import GitHubEmulator, generate_app_key
 from tests.support.gitrepo import git
 from tests.support.redis_server import PrivateRedis
@@ -116,7 +116,7 @@ def deployment(tmp_path: Path, private_redis: PrivateRedis) -> Iterator[Deployme
         )
         try:
             url = env.start_web()
-            worker_log = start_carry_worker(env)
+            worker_log = env.start_carry_worker()
             yield Deployment(env, gh, url, values, values["dashboard token"], worker_log)
         finally:
             env.stop()

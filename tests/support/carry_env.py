@@ -148,89 +148,66 @@ class CarryEnv:
         }
 
     # -- processes ---------------------------------------------------------------------
+    def spawn(
+        self, argv: list[str], log_name: str, *, env: dict[str, str] | None = None
+    ) -> tuple[subprocess.Popen[bytes], Path]:
+        """Starts one carry process in its own session, logging to root/<log_name>."""
+        log_path = self.root / log_name
+        log = open(log_path, "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *argv],
+            env=env or self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+        return proc, log_path
+
+    def wait_logged(self, proc: subprocess.Popen[bytes], log_path: Path, marker: bytes) -> None:
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(log_path.read_text(errors="replace"))
+            return marker in log_path.read_bytes()
+
+        wait_for(ready, 30, log_path.stem)
+
     def start_worker(
         self, name: str = "w1", *, path_prefix: str | None = None
     ) -> subprocess.Popen[bytes]:
+        """A plain Celery worker on queue `carry` (solo pool), as the pipeline tests use."""
         env = self.env
         if path_prefix:
             env["PATH"] = f"{path_prefix}:{env['PATH']}"
-        log = open(self.root / f"worker-{name}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "workers.celery_app",
-                "worker",
-                "-Q",
-                "carry",
-                "-c",
-                "1",
-                "--pool",
-                "solo",
-                "-n",
-                f"{name}@carry-test",
-                "--without-mingle",
-                "--without-gossip",
-                "--loglevel",
-                "INFO",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO_ROOT,
-            start_new_session=True,
-        )
-        self.procs.append(proc)
-        wait_for(
-            lambda: b"ready" in (self.root / f"worker-{name}.log").read_bytes(),
-            30,
-            f"worker {name}",
-        )
+        argv = ["celery", "-A", "workers.celery_app", "worker", "-Q", "carry", "-c", "1"]
+        argv += ["--pool", "solo", "-n", f"{name}@carry-test", "--without-mingle"]
+        argv += ["--without-gossip", "--loglevel", "INFO"]
+        proc, log_path = self.spawn(argv, f"worker-{name}.log", env=env)
+        self.wait_logged(proc, log_path, b"ready")
         return proc
 
+    def start_carry_worker(self, name: str = "worker") -> Path:
+        """`carry --log-level INFO worker` (what docker-compose runs); returns its log file."""
+        proc, log_path = self.spawn(["bot.cli", "--log-level", "INFO", "worker"], f"{name}.log")
+        self.wait_logged(proc, log_path, b"ready.")
+        return log_path
+
     def start_runner(self, kind: str) -> subprocess.Popen[bytes]:
-        log_path = self.root / f"runner-{kind}.log"
-        log = open(log_path, "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bot.cli",
-                "runner",
-                "--kind",
-                kind,
-                "--name",
-                f"{kind}@carry-test",
-            ],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO_ROOT,
-            start_new_session=True,
-        )
-        self.procs.append(proc)
-        wait_for(lambda: b"ready" in log_path.read_bytes(), 30, f"runner {kind}")
+        argv = ["bot.cli", "runner", "--kind", kind, "--name", f"{kind}@carry-test"]
+        proc, log_path = self.spawn(argv, f"runner-{kind}.log")
+        self.wait_logged(proc, log_path, b"ready")
         return proc
 
     def start_web(self) -> str:
         port = free_port()
-        log = open(self.root / "web.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "web", "--host", "127.0.0.1", "--port", str(port)],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=REPO_ROOT,
-            start_new_session=True,
-        )
-        self.procs.append(proc)
+        argv = ["bot.cli", "web", "--host", "127.0.0.1", "--port", str(port)]
+        proc, log_path = self.spawn(argv, "web.log")
         url = f"http://127.0.0.1:{port}"
 
         def up() -> bool:
             if proc.poll() is not None:
-                raise AssertionError((self.root / "web.log").read_text())
+                raise AssertionError(log_path.read_text())
             try:
                 return httpx.get(f"{url}/healthz", timeout=0.5).status_code == 200
             except httpx.HTTPError:
