@@ -32,6 +32,7 @@ from celery import Celery
 from celery.utils.nodenames import host_format
 
 from bot.core.ci_plan import (
+    ACTIVE_STATES,
     FINAL_STATES,
     ApprovalError,
     Budget,
@@ -287,9 +288,15 @@ def request(
 
 
 def finished(client: redis.Redis, run_id: str, timeout: float = 30) -> dict[str, Any]:
+    """Waits for the run to end and for its CI rows, published just after, to show that."""
+
     def done() -> dict[str, Any] | None:
         info = ci.run_info(client, run_id)
-        return info if info and info["state"] in FINAL_STATES else None
+        if not info or info["state"] not in FINAL_STATES:
+            return None
+        state = load_series(client, SERIES)
+        own = [row for row in state.ci.values() if row.run_id == run_id] if state else []
+        return None if any(row.state in ACTIVE_STATES for row in own) else info
 
     return wait_for(done, f"run {run_id} to finish", timeout)
 
