@@ -1,12 +1,15 @@
 """Engine speed on a vLLM-sized repository: re-apply and classify a 10-patch series on a new head.
 
 Builds (once, cached under --workdir) a synthetic upstream with about 3k files and 40k commits
-through `git fast-import`, a 10-patch series, and a new head whose commits move the context of
-some patches. Then, in the same run, it times:
-  carry     Engine.check on the new head with a warm mirror (objects already fetched)
-  (a)       git clone + git am -3 of the series
-  (b)       an existing work tree: checkout of the new head + git am -3
-and prints a ratio table. Usage: python bench/engine.py [--files 3000] [--commits 40000]
+through `git fast-import`, a 10-patch series, and successive new heads (300 commits apart; the
+first moves the context of half the patches). Every method starts warm on the old head and then
+takes each new head once, in order, as the service does. In the same run it times, per head:
+  carry check            Engine.check as the worker calls it: apply, classify, evidence, result tree
+  carry check + commits  the same, also writing a commit per patch (`commit_result=True`)
+  (a)                    git clone + git am -3 of the series
+  (b)                    an existing work tree: checkout of the new head + git am -3
+and prints a ratio table against (b). Fetching a head is timed apart: carry's fetch includes
+extending its touch index. Usage: python bench/engine.py [--files 3000] [--commits 40000]
 """
 
 from __future__ import annotations
@@ -102,9 +105,12 @@ def build_upstream(workdir: Path, files: int, commits: int) -> Path:
     return upstream
 
 
-def make_series(upstream: Path, workdir: Path, ahead: int) -> tuple[list[Path], str, str]:
-    """10 patches on the imported history, then a new head `ahead` commits later (one file
-    each, like a few days of upstream work) that also moves the context of half the patches."""
+def make_series(
+    upstream: Path, workdir: Path, ahead: int, heads: int
+) -> tuple[list[Path], str, list[str]]:
+    """10 patches on the imported history, then `heads` successive new heads, each `ahead`
+    commits after the one before (one file each, like a few days of upstream work). The first
+    also moves the context of half the patches. Each head gets a branch, `head-<n>`."""
     old_head = run("git", "rev-parse", "imported", cwd=upstream).strip()
     series_dir = workdir / "series"
     shutil.rmtree(series_dir, ignore_errors=True)
@@ -128,94 +134,160 @@ def make_series(upstream: Path, workdir: Path, ahead: int) -> tuple[list[Path], 
         target = upstream / path
         target.write_text("# upstream header\n" + target.read_text())
         run("git", "commit", "-q", "-am", f"upstream moves context {n}", cwd=upstream)
-    run("git", "fast-import", "--quiet", cwd=upstream, input=upstream_work(upstream, ahead))
-    run("git", "reset", "-q", "--hard", "main", cwd=upstream)
-    new_head = run("git", "rev-parse", "main", cwd=upstream).strip()
-    return sorted(series_dir.glob("*.patch")), old_head, new_head
+    new_heads = []
+    for round_ in range(heads):
+        run(
+            "git",
+            "fast-import",
+            "--quiet",
+            cwd=upstream,
+            input=upstream_work(upstream, ahead, round_),
+        )
+        new_heads.append(run("git", "rev-parse", "main", cwd=upstream).strip())
+    # Upstream starts at the old head; each new head is published (as branch head-<n>) only
+    # when its turn comes, so nothing is fetched ahead of time.
+    run("git", "checkout", "-q", "-f", "--detach", old_head, cwd=upstream)
+    run("git", "branch", "-f", "main", old_head, cwd=upstream)
+    run("git", "branch", "-D", "carry-series", cwd=upstream)
+    publish_heads(upstream, [])
+    return sorted(series_dir.glob("*.patch")), old_head, new_heads
 
 
-def upstream_work(upstream: Path, commits: int) -> bytes:
+def publish_heads(upstream: Path, heads: list[str]) -> None:
+    """Upstream's head-<n> branches are exactly `heads`."""
+    for ref in run(
+        "git", "for-each-ref", "--format=%(refname)", "refs/heads/head-*", cwd=upstream
+    ).split():
+        run("git", "update-ref", "-d", ref, cwd=upstream)
+    for n, head in enumerate(heads, 1):
+        run("git", "branch", "-f", f"head-{n}", head, cwd=upstream)
+
+
+def upstream_work(upstream: Path, commits: int, round_: int) -> bytes:
     """`commits` more commits on main, each rewriting one file the series does not touch."""
     parent = run("git", "rev-parse", "main", cwd=upstream).strip()
     chunks = [f"reset refs/heads/main\nfrom {parent}\n\n".encode()]
     for n in range(commits):
-        index = 1 + (n * 37) % 2999
+        index = 1 + (n * 37 + round_ * 11) % 2999
         if f"vllm/mod_{index:04d}.py" in PATCHED:
             index += 1
-        data = file_text(index, 100_000 + n)
+        data = file_text(index, 100_000 * (round_ + 1) + n)
+        stamp = 1_800_000_000 + round_ * 100_000 + n
         chunks.append(b"commit refs/heads/main\n")
-        chunks.append(f"committer Bench <bench@example.com> {1_800_000_000 + n} +0000\n".encode())
+        chunks.append(f"committer Bench <bench@example.com> {stamp} +0000\n".encode())
         chunks.append(b"data 12\nupstream day\n")
         chunks.append(f"M 100644 inline vllm/mod_{index:04d}.py\n".encode())
         chunks.append(b"data %d\n%s\n" % (len(data), data))
     return b"".join(chunks)
 
 
-def timed(fn: Callable[[], object], repeat: int) -> list[float]:
-    times = []
-    for _ in range(repeat):
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def carry_run(
+    upstream: Path, cache: Path, patches: list[PatchInput], old: str, heads: list[str], **kw: bool
+) -> tuple[list[float], list[float], list[str]]:
+    """One carry engine, warm on the old head, then each new head in turn: (fetch + index
+    times, check times, statuses seen)."""
+    shutil.rmtree(cache, ignore_errors=True)
+    publish_heads(upstream, [])
+    mirror = Mirror(str(upstream), cache)
+    mirror.resolve("imported")
+    engine = Engine(mirror)
+    engine.check(old, patches, base=old, **kw)
+    fetches, checks, statuses = [], [], set()
+    for n, head in enumerate(heads, 1):
+        publish_heads(upstream, heads[:n])
+        fetches.append(timed(lambda n=n: mirror.resolve(f"head-{n}")))
         started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return times
+        report = engine.check(head, patches, base=old, **kw)
+        checks.append(time.perf_counter() - started)
+        assert all(p.decision.value == "keep" for p in report.patches), report.summary()
+        statuses |= {p.status.value for p in report.patches}
+    engine.close()
+    return fetches, checks, sorted(statuses)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=3000)
     parser.add_argument("--commits", type=int, default=40000)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--ahead", type=int, default=300, help="upstream commits in the new head")
+    parser.add_argument("--heads", type=int, default=5, help="successive new heads to time")
+    parser.add_argument("--ahead", type=int, default=300, help="upstream commits per new head")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "carry-bench")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     upstream = build_upstream(args.workdir, args.files, args.commits)
-    patch_files, old_head, new_head = make_series(upstream, args.workdir, args.ahead)
+    patch_files, old_head, heads = make_series(upstream, args.workdir, args.ahead, args.heads)
     patches = [PatchInput(p.name, p.read_bytes()) for p in patch_files]
-    cache = args.workdir / "cache"
-    shutil.rmtree(cache, ignore_errors=True)
-    mirror = Mirror(str(upstream), cache)
-    mirror.resolve("main")  # warm mirror: objects fetched before timing
-    engine = Engine(mirror)
-    report = engine.check(new_head, patches, base=old_head)
-    statuses = sorted({p.status.value for p in report.patches})
-    assert all(p.decision.value == "keep" for p in report.patches), statuses
 
-    def carry() -> None:
-        engine.check(new_head, patches, base=old_head)
+    fetch_index, carry_check, statuses = carry_run(
+        upstream, args.workdir / "cache", patches, old_head, heads
+    )
+    _, carry_commits, _ = carry_run(
+        upstream, args.workdir / "cache", patches, old_head, heads, commit_result=True
+    )
+    names = list(map(str, patch_files))
 
-    def clone_am() -> None:
+    def clone_am(head: str) -> None:
         target = args.workdir / "clone"
         shutil.rmtree(target, ignore_errors=True)
         run("git", "clone", "-q", "--no-checkout", str(upstream), str(target))
-        run("git", "checkout", "-q", new_head, cwd=target)
-        run("git", "am", "-q", "-3", *map(str, patch_files), cwd=target)
+        run("git", "checkout", "-q", head, cwd=target)
+        run("git", "am", "-q", "-3", *names, cwd=target)
 
+    publish_heads(upstream, heads)
     worktree = args.workdir / "worktree"
-    if not worktree.exists():
-        run("git", "clone", "-q", str(upstream), str(worktree))
-    run("git", "fetch", "-q", "origin", cwd=worktree)
-
-    def worktree_am() -> None:
-        run("git", "checkout", "-q", "-f", old_head, cwd=worktree)
-        run("git", "checkout", "-q", "-f", new_head, cwd=worktree)
-        run("git", "am", "-q", "-3", *map(str, patch_files), cwd=worktree)
-
-    results = {
-        "carry (no checkout)": timed(carry, args.repeat),
-        "(a) clone + am -3": timed(clone_am, max(2, args.repeat // 2)),
-        "(b) work tree + am -3": timed(worktree_am, args.repeat),
-    }
-    files = len(run("git", "ls-tree", "-r", "--name-only", new_head, cwd=upstream).splitlines())
-    commits = run("git", "rev-list", "--count", new_head, cwd=upstream).strip()
-    print(
-        f"\nrepository: {files} files, {commits} commits; series: {len(patches)} patches ({', '.join(statuses)})"
+    shutil.rmtree(worktree, ignore_errors=True)
+    run(
+        "git",
+        "clone",
+        "-q",
+        "--no-checkout",
+        "--single-branch",
+        "-b",
+        "imported",
+        str(upstream),
+        str(worktree),
     )
-    base = statistics.median(results["carry (no checkout)"])
-    print(f"{'method':24}{'median s':>10}{'min s':>9}{'x carry':>9}")
+    run("git", "checkout", "-q", "-f", old_head, cwd=worktree)
+    run("git", "am", "-q", "-3", *names, cwd=worktree)  # warm: the series on the old head
+    worktree_fetch, worktree_am = [], []
+    for n, head in enumerate(heads, 1):
+        worktree_fetch.append(
+            timed(lambda n=n: run("git", "fetch", "-q", "origin", f"head-{n}", cwd=worktree))
+        )
+        worktree_am.append(
+            timed(
+                lambda head=head: (
+                    run("git", "checkout", "-q", "-f", head, cwd=worktree),
+                    run("git", "am", "-q", "-3", *names, cwd=worktree),
+                )
+            )
+        )
+    results = {
+        "carry check": carry_check,
+        "carry check + commits": carry_commits,
+        "(a) clone + am -3": [timed(lambda h=h: clone_am(h)) for h in heads],
+        "(b) work tree + am -3": worktree_am,
+    }
+    files = len(run("git", "ls-tree", "-r", "--name-only", heads[-1], cwd=upstream).splitlines())
+    commits = run("git", "rev-list", "--count", heads[-1], cwd=upstream).strip()
+    print(
+        f"\nrepository: {files} files, {commits} commits; series: {len(patches)} patches "
+        f"({', '.join(statuses)}); {len(heads)} successive heads, {args.ahead} commits apart"
+    )
+    base = statistics.median(results["(b) work tree + am -3"])
+    print(f"{'per new head':24}{'median ms':>10}{'max ms':>9}{'(b) / this':>12}")
     for name, times in results.items():
         med = statistics.median(times)
-        print(f"{name:24}{med:>10.3f}{min(times):>9.3f}{med / base:>9.1f}")
+        print(f"{name:24}{med * 1000:>10.1f}{max(times) * 1000:>9.1f}{base / med:>12.1f}")
+    print("\nfetching each head (not in the rows above; both need it):")
+    for name, times in (("carry fetch + index", fetch_index), ("(b) git fetch", worktree_fetch)):
+        print(f"{name:24}{statistics.median(times) * 1000:>10.1f}{max(times) * 1000:>9.1f}")
     return 0
 
 

@@ -200,9 +200,7 @@ def _check(
         if p.upstream_prs
     }
     paths = {p.name: str(p) for p in loaded.patch_paths}
-    return Engine(mirror).check(
-        head_sha, patches, base=loaded.base, links=links, patch_paths=paths, commit_result=True
-    )
+    return Engine(mirror).check(head_sha, patches, base=loaded.base, links=links, patch_paths=paths)
 
 
 def _store_report(

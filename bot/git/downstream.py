@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from bot.git.mirror import Mirror
+from bot.git.objects import tree_with
 from bot.git.runner import Git
 
 CARRY_IDENTITY = {
@@ -80,22 +81,7 @@ class Downstream:
 
     def tree_with(self, base_commit: str, changes: Mapping[str, bytes | None]) -> str:
         """base_commit's tree with files replaced (bytes) or removed (None)."""
-        index = Path(tempfile.mkdtemp(prefix="carry-ds-")) / "index"
-        git = self.git.with_env(GIT_INDEX_FILE=str(index))
-        try:
-            git.run("read-tree", base_commit)
-            records = []
-            for path, data in sorted(changes.items()):
-                if data is None:
-                    records.append(f"0 {'0' * 40}\t{path}")  # mode 0 removes the entry
-                else:
-                    oid = git.run("hash-object", "-w", "--stdin", input=data).text
-                    records.append(f"100644 {oid}\t{path}")
-            if records:
-                git.run("update-index", "--index-info", input=("\n".join(records) + "\n").encode())
-            return git.run("write-tree").text
-        finally:
-            shutil.rmtree(index.parent, ignore_errors=True)
+        return tree_with(self.git, base_commit, changes)
 
     def tree_of(self, commit: str) -> str:
         return self.git.out("rev-parse", f"{commit}^{{tree}}")

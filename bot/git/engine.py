@@ -7,22 +7,37 @@ gets a status, a decision and the evidence both rest on (the rules live in bot.c
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 import time
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from bot.core import classify
 from bot.core.classify import Decision, HeadFile, HunkPresence, Signals, Status, Verdict
+from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.linetrack import touching_commits
 from bot.core.patchfile import FileDiff, PatchFile, PatchFileError, PatchMeta, parse_patch
+from bot.core.renumber import FileMove, blob_id, renumber
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
 from bot.git import history
 from bot.git.formatpatch import format_patch, make_commit
-from bot.git.mirror import Mirror, MirrorError
+from bot.git.mirror import Mirror, MirrorError, ResolvedHead
+from bot.git.objects import (
+    FILE_MODES,
+    Blob,
+    ObjectReader,
+    Trees,
+    TreeShapeChanged,
+    TreeWriter,
+    edit_tree,
+)
 from bot.git.runner import Git
+from bot.git.touchindex import TouchIndex
 from bot.git.tree_apply import (
     ApplyResult,
     TreeApplier,
@@ -33,6 +48,7 @@ from bot.git.tree_apply import (
 )
 
 log = logging.getLogger("carry.engine")
+_COMMIT_ID = re.compile(r"^[0-9a-f]{40}(\^[0-9]*)*$")
 
 
 @dataclass(frozen=True)
@@ -49,39 +65,139 @@ class LinkedPr:
 
 
 @dataclass
+class _Step:
+    name: str
+    meta: PatchMeta
+    changes: dict[str, bytes | None]  # files the patch changed, held in memory, or
+    tree: str | None = None  # the tree git wrote for it (written lazily for in-memory steps)
+    commit: str | None = None
+
+
 class _Chain:
-    """The series as built so far: a tree, and commits created only when someone needs them."""
+    """The series as built so far. Patches applied in memory only record their files; trees
+    and commits are written when someone needs them (a git apply, a result commit)."""
 
-    git: Git
-    tree: str
-    commit: str
-    pending: list[tuple[str, PatchMeta]] = field(default_factory=list)
-    applied: list[str] = field(default_factory=list)  # names of the patches kept so far
+    def __init__(self, engine: Engine, tree: str, commit: str):
+        self.engine = engine
+        self.head_tree = tree
+        self.head_commit = commit
+        self.steps: list[_Step] = []
+        self._real_tree = tree  # the newest tree that exists in git
+        self._files: dict[str, bytes | None] = {}  # in-memory changes on top of _real_tree
+        self._writer: TreeWriter | None = None
 
-    def push(self, name: str, tree: str, meta: PatchMeta) -> None:
-        self.pending.append((tree, meta))
-        self.tree = tree
-        self.applied.append(name)
+    @property
+    def applied(self) -> list[str]:
+        return [step.name for step in self.steps]
+
+    def read(self, path: str) -> bytes | None:
+        """The current content of a regular file, None when it is not one (absent, a
+        directory, a link, a submodule): git then decides."""
+        if path in self._files:
+            return self._files[path]
+        try:
+            entry = self.engine.trees.lookup(self._real_tree, path)
+        except (TreeShapeChanged, OSError):
+            return None
+        blob = self.engine.read_object(entry[1]) if entry and entry[0] in FILE_MODES else None
+        return blob.content if blob is not None and blob.kind == "blob" else None
+
+    def push_files(self, name: str, meta: PatchMeta, changes: dict[str, bytes | None]) -> None:
+        self.steps.append(_Step(name, meta, changes))
+        self._files.update(changes)
+
+    def push_tree(self, name: str, meta: PatchMeta, tree: str) -> None:
+        self.steps.append(_Step(name, meta, {}, tree))
+        self._real_tree, self._files = tree, {}
+
+    @property
+    def tree(self) -> str:
+        if self._files:
+            self._real_tree = self._write(self._real_tree, self._files)
+            self._files = {}
+            self.steps[-1].tree = self._real_tree  # only push_files leaves files pending
+        return self._real_tree
 
     def tip(self) -> str:
-        for tree, meta in self.pending:
-            self.commit = make_commit(self.git, tree, self.commit, meta)
-        self.pending.clear()
-        return self.commit
+        """The commit of the last step, writing the trees and commits still missing."""
+        tree, commit = self.head_tree, self.head_commit
+        for step in self.steps:
+            if step.tree is None:
+                step.tree = self._write(tree, step.changes)
+            if step.commit is None:
+                step.commit = make_commit(self.engine.git, step.tree, commit, step.meta)
+            tree, commit = step.tree, step.commit
+        return commit
+
+    def _write(self, base: str, changes: dict[str, bytes | None]) -> str:
+        edits = {path: data for path, data in changes.items() if data is not None}
+        if len(edits) == len(changes):
+            try:
+                return edit_tree(self.engine.trees, self.engine.mirror.path, base, edits)
+            except TreeShapeChanged as err:
+                log.debug("writing the tree through git: %s", err)
+        if self._writer is None:
+            self._writer = TreeWriter(self.engine.git, self.engine.mirror.path)
+        return self._writer.write(base, changes)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 class Engine:
-    def __init__(self, mirror: Mirror):
+    """Checks series against one mirror. Keep one per mirror: it holds a `git cat-file`
+    process and caches keyed by content (commit ids, diff digests), which stay valid."""
+
+    def __init__(self, mirror: Mirror, *, in_process: bool = True):
         self.mirror = mirror
         self.git: Git = mirror.git
-        self._known: dict[str, bool] = {}
+        self.in_process = in_process  # False: every patch goes through `git apply`
+        self.reader = ObjectReader(self.git)
+        self.trees = Trees(self.reader)
+        weakref.finalize(self, self.reader.close)
+        self.touches = TouchIndex(mirror.path)
+        self._known: dict[str, str] = {}
+        self._present: set[str] = set()
+        self._upstream: dict[tuple[str, tuple[str, ...]], history.UpstreamCommit] = {}
+        self._patch_ids: dict[bytes, str] = {}
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def read_object(self, name: str) -> Blob | None:
+        try:
+            return self.reader.read(name)
+        except OSError as err:  # the process cannot run: answer through plain git calls
+            log.warning("object reader failed (%s); using git", err)
+            return read_objects(self.git, [name]).get(name)
+
+    def _exists(self, oid: str) -> bool:
+        if oid not in self._present:
+            try:
+                found = self.reader.info(oid) is not None
+            except OSError:
+                found = self.mirror.has_objects(oid)
+            if found:
+                self._present.add(oid)  # objects are never removed from a mirror
+            return found
+        return True
+
+    def commit_of(self, rev: str | None) -> str | None:
+        """The commit `rev` names in the mirror, or None. Answers for commit ids (which never
+        change) are remembered; names like branches are asked every time."""
+        if not rev:
+            return None
+        if rev in self._known:
+            return self._known[rev]
+        found = self.read_object(f"{rev}^{{commit}}")
+        oid = found.oid if found is not None else None
+        if oid is not None and _COMMIT_ID.match(rev):
+            self._known[rev] = oid
+        return oid
 
     def has_commit(self, sha: str | None) -> bool:
-        if not sha:
-            return False
-        if sha not in self._known:
-            self._known[sha] = self.mirror.has_commit(sha)
-        return self._known[sha]
+        return self.commit_of(sha) is not None
 
     def check(
         self,
@@ -96,11 +212,12 @@ class Engine:
         """Classifies `patches` on `head_rev`. `commit_result` also writes the resulting commit
         chain (for pushing); `patch_paths` maps names to paths for the reproduce commands."""
         started = time.perf_counter()
-        head = self.mirror.resolve(head_rev)
+        head = self._resolve(head_rev)
         parsed = [_parse(item) for item in patches]
         self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
         histories = self._histories(head.sha, base, patches, parsed)
-        chain = _Chain(self.git, tree_of(self.git, head.sha), head.sha)
+        head_tree = self.read_object(f"{head.sha}^{{tree}}")
+        chain = _Chain(self, head_tree.oid if head_tree else tree_of(self.git, head.sha), head.sha)
         applier = TreeApplier(self.git)
         context = _Context(self, applier, head.sha, head.ref, links or {}, patch_paths or {})
         try:
@@ -108,18 +225,25 @@ class Engine:
                 context.check(item, result, chain, histories.get(i))
                 for i, (item, result) in enumerate(zip(patches, parsed, strict=True))
             ]
+            result_commit = chain.tip() if commit_result else None
+            result_tree = chain.tree
         finally:
             applier.close()
+            chain.close()
         log.info(
             "checked %d patches on %s in %.0f ms",
             len(patches),
             head.sha[:12],
             (time.perf_counter() - started) * 1000,
         )
-        result_commit = chain.tip() if commit_result else None
         return SeriesReport(
-            self.mirror.source, head.sha, head.ref, base, reports, chain.tree, result_commit
+            self.mirror.source, head.sha, head.ref, base, reports, result_tree, result_commit
         )
+
+    def _resolve(self, rev: str) -> ResolvedHead:
+        if len(rev) == 40 and (self.mirror.path / "HEAD").exists() and self.commit_of(rev) == rev:
+            return ResolvedHead(rev, None)  # a commit the mirror has: nothing to fetch
+        return self.mirror.resolve(rev)
 
     def _ensure_preimages(self, parsed: list[PatchFile]) -> None:
         """Fetches every branch and tag once when pre-image blobs or From commits are missing:
@@ -128,13 +252,14 @@ class Engine:
             return
         oids = [f.old_oid for p in parsed for f in p.files if f.old_oid and not f.binary]
         commits = [p.meta.commit for p in parsed if p.meta.commit]
-        if self.mirror.has_objects(*oids) and all(self.has_commit(c) for c in commits):
+        if all(self._exists(o) for o in dict.fromkeys(oids)) and all(
+            self.has_commit(c) for c in commits
+        ):
             return
         try:
             self.mirror.widen()
         except MirrorError as err:
             log.warning("could not widen mirror %s: %s", self.mirror.path, err)
-        self._known.clear()
 
     def _histories(
         self,
@@ -144,35 +269,72 @@ class Engine:
         parsed: list[PatchFile | PatchFileError],
     ) -> dict[int, tuple[str, list[history.Match]]]:
         """Per patch index: (range, matches), grouped so each distinct range is read once."""
+        if self.in_process:
+            self.touches.refresh()
         ranges: dict[str, list[int]] = {}
-        forks: dict[str, str] = {}
+        walks: dict[str, list[str] | None] = {}
+        forks: dict[str, tuple[str, list[str] | None]] = {}
         for i, p in enumerate(parsed):
             if not isinstance(p, PatchFile) or p.is_empty:
                 continue
             # The patch's own base: the series base, else the parent of the commit it was made
             # from (the commit itself already holds the change, and upstream may merge it as is).
-            anchor = base if self.has_commit(base) else None
+            anchor = self.commit_of(base)
             if anchor is None and self.has_commit(p.meta.commit):
-                anchor = self.git.rev_parse(f"{p.meta.commit}^")
+                anchor = self.commit_of(f"{p.meta.commit}^")
             if anchor is None:
                 continue
             if anchor not in forks:
-                forks[anchor] = self.git.run("merge-base", anchor, head, check=False).text
-            fork = forks[anchor]
+                forks[anchor] = self._fork(anchor, head)
+            fork, walked = forks[anchor]
             if fork:
-                ranges.setdefault(f"{fork}..{head}", []).append(i)
+                rev_range = f"{fork}..{head}"
+                ranges.setdefault(rev_range, []).append(i)
+                walks[rev_range] = walked
         found: dict[int, tuple[str, list[history.Match]]] = {}
         for rev_range, indexes in ranges.items():
             group = [(p, patches[i].data) for i in indexes if isinstance(p := parsed[i], PatchFile)]
-            series_history = history.SeriesHistory(self.git, rev_range, group)
+            union = tuple(dict.fromkeys(path for p, _ in group for path in p.touched_paths))
+            walked = walks[rev_range]
+            commits = None if walked is None else self._range_commits(walked, union)
+            series_history = history.SeriesHistory(
+                self.git, rev_range, group, commits, self._patch_ids
+            )
             for position, i in enumerate(indexes):
                 found[i] = (rev_range, series_history.matches[position])
         return found
 
+    def _fork(self, anchor: str, head: str) -> tuple[str, list[str] | None]:
+        """The range base for an anchor, and the range's commits when the touch index knows
+        them (a linear range, all indexed); otherwise git answers and the commits are None."""
+        if self.in_process:
+            walked = self.touches.linear_range(anchor, head)
+            if walked is not None:
+                return anchor, walked
+        return self.git.run("merge-base", anchor, head, check=False).text, None
+
+    def _range_commits(
+        self, walked: list[str], paths: tuple[str, ...]
+    ) -> list[history.UpstreamCommit]:
+        """What `git log --no-merges -p <range> -- paths` gives for a linear range, from the
+        touch index and a cache of commits read before."""
+        wanted = self.touches.touching(walked, set(paths))[: history.MAX_CANDIDATES]
+        missing = [sha for sha in wanted if (sha, paths) not in self._upstream]
+        for commit in history.read_commits(self.git, missing, paths):
+            self._upstream[(commit.sha, paths)] = commit
+        return [self._upstream[(sha, paths)] for sha in wanted if (sha, paths) in self._upstream]
+
 
 def _parse(item: PatchInput) -> PatchFile | PatchFileError:
+    return _parse_bytes(item.data, item.name)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_bytes(data: bytes, name: str) -> PatchFile | PatchFileError:
+    """Parsing is a pure function of the bytes (mail headers are slow to parse), and series
+    come back on every head, so the values are reused."""
     try:
-        return parse_patch(item.data, name=item.name)
+        return parse_patch(data, name=name)
     except PatchFileError as err:
         return err
 
@@ -240,6 +402,10 @@ class _PatchCheck:
         if self.parsed.is_empty:
             self.evidence.append({"signal": "empty-patch", "detail": "no file is changed"})
             return self._report(classify.decide(Signals(empty=True)), None)
+        if self.ctx.engine.in_process and _plain_edits(self.parsed):
+            report = self._run_in_memory(chain)
+            if report is not None:
+                return report
         before = chain.tree
         applier = self.ctx.applier
         reverse = applier.check_reverse(before, self.item.data)
@@ -273,31 +439,81 @@ class _PatchCheck:
         verdict = classify.decide(signals)
         return self._finish(chain, verdict, after, signals.moved)
 
+    def _run_in_memory(self, chain: _Chain) -> PatchReport | None:
+        """The common case without git: every file is an edit of an existing text file and the
+        patch applies forward. None (nothing recorded) when git must decide: the patch does not
+        apply, or would change nothing, or a file is not a regular file."""
+        files = self.parsed.files
+        before: dict[str, bytes] = {}
+        for fdiff in files:
+            content = chain.read(fdiff.path)
+            if content is None:
+                return None
+            before[fdiff.path] = content
+        forward = {f.path: apply_hunks(before[f.path], f.hunks) for f in files}
+        if not all(result.ok for result in forward.values()):
+            return None
+        after = {path: result.content for path, result in forward.items()}
+        if after == before:
+            return None
+        reverse = {f.path: apply_hunks(before[f.path], f.hunks, reverse=True) for f in files}
+        self.evidence.append(_in_memory_evidence("reverse-apply", files, reverse))
+        self.evidence.append(_in_memory_evidence("forward-apply", files, forward))
+        head_files = {path: HeadFile(data, blob_id(data)) for path, data in before.items()}
+        moved = any(result.moved for result in forward.values())
+        signals = Signals(
+            forward=True,
+            moved=moved,
+            reverse=all(result.ok for result in reverse.values()),
+            duplicate=self._duplicate(head_files),
+            linked_merged_in_head=self._linked_prs(),
+            matched_commit=any(m.reverted_by is None for m in self.matches),
+            matched_reverted=bool(self.matches) and all(m.reverted_by for m in self.matches),
+        )
+        self._history_evidence()
+        verdict = classify.decide(signals)
+        refreshed = self.item.data
+        if moved:
+            moves = {
+                path: FileMove(result.offsets, before[path], after[path] or b"")
+                for path, result in forward.items()
+                if result.moved
+            }
+            refreshed = renumber(self.item.data, self.parsed, moves)
+        chain.push_files(self.item.name, self.parsed.meta, dict(after))
+        return self._kept(verdict, refreshed)
+
+    def _kept(self, verdict: Verdict, refreshed: bytes) -> PatchReport:
+        """The report of a patch that stays in the series as `refreshed`."""
+        report = self._report(verdict, refreshed)
+        report.changed = refreshed != self.item.data
+        if report.changed:
+            written = _parse_bytes(refreshed, self.item.name)
+            if isinstance(written, PatchFileError):
+                raise written  # carry wrote this file: a bug, never the user's input
+            report.interdiff = interdiff(self.item.data, self.parsed, refreshed, written)
+        elif verdict.status == Status.APPLIES_MOVED:
+            report.status = Status.APPLIES
+            report.reason = "applies as is"
+        if verdict.status in (Status.CONFLICT, Status.PARTIAL, Status.UPSTREAM_VERSION):
+            report.conflict = self._conflict_details(verdict.problem_hunks)
+        return report
+
     def _finish(
         self, chain: _Chain, verdict: Verdict, after: str | None, moved: bool
     ) -> PatchReport:
         keeps = verdict.decision in (Decision.KEEP, Decision.REVIEW)
-        if not keeps or after is None or after == chain.tree:
-            report = self._report(verdict, None)  # dropped or not applicable: never written
-        else:
+        if keeps and after is not None and after != chain.tree:
             refreshed = self.item.data
             if moved:
                 regenerated = format_patch(
                     self.git, make_commit(self.git, after, chain.tip(), self.parsed.meta)
                 )
-                regenerated_parsed = parse_patch(regenerated)
-                if not same_hunks(self.parsed, regenerated_parsed):
+                if not same_hunks(self.parsed, parse_patch(regenerated)):
                     refreshed = regenerated
-            chain.push(self.item.name, after, self.parsed.meta)
-            report = self._report(verdict, refreshed)
-            report.changed = refreshed != self.item.data
-            if report.changed:
-                report.interdiff = interdiff(
-                    self.item.data, self.parsed, refreshed, parse_patch(refreshed)
-                )
-            elif verdict.status == Status.APPLIES_MOVED:
-                report.status = Status.APPLIES
-                report.reason = "applies as is"
+            chain.push_tree(self.item.name, self.parsed.meta, after)
+            return self._kept(verdict, refreshed)
+        report = self._report(verdict, None)  # dropped or not applicable: never written
         if verdict.status in (Status.CONFLICT, Status.PARTIAL, Status.UPSTREAM_VERSION):
             report.conflict = self._conflict_details(verdict.problem_hunks)
         return report
@@ -325,7 +541,7 @@ class _PatchCheck:
 
     def _head_files(self, tree: str) -> dict[str, HeadFile]:
         paths = list(self.parsed.touched_paths)
-        blobs = read_objects(self.git, [f"{tree}:{p}" for p in paths])
+        blobs = {f"{tree}:{p}": self.ctx.engine.read_object(f"{tree}:{p}") for p in paths}
         modes = {}
         if any(f.old_mode != f.new_mode or f.binary for f in self.parsed.files):
             modes = {p: e.mode for p, e in entries(self.git, tree, paths).items()}
@@ -465,6 +681,35 @@ class _PatchCheck:
             details.append(entry)
         forward = next((e for e in self.evidence if e["signal"] == "forward-apply"), {})
         return {"hunks": details, "apply_output": forward.get("detail", "")}
+
+
+def _plain_edits(parsed: PatchFile) -> bool:
+    """Every file is a text edit of an existing file (no new, deleted, renamed, binary or
+    mode-changing file), each named once: what the in-memory applier handles."""
+    paths = [f.path for f in parsed.files]
+    return len(set(paths)) == len(paths) and all(
+        f.hunks
+        and not f.binary
+        and not f.is_new
+        and not f.is_deleted
+        and f.old_path == f.new_path
+        and f.old_mode == f.new_mode
+        for f in parsed.files
+    )
+
+
+def _in_memory_evidence(
+    signal: str, files: tuple[FileDiff, ...], results: dict[str, FileApply]
+) -> dict[str, Any]:
+    """The evidence entry git's apply would give, in git's words for a failure."""
+    for fdiff in files:
+        failed = results[fdiff.path].failed_hunk
+        if failed is not None:
+            hunk = fdiff.hunks[failed]
+            line = hunk.new_start if signal == "reverse-apply" else hunk.old_start
+            detail = f"error: patch failed: {fdiff.path}:{line}\nerror: {fdiff.path}: patch does not apply"
+            return {"signal": signal, "result": "failed", "detail": detail}
+    return {"signal": signal, "result": "ok"}
 
 
 def _three_way_state(merged: ApplyResult | None) -> str:

@@ -1,11 +1,13 @@
 """Upstream history as evidence: matching commits (patch-id, subject), reverts, conflict blame.
 
 The range's commits are read once per series: one `git log -p` over the paths the series
-touches and one `git patch-id` call for every (patch, candidate commit) pair.
+touches (or only the commits a touch index named) and one `git patch-id` call for every
+(patch, candidate commit) pair not computed before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 
@@ -57,6 +59,9 @@ def _split_sections(diff: bytes) -> dict[str, bytes]:
     return sections
 
 
+LOG_FORMAT = "--format=%x1eCARRY-COMMIT %H%x1f%s%x1f%b%x1f"
+
+
 def read_range(git: Git, rev_range: str, paths: tuple[str, ...]) -> list[UpstreamCommit]:
     """Newest-first commits in range touching any of `paths`, with their per-file diffs."""
     if not paths:
@@ -67,11 +72,26 @@ def read_range(git: Git, rev_range: str, paths: tuple[str, ...]) -> list[Upstrea
         f"-n{MAX_CANDIDATES}",
         "-p",
         "--no-renames",
-        "--format=%x1eCARRY-COMMIT %H%x1f%s%x1f%b%x1f",
+        LOG_FORMAT,
         rev_range,
         "--",
         *paths,
     ).stdout
+    return _parse_commits(out)
+
+
+def read_commits(git: Git, shas: list[str], paths: tuple[str, ...]) -> list[UpstreamCommit]:
+    """The given commits, in the given order, with their diffs limited to `paths`."""
+    if not shas or not paths:
+        return []
+    out = git.run(
+        "log", "--no-walk=unsorted", "-p", "--no-renames", LOG_FORMAT, *shas, "--", *paths
+    ).stdout
+    found = {c.sha: c for c in _parse_commits(out)}
+    return [found[sha] for sha in shas if sha in found]
+
+
+def _parse_commits(out: bytes) -> list[UpstreamCommit]:
     commits = []
     for record in out.split(_RECORD)[1:]:
         meta, _, diff = record.rpartition(b"\x1f")
@@ -81,39 +101,45 @@ def read_range(git: Git, rev_range: str, paths: tuple[str, ...]) -> list[Upstrea
 
 
 class SeriesHistory:
-    """Matches for every patch of a series against one range, computed in two git calls."""
+    """Matches for every patch of a series against one range's commits (read with `git log`
+    unless the caller already has them). Patch ids are computed in one `git patch-id` call and
+    remembered in `patch_ids` (diff digest -> id), so a later check only computes new ones."""
 
-    def __init__(self, git: Git, rev_range: str, patches: list[tuple[PatchFile, bytes]]):
+    def __init__(
+        self,
+        git: Git,
+        rev_range: str,
+        patches: list[tuple[PatchFile, bytes]],
+        commits: list[UpstreamCommit] | None = None,
+        patch_ids: dict[bytes, str] | None = None,
+    ):
         self.rev_range = rev_range
-        union = tuple(dict.fromkeys(p for parsed, _ in patches for p in parsed.touched_paths))
-        self.commits = read_range(git, rev_range, union)
+        if commits is None:
+            union = tuple(dict.fromkeys(p for parsed, _ in patches for p in parsed.touched_paths))
+            commits = read_range(git, rev_range, union)
+        self.commits = commits
+        self.patch_ids = {} if patch_ids is None else patch_ids
         self.matches = self._match_all(git, patches)
 
     def _match_all(self, git: Git, patches: list[tuple[PatchFile, bytes]]) -> list[list[Match]]:
-        feed: list[bytes] = []
-        pairs: dict[str, tuple[int, int]] = {}
+        own: list[bytes] = []
+        pairs: dict[tuple[int, int], bytes] = {}
         for pi, (parsed, data) in enumerate(patches):
-            diff = b"".join(split_lines(data)[parsed.diff_offset :])  # no "From <sha>" line
-            feed.append(f"commit {_fake_id(pi, 0)}\n".encode() + diff)
+            own.append(b"".join(split_lines(data)[parsed.diff_offset :]))  # no "From <sha>" line
             for ci, commit in enumerate(self.commits):
                 chunks = [commit.sections[p] for p in parsed.touched_paths if p in commit.sections]
                 if chunks:
-                    fake = _fake_id(pi, ci + 1)
-                    pairs[fake] = (pi, ci)
-                    feed.append(f"commit {fake}\n".encode() + b"".join(chunks))
-        ids: dict[str, str] = {}
+                    pairs[(pi, ci)] = b"".join(chunks)
         if pairs:
-            for line in git.run("patch-id", "--stable", input=b"\n".join(feed)).text.splitlines():
-                pid, fake = line.split()
-                ids[fake] = pid
+            self._compute_ids(git, [*own, *pairs.values()])
         result: list[list[Match]] = [[] for _ in patches]
-        for fake, (pi, ci) in pairs.items():
+        for (pi, ci), diff in pairs.items():
             parsed = patches[pi][0]
             commit = self.commits[ci]
-            own = ids.get(_fake_id(pi, 0))
+            own_id = self.patch_ids.get(_digest(own[pi]))
             wanted = subject_key(parsed.meta.subject)
             how = None
-            if own and ids.get(fake) == own:
+            if own_id and self.patch_ids.get(_digest(diff)) == own_id:
                 how = "patch-id"
             elif len(wanted) >= MIN_SUBJECT_CHARS and subject_key(commit.subject) == wanted:
                 how = "subject"
@@ -121,9 +147,23 @@ class SeriesHistory:
                 result[pi].append(Match(commit, how, _reverted_by(commit, self.commits[:ci])))
         return result
 
+    def _compute_ids(self, git: Git, diffs: list[bytes]) -> None:
+        """Fills `patch_ids` for the diffs it lacks; a diff git finds no change in gets ""."""
+        missing = {_digest(d): d for d in diffs if _digest(d) not in self.patch_ids}
+        if not missing:
+            return
+        order = list(missing)
+        feed = [f"commit {n:040x}\n".encode() + missing[key] for n, key in enumerate(order)]
+        out = git.run("patch-id", "--stable", input=b"\n".join(feed)).text
+        for key in order:
+            self.patch_ids[key] = ""
+        for line in out.splitlines():
+            pid, fake = line.split()
+            self.patch_ids[order[int(fake, 16)]] = pid
 
-def _fake_id(patch_index: int, commit_index: int) -> str:
-    return f"{patch_index:020x}{commit_index:020x}"
+
+def _digest(diff: bytes) -> bytes:
+    return hashlib.sha1(diff).digest()
 
 
 def _reverted_by(target: UpstreamCommit, newer: list[UpstreamCommit]) -> str | None:

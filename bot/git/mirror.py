@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.git import touchindex
 from bot.git.runner import Git, GitError
 
 log = logging.getLogger("carry.mirror")
@@ -137,6 +138,7 @@ class Mirror:
 
     def _fetch(self, *refspecs: str) -> None:
         self.git.run("fetch", "--quiet", "--no-tags", "--force", self.source, *refspecs)
+        touchindex.update(self.git, self.path)
 
     def remote_refs(self, *patterns: str) -> dict[str, str]:
         """ref -> sha as the upstream advertises them (tags peeled to their commit); one

@@ -84,11 +84,8 @@ class Git:
         check: bool = True,
         timeout: float | None = None,
     ) -> GitResult:
-        argv = ["git", *_ISOLATED_CONFIG]
-        if self.git_dir is not None:
-            argv += ["--git-dir", str(self.git_dir)]
-        argv += list(args)
-        full_env = {**os.environ, **_ISOLATED_ENV, **self.env, **(env or {})}
+        argv = self._argv(args)
+        full_env = self._env(env)
         started = time.perf_counter()
         proc = subprocess.run(
             argv,
@@ -112,6 +109,29 @@ class Git:
         if check and proc.returncode != 0:
             raise GitError(args, proc.returncode, proc.stdout, proc.stderr)
         return GitResult(proc.returncode, proc.stdout, proc.stderr)
+
+    def spawn(self, *args: str) -> subprocess.Popen[bytes]:
+        """A long-lived git process with pipes (e.g. `cat-file --batch-command`); the caller
+        owns it and must close it."""
+        argv = self._argv(args)
+        log.debug("git %s (long-lived)", " ".join(args)[:300])
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=self.cwd or self.git_dir,
+            env=self._env(None),
+        )
+
+    def _argv(self, args: Sequence[str]) -> list[str]:
+        argv = ["git", *_ISOLATED_CONFIG]
+        if self.git_dir is not None:
+            argv += ["--git-dir", str(self.git_dir)]
+        return argv + list(args)
+
+    def _env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        return {**os.environ, **_ISOLATED_ENV, **self.env, **(extra or {})}
 
     def out(self, *args: str, **kwargs: object) -> str:
         """stdout of a successful call, decoded and stripped."""

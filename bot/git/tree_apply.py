@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.git.objects import Blob
 from bot.git.runner import Git
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
@@ -91,13 +92,6 @@ def entries(git: Git, tree: str, paths: list[str]) -> dict[str, TreeEntry]:
         mode, _kind, oid = meta.decode().split()
         found[path.decode("utf-8", "surrogateescape")] = TreeEntry(mode, oid)
     return found
-
-
-@dataclass(frozen=True)
-class Blob:
-    oid: str
-    kind: str
-    content: bytes
 
 
 def read_objects(git: Git, names: list[str]) -> dict[str, Blob]:

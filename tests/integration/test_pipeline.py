@@ -42,7 +42,8 @@ def test_signed_push_is_rebased_and_every_decision_recorded(carry):
     ]
     decisions = carry.history("decision")
     assert decisions[0]["data"]["evidence"], "every decision carries its evidence"
-    assert carry.history("proposal")[0]["data"]["read_only"] is True
+    proposals = wait_for(lambda: carry.history("proposal"), 20, "proposal")  # published after
+    assert proposals[0]["data"]["read_only"] is True
 
 
 def test_forged_delivery_queues_nothing(carry):
