@@ -92,7 +92,9 @@ class ObjectReader:
         return None
 
     def _exchange(self, command: str, name: str) -> tuple[ObjectInfo, bytes] | None:
-        if self._proc is None or self._proc.poll() is not None:
+        if self._proc is not None and self._proc.poll() is not None:
+            self._stop()  # it died: close its pipes before starting another
+        if self._proc is None:
             self._proc = self.git.spawn("cat-file", "--batch-command")
         proc = self._proc
         assert proc.stdin is not None and proc.stdout is not None

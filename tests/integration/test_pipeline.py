@@ -105,13 +105,14 @@ def test_burst_of_twenty_heads_collapses_to_the_newest(carry):
 
 
 def slow_git_shim(directory: Path, marker: Path) -> Path:
-    """A `git` that announces `git apply` runs and makes them slow, so a test can kill mid-rebase."""
+    """A `git` that announces the engine's object reader starting (every check starts one) and
+    makes it slow, so a test can kill a worker mid-rebase."""
     directory.mkdir()
     real = "/usr/bin/git"
     shim = directory / "git"
     shim.write_text(
         "#!/bin/sh\n"
-        'for a in "$@"; do if [ "$a" = apply ]; then '
+        'for a in "$@"; do if [ "$a" = --batch-command ]; then '
         f"echo $PPID >> {marker}; sleep 3; break; fi; done\n"
         f'exec {real} "$@"\n'
     )
@@ -122,11 +123,11 @@ def slow_git_shim(directory: Path, marker: Path) -> Path:
 def test_worker_killed_mid_rebase_loses_nothing_and_duplicates_nothing(carry, tmp_path):
     carry.extra_env.update({"CARRY_VISIBILITY_TIMEOUT_S": "5", "CARRY_LOCK_TTL_S": "4"})
     url = carry.start_web()
-    marker = tmp_path / "in-apply"
+    marker = tmp_path / "in-engine"
     victim = carry.start_worker("victim", path_prefix=str(slow_git_shim(tmp_path / "shim", marker)))
     before, after = move_upstream(carry, 1)
     assert carry.deliver(url, "push", carry.push_payload(after, before)).status_code == 202
-    wait_for(marker.exists, 60, "rebase to reach git apply")
+    wait_for(marker.exists, 60, "rebase to reach the engine")
     os.killpg(victim.pid, signal.SIGKILL)
     victim.wait()
     carry.start_worker("rescuer")

@@ -59,9 +59,10 @@ def grow(repo: RepoBuilder, start: int, count: int) -> str:
     return repo.head()
 
 
-@pytest.fixture
-def up(make_repo) -> RepoBuilder:
-    repo = make_repo("upstream")
+@pytest.fixture(scope="module")
+def upstream_template(tmp_path_factory: pytest.TempPathFactory) -> RepoBuilder:
+    """Built once per module; every test gets its own copy (tests add commits to it)."""
+    repo = RepoBuilder(tmp_path_factory.mktemp("template") / "upstream")
     repo.commit("root", {"README": "readme\n"})
     repo.commit(
         "base",
@@ -77,6 +78,12 @@ def up(make_repo) -> RepoBuilder:
     repo.git("tag", "base")
     grow(repo, 0, 30)
     return repo
+
+
+@pytest.fixture
+def up(upstream_template: RepoBuilder, tmp_path: Path) -> RepoBuilder:
+    shutil.copytree(upstream_template.path, tmp_path / "upstream", symlinks=True)
+    return RepoBuilder(tmp_path / "upstream", clock=upstream_template.clock)
 
 
 @pytest.fixture
