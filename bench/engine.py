@@ -42,7 +42,20 @@ ENV = {
     "GIT_COMMITTER_DATE": "@1767225600 +0000",
 }
 LINES_PER_FILE = 40
-PATCHED = [f"vllm/mod_{i:04d}.py" for i in range(0, 1000, 100)]
+PATCHED_INDEXES = range(0, 1000, 100)
+LAYOUT = ["nested"]  # set from --layout
+
+
+def path_of(index: int) -> str:
+    """nested: vllm/p<k>/m<j>/mod_<i>.py, 30 files per directory, 10 directories per level,
+    like vLLM's package tree; flat: all files in one directory (a worst case for tree sizes)."""
+    if LAYOUT[0] == "flat":
+        return f"vllm/mod_{index:04d}.py"
+    return f"vllm/p{index // 300}/m{(index // 30) % 10}/mod_{index:04d}.py"
+
+
+def patched() -> list[str]:
+    return [path_of(i) for i in PATCHED_INDEXES]
 
 
 def run(*args: str, cwd: Path | None = None, input: bytes | None = None) -> str:
@@ -78,19 +91,17 @@ def fast_import_stream(files: int, commits: int) -> bytes:
             chunks.append(f"M 100644 inline {path}\n".encode())
             chunks.append(b"data %d\n%s\n" % (len(data), data))
 
-    commit(
-        "initial import", [(f"vllm/mod_{i:04d}.py", file_text(i, 0)) for i in range(files)], False
-    )
+    commit("initial import", [(path_of(i), file_text(i, 0)) for i in range(files)], False)
     for n in range(1, commits):
         index = (n * 7919) % files
-        if f"vllm/mod_{index:04d}.py" in PATCHED:
+        if index in PATCHED_INDEXES:
             index = (index + 1) % files
-        commit(f"change {n}", [(f"vllm/mod_{index:04d}.py", file_text(index, n))], True)
+        commit(f"change {n}", [(path_of(index), file_text(index, n))], True)
     return b"".join(chunks)
 
 
 def build_upstream(workdir: Path, files: int, commits: int) -> Path:
-    upstream = workdir / f"upstream-{files}-{commits}"
+    upstream = workdir / f"upstream-{files}-{commits}-{LAYOUT[0]}"
     if (upstream / ".git").exists():
         return upstream
     tmp = workdir / "building"
@@ -115,7 +126,7 @@ def make_series(
     series_dir = workdir / "series"
     shutil.rmtree(series_dir, ignore_errors=True)
     run("git", "checkout", "-q", "-B", "carry-series", old_head, cwd=upstream)
-    for n, path in enumerate(PATCHED):
+    for n, path in enumerate(patched()):
         target = upstream / path
         text = target.read_text().replace("return x * 5 +", f"return x * 5 + {n} +")
         target.write_text(text)
@@ -130,7 +141,7 @@ def make_series(
         cwd=upstream,
     )
     run("git", "checkout", "-q", "-B", "main", old_head, cwd=upstream)
-    for n, path in enumerate(PATCHED[::2]):
+    for n, path in enumerate(patched()[::2]):
         target = upstream / path
         target.write_text("# upstream header\n" + target.read_text())
         run("git", "commit", "-q", "-am", f"upstream moves context {n}", cwd=upstream)
@@ -169,14 +180,14 @@ def upstream_work(upstream: Path, commits: int, round_: int) -> bytes:
     chunks = [f"reset refs/heads/main\nfrom {parent}\n\n".encode()]
     for n in range(commits):
         index = 1 + (n * 37 + round_ * 11) % 2999
-        if f"vllm/mod_{index:04d}.py" in PATCHED:
+        if index in PATCHED_INDEXES:
             index += 1
         data = file_text(index, 100_000 * (round_ + 1) + n)
         stamp = 1_800_000_000 + round_ * 100_000 + n
         chunks.append(b"commit refs/heads/main\n")
         chunks.append(f"committer Bench <bench@example.com> {stamp} +0000\n".encode())
         chunks.append(b"data 12\nupstream day\n")
-        chunks.append(f"M 100644 inline vllm/mod_{index:04d}.py\n".encode())
+        chunks.append(f"M 100644 inline {path_of(index)}\n".encode())
         chunks.append(b"data %d\n%s\n" % (len(data), data))
     return b"".join(chunks)
 
@@ -217,8 +228,10 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=40000)
     parser.add_argument("--heads", type=int, default=5, help="successive new heads to time")
     parser.add_argument("--ahead", type=int, default=300, help="upstream commits per new head")
+    parser.add_argument("--layout", choices=("nested", "flat"), default="nested")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "carry-bench")
     args = parser.parse_args()
+    LAYOUT[0] = args.layout
     args.workdir.mkdir(parents=True, exist_ok=True)
     upstream = build_upstream(args.workdir, args.files, args.commits)
     patch_files, old_head, heads = make_series(upstream, args.workdir, args.ahead, args.heads)
@@ -277,7 +290,8 @@ def main() -> int:
     files = len(run("git", "ls-tree", "-r", "--name-only", heads[-1], cwd=upstream).splitlines())
     commits = run("git", "rev-list", "--count", heads[-1], cwd=upstream).strip()
     print(
-        f"\nrepository: {files} files, {commits} commits; series: {len(patches)} patches "
+        f"\nrepository: {files} files ({args.layout}), {commits} commits; "
+        f"series: {len(patches)} patches "
         f"({', '.join(statuses)}); {len(heads)} successive heads, {args.ahead} commits apart"
     )
     base = statistics.median(results["(b) work tree + am -3"])

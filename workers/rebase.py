@@ -8,7 +8,9 @@ history).
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from pathlib import Path
 
 from bot.config import BaseSpec, Series
 from bot.core import events as ev
@@ -187,8 +189,10 @@ def _check(
     head_sha: str,
 ) -> SeriesReport:
     upstream = rt.config.upstreams[series.upstream]
-    mirror = Mirror(upstream.url, rt.cache_dir)
+    engine, engine_lock = _engine_for(upstream.url, rt.cache_dir)
+    mirror = engine.mirror
     mirror.ensure()
+    mirror.widened = False  # each rebase may fetch every branch once for missing pre-images
     if not mirror.has_commit(head_sha):
         if state.head_ref:
             mirror.resolve(state.head_ref)
@@ -200,7 +204,22 @@ def _check(
         if p.upstream_prs
     }
     paths = {p.name: str(p) for p in loaded.patch_paths}
-    return Engine(mirror).check(head_sha, patches, base=loaded.base, links=links, patch_paths=paths)
+    with engine_lock:
+        return engine.check(head_sha, patches, base=loaded.base, links=links, patch_paths=paths)
+
+
+_ENGINES: dict[tuple[str, str], tuple[Engine, threading.Lock]] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def _engine_for(url: str, cache_dir: Path) -> tuple[Engine, threading.Lock]:
+    """One engine per upstream mirror in a worker process: it keeps its `git cat-file` process
+    and its content-keyed caches (trees, commits read, patch ids) from one rebase to the next."""
+    key = (url, str(cache_dir))
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            _ENGINES[key] = (Engine(Mirror(url, cache_dir)), threading.Lock())
+        return _ENGINES[key]
 
 
 def _store_report(

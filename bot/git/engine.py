@@ -272,8 +272,7 @@ class Engine:
         if self.in_process:
             self.touches.refresh()
         ranges: dict[str, list[int]] = {}
-        walks: dict[str, list[str] | None] = {}
-        forks: dict[str, tuple[str, list[str] | None]] = {}
+        forks: dict[str, tuple[str, bool]] = {}
         for i, p in enumerate(parsed):
             if not isinstance(p, PatchFile) or p.is_empty:
                 continue
@@ -286,17 +285,16 @@ class Engine:
                 continue
             if anchor not in forks:
                 forks[anchor] = self._fork(anchor, head)
-            fork, walked = forks[anchor]
+            fork, _ = forks[anchor]
             if fork:
-                rev_range = f"{fork}..{head}"
-                ranges.setdefault(rev_range, []).append(i)
-                walks[rev_range] = walked
+                ranges.setdefault(fork, []).append(i)
         found: dict[int, tuple[str, list[history.Match]]] = {}
-        for rev_range, indexes in ranges.items():
+        for fork, indexes in ranges.items():
+            rev_range = f"{fork}..{head}"
             group = [(p, patches[i].data) for i in indexes if isinstance(p := parsed[i], PatchFile)]
             union = tuple(dict.fromkeys(path for p, _ in group for path in p.touched_paths))
-            walked = walks[rev_range]
-            commits = None if walked is None else self._range_commits(walked, union)
+            indexed = forks.get(fork, (fork, False))[1]
+            commits = self._range_commits(fork, head, union) if indexed else None
             series_history = history.SeriesHistory(
                 self.git, rev_range, group, commits, self._patch_ids
             )
@@ -304,21 +302,22 @@ class Engine:
                 found[i] = (rev_range, series_history.matches[position])
         return found
 
-    def _fork(self, anchor: str, head: str) -> tuple[str, list[str] | None]:
-        """The range base for an anchor, and the range's commits when the touch index knows
-        them (a linear range, all indexed); otherwise git answers and the commits are None."""
-        if self.in_process:
-            walked = self.touches.linear_range(anchor, head)
-            if walked is not None:
-                return anchor, walked
-        return self.git.run("merge-base", anchor, head, check=False).text, None
+    def _fork(self, anchor: str, head: str) -> tuple[str, bool]:
+        """The range base for an anchor, and whether the touch index knows the range (linear,
+        every commit indexed); otherwise git answers."""
+        if self.in_process and self.touches.linear_range(anchor, head) is not None:
+            return anchor, True
+        return self.git.run("merge-base", anchor, head, check=False).text, False
 
     def _range_commits(
-        self, walked: list[str], paths: tuple[str, ...]
-    ) -> list[history.UpstreamCommit]:
-        """What `git log --no-merges -p <range> -- paths` gives for a linear range, from the
+        self, fork: str, head: str, paths: tuple[str, ...]
+    ) -> list[history.UpstreamCommit] | None:
+        """What `git log --no-merges -p fork..head -- paths` gives for a linear range, from the
         touch index and a cache of commits read before."""
-        wanted = self.touches.touching(walked, set(paths))[: history.MAX_CANDIDATES]
+        touching = self.touches.touching_range(fork, head, frozenset(paths))
+        if touching is None:
+            return None
+        wanted = touching[: history.MAX_CANDIDATES]
         missing = [sha for sha in wanted if (sha, paths) not in self._upstream]
         for commit in history.read_commits(self.git, missing, paths):
             self._upstream[(commit.sha, paths)] = commit

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,7 +145,8 @@ class TouchIndex:
         self._loaded_size = 0
         self._consumed = 0  # bytes of the file read so far, through a tips record
         self._identity: tuple[int, int] | None = None
-        self._walks: dict[str, tuple[str, list[str]]] = {}  # fork -> (head, its range)
+        self._walks: dict[str, tuple[str, tuple[str, ...]]] = {}  # fork -> (head, its range)
+        self._touched: dict[tuple[str, frozenset[str]], tuple[str, list[str]]] = {}
 
     def refresh(self) -> None:
         """Reads what was appended since the last call. The file only grows while the mirror
@@ -172,15 +174,15 @@ class TouchIndex:
         self._loaded_size = stat.st_size
 
     def _reset(self, identity: tuple[int, int] | None) -> None:
-        self.commits, self._walks = {}, {}
+        self.commits, self._walks, self._touched = {}, {}, {}
         self._consumed = self._loaded_size = 0
         self._identity = identity
 
-    def linear_range(self, fork: str, head: str) -> list[str] | None:
+    def linear_range(self, fork: str, head: str) -> tuple[str, ...] | None:
         """Commits of fork..head, newest first, when fork is reached from head through single
         parents, every one of them indexed; None otherwise (merges, unknown commits, fork not
         an ancestor). The walk stops early at the head of the last range asked for the fork."""
-        known_head, known = self._walks.get(fork, (fork, []))
+        known_head, known = self._walks.get(fork, (fork, ()))
         walked: list[str] = []
         current = head
         while current != fork:
@@ -192,8 +194,24 @@ class TouchIndex:
                 return None
             walked.append(current)
             current = touches.parents[0]
-        self._walks[fork] = (head, walked)
-        return walked
+        answer = tuple(walked)
+        self._walks[fork] = (head, answer)
+        return answer
 
-    def touching(self, commits: list[str], paths: set[str]) -> list[str]:
+    def touching(self, commits: Sequence[str], paths: Set[str]) -> list[str]:
         return [c for c in commits if not self.commits[c].paths.isdisjoint(paths)]
+
+    def touching_range(self, fork: str, head: str, paths: frozenset[str]) -> list[str] | None:
+        """touching(linear_range(fork, head), paths), reusing the answer for an earlier head
+        of the same range."""
+        walked = self.linear_range(fork, head)
+        if walked is None:
+            return None
+        earlier_head, earlier = self._touched.get((fork, paths), (fork, []))
+        try:
+            new = walked[: walked.index(earlier_head)] if earlier_head != fork else walked
+        except ValueError:  # the earlier head is not below this one
+            new, earlier = walked, []
+        found = self.touching(new, paths) + earlier
+        self._touched[(fork, paths)] = (head, found)
+        return list(found)

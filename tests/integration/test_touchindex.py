@@ -98,8 +98,8 @@ def rebuilt(up: RepoBuilder, tmp_path: Path) -> Mirror:
     return other
 
 
-def rev_list(repo: RepoBuilder, fork: str, head: str) -> list[str]:
-    return git(repo.path, "rev-list", f"{fork}..{head}").split()
+def rev_list(repo: RepoBuilder, fork: str, head: str) -> tuple[str, ...]:
+    return tuple(git(repo.path, "rev-list", f"{fork}..{head}").split())
 
 
 def log_touching(repo: RepoBuilder, fork: str, head: str, paths: set[str]) -> list[str]:
@@ -134,7 +134,7 @@ def test_linear_range_and_touching_match_git(up, mirror):
     middle = up.head("main~11")
     assert_answers_like_git(index, up, middle, head)
     assert_answers_like_git(index, up, base, middle)
-    assert index.linear_range(head, head) == []
+    assert index.linear_range(head, head) == ()
     # The rename counts for both names, the empty commit for no path (oldest is change 0).
     by_age = rev_list(up, base, head)[::-1]
     assert index.commits[by_age[7]].paths == {OLD_NAME, NEW_NAME}
@@ -159,8 +159,8 @@ def test_merges_unknown_commits_and_foreign_forks_give_none(up, mirror):
     assert index.linear_range(base, after) is None  # the merge is inside the range
     assert index.linear_range(base, merge) is None
     assert index.linear_range(side_tip, after) is None
-    assert index.linear_range(merge, after) == [after]  # a merge at the fork is fine
-    assert index.linear_range(side_first, side_tip) == [side_tip]
+    assert index.linear_range(merge, after) == (after,)  # a merge at the fork is fine
+    assert index.linear_range(side_first, side_tip) == (side_tip,)
     # Forks that head does not reach.
     assert index.linear_range(side_first, before_merge) is None
     assert index.linear_range(after, base) is None
@@ -331,3 +331,20 @@ def test_root_commit_is_indexed_apart_from_its_child(up, mirror):
     assert walked is not None
     assert index.touching(walked, {"README"}) == log_touching(up, root, head, {"README"})
     assert root in index.commits
+
+
+def test_touching_range_reuses_earlier_heads_and_matches_git(up, mirror):
+    base = up.head("base")
+    index = loaded(mirror)
+    paths = frozenset({CORE, SPACED})
+    heads = [mirror.resolve("main").sha]
+    for seed, count in ((30, 9), (39, 5)):
+        heads.append(grow(up, seed, count))
+        mirror.resolve("main")
+        index.refresh()
+    for head in [*heads, heads[0], heads[-1]]:  # forward, then back, then forward again
+        assert index.touching_range(base, head, paths) == log_touching(up, base, head, set(paths))
+    other = frozenset({ACCENTED})
+    assert index.touching_range(base, heads[-1], other) == log_touching(
+        up, base, heads[-1], set(other)
+    )
