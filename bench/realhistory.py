@@ -5,7 +5,8 @@ Usage: python bench/realhistory.py PATH_TO_UPSTREAM_CLONE [--branches 'releases/
 For each release branch R (forked from main at F), every main commit C in F..main becomes a
 carried patch checked on R's tip:
 - "contained" label: R has a port of C (same change title once PR numbers, release tags and
-  cherry-pick markers are stripped) that R did not revert later;
+  cherry-pick markers are stripped, a release commit naming C's PR, or the very same diff by
+  `git patch-id`) that R did not revert later;
 - "not contained" label: no port of C on R, or the port was reverted on R.
 The engine's decision is compared with the label, next to plain git's tools on the same
 samples (patch-id match, reverse-apply check, `am -3` leaving the tree unchanged). Nothing of
@@ -57,6 +58,24 @@ class Sample:
     why: str
 
 
+def patch_ids(repo: Path, rev_range: str) -> list[tuple[str, str]]:
+    """(patch-id, commit) for the non-merge commits of a range (`git patch-id --stable`)."""
+    log = subprocess.run(
+        ["git", "-C", str(repo), "log", "--no-merges", "-p", "--format=commit %H", rev_range],
+        capture_output=True,
+        env=_env(),
+        check=True,
+    ).stdout
+    ids = subprocess.run(
+        ["git", "-C", str(repo), "patch-id", "--stable"],
+        input=log,
+        capture_output=True,
+        env=_env(),
+        check=True,
+    ).stdout.decode()
+    return [(pid, sha) for pid, sha in (line.split() for line in ids.splitlines() if line)]
+
+
 def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
     head = git(repo, "rev-parse", branch).strip()
     fork = git(repo, "merge-base", "main", branch).strip()
@@ -85,6 +104,8 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
             reverted.add(target)
         if subject.lower().startswith("revert "):
             reverted.add("title:" + title_key(subject[7:].strip().strip('"')))
+    same_diff = dict(patch_ids(repo, f"{fork}..{head}"))  # patch-id -> release commit
+    main_ids = {sha: pid for pid, sha in patch_ids(repo, f"{fork}..main")}
     out = []
     mains = git(repo, "log", "--no-merges", "--format=%H\x1f%s", f"{fork}..main").splitlines()
     for line in mains:
@@ -99,6 +120,8 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
         port += [
             own_prs[n] for n in re.findall(r"#(\d+)", subject) if n in own_prs and n not in own
         ]
+        if main_ids.get(sha) in same_diff:
+            port.append(same_diff[main_ids[sha]])  # the very same diff, under another title
         if port:
             undone = any(p in reverted or any(p.startswith(r) for r in reverted) for p in port)
             undone = undone or ("title:" + key) in reverted

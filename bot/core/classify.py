@@ -273,10 +273,12 @@ def duplicated_additions(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
 
 def lingering_removals(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
     """(hits, total): substantive lines the diff removes that the head still has somewhere,
-    beyond the copies the hunks' own post-image keeps."""
-    if fdiff.binary or head.content is None:
+    beyond the copies the hunks' own post-image keeps. An absent file has none of them."""
+    if fdiff.binary:
         return 0, 0
     removed = Counter(n for h in fdiff.hunks for n in map(normalize, h.removed) if n)
+    if head.content is None:
+        return 0, sum(removed.values())
     kept = Counter(n for h in fdiff.hunks for n in map(normalize, h.side("+")) if n)
     have = Counter(n for n in map(normalize, head.lines) if n)
     have.subtract(kept)
@@ -331,7 +333,10 @@ def decide(sig: Signals) -> Verdict:
             "the patch reverse-applies, but code it removes still exists elsewhere in the head "
             "(upstream may have moved it)",
         )
-    if sig.state_predates_range and (sig.reverse or sig.three_way_unchanged):
+    all_present = (
+        bool(sig.hunks) and not sig.forward and states[HunkState.APPLIED] == len(sig.hunks)
+    )
+    if sig.state_predates_range and (sig.reverse or sig.three_way_unchanged or all_present):
         return Verdict(
             Status.CONTAINED,
             Decision.REVIEW,
@@ -348,7 +353,7 @@ def decide(sig: Signals) -> Verdict:
             Decision.DROP,
             "a 3-way apply leaves the head's tree unchanged: the head has every change",
         )
-    if sig.hunks and not sig.forward and states[HunkState.APPLIED] == len(sig.hunks):
+    if all_present:
         return Verdict(
             Status.CONTAINED, Decision.DROP, "every hunk's post-image is present in the head"
         )

@@ -425,8 +425,9 @@ def _read_hunk_body(
             )
         line = lines[j]
         tag = line[:1]
-        if tag == b" " or line in (b"\n", b"\r\n"):
-            # Some tools strip the space of empty context lines; git apply accepts that too.
+        if tag == b" " or line == b"\n":
+            # Some tools strip the space of empty context lines; git apply accepts that (only
+            # for a bare newline: it calls "\r\n" without the space a corrupt patch).
             old_seen += 1
             new_seen += 1
             body.append(line if tag == b" " else b" " + line)

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from bot.core import classify
-from bot.core.classify import Decision, HeadFile, HunkPresence, Signals, Status, Verdict
+from bot.core.classify import (
+    Decision,
+    HeadFile,
+    HunkPresence,
+    HunkState,
+    Signals,
+    Status,
+    Verdict,
+)
 from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.linetrack import touching_commits
 from bot.core.patchfile import FileDiff, PatchFile, PatchFileError, PatchMeta, parse_patch
@@ -62,6 +70,16 @@ class LinkedPr:
     ref: str  # owner/repo#N
     state: str  # open | merged | closed | ...
     merge_commit: str | None = None
+
+
+@dataclass(frozen=True)
+class _RangeEvidence:
+    """What upstream history says about one patch: its range, the commits in it that touch
+    the series' files (newest first, at most history.MAX_CANDIDATES), and the matches."""
+
+    range: str
+    matches: list[history.Match]
+    commits: list[history.UpstreamCommit]
 
 
 @dataclass
@@ -267,7 +285,7 @@ class Engine:
         base: str | None,
         patches: list[PatchInput],
         parsed: list[PatchFile | PatchFileError],
-    ) -> dict[int, tuple[str, list[history.Match]]]:
+    ) -> dict[int, _RangeEvidence]:
         """Per patch index: (range, matches), grouped so each distinct range is read once."""
         if self.in_process:
             self.touches.refresh()
@@ -288,7 +306,7 @@ class Engine:
             fork, _ = forks[anchor]
             if fork:
                 ranges.setdefault(fork, []).append(i)
-        found: dict[int, tuple[str, list[history.Match]]] = {}
+        found: dict[int, _RangeEvidence] = {}
         for fork, indexes in ranges.items():
             rev_range = f"{fork}..{head}"
             group = [(p, patches[i].data) for i in indexes if isinstance(p := parsed[i], PatchFile)]
@@ -299,7 +317,9 @@ class Engine:
                 self.git, rev_range, group, commits, self._patch_ids
             )
             for position, i in enumerate(indexes):
-                found[i] = (rev_range, series_history.matches[position])
+                found[i] = _RangeEvidence(
+                    rev_range, series_history.matches[position], series_history.commits
+                )
         return found
 
     def _fork(self, anchor: str, head: str) -> tuple[str, bool]:
@@ -352,7 +372,7 @@ class _Context:
         item: PatchInput,
         parsed: PatchFile | PatchFileError,
         chain: _Chain,
-        found: tuple[str, list[history.Match]] | None,
+        found: _RangeEvidence | None,
     ) -> PatchReport:
         if isinstance(parsed, PatchFileError):
             return _invalid(item, parsed)
@@ -386,15 +406,16 @@ class _PatchCheck:
         item: PatchInput,
         parsed: PatchFile,
         links: list[LinkedPr],
-        found: tuple[str, list[history.Match]] | None,
+        found: _RangeEvidence | None,
     ):
         self.ctx = context
         self.git = context.engine.git
         self.item = item
         self.parsed = parsed
         self.links = links
-        self.range: str | None = found[0] if found else None
-        self.matches: list[history.Match] = found[1] if found else []
+        self.range: str | None = found.range if found else None
+        self.matches: list[history.Match] = found.matches if found else []
+        self.range_commits = found.commits if found else []
         self.evidence: list[dict[str, Any]] = []
 
     def run(self, chain: _Chain) -> PatchReport:
@@ -430,7 +451,8 @@ class _PatchCheck:
             matched_commit=any(m.reverted_by is None for m in self.matches),
             matched_reverted=bool(self.matches) and all(m.reverted_by for m in self.matches),
         )
-        if (reverse.ok and not forward.ok) or after == before:
+        all_present = bool(hunks) and all(h.state == HunkState.APPLIED for h in hunks)
+        if (reverse.ok and not forward.ok) or after == before or all_present:
             signals = replace(signals, state_predates_range=self._state_predates_range())
         self._history_evidence()
         if after == before:
@@ -594,30 +616,81 @@ class _PatchCheck:
     def _state_predates_range(self) -> bool:
         """True when the base of the history range already held the patch's post-image: the
         head then never had what the patch changes, which is not evidence that upstream took it.
-        Without a range, a patch that only removes code cannot tell "upstream removed it" from
-        "the head never had it", so it counts as the latter."""
+        Without a range, a patch that (almost) only removes code cannot tell "upstream removed
+        it" from "the head never had it", so it counts as the latter."""
         if self.range is None:
-            removal_only = not any(
-                classify.normalize(line)
+            added = sum(
+                1
                 for f in self.parsed.files
                 for h in f.hunks
                 for line in h.added
-            ) and any(h.removed for f in self.parsed.files for h in f.hunks)
-            if removal_only:
+                if classify.normalize(line)
+            )
+            mostly_removal = added < classify.DUPLICATE_MIN_LINES and any(
+                h.removed for f in self.parsed.files for h in f.hunks
+            )
+            if mostly_removal:
                 self.evidence.append(
                     {
                         "signal": "removal-without-history",
-                        "detail": "no base known to tell taken from never had",
+                        "added_lines": added,
+                        "detail": "no base known to tell taken from never had, and too few "
+                        "added lines to show the change itself",
                     }
                 )
-            return removal_only
+            return mostly_removal
         fork = self.range.split("..", 1)[0]
-        at_fork = self.ctx.applier.check_reverse(tree_of(self.git, fork), self.item.data)
-        if at_fork.ok:
+        fork_tree = tree_of(self.git, fork)
+        if self.ctx.applier.check_reverse(fork_tree, self.item.data).ok:
             self.evidence.append(
                 {"signal": "post-image-at-range-base", "base": fork, "result": True}
             )
-        return at_fork.ok
+            return True
+        return self._post_image_lines_at(fork, fork_tree)
+
+    def _post_image_lines_at(self, fork: str, fork_tree: str) -> bool:
+        """The head never had the code the patch removes: most of its lines were neither in
+        the range base nor added by a commit in the range. A removal of code that was never
+        there was not taken by anyone. (The context may have moved since the base, which is
+        why the exact reverse-apply failed there.) Generic lines (a closing `fi`, a cleanup
+        call) turn up anywhere, hence "most"."""
+        wanted = {
+            n
+            for f in self.parsed.files
+            for h in f.hunks
+            for n in map(classify.normalize, h.removed)
+        } - {None}
+        if not wanted:
+            return False
+        at_base = {
+            n
+            for file in self._head_files(fork_tree).values()
+            for n in map(classify.normalize, file.lines)
+            if n in wanted
+        }
+        added_in_range = {
+            n
+            for commit in self.range_commits
+            for section in commit.sections.values()
+            for line in section.splitlines()
+            if line[:1] == b"+" and not line.startswith(b"+++")
+            if (n := classify.normalize(line[1:])) in wanted
+        }
+        seen = at_base | added_in_range
+        complete = len(self.range_commits) < history.MAX_CANDIDATES
+        if complete and len(seen) * 2 >= len(wanted):
+            return False
+        self.evidence.append(
+            {
+                "signal": "removed-lines-never-in-range",
+                "base": fork,
+                "removed": len(wanted),
+                "at_base": len(at_base),
+                "added_in_range": len(added_in_range),
+                "history_complete": complete,
+            }
+        )
+        return True
 
     def _removals_remain(self, files: dict[str, HeadFile]) -> bool:
         hits, total = self._line_counts(files, classify.lingering_removals, lambda f: f.is_deleted)

@@ -487,6 +487,50 @@ def test_removing_code_the_head_never_had_is_not_a_drop(up, tmp_path):
     assert signals(p)["post-image-at-range-base"]["base"] == fork
 
 
+def test_removing_code_never_had_is_review_even_when_the_context_moved(up, tmp_path):
+    """Seen on vllm-gaudi: a main commit reverting docs of a later release, checked on an older
+    release branch. The branch never had those lines, but it picked up the context edit, so the
+    exact reverse-apply at the range base fails; the removed lines being absent there decides."""
+    fork = up.head()
+    context_edit = BODY.replace("compute(39)", "compute(39, v=2)")
+    up.checkout("main", new_branch="release")
+    up.commit("release: pick the context edit", {"mod.py": context_edit})
+    up.checkout("main")
+    up.commit("context edit", {"mod.py": context_edit})
+    block = "def release_notes_v9():\n    describe_the_release(9)\n    return list_models(9)\n"
+    up.commit("add v9 notes", {"mod.py": context_edit + block})
+    removal = patches_of_commit(up, {"mod.py": context_edit}, "Revert v9 notes", tmp_path)
+    p = only(check(up, "release", removal, tmp_path))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.REVIEW)
+    assert "post-image-at-range-base" not in signals(p)  # the exact check cannot see it
+    assert signals(p)["removed-lines-never-in-range"] == {
+        "signal": "removed-lines-never-in-range",
+        "base": fork,
+        "removed": 3,
+        "at_base": 0,
+        "added_in_range": 0,
+        "history_complete": True,
+    }
+
+
+def test_removing_code_upstream_added_and_removed_in_range_is_a_drop(up, tmp_path):
+    """The counterpart: the branch had the lines (added after the range base) and removed
+    them itself, so it did take the removal."""
+    context_edit = BODY.replace("compute(39)", "compute(39, v=2)")
+    block = "def release_notes_v9():\n    describe_the_release(9)\n    return list_models(9)\n"
+    up.checkout("main", new_branch="release")
+    up.commit("release: context edit", {"mod.py": context_edit})
+    up.commit("release: add v9 notes", {"mod.py": context_edit + block})
+    up.commit("release: drop v9 notes", {"mod.py": context_edit})
+    up.checkout("main")
+    up.commit("context edit", {"mod.py": context_edit})
+    up.commit("add v9 notes", {"mod.py": context_edit + block})
+    removal = patches_of_commit(up, {"mod.py": context_edit}, "Revert v9 notes", tmp_path)
+    p = only(check(up, "release", removal, tmp_path))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
+    assert "removed-lines-never-in-range" not in signals(p)
+
+
 def patches_of_commit(up, files, message, tmp_path):
     """A format-patch of a commit made on main (its From line names a commit upstream has)."""
     sha = up.commit(message, files)
@@ -524,6 +568,22 @@ def test_removal_only_patch_without_any_history_goes_to_review(up, tmp_path):
     p = only(check(up, "main", [PatchInput("removal.patch", data)], tmp_path))
     assert (p.status, p.decision) == (Status.CONTAINED, Decision.REVIEW)
     assert "removal-without-history" in signals(p)
+
+
+def test_mostly_removal_without_history_goes_to_review(up, tmp_path):
+    """One added line is not enough to show the change itself when nothing anchors history."""
+    block = "def workaround(x):\n    cap_blocks(x)\n    return limit_context(x)\n"
+    data = (
+        b"From: Dev <dev@example.com>\nSubject: [PATCH] replace the workaround\n\n---\n"
+        b"diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -39,5 +39,3 @@\n"
+        b" value_39 = compute(39)\n value_40 = compute(40)\n"
+        + b"".join(b"-" + line.encode() + b"\n" for line in block.splitlines())
+        + b"+workaround = None\n"
+    )
+    up.commit("upstream line", {"mod.py": BODY + "workaround = None\n"})
+    p = only(check(up, "main", [PatchInput("removal.patch", data)], tmp_path))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.REVIEW)
+    assert signals(p)["removal-without-history"]["added_lines"] == 1
 
 
 def test_remote_refs_work_on_a_cold_cache(up, tmp_path):

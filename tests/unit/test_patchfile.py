@@ -97,3 +97,13 @@ def test_bad_files_name_the_line(data, line, message):
 def test_empty_commit_is_a_valid_empty_patch():
     patch = parse_patch(MAIL)
     assert patch.is_empty and patch.meta.subject == "Reset the semaphore before launch"
+
+
+def test_a_context_line_without_its_space_is_accepted_only_as_a_bare_newline():
+    # git apply takes "\n" as an empty context line, but calls "\r\n" without the space corrupt.
+    good = b"--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n\n-b\n+B\n"
+    hunk = parse_patch(good).files[0].hunks[0]
+    assert hunk.lines[1] == b" \n"
+    with pytest.raises(PatchFileError) as caught:
+        parse_patch(good.replace(b" a\n\n", b" a\n\r\n"))
+    assert caught.value.line == 5

@@ -1,0 +1,124 @@
+"""The decision table: signals in, status and decision out. Plain rows, no git."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.core.classify import Decision, HunkPresence, HunkState, Signals, Status, decide
+
+
+def hunks(*states: HunkState) -> tuple[HunkPresence, ...]:
+    return tuple(HunkPresence("f.py", f"@@ -{n},3 +{n},3 @@", s, "") for n, s in enumerate(states))
+
+
+APPLIED, PENDING, SIMILAR, ABSENT = (
+    HunkState.APPLIED,
+    HunkState.PENDING,
+    HunkState.SIMILAR,
+    HunkState.ABSENT,
+)
+KEEP, DROP, REVIEW = Decision.KEEP, Decision.DROP, Decision.REVIEW
+
+ROWS = [
+    # (case, signals, status, decision)
+    ("empty patch", Signals(empty=True), Status.CONTAINED, REVIEW),
+    ("applies in place", Signals(forward=True), Status.APPLIES, KEEP),
+    ("applies moved", Signals(forward=True, moved=True), Status.APPLIES_MOVED, KEEP),
+    ("both images present", Signals(forward=True, reverse=True), Status.UPSTREAM_VERSION, REVIEW),
+    ("reverse applies", Signals(reverse=True), Status.CONTAINED, DROP),
+    (
+        "reverse applies, removed code lingers elsewhere",
+        Signals(reverse=True, removals_remain=True),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "reverse applies, but the range base already looked like that",
+        Signals(reverse=True, state_predates_range=True),
+        Status.CONTAINED,
+        REVIEW,
+    ),
+    (
+        "3-way leaves the tree unchanged",
+        Signals(three_way="clean", three_way_unchanged=True),
+        Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "3-way unchanged, state predates the range",
+        Signals(three_way="clean", three_way_unchanged=True, state_predates_range=True),
+        Status.CONTAINED,
+        REVIEW,
+    ),
+    ("every hunk present", Signals(hunks=hunks(APPLIED, APPLIED)), Status.CONTAINED, DROP),
+    (
+        "every hunk present, never had what it removes",
+        Signals(hunks=hunks(APPLIED, APPLIED), state_predates_range=True),
+        Status.CONTAINED,
+        REVIEW,
+    ),
+    (
+        "applies but duplicates code the head has",
+        Signals(forward=True, duplicate=True),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "applies, linked PR merged with other content",
+        Signals(forward=True, linked_merged_in_head=True),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "applies, matching upstream commit",
+        Signals(forward=True, matched_commit=True),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "applies, the match was reverted",
+        Signals(forward=True, matched_commit=False, matched_reverted=True),
+        Status.APPLIES,
+        KEEP,
+    ),
+    (
+        "some hunks present, rest applies by 3-way",
+        Signals(three_way="clean", hunks=hunks(APPLIED, PENDING)),
+        Status.PARTIAL,
+        REVIEW,
+    ),
+    (
+        "all hunks present, some differ",
+        Signals(three_way="conflict", hunks=hunks(APPLIED, SIMILAR)),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "some hunks present, others missing",
+        Signals(three_way="conflict", hunks=hunks(APPLIED, ABSENT)),
+        Status.PARTIAL,
+        REVIEW,
+    ),
+    (
+        "conflict, upstream merged a matching change",
+        Signals(three_way="conflict", hunks=hunks(ABSENT), matched_commit=True),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    ("plain conflict", Signals(three_way="conflict", hunks=hunks(ABSENT)), Status.CONFLICT, KEEP),
+]
+
+
+@pytest.mark.parametrize(("case", "signals", "status", "decision"), ROWS, ids=[r[0] for r in ROWS])
+def test_decision_table(case: str, signals: Signals, status: Status, decision: Decision) -> None:
+    verdict = decide(signals)
+    assert (verdict.status, verdict.decision) == (status, decision), case
+    assert verdict.reason
+
+
+def test_no_row_drops_without_content_evidence() -> None:
+    """A drop always rests on reverse-apply, an unchanged 3-way tree or every hunk present."""
+    for _, signals, _, decision in ROWS:
+        if decision == DROP:
+            all_present = bool(signals.hunks) and all(h.state == APPLIED for h in signals.hunks)
+            assert signals.reverse or signals.three_way_unchanged or all_present
