@@ -232,13 +232,14 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def slow_git_shim(directory: Path, marker: Path) -> Path:
-    """A `git` that announces `git apply` runs and makes them slow (to kill a worker there)."""
+    """A `git` that announces the engine's object reader starting (every check starts one) and
+    makes it slow, to kill a worker mid-rebase."""
     directory.mkdir(parents=True, exist_ok=True)
     real = shutil.which("git") or "/usr/bin/git"
     shim = directory / "git"
     shim.write_text(
         "#!/bin/sh\n"
-        'for a in "$@"; do if [ "$a" = apply ]; then '
+        'for a in "$@"; do if [ "$a" = --batch-command ]; then '
         f"echo $PPID >> {marker}; sleep 3; break; fi; done\n"
         f'exec {real} "$@"\n'
     )
@@ -364,7 +365,7 @@ def scenario_worker_kill(root: Path, scale: Scale) -> Row:
     doubled = [h for h in heads if rebased[h] > 1] + ["proposal"] * max(0, proposed - len(heads))
     return Row(
         "worker killed mid-job",
-        f"{len(heads)} rebases, each worker SIGKILLed inside `git apply`, a new worker started",
+        f"{len(heads)} rebases, each worker SIGKILLed inside the engine, a new worker started",
         f"{len(lost)} of {len(heads)} jobs",
         f"{len(doubled)} (each head rebased once, proposed once)",
         "late ack: the job went back to the queue after the visibility timeout (5 s here, "
@@ -375,14 +376,14 @@ def scenario_worker_kill(root: Path, scale: Scale) -> Row:
 
 
 def _kill_round(env: CarryEnv, url: str, workdir: Path, n: int) -> tuple[str, float | None]:
-    marker = workdir / "in-apply"
+    marker = workdir / "in-engine"
     shim = slow_git_shim(workdir / "shim", marker)
     victim = env.start_worker(f"victim-{n}", path_prefix=str(shim))
     proposals = len(env.history("proposal"))
     before = env.upstream.head()
     after = env.upstream.commit(f"upstream change {n}", {f"other_{n}.py": f"x = {n}\n"})
     assert env.deliver(url, "push", env.push_payload(after, before)).status_code == 202
-    wait_for(marker.exists, 60, "the rebase to reach git apply")
+    wait_for(marker.exists, 60, "the rebase to reach the engine")
     stop_proc(victim, signal.SIGKILL)
     killed = time.monotonic()
     rescuer = env.start_worker(f"rescuer-{n}")
