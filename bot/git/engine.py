@@ -179,6 +179,22 @@ class Engine:
         self._present: set[str] = set()
         self._upstream: dict[tuple[str, tuple[str, ...]], history.UpstreamCommit] = {}
         self._patch_ids: dict[bytes, str] = {}
+        self._mirror_identity: tuple[int, int] | None = None
+
+    def _follow_mirror(self) -> None:
+        """Forgets what the mirror held when it was re-created since the last check (by this
+        process or another): its objects may be gone. Diff-keyed caches stay."""
+        try:
+            stat = self.mirror.path.stat()
+        except FileNotFoundError:
+            return
+        identity = (stat.st_dev, stat.st_ino)
+        if self._mirror_identity not in (None, identity):
+            self.reader.close()
+            self.trees = Trees(self.reader)
+            self._known.clear()
+            self._present.clear()
+        self._mirror_identity = identity
 
     def close(self) -> None:
         self.reader.close()
@@ -197,7 +213,7 @@ class Engine:
             except OSError:
                 found = self.mirror.has_objects(oid)
             if found:
-                self._present.add(oid)  # objects are never removed from a mirror
+                self._present.add(oid)  # until the mirror is re-created (_follow_mirror)
             return found
         return True
 
@@ -230,6 +246,7 @@ class Engine:
         """Classifies `patches` on `head_rev`. `commit_result` also writes the resulting commit
         chain (for pushing); `patch_paths` maps names to paths for the reproduce commands."""
         started = time.perf_counter()
+        self._follow_mirror()
         head = self._resolve(head_rev)
         parsed = [_parse(item) for item in patches]
         self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])

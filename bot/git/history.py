@@ -1,8 +1,8 @@
 """Upstream history as evidence: matching commits (patch-id, subject), reverts, conflict blame.
 
 The range's commits are read once per series: one `git log -p` over the paths the series
-touches (or only the commits a touch index named) and one `git patch-id` call for every
-(patch, candidate commit) pair not computed before.
+touches (or only the commits a touch index named); patch ids are computed in process, with one
+`git patch-id` call for the diffs bot.core.patchid cannot vouch for.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from bot.core.linetrack import CommitHunks, ZeroHunk
 from bot.core.patchfile import PatchFile, split_lines
+from bot.core.patchid import patch_id
 from bot.git.runner import Git
 
 MAX_CANDIDATES = 400
@@ -148,8 +149,17 @@ class SeriesHistory:
         return result
 
     def _compute_ids(self, git: Git, diffs: list[bytes]) -> None:
-        """Fills `patch_ids` for the diffs it lacks; a diff git finds no change in gets ""."""
-        missing = {_digest(d): d for d in diffs if _digest(d) not in self.patch_ids}
+        """Fills `patch_ids` for the diffs it lacks, in process where bot.core.patchid is sure
+        and with `git patch-id` otherwise; a diff git finds no change in gets ""."""
+        missing = {}
+        for diff in diffs:
+            key = _digest(diff)
+            if key not in self.patch_ids:
+                pid = patch_id(diff)
+                if pid is None:
+                    missing[key] = diff
+                else:
+                    self.patch_ids[key] = pid
         if not missing:
             return
         order = list(missing)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -590,3 +591,29 @@ def test_remote_refs_work_on_a_cold_cache(up, tmp_path):
     """The poller's first ls-remote happens before any fetch created the mirror."""
     refs = Mirror(str(up.path), tmp_path / "cold-cache").remote_refs("refs/heads/main")
     assert refs == {"refs/heads/main": up.head("main")}
+
+
+def test_one_engine_survives_its_mirror_being_recreated(up, tmp_path):
+    """A worker keeps its engine between rebases; the mirror may be re-created meanwhile (by
+    damage repair, or another process). Cached answers about its objects must not outlive it."""
+    mail = carried(up, tmp_path, {"mod.py": BODY.replace("compute(7)", "compute(7, safe=True)")})
+    diff = mail[0].data[mail[0].data.index(b"diff --git") :]  # a plain diff: nothing to widen for
+    patches = [PatchInput("fix.diff", diff)]
+    up.commit("upstream adds a header", {"mod.py": "import math\n\n" + BODY})
+    head = up.head("main")
+    mirror = Mirror(str(up.path), tmp_path / "cache")
+    engine = Engine(mirror)
+    first = engine.check(head, patches, base=up.head("main~1"))
+    engine.check(head, patches, base=up.head("main~1"))  # now every answer is cached
+    shutil.rmtree(mirror.path)
+    mirror.ensure()  # empty again: every object has to be fetched anew
+    second = engine.check(head, patches, base=up.head("main~1"))
+    engine.close()
+    assert [(p.status, p.decision) for p in second.patches] == [
+        (p.status, p.decision) for p in first.patches
+    ]
+    assert first.patches[0].status == Status.APPLIES_MOVED
+    assert second.result_tree == first.result_tree
+    # The new mirror really holds what the second check used and wrote.
+    for obj in (head, second.result_tree or ""):
+        assert mirror.git.run("cat-file", "-e", obj, check=False).ok, obj
