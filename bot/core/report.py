@@ -51,7 +51,7 @@ class SeriesReport:
     head_ref: str | None
     base: str | None
     patches: list[PatchReport]
-    result_tree: str | None = None
+    result_tree: str | None = None  # the id of the resulting tree (stored with result_commit)
     result_commit: str | None = None
 
     def as_dict(self) -> dict[str, Any]:

@@ -136,6 +136,19 @@ class _Chain:
             self.steps[-1].tree = self._real_tree  # only push_files leaves files pending
         return self._real_tree
 
+    def tree_id(self) -> str:
+        """The current tree's id, computed without storing anything when only in-memory edits
+        are pending (nothing reads the objects of a result tree; `tree` stores them)."""
+        if not self._files:
+            return self._real_tree
+        edits = {path: data for path, data in self._files.items() if data is not None}
+        if len(edits) == len(self._files):
+            try:
+                return edit_tree(self.engine.trees, None, self._real_tree, edits)
+            except TreeShapeChanged as err:
+                log.debug("writing the tree through git: %s", err)
+        return self.tree
+
     def tip(self) -> str:
         """The commit of the last step, writing the trees and commits still missing."""
         tree, commit = self.head_tree, self.head_commit
@@ -261,7 +274,7 @@ class Engine:
                 for i, (item, result) in enumerate(zip(patches, parsed, strict=True))
             ]
             result_commit = chain.tip() if commit_result else None
-            result_tree = chain.tree
+            result_tree = chain.tree_id()
         finally:
             applier.close()
             chain.close()
@@ -519,14 +532,15 @@ class _PatchCheck:
             }
             refreshed = renumber(self.item.data, self.parsed, moves)
         chain.push_files(self.item.name, self.parsed.meta, dict(after))
-        return self._kept(verdict, refreshed)
+        return self._kept(verdict, refreshed, renumbered=moved)
 
-    def _kept(self, verdict: Verdict, refreshed: bytes) -> PatchReport:
+    def _kept(self, verdict: Verdict, refreshed: bytes, renumbered: bool = False) -> PatchReport:
         """The report of a patch that stays in the series as `refreshed`."""
         report = self._report(verdict, refreshed)
         report.changed = refreshed != self.item.data
         if report.changed:
-            written = _parse_bytes(refreshed, self.item.name)
+            # Renumbering keeps every line where it was, so the diff starts where it did.
+            written = self.parsed if renumbered else _parse_bytes(refreshed, self.item.name)
             if isinstance(written, PatchFileError):
                 raise written  # carry wrote this file: a bug, never the user's input
             report.interdiff = interdiff(self.item.data, self.parsed, refreshed, written)

@@ -142,9 +142,12 @@ def write_blob(git_dir: Path, data: bytes) -> str:
     return write_object(git_dir, "blob", data)
 
 
-def write_object(git_dir: Path, kind: str, data: bytes) -> str:
+def write_object(git_dir: Path | None, kind: str, data: bytes) -> str:
+    """The object's id; stored as a loose object in `git_dir` unless that is None."""
     raw = b"%s %d\0" % (kind.encode(), len(data)) + data
     oid = hashlib.sha1(raw).hexdigest()
+    if git_dir is None:
+        return oid
     target = git_dir / "objects" / oid[:2] / oid[2:]
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -210,9 +213,10 @@ def _parse_tree(tree: str, raw: bytes) -> dict[bytes, tuple[bytes, bytes]]:
     return {name: (mode, oid) for mode, name, oid in found}
 
 
-def edit_tree(trees: Trees, git_dir: Path, tree: str, edits: Mapping[str, bytes]) -> str:
+def edit_tree(trees: Trees, git_dir: Path | None, tree: str, edits: Mapping[str, bytes]) -> str:
     """`tree` with the content of existing regular files replaced. Entries keep their names,
-    modes and order, so only object ids change and no sorting rule is involved."""
+    modes and order, so only object ids change and no sorting rule is involved. With `git_dir`
+    None only the id is computed and nothing is stored."""
     groups: dict[bytes, dict[str, bytes]] = {}
     for path, data in edits.items():
         first, _, rest = path.partition("/")
@@ -227,7 +231,7 @@ def edit_tree(trees: Trees, git_dir: Path, tree: str, edits: Mapping[str, bytes]
             if mode == DIR_MODE and "" not in wanted:
                 oid = bytes.fromhex(edit_tree(trees, git_dir, oid.hex(), wanted))
             elif mode in FILE_MODES and list(wanted) == [""]:
-                oid = bytes.fromhex(write_blob(git_dir, wanted[""]))
+                oid = bytes.fromhex(write_object(git_dir, "blob", wanted[""]))
             else:
                 raise TreeShapeChanged(f"{name!r} in {tree} is not what the edit expects")
         out.append(b"%s %s\0%s" % (mode, name, oid))
