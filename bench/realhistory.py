@@ -6,7 +6,7 @@ For each release branch R (forked from main at F), every main commit C in F..mai
 carried patch checked on R's tip:
 - "contained" label: R has a port of C (same change title once PR numbers, release tags and
   cherry-pick markers are stripped, a release commit naming C's PR, or the very same diff by
-  `git patch-id`) that R did not revert later;
+  patch id, also inside a bigger release commit) that R did not revert later;
 - "not contained" label: no port of C on R, or the port was reverted on R.
 The engine's decision is compared with the label, next to plain git's tools on the same
 samples (patch-id match, reverse-apply check, `am -3` leaving the tree unchanged). Nothing of
@@ -28,8 +28,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.core.classify import Decision
+from bot.core.patchid import patch_id
 from bot.git.engine import Engine, PatchInput
+from bot.git.history import LOG_FORMAT, UpstreamCommit, parse_commits
 from bot.git.mirror import Mirror
+from bot.git.runner import Git
 
 _NOISE = re.compile(
     r"(\(#\d+\))|(\[[^\]]*\])|(cherry[- ]?pick(ed)?( to)?( v?[\d.]+)?:?)|(port( to)? v?[\d.]+:?)"
@@ -76,6 +79,37 @@ def patch_ids(repo: Path, rev_range: str) -> list[tuple[str, str]]:
     return [(pid, sha) for pid, sha in (line.split() for line in ids.splitlines() if line)]
 
 
+class SameDiffInside:
+    """Release commits whose diff, cut down to the files of a main commit, is that main commit's
+    diff exactly (by patch id): a port folded into a bigger commit, such as release notes
+    written on the branch and then ported to main."""
+
+    def __init__(self, repo: Path, release_range: str, main_range: str):
+        self.release = _commits(repo, release_range)
+        self.main = {c.sha: c for c in _commits(repo, main_range)}
+
+    def carriers(self, sha: str) -> list[str]:
+        commit = self.main.get(sha)
+        if commit is None or not commit.sections:
+            return []
+        paths = list(commit.sections)
+        own = patch_id(b"".join(commit.sections[p] for p in paths))
+        if own is None:
+            return []
+        return [
+            other.sha
+            for other in self.release
+            if all(p in other.sections for p in paths)
+            and patch_id(b"".join(other.sections[p] for p in paths)) == own
+        ]
+
+
+def _commits(repo: Path, rev_range: str) -> list[UpstreamCommit]:
+    mirror_git = Git(git_dir=repo if (repo / "objects").is_dir() else repo / ".git")
+    out = mirror_git.run("log", "--no-merges", "-p", "--no-renames", LOG_FORMAT, rev_range).stdout
+    return parse_commits(out)
+
+
 def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
     head = git(repo, "rev-parse", branch).strip()
     fork = git(repo, "merge-base", "main", branch).strip()
@@ -106,6 +140,7 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
             reverted.add("title:" + title_key(subject[7:].strip().strip('"')))
     same_diff = dict(patch_ids(repo, f"{fork}..{head}"))  # patch-id -> release commit
     main_ids = {sha: pid for pid, sha in patch_ids(repo, f"{fork}..main")}
+    inside = SameDiffInside(repo, f"{fork}..{head}", f"{fork}..main")
     out = []
     mains = git(repo, "log", "--no-merges", "--format=%H\x1f%s", f"{fork}..main").splitlines()
     for line in mains:
@@ -122,6 +157,7 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
         ]
         if main_ids.get(sha) in same_diff:
             port.append(same_diff[main_ids[sha]])  # the very same diff, under another title
+        port += inside.carriers(sha)  # ... or inside a bigger release commit
         if port:
             undone = any(p in reverted or any(p.startswith(r) for r in reverted) for p in port)
             undone = undone or ("title:" + key) in reverted

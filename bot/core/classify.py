@@ -285,6 +285,40 @@ def lingering_removals(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
     return _multiset_hits(removed, +have), sum(removed.values())
 
 
+def removed_blocks(hunk: Hunk) -> list[list[str]]:
+    """The runs of consecutive removed lines of a hunk, normalized, generic lines left out."""
+    blocks: list[list[str]] = [[]]
+    for line in hunk.lines:
+        if line.startswith(b"-"):
+            if n := normalize(line[1:]):
+                blocks[-1].append(n)
+        elif blocks[-1] and not line.startswith(b"\\"):
+            blocks.append([])
+    return [block for block in blocks if block]
+
+
+def added_runs(diff: bytes) -> list[list[str]]:
+    """The runs of consecutive added lines of a diff, normalized, generic lines left out."""
+    runs: list[list[str]] = [[]]
+    for line in diff.splitlines():
+        if line.startswith(b"+") and not line.startswith(b"+++"):
+            if n := normalize(line[1:]):
+                runs[-1].append(n)
+        elif runs[-1]:
+            runs.append([])
+    return [run for run in runs if run]
+
+
+def contains(lines: Sequence[str], block: Sequence[str]) -> bool:
+    """True when `block` occurs in `lines` as consecutive entries."""
+    size = len(block)
+    first = block[0]
+    return any(
+        lines[i] == first and list(lines[i : i + size]) == list(block)
+        for i in range(len(lines) - size + 1)
+    )
+
+
 @dataclass(frozen=True)
 class Signals:
     """Everything the decision rests on, gathered by the engine for one patch on one tree."""

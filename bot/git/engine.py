@@ -680,44 +680,37 @@ class _PatchCheck:
         return self._post_image_lines_at(fork, fork_tree)
 
     def _post_image_lines_at(self, fork: str, fork_tree: str) -> bool:
-        """The head never had the code the patch removes: most of its lines were neither in
-        the range base nor added by a commit in the range. A removal of code that was never
-        there was not taken by anyone. (The context may have moved since the base, which is
-        why the exact reverse-apply failed there.) Generic lines (a closing `fi`, a cleanup
-        call) turn up anywhere, hence "most"."""
-        wanted = {
-            n
-            for f in self.parsed.files
-            for h in f.hunks
-            for n in map(classify.normalize, h.removed)
-        } - {None}
-        if not wanted:
+        """The head never had most of the code the patch removes: those blocks of removed
+        lines are neither in the range base nor added as a block by a commit in the range. A
+        removal of code that was never there was not taken by anyone. (The context may have
+        moved since the base, which is why the exact reverse-apply failed there.) Blocks, not
+        single lines: a closing `fi` or a cleanup call turns up anywhere."""
+        blocks = [b for f in self.parsed.files for h in f.hunks for b in classify.removed_blocks(h)]
+        removed = sum(len(block) for block in blocks)
+        if not removed:
             return False
-        at_base = {
-            n
+        seen_in = [
+            [n for n in map(classify.normalize, file.lines) if n]
             for file in self._head_files(fork_tree).values()
-            for n in map(classify.normalize, file.lines)
-            if n in wanted
-        }
-        added_in_range = {
-            n
+        ]
+        seen_in += [
+            run
             for commit in self.range_commits
             for section in commit.sections.values()
-            for line in section.splitlines()
-            if line[:1] == b"+" and not line.startswith(b"+++")
-            if (n := classify.normalize(line[1:])) in wanted
-        }
-        seen = at_base | added_in_range
+            for run in classify.added_runs(section)
+        ]
+        unseen = sum(
+            len(block) for block in blocks if not any(classify.contains(s, block) for s in seen_in)
+        )
         complete = len(self.range_commits) < history.MAX_CANDIDATES
-        if complete and len(seen) * 2 >= len(wanted):
+        if complete and unseen * 2 < removed:
             return False
         self.evidence.append(
             {
-                "signal": "removed-lines-never-in-range",
+                "signal": "removed-code-never-in-range",
                 "base": fork,
-                "removed": len(wanted),
-                "at_base": len(at_base),
-                "added_in_range": len(added_in_range),
+                "removed_lines": removed,
+                "never_seen": unseen,
                 "history_complete": complete,
             }
         )

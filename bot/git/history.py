@@ -78,7 +78,7 @@ def read_range(git: Git, rev_range: str, paths: tuple[str, ...]) -> list[Upstrea
         "--",
         *paths,
     ).stdout
-    return _parse_commits(out)
+    return parse_commits(out)
 
 
 def read_commits(git: Git, shas: list[str], paths: tuple[str, ...]) -> list[UpstreamCommit]:
@@ -88,11 +88,11 @@ def read_commits(git: Git, shas: list[str], paths: tuple[str, ...]) -> list[Upst
     out = git.run(
         "log", "--no-walk=unsorted", "-p", "--no-renames", LOG_FORMAT, *shas, "--", *paths
     ).stdout
-    found = {c.sha: c for c in _parse_commits(out)}
+    found = {c.sha: c for c in parse_commits(out)}
     return [found[sha] for sha in shas if sha in found]
 
 
-def _parse_commits(out: bytes) -> list[UpstreamCommit]:
+def parse_commits(out: bytes) -> list[UpstreamCommit]:
     commits = []
     for record in out.split(_RECORD)[1:]:
         meta, _, diff = record.rpartition(b"\x1f")

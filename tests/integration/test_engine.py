@@ -504,12 +504,11 @@ def test_removing_code_never_had_is_review_even_when_the_context_moved(up, tmp_p
     p = only(check(up, "release", removal, tmp_path))
     assert (p.status, p.decision) == (Status.CONTAINED, Decision.REVIEW)
     assert "post-image-at-range-base" not in signals(p)  # the exact check cannot see it
-    assert signals(p)["removed-lines-never-in-range"] == {
-        "signal": "removed-lines-never-in-range",
+    assert signals(p)["removed-code-never-in-range"] == {
+        "signal": "removed-code-never-in-range",
         "base": fork,
-        "removed": 3,
-        "at_base": 0,
-        "added_in_range": 0,
+        "removed_lines": 3,
+        "never_seen": 3,
         "history_complete": True,
     }
 
@@ -529,7 +528,7 @@ def test_removing_code_upstream_added_and_removed_in_range_is_a_drop(up, tmp_pat
     removal = patches_of_commit(up, {"mod.py": context_edit}, "Revert v9 notes", tmp_path)
     p = only(check(up, "release", removal, tmp_path))
     assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
-    assert "removed-lines-never-in-range" not in signals(p)
+    assert "removed-code-never-in-range" not in signals(p)
 
 
 def patches_of_commit(up, files, message, tmp_path):

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.classify import Decision, HunkPresence, HunkState, Signals, Status, decide
+from bot.core.classify import (
+    Decision,
+    HunkPresence,
+    HunkState,
+    Signals,
+    Status,
+    added_runs,
+    contains,
+    decide,
+    removed_blocks,
+)
+from bot.core.patchfile import parse_patch
 
 
 def hunks(*states: HunkState) -> tuple[HunkPresence, ...]:
@@ -122,3 +133,43 @@ def test_no_row_drops_without_content_evidence() -> None:
         if decision == DROP:
             all_present = bool(signals.hunks) and all(h.state == APPLIED for h in signals.hunks)
             assert signals.reverse or signals.three_way_unchanged or all_present
+
+
+HUNK = (
+    b"--- a/run.sh\n+++ b/run.sh\n@@ -1,8 +1,4 @@\n"
+    b" setup_things\n"
+    b"-run_vision_test() {\n"
+    b"-    calibrate --model vision\n"
+    b"-}\n"
+    b" cleanup_output\n"
+    b"-legacy_flag = enabled\n"
+    b"+modern_flag = enabled\n"
+    b"-fi\n"
+    b" done_here\n"
+)
+
+
+def test_removed_blocks_are_runs_of_substantive_removed_lines() -> None:
+    hunk = parse_patch(HUNK).files[0].hunks[0]
+    assert removed_blocks(hunk) == [
+        ["run_vision_test(){", "calibrate--modelvision"],  # "}" is too generic to count
+        ["legacy_flag=enabled"],
+    ]  # the lone "fi" is generic too
+
+
+def test_added_runs_split_at_other_lines() -> None:
+    diff = b"+++ b/x\n+alpha_one()\n+beta_two()\n context_line\n+gamma_three()\n-old_line_here\n"
+    assert added_runs(diff) == [["alpha_one()", "beta_two()"], ["gamma_three()"]]
+
+
+@pytest.mark.parametrize(
+    ("lines", "block", "found"),
+    [
+        (["a1x", "b2y", "c3z"], ["b2y", "c3z"], True),
+        (["a1x", "b2y", "c3z"], ["a1x", "c3z"], False),  # not consecutive
+        (["a1x"], ["a1x", "b2y"], False),
+        (["b2y", "a1x", "b2y", "c3z"], ["b2y", "c3z"], True),
+    ],
+)
+def test_contains_needs_consecutive_lines(lines, block, found) -> None:
+    assert contains(lines, block) is found
