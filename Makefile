@@ -37,8 +37,9 @@ test: $(STAMP) browser ## run the test suite (each test session starts its own r
 	  { echo "tests need redis-server (apt-get install redis-server) or a Redis on 127.0.0.1:6379"; exit 1; }
 	$(PY) -m pytest -q -p no:cacheprovider
 
-bench: $(STAMP) ## print benchmark ratio tables (engine; webhook intake)
-	$(PY) bench/engine.py
+bench: $(STAMP) ## print benchmark ratio tables (engine on both layouts; webhook intake)
+	$(PY) bench/engine.py --layout nested
+	$(PY) bench/engine.py --layout flat
 	$(PY) bench/webhook.py
 
 demo: $(STAMP) ## the whole loop offline: GitHub emulator, upstream PR, carry, runners; dashboard on :8000
