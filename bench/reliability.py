@@ -66,7 +66,13 @@ from bot.github.forge import Forge, ForgeError  # noqa: E402
 from bot.metrics import GITHUB_KEY, record_rate_limit  # noqa: E402
 from bot.store import series as store  # noqa: E402
 from bot.web.webhooks import sign  # noqa: E402
-from tests.support.carry_env import BODY, SECRET, CarryEnv, wait_for  # noqa: E402
+from tests.support.carry_env import (  # noqa: E402
+    BODY,
+    SECRET,
+    CarryEnv,
+    slow_git_shim,
+    wait_for,
+)
 from tests.support.github_emulator import GitHubEmulator  # noqa: E402
 from tests.support.gitrepo import RepoBuilder  # noqa: E402
 from tests.support.paths import WEBHOOK_EXAMPLES  # noqa: E402
@@ -229,22 +235,6 @@ def percentile(values: list[float], fraction: float) -> float:
         return math.nan
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def slow_git_shim(directory: Path, marker: Path) -> Path:
-    """A `git` that announces the engine's object reader starting (every check starts one) and
-    makes it slow, to kill a worker mid-rebase."""
-    directory.mkdir(parents=True, exist_ok=True)
-    real = shutil.which("git") or "/usr/bin/git"
-    shim = directory / "git"
-    shim.write_text(
-        "#!/bin/sh\n"
-        'for a in "$@"; do if [ "$a" = --batch-command ]; then '
-        f"echo $PPID >> {marker}; sleep 3; break; fi; done\n"
-        f'exec {real} "$@"\n'
-    )
-    shim.chmod(0o755)
-    return directory
 
 
 def stop_proc(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

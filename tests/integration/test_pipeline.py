@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import threading
 from pathlib import Path
 
 import pytest
 
-from tests.support.carry_env import BODY, SERIES, CarryEnv, wait_for
+from tests.support.carry_env import BODY, SERIES, CarryEnv, slow_git_shim, wait_for
 
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 
@@ -102,22 +101,6 @@ def test_burst_of_twenty_heads_collapses_to_the_newest(carry):
     rebases = carry.history("rebased")
     assert 1 <= len(rebases) <= 2
     assert state.head_sha == newest and rebases[0]["data"]["head"] == newest
-
-
-def slow_git_shim(directory: Path, marker: Path) -> Path:
-    """A `git` that announces the engine's object reader starting (every check starts one) and
-    makes it slow, so a test can kill a worker mid-rebase."""
-    directory.mkdir()
-    real = "/usr/bin/git"
-    shim = directory / "git"
-    shim.write_text(
-        "#!/bin/sh\n"
-        'for a in "$@"; do if [ "$a" = --batch-command ]; then '
-        f"echo $PPID >> {marker}; sleep 3; break; fi; done\n"
-        f'exec {real} "$@"\n'
-    )
-    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
-    return directory
 
 
 def test_worker_killed_mid_rebase_loses_nothing_and_duplicates_nothing(carry, tmp_path):

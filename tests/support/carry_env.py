@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -70,6 +71,22 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def slow_git_shim(directory: Path, marker: Path) -> Path:
+    """A directory holding a `git` that announces the engine's object reader starting (every
+    check starts one) and makes it slow, so a worker can be killed mid-rebase."""
+    directory.mkdir(parents=True, exist_ok=True)
+    real = shutil.which("git") or "/usr/bin/git"
+    shim = directory / "git"
+    shim.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do if [ "$a" = --batch-command ]; then '
+        f"echo $PPID >> {marker}; sleep 3; break; fi; done\n"
+        f'exec {real} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return directory
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
