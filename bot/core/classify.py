@@ -273,12 +273,10 @@ def duplicated_additions(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
 
 def lingering_removals(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
     """(hits, total): substantive lines the diff removes that the head still has somewhere,
-    beyond the copies the hunks' own post-image keeps. An absent file has none of them."""
-    if fdiff.binary:
+    beyond the copies the hunks' own post-image keeps."""
+    if fdiff.binary or head.content is None:
         return 0, 0
     removed = Counter(n for h in fdiff.hunks for n in map(normalize, h.removed) if n)
-    if head.content is None:
-        return 0, sum(removed.values())
     kept = Counter(n for h in fdiff.hunks for n in map(normalize, h.side("+")) if n)
     have = Counter(n for n in map(normalize, head.lines) if n)
     have.subtract(kept)

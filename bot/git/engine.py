@@ -141,13 +141,7 @@ class _Chain:
         are pending (nothing reads the objects of a result tree; `tree` stores them)."""
         if not self._files:
             return self._real_tree
-        edits = {path: data for path, data in self._files.items() if data is not None}
-        if len(edits) == len(self._files):
-            try:
-                return edit_tree(self.engine.trees, None, self._real_tree, edits)
-            except TreeShapeChanged as err:
-                log.debug("writing the tree through git: %s", err)
-        return self.tree
+        return self._edit(self._real_tree, self._files, store=False) or self.tree
 
     def tip(self) -> str:
         """The commit of the last step, writing the trees and commits still missing."""
@@ -161,15 +155,25 @@ class _Chain:
         return commit
 
     def _write(self, base: str, changes: dict[str, bytes | None]) -> str:
-        edits = {path: data for path, data in changes.items() if data is not None}
-        if len(edits) == len(changes):
-            try:
-                return edit_tree(self.engine.trees, self.engine.mirror.path, base, edits)
-            except TreeShapeChanged as err:
-                log.debug("writing the tree through git: %s", err)
+        written = self._edit(base, changes, store=True)
+        if written is not None:
+            return written
         if self._writer is None:
             self._writer = TreeWriter(self.engine.git, self.engine.mirror.path)
         return self._writer.write(base, changes)
+
+    def _edit(self, base: str, changes: dict[str, bytes | None], store: bool) -> str | None:
+        """`base` with file contents replaced by editing tree objects, or None when the change
+        needs git's index (a file added or removed, a link, a submodule)."""
+        edits = {path: data for path, data in changes.items() if data is not None}
+        if len(edits) != len(changes):
+            return None
+        try:
+            git_dir = self.engine.mirror.path if store else None
+            return edit_tree(self.engine.trees, git_dir, base, edits)
+        except TreeShapeChanged as err:
+            log.debug("writing the tree through git: %s", err)
+            return None
 
     def close(self) -> None:
         if self._writer is not None:
@@ -230,6 +234,13 @@ class Engine:
             return found
         return True
 
+    def tree_of(self, rev: str) -> str:
+        try:
+            found = self.reader.info(f"{rev}^{{tree}}")
+        except OSError:
+            found = None
+        return found.oid if found is not None else tree_of(self.git, rev)  # git says why not
+
     def commit_of(self, rev: str | None) -> str | None:
         """The commit `rev` names in the mirror, or None. Answers for commit ids (which never
         change) are remembered; names like branches are asked every time."""
@@ -264,8 +275,7 @@ class Engine:
         parsed = [_parse(item) for item in patches]
         self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
         histories = self._histories(head.sha, base, patches, parsed)
-        head_tree = self.read_object(f"{head.sha}^{{tree}}")
-        chain = _Chain(self, head_tree.oid if head_tree else tree_of(self.git, head.sha), head.sha)
+        chain = _Chain(self, self.tree_of(head.sha), head.sha)
         applier = TreeApplier(self.git)
         context = _Context(self, applier, head.sha, head.ref, links or {}, patch_paths or {})
         try:
@@ -593,13 +603,13 @@ class _PatchCheck:
 
     def _head_files(self, tree: str) -> dict[str, HeadFile]:
         paths = list(self.parsed.touched_paths)
-        blobs = {f"{tree}:{p}": self.ctx.engine.read_object(f"{tree}:{p}") for p in paths}
+        blobs = {p: self.ctx.engine.read_object(f"{tree}:{p}") for p in paths}
         modes = {}
         if any(f.old_mode != f.new_mode or f.binary for f in self.parsed.files):
             modes = {p: e.mode for p, e in entries(self.git, tree, paths).items()}
         files = {}
         for path in paths:
-            blob = blobs.get(f"{tree}:{path}")
+            blob = blobs[path]
             if blob is None or blob.kind != "blob":
                 files[path] = HeadFile(None)
             else:
@@ -671,15 +681,15 @@ class _PatchCheck:
                 )
             return mostly_removal
         fork = self.range.split("..", 1)[0]
-        fork_tree = tree_of(self.git, fork)
+        fork_tree = self.ctx.engine.tree_of(fork)
         if self.ctx.applier.check_reverse(fork_tree, self.item.data).ok:
             self.evidence.append(
                 {"signal": "post-image-at-range-base", "base": fork, "result": True}
             )
             return True
-        return self._post_image_lines_at(fork, fork_tree)
+        return self._removed_code_never_in_range(fork, fork_tree)
 
-    def _post_image_lines_at(self, fork: str, fork_tree: str) -> bool:
+    def _removed_code_never_in_range(self, fork: str, fork_tree: str) -> bool:
         """The head never had most of the code the patch removes: those blocks of removed
         lines are neither in the range base nor added as a block by a commit in the range. A
         removal of code that was never there was not taken by anyone. (The context may have
