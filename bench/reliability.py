@@ -45,27 +45,32 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
+import redis
+import requests
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from pydantic import SecretStr
+
+from bot.config import Settings
+from bot.core.patchfile import PatchFileError, parse_patch
+from bot.emulator import GitHubEmulator
+from bot.git.engine import Engine, PatchInput
+from bot.git.mirror import Mirror, MirrorError
+from bot.git.runner import GitError
+from bot.github.forge import Forge, ForgeError
+from bot.metrics import GITHUB_KEY, record_rate_limit
+from bot.store import series as store
+from bot.web.webhooks import sign
+
+# The scenarios drive carry through the test suite's harness (a whole deployment in a temporary
+# directory, a repository builder), so the checkout's root must be importable when this file
+# runs as `python bench/reliability.py`.
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import httpx  # noqa: E402
-import redis  # noqa: E402
-import requests  # noqa: E402
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from hypothesis import seed as hypothesis_seed  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from pydantic import SecretStr  # noqa: E402
-
-from bot.config import Settings  # noqa: E402
-from bot.core.patchfile import PatchFileError, parse_patch  # noqa: E402
-from bot.git.engine import Engine, PatchInput  # noqa: E402
-from bot.git.mirror import Mirror, MirrorError  # noqa: E402
-from bot.git.runner import GitError  # noqa: E402
-from bot.github.forge import Forge, ForgeError  # noqa: E402
-from bot.metrics import GITHUB_KEY, record_rate_limit  # noqa: E402
-from bot.store import series as store  # noqa: E402
-from bot.web.webhooks import sign  # noqa: E402
 from tests.support.carry_env import (  # noqa: E402
     BODY,
     SECRET,
@@ -73,10 +78,9 @@ from tests.support.carry_env import (  # noqa: E402
     slow_git_shim,
     wait_for,
 )
-from tests.support.github_emulator import GitHubEmulator  # noqa: E402
 from tests.support.gitrepo import RepoBuilder  # noqa: E402
-from tests.support.paths import WEBHOOK_EXAMPLES  # noqa: E402
 
+WEBHOOK_EXAMPLES = ROOT / "tests" / "data" / "github" / "webhooks"  # octokit's payload examples
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 OTHER_REPO = "elsewhere-org/unwatched"  # pushes carry plans nothing for: cheap to process
 
@@ -964,7 +968,7 @@ JSON_VALUES = st.recursive(JSON_LEAVES, _json_containers, max_leaves=12)
 
 
 def webhook_seeds() -> list[tuple[str, Any]]:
-    """Real payloads (octokit's examples, when the shared contract data is present), else
+    """Real payloads (octokit's examples in tests/data, when the checkout has them), else
     minimal ones of each shape carry reads."""
     manifest = WEBHOOK_EXAMPLES / "manifest.json"
     if manifest.is_file():

@@ -25,10 +25,9 @@ from pathlib import Path
 import httpx
 import redis
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bot.local_redis import LocalRedis
 
-from tests.support.redis_server import PrivateRedis  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SECRET = "bench-secret"
 BARE_APP = """
@@ -139,7 +138,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="carry-webhook-bench-"))
-    server = PrivateRedis(work / "redis", appendonly=True).start()
+    server = LocalRedis(work / "redis", persist=True).start()
     (work / "patches").mkdir()
     config = work / "carry.yaml"
     config.write_text(json.dumps(CONFIG))
@@ -151,7 +150,6 @@ def main() -> int:
         "CARRY_DOWNSTREAM_DIR": str(work),
         "CARRY_CACHE_DIR": str(work / "cache"),
         "CARRY_WEBHOOK_SECRET": SECRET,
-        "PYTHONPATH": str(ROOT),
     }
     carry_port, bare_port = free_port(), free_port()
     procs = [

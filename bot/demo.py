@@ -1,14 +1,15 @@
 """`python -m bot.demo`: the whole carry loop on one machine, with no network and no credentials.
 
-It builds, under a demo directory (default `.carry-demo/` in the checkout):
+It builds, under a demo directory (default `.carry-demo/` in the current directory):
 
-- a local GitHub (the emulator of tests/support, in this process) holding an upstream project,
+- a local GitHub (bot.emulator, in this process) holding an upstream project,
   `upstream-org/calc`, with an open PR whose head will move, and a downstream repository,
   `downstream-org/calc-carry`, carrying a series of two patches with their fix pages;
 - carry's web, worker and beat processes, and two runner workers (kinds gaudi and gb10) whose
   hardware checks are plain shell commands;
-- Redis: the machine's server on 127.0.0.1:6379 if one answers (REDIS_URL if set), else a
-  private redis-server; the demo uses one database of it (5 unless --redis-db) and empties it.
+- Redis: a private redis-server of its own on a free port, its files in the demo directory,
+  nothing saved to disk. Only --redis-url (or REDIS_URL) points it at another Redis; the demo
+  then wants an empty database there, and empties a non-empty one only with --redis-flush.
 
 Then it plays a storyline and says what to look at on the dashboard: the PR head moves, carry
 rebases, opens a PR downstream, CI runs on both runner kinds, upstream merges the fix of patch
@@ -28,25 +29,25 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
 import redis
 import yaml
 
+import bot
 from bot.core.state import SeriesState
-from bot.service import ServiceError, ensure_redis
+from bot.emulator import GitHubEmulator
+from bot.local_redis import LocalRedis, LocalRedisError
 from bot.store import series as store
 
-if TYPE_CHECKING:
-    from tests.support.github_emulator import GitHubEmulator
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+# Where the running `bot` package is imported from: carry's processes must import the same one.
+PACKAGE_PARENT = Path(bot.__file__).resolve().parents[1]
 MARKER = ".carry-demo"  # a file that marks a directory as the demo's own (safe to wipe)
-DEMO_DB = 5
+DEFAULT_PORT = 8000
 UP_OWNER, UP_NAME = "upstream-org", "calc"
 DOWN_OWNER, DOWN_NAME = "downstream-org", "calc-carry"
 SERIES = "calc-fixes"
@@ -320,7 +321,7 @@ class Processes:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "bot.cli", *args],
                 env=self.env,
-                cwd=REPO_ROOT,
+                cwd=self.logs.parent,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -330,9 +331,10 @@ class Processes:
             pids.write(f"{proc.pid} {name}\n")
         return proc
 
-    def adopt(self, proc: subprocess.Popen[bytes]) -> None:
+    def adopt(self, proc: subprocess.Popen[bytes] | None) -> None:
         """A process started elsewhere (the private redis-server): stopped after carry's."""
-        self.services.append(proc)
+        if proc is not None:
+            self.services.append(proc)
 
     def log_text(self, name: str) -> str:
         path = self.logs / f"{name}.log"
@@ -390,6 +392,12 @@ def wait_for(what: str, condition: Callable[[], T | None], timeout: float, procs
     )
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def port_is_free(port: int) -> bool:
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
@@ -433,10 +441,12 @@ def log_says(procs: Processes, name: str, word: str) -> Callable[[], bool]:
 class Options:
     directory: Path
     port: int
+    port_given: bool  # by --port or PORT: never replaced by another port
     wait: bool
     pause_s: float
     step_timeout_s: float
-    redis_db: int
+    redis_url: str | None  # None: the demo's own redis-server
+    redis_flush: bool
     github_port: int
 
 
@@ -697,22 +707,56 @@ def prepare_directory(directory: Path) -> None:
     (directory / "logs").mkdir()
 
 
-def redis_for_demo(cache_dir: Path, db: int) -> tuple[str, subprocess.Popen[bytes] | None]:
+def shown(url: str) -> str:
+    """A Redis URL fit to print: any password replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    return parts._replace(netloc=f"{user}***@{parts.hostname}:{parts.port or 6379}").geturl()
+
+
+def own_redis(directory: Path) -> LocalRedis:
+    """The demo's own redis-server: nobody else's data is in it."""
     try:
-        url, proc = ensure_redis(cache_dir)
-    except ServiceError as err:
-        raise DemoError(str(err)) from err
-    demo_url = urlsplit(url)._replace(path=f"/{db}").geturl()
-    redis.Redis.from_url(demo_url).flushdb()
-    return demo_url, proc
+        server = LocalRedis(directory / "redis").start()
+    except LocalRedisError as err:
+        raise DemoError(f"{err}; or pass --redis-url to use a Redis of yours") from err
+    say(f"Redis: the demo's own redis-server on {server.url} (in {directory / 'redis'}, not saved)")
+    return server
+
+
+def given_redis(url: str, flush: bool) -> str:
+    """A Redis the user named: used only if its database is empty, or emptied with --redis-flush."""
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+    except ValueError as err:
+        raise DemoError(f"--redis-url {shown(url)!r} is not a Redis URL: {err}") from err
+    try:
+        keys = client.dbsize()
+    except redis.RedisError as err:
+        raise DemoError(f"no Redis answers at {shown(url)}: {err}") from err
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    if keys and not flush:
+        raise DemoError(
+            f"database {db} of {shown(url)} holds {keys} keys; the demo needs an empty one: "
+            "pass --redis-flush to empty it, or leave out --redis-url (and REDIS_URL) to let "
+            "the demo run its own redis-server"
+        )
+    if keys:
+        say(f"Redis: emptying database {db} of {shown(url)} ({keys} keys), as --redis-flush asks")
+        client.flushdb()
+    say(f"Redis: {shown(url)} (database {db}), given by --redis-url or REDIS_URL")
+    return url
 
 
 def start_emulator(root: Path, port: int) -> GitHubEmulator:
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
-    from tests.support.github_emulator import GitHubEmulator
-
-    return GitHubEmulator(root, port=port).start()
+    try:
+        return GitHubEmulator(root, port=port).start()
+    except OSError as err:
+        raise DemoError(
+            f"the GitHub emulator cannot listen on port {port}: {err.strerror}"
+        ) from err
 
 
 def populate_github(gh: GitHubEmulator, upstream: Path, downstream: Path) -> tuple[int, int]:
@@ -764,7 +808,9 @@ def process_env(options: Options, redis_url: str, gh: GitHubEmulator) -> dict[st
     return {
         **inherited,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONPATH": os.pathsep.join(
+            [str(PACKAGE_PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
         "REDIS_URL": redis_url,
         "CARRY_CONFIG": str(root / "carry.yaml"),
         "CARRY_CACHE_DIR": str(root / "cache"),
@@ -789,7 +835,8 @@ def introduce(demo: Demo, redis_url: str, options: Options) -> None:
     say(f"  downstream       {DOWN_OWNER}/{DOWN_NAME}: series {SERIES}, patches:")
     for name in demo.patches:
         say(f"                     {name}")
-    say(f"  Redis            {redis_url}  (database {options.redis_db}, emptied for the demo)")
+    whose = "the demo's own" if options.redis_url is None else "given by --redis-url/REDIS_URL"
+    say(f"  Redis            {shown(redis_url)}  ({whose})")
     say("  carry            web, worker, beat; runners gaudi and gb10 (shell-command checks)")
     say(f"  config, logs     {root / 'carry.yaml'}, {root / 'logs'}/")
     say()
@@ -801,16 +848,21 @@ def running(options: Options) -> Iterator[Demo]:
     """Builds everything and starts every process; stops them all on the way out."""
     root = options.directory
     prepare_directory(root)
-    redis_url, redis_proc = redis_for_demo(root / "cache", options.redis_db)
     procs = Processes(root / "logs", {}, root / "pids")
-    if redis_proc is not None:
-        procs.adopt(redis_proc)
-    gh = start_emulator(root / "github", options.github_port)
+    gh: GitHubEmulator | None = None
     try:
+        if options.redis_url is None:
+            server = own_redis(root)
+            procs.adopt(server.proc)
+            redis_url = server.url
+        else:
+            redis_url = given_redis(options.redis_url, options.redis_flush)
+        gh = start_emulator(root / "github", options.github_port)
         yield setup(options, gh, procs, redis_url)
     finally:
         procs.stop_all()
-        gh.stop()
+        if gh is not None:
+            gh.stop()
 
 
 def setup(options: Options, gh: GitHubEmulator, procs: Processes, redis_url: str) -> Demo:
@@ -844,9 +896,11 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     parser = argparse.ArgumentParser(
         prog="python -m bot.demo", description=textwrap.dedent(__doc__ or "").split("\n")[0]
     )
-    parser.add_argument("--port", type=int, default=8000, help="dashboard port (default 8000)")
     parser.add_argument(
-        "--dir", type=Path, default=REPO_ROOT / ".carry-demo", help="where everything is built"
+        "--port", type=int, help=f"dashboard port (default: $PORT, else {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--dir", type=Path, help="where everything is built (default: ./.carry-demo)"
     )
     parser.add_argument(
         "--no-wait", action="store_true", help="stop everything after the storyline"
@@ -855,19 +909,56 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         "--pause", type=float, help="seconds between steps (default 3; 0 with --no-wait)"
     )
     parser.add_argument("--timeout", type=float, default=90, help="seconds allowed per step")
-    parser.add_argument("--redis-db", type=int, default=DEMO_DB, help="Redis database to use")
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("REDIS_URL") or None,
+        help="a Redis of yours, its database empty (default: $REDIS_URL, else the demo's own "
+        "private redis-server)",
+    )
+    parser.add_argument(
+        "--redis-flush",
+        action="store_true",
+        help="empty the --redis-url database if it holds keys (otherwise the demo refuses)",
+    )
     parser.add_argument("--github-port", type=int, default=0, help="emulator port (0: any)")
     args = parser.parse_args(argv)
+    port, port_given = dashboard_port(parser, args.port)
     pause = args.pause if args.pause is not None else (0.0 if args.no_wait else 3.0)
     return Options(
-        args.dir.resolve(),
-        args.port,
+        (args.dir or Path.cwd() / ".carry-demo").resolve(),
+        port,
+        port_given,
         not args.no_wait,
         pause,
         args.timeout,
-        args.redis_db,
+        args.redis_url,
+        args.redis_flush,
         args.github_port,
     )
+
+
+def dashboard_port(parser: argparse.ArgumentParser, flag: int | None) -> tuple[int, bool]:
+    """--port, else $PORT, else the default; and whether the user chose it."""
+    if flag is not None:
+        return flag, True
+    env = os.environ.get("PORT")
+    if not env:
+        return DEFAULT_PORT, False
+    if not env.isdigit():
+        parser.error(f"PORT={env!r} is not a port number")
+    return int(env), True
+
+
+def usable_port(options: Options) -> int | None:
+    """The dashboard's port: the chosen one if free (None if taken), else a free one."""
+    if port_is_free(options.port):
+        say(f"Dashboard: port {options.port}")
+        return options.port
+    if options.port_given:
+        return None
+    port = free_port()
+    say(f"Dashboard: port {options.port} is in use, so the dashboard takes port {port}")
+    return port
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:
@@ -876,9 +967,11 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
-    if not port_is_free(options.port):
-        print(f"carry demo: port {options.port} is in use: pass --port", file=sys.stderr)
+    port = usable_port(options)
+    if port is None:
+        print(f"carry demo: port {options.port} is in use: pass another --port", file=sys.stderr)
         return 2
+    options = replace(options, port=port)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started ignoring it
     try:

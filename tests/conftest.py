@@ -38,7 +38,7 @@ def redis_base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.exit(f"no Redis at {url} and no redis-server to start one", returncode=3)
         yield url.rsplit("/", 1)[0] if url.count("/") > 2 else url
         return
-    server = PrivateRedis(tmp_path_factory.mktemp("redis"), appendonly=False).start()
+    server = PrivateRedis(tmp_path_factory.mktemp("redis"), persist=False).start()
     try:
         yield f"redis://127.0.0.1:{server.port}"
     finally:

@@ -1,12 +1,15 @@
 """`python -m bot.demo --no-wait` end to end: the storyline's five steps happen, as its output
 says and as the store records: the PR head moves, carry rebases, a PR is opened downstream, CI
-passes on both runner kinds, and the patch upstream took is dropped."""
+passes on both runner kinds, and the patch upstream took is dropped. And its safe defaults: its
+own redis-server unless told otherwise, never a database of someone else's emptied unasked."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,9 +19,8 @@ from typing import Any
 import pytest
 import redis
 
+from bot.local_redis import answers, free_port
 from bot.store import series as store
-from tests.support.carry_env import free_port
-from tests.support.paths import REPO_ROOT
 
 SERIES = "calc-fixes"
 DROPPED = "0001-return-none-when-dividing-by-zero.patch"
@@ -43,6 +45,19 @@ class DemoRun:
         return moved.group(1), moved.group(2), merged.group(1)
 
 
+def demo_env() -> dict[str, str]:
+    """The caller's environment without the settings that would choose the demo's Redis or port."""
+    return {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PORT")}
+
+
+def run_demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A demo run expected to stop early (a refusal or a failure), from outside the checkout."""
+    argv = [sys.executable, "-m", "bot.demo", "--no-wait", "--dir", str(tmp_path / "demo")]
+    return subprocess.run(
+        [*argv, *args], cwd=tmp_path, env=demo_env(), capture_output=True, text=True, timeout=60
+    )
+
+
 def _stop_leftovers(pid_file: Path) -> None:
     """Kills what the demo started and did not stop (only if it failed to), by pid."""
     if not pid_file.exists():
@@ -60,13 +75,14 @@ def _stop_leftovers(pid_file: Path) -> None:
 @pytest.fixture
 def demo(tmp_path: Path, redis_url: str) -> Iterator[DemoRun]:
     directory = tmp_path / "demo"
-    db = redis_url.rsplit("/", 1)[1]
     argv = [sys.executable, "-m", "bot.demo", "--no-wait", "--dir", str(directory)]
-    argv += ["--port", str(free_port()), "--redis-db", db, "--timeout", "60"]
-    env = {**os.environ, "REDIS_URL": redis_url}
+    argv += ["--port", str(free_port()), "--redis-url", redis_url, "--timeout", "60"]
     log = tmp_path / "demo.out"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        # Run from outside the checkout: nothing of the demo may depend on the current directory.
+        proc = subprocess.Popen(
+            argv, cwd=tmp_path, env=demo_env(), stdout=out, stderr=subprocess.STDOUT
+        )
         try:
             returncode: int | None = proc.wait(timeout=LIMIT_S)
         except subprocess.TimeoutExpired:
@@ -126,3 +142,62 @@ def test_demo_plays_the_whole_storyline(demo: DemoRun) -> None:
     state = store.load_series(demo.client, SERIES)
     assert state is not None and state.head_sha and state.head_sha.startswith(merged)
     assert before != moved != merged
+
+
+def test_a_database_holding_keys_is_refused_and_left_alone(tmp_path: Path, redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.set("someone:else", "precious")
+    result = run_demo(tmp_path, "--port", str(free_port()), "--redis-url", redis_url)
+    assert result.returncode == 1, result.stdout + result.stderr
+    error = result.stderr.strip()
+    assert error.startswith("carry demo: database ") and "holds 1 keys" in error, error
+    assert "--redis-flush" in error and "\n" not in error
+    assert client.get("someone:else") == b"precious"
+
+
+def test_redis_flush_says_it_empties_the_database(tmp_path: Path, redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.set("stale", "1")
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()  # the emulator's port is taken: the demo stops right after choosing Redis
+    with busy:
+        github_port = str(busy.getsockname()[1])
+        args = ["--redis-url", redis_url, "--redis-flush", "--github-port", github_port]
+        result = run_demo(tmp_path, "--port", str(free_port()), *args)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        f"emptying database {redis_url.rsplit('/', 1)[1]} of {redis_url} (1 keys)" in result.stdout
+    )
+    assert client.get("stale") is None
+    assert f"cannot listen on port {github_port}" in result.stderr
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
+def test_by_default_the_demo_runs_its_own_redis_and_stops_it(tmp_path: Path) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    with busy:
+        result = run_demo(
+            tmp_path, "--port", str(free_port()), "--github-port", str(busy.getsockname()[1])
+        )
+    assert result.returncode == 1, result.stdout + result.stderr
+    own = re.search(
+        r"Redis: the demo's own redis-server on (redis://127\.0\.0\.1:\d+/0)", result.stdout
+    )
+    assert own, result.stdout
+    assert own.group(1) != "redis://127.0.0.1:6379/0"
+    assert not answers(own.group(1)), "the demo left its redis-server running"
+
+
+def test_a_taken_dashboard_port_is_one_clear_line(tmp_path: Path) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    with busy:
+        port = busy.getsockname()[1]
+        result = run_demo(tmp_path, "--port", str(port))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"carry demo: port {port} is in use: pass another --port"
+    assert not (tmp_path / "demo").exists()  # refused before building anything

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.emulator import GitHubEmulator
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
-from tests.support.github_emulator import GitHubEmulator
 from tests.support.gitrepo import git
 from tests.support.paths import REPO_ROOT
 

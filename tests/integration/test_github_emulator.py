@@ -29,14 +29,8 @@ from github import (
     UnknownObjectException,
 )
 
-from tests.support.github_emulator import (
-    GitHubEmulator,
-    RestSchemas,
-    WebhookSchemas,
-    WebhookSink,
-    generate_app_key,
-    signature_256,
-)
+from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key, signature_256
+from tests.support.github_schema import RestSchemas, WebhookSchemas
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import GITHUB_CONTRACT
 
@@ -905,7 +899,7 @@ def test_runs_standalone(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "tests.support.github_emulator",
+            "bot.emulator",
             "--port",
             "0",
             "--root",

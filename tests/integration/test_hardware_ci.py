@@ -155,7 +155,7 @@ class Runner:
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
-    server = PrivateRedis(tmp_path_factory.mktemp("ci-redis"), appendonly=False).start()
+    server = PrivateRedis(tmp_path_factory.mktemp("ci-redis"), persist=False).start()
     try:
         yield server
     finally:

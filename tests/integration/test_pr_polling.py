@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.emulator import GitHubEmulator
 from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv
-from tests.support.github_emulator import GitHubEmulator
 from workers import poller
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app

@@ -60,7 +60,7 @@ def test_parser_edge_case_is_refused_or_parsed(name: str) -> None:
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("fuzz")
-    server = PrivateRedis(root / "redis", appendonly=False).start()
+    server = PrivateRedis(root / "redis", persist=False).start()
     env = CarryEnv(root / "carry", server.url)
     env.carry_patches([{"mod.py": "value = 1\n"}])
     env.write_config()

@@ -22,9 +22,9 @@ import httpx
 import pytest
 import redis
 
+from bot.emulator import GitHubEmulator, generate_app_key
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
 from tests.support.carry_services import json_lines
-from tests.support.github_emulator import GitHubEmulator, generate_app_key
 from tests.support.gitrepo import git
 from tests.support.redis_server import PrivateRedis
 

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import httpx
 import redis
 
 from bot.core.state import SeriesState
+from bot.local_redis import free_port
 from bot.store import series as store
 from tests.support.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
@@ -65,12 +65,6 @@ Pass safe=True.
 
 Run the check.
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def slow_git_shim(directory: Path, marker: Path) -> Path:

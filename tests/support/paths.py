@@ -1,13 +1,11 @@
-"""Where the tests find the project and the shared contract data (../shared beside the checkout)."""
+"""Where the tests find the project and the contract data they check it against (tests/data)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("CARRY_SHARED_DIR", REPO_ROOT.parent / "shared")).resolve()
-GITHUB_CONTRACT = SHARED / "github"
+TEST_DATA = REPO_ROOT / "tests" / "data"
+GITHUB_CONTRACT = TEST_DATA / "github"
 WEBHOOK_EXAMPLES = GITHUB_CONTRACT / "webhooks"
 REST_SCHEMAS = GITHUB_CONTRACT / "rest"
-SEEDS = SHARED / "seeds"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.support.github_emulator import (
+from tests.support.github_schema import (
     RestSchemas,
     SchemaMismatch,
     WebhookSchemas,

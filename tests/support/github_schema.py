@@ -1,4 +1,6 @@
-"""Validators for emulator output against the contract in ../shared/github.
+"""Validators for the GitHub emulator's output against the contract data in tests/data/github.
+
+Test-only: bot.emulator never needs them (nor jsonschema, nor tests/data).
 
 RestSchemas: finds the operation by method + path template in rest/*.json, picks the
 response by status code, resolves $refs inside that document, turns OpenAPI 3.0

@@ -1,9 +1,9 @@
-"""A local, stateful GitHub for tests: REST (the subset PyGithub uses), git over HTTP,
+"""A local, stateful GitHub for tests, the demo and the benchmarks: REST (the subset PyGithub uses), git over HTTP,
 GitHub App auth, signed webhooks, fault injection and a request log.
 
 Quick start::
 
-    from tests.support.github_emulator import GitHubEmulator, WebhookSink
+    from bot.emulator import GitHubEmulator, WebhookSink
 
     with GitHubEmulator(tmp_path / "gh") as gh, WebhookSink() as sink:
         gh.create_repo("acme", "widget", from_path=upstream.path)   # bare repo, returns its path
@@ -16,7 +16,7 @@ Quick start::
 
 Server: ``GitHubEmulator(root, *, host="127.0.0.1", port=0, manual_webhooks=False,
 rate_limit=5000)``; ``start()``/``stop()`` or a ``with`` block; ``base_url``, ``port``;
-``python -m tests.support.github_emulator --port P --root DIR`` runs it standalone.
+``python -m bot.emulator --port P --root DIR`` runs it standalone.
 
 Setup and inspection (all names are keyword-friendly; owner/name identify a repository):
 
@@ -56,8 +56,8 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
   response_headers); ``clear_requests()``; ``rate_limit(...)``/``set_rate_limit(*, token=None,
   installation_id=None, remaining=None, limit=None)``; ``advance_time(seconds)``.
 
-Validation helpers: ``RestSchemas().validate(method, template, status, body)`` and
-``WebhookSchemas().validate(event, payload)``; ``WebhookSink`` records deliveries.
+``WebhookSink`` records deliveries. The validators of its output against GitHub's published
+schemas (``RestSchemas``, ``WebhookSchemas``) are test helpers: tests/support/github_schema.py.
 
 GitHub rules worth knowing: anonymous REST reads and git fetches work on public repos;
 REST writes need a token; ``git push`` over HTTP needs a token whose user has write access
@@ -68,30 +68,24 @@ into its base marks it merged, deleting its head branch closes it.
 Known gaps: forks / cross-repository PRs, reviews, branch protection, GraphQL, search and
 endpoints outside rest/index.json (plus GET /users/{username}) answer 404; REST writes are
 not checked against the caller's repository permission; check_run.created is not sent (no
-octokit schema to validate it against in ../shared).
+octokit schema to validate it against in tests/data).
 """
 
 from .emulator import GitHubEmulator
 from .faults import FAULT_KINDS, Fault
 from .keys import generate_app_key
 from .receiver import Received, WebhookSink
-from .schema import Checked, RestSchemas, SchemaMismatch, WebhookSchemas, openapi_to_jsonschema
 from .server import RecordedRequest
 from .webhooks import Delivery, signature_256
 
 __all__ = [
     "FAULT_KINDS",
-    "Checked",
     "Delivery",
     "Fault",
     "GitHubEmulator",
     "Received",
     "RecordedRequest",
-    "RestSchemas",
-    "SchemaMismatch",
-    "WebhookSchemas",
     "WebhookSink",
     "generate_app_key",
-    "openapi_to_jsonschema",
     "signature_256",
 ]

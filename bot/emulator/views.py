@@ -1,5 +1,6 @@
 """REST representations: every object is built with the REQUIRED properties of its schema in
-../shared/github/rest, with absolute URLs that route back to this emulator."""
+GitHub's REST description (tests/data/github/rest), with absolute URLs that route back to this
+emulator."""
 
 from __future__ import annotations
 

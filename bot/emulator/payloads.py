@@ -1,5 +1,6 @@
-"""Webhook payloads shaped like ../shared/github/webhooks examples and the octokit schemas
-(which forbid unknown keys in most objects, so each object here is built explicitly)."""
+"""Webhook payloads shaped like octokit/webhooks' examples (tests/data/github/webhooks) and
+the octokit schemas (which forbid unknown keys in most objects, so each object here is built
+explicitly)."""
 
 from __future__ import annotations
 

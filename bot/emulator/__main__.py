@@ -1,4 +1,4 @@
-"""Run the emulator standalone: python -m tests.support.github_emulator --port 8765 --root DIR"""
+"""Run the emulator standalone: python -m bot.emulator --port 8765 --root DIR"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .emulator import GitHubEmulator
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tests.support.github_emulator")
+    parser = argparse.ArgumentParser(prog="python -m bot.emulator")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(

@@ -141,7 +141,8 @@ def paginate(req: Request, items: list[Any]) -> tuple[list[Any], dict[str, str]]
 
 
 class RestApi:
-    """The REST endpoints of ../shared/github/rest/index.json (plus GET /users/{username})."""
+    """The REST endpoints PyGithub uses, as listed in tests/data/github/rest/index.json
+    (plus GET /users/{username})."""
 
     def __init__(self, hub: Hub, limiter: RateLimiter) -> None:
         self.hub = hub

@@ -83,7 +83,7 @@ class GitHubEmulator:
         self.stop()
 
     def serve_forever(self) -> None:
-        """Blocks serving requests (for `python -m tests.support.github_emulator`)."""
+        """Blocks serving requests (for `python -m bot.emulator`)."""
         self._server.serve_forever(poll_interval=0.2)
 
     @property

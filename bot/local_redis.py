@@ -1,0 +1,89 @@
+"""A private redis-server process on a free local port: the demo's own Redis, and the
+benchmarks'. Nobody else's data lives in it, so emptying or stopping it is always safe."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+
+class LocalRedisError(RuntimeError):
+    """redis-server is missing or did not start; the message says which."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def answers(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5).ping())
+    except redis.RedisError:
+        return False
+
+
+@dataclass
+class LocalRedis:
+    """redis-server bound to 127.0.0.1, its files (and log) in `workdir`. Without `persist`
+    it writes nothing to disk (no RDB snapshots, no AOF); with it every write is fsynced to
+    an append-only file, as a durable production setup would."""
+
+    workdir: Path
+    persist: bool = False
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def argv(self, binary: str) -> list[str]:
+        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir)]
+        argv += ["--save", "", "--daemonize", "no", "--logfile", str(self.workdir / "redis.log")]
+        if self.persist:
+            return [*argv, "--appendonly", "yes", "--appendfsync", "always"]
+        return [*argv, "--appendonly", "no"]
+
+    def start(self, timeout_s: float = 10) -> LocalRedis:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise LocalRedisError("redis-server is not installed (apt-get install redis-server)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            self.argv(binary), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + timeout_s
+        while not answers(self.url):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise LocalRedisError(f"redis-server did not start: {self._last_log_line()}")
+            time.sleep(0.05)
+        return self
+
+    def _last_log_line(self) -> str:
+        log = self.workdir / "redis.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        return lines[-1].strip() if lines else f"no log in {log}"
+
+    def stop(self, *, kill: bool = False) -> None:
+        """Stops the server; `kill` is a crash (SIGKILL), for tests of what survives one."""
+        if self.proc is None:
+            return
+        if kill:
+            self.proc.kill()
+        elif self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
