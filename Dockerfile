@@ -5,10 +5,11 @@
 
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml ./
+COPY pyproject.toml requirements.lock ./
 COPY bot ./bot
 COPY workers ./workers
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# The dependencies at the versions of requirements.lock (what `make install` and the tests use).
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -c requirements.lock .
 
 FROM python:3.11-slim
 ARG CARRY_EXTRAS=""

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -486,8 +487,8 @@ def _env_hint(key: str) -> str:
     lowered = key.lower()
     for word, variable in _ENV_HINTS:
         if word in lowered:
-            return f"set {variable} in the environment instead (see config/example.env)"
-    return "put it in the environment instead (see config/example.env)"
+            return f"set {variable} in the environment instead (see .env.example)"
+    return "put it in the environment instead (see .env.example)"
 
 
 def _secret_problems(data: Any, loc: Loc = ()) -> Iterator[tuple[str, str]]:
@@ -513,7 +514,7 @@ def _secret_problems(data: Any, loc: Loc = ()) -> Iterator[tuple[str, str]]:
             format_loc(loc),
             (
                 "value looks like a credential; secrets are never read from the config file, "
-                "put it in the environment instead (see config/example.env)"
+                "put it in the environment instead (see .env.example)"
             ),
         )
 
@@ -581,8 +582,77 @@ def _join_and(items: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- environment
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+_REDIS_SHAPES = "expected redis://HOST[:PORT][/DB], rediss://HOST[:PORT][/DB] or unix:///PATH"
+# Variables whose values never appear in an error message (a Redis URL is shown redacted).
+_SECRET_VARIABLES = frozenset(
+    {"CARRY_WEBHOOK_SECRET", "GITHUB_TOKEN", "GITHUB_APP_PRIVATE_KEY", "REDIS_URL"}
+)
+_SHOWN_VALUE_CHARS = 60
+
+
+def log_level(value: str) -> str:
+    """A logging level name, any case ('info' -> 'INFO'); for argparse `type=` too."""
+    name = value.strip().upper()
+    if name not in LOG_LEVELS:
+        raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return name
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password, if it has one, replaced by ***."""
+    scheme, sep, rest = url.partition("://")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}{slash}{path}"
+
+
+def _redis_url_problem(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:
+        return _REDIS_SHAPES
+    if parts.scheme == "unix":
+        return None if parts.path else "unix:// needs a socket path, e.g. unix:///run/redis.sock"
+    if parts.scheme not in ("redis", "rediss"):
+        return _REDIS_SHAPES
+    if not parts.hostname:
+        return f"{parts.scheme}:// needs a host, e.g. {parts.scheme}://127.0.0.1:6379/0"
+    database = parts.path.removeprefix("/")
+    if database and not database.isdigit():
+        return "the database after the host must be a number, e.g. /0"
+    return None
+
+
+def _redis_url(value: SecretStr) -> SecretStr:
+    url = value.get_secret_value().strip()
+    problem = _redis_url_problem(url)
+    if problem is None:
+        return SecretStr(url)
+    # Without a scheme the value may be a password pasted in the wrong place: not shown.
+    shown = repr(redact_url(url)) if "://" in url else "a value with no scheme://"
+    raise ValueError(f"{problem} (got {shown})")
+
+
+def _non_empty_path(value: Path | None) -> Path | None:
+    return value.expanduser() if value is not None else None
+
+
+RedisUrl = Annotated[SecretStr, AfterValidator(_redis_url)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+OptionalPath = Annotated[Path | None, AfterValidator(_non_empty_path)]
+OptionalText = Annotated[str, Field(min_length=1)] | None
+
+
 class Settings(BaseSettings):
-    """Secrets and deployment knobs, read only from the environment."""
+    """Secrets and deployment knobs, read only from the environment. Every variable carry
+    reads is a field here (the dashboard token excepted: web.dashboard_token_env names it);
+    .env.example documents each one (tests/unit/test_settings_env.py keeps them in step)."""
 
     model_config = SettingsConfigDict(
         env_file=None, env_ignore_empty=True, extra="ignore", populate_by_name=True, frozen=True
@@ -590,9 +660,7 @@ class Settings(BaseSettings):
 
     webhook_secret: SecretStr | None = Field(default=None, validation_alias="CARRY_WEBHOOK_SECRET")
     # A Redis URL may carry a password (redis://:pw@host), so it is treated as a secret too.
-    redis_url: SecretStr = Field(
-        default=SecretStr("redis://127.0.0.1:6379/0"), validation_alias="REDIS_URL"
-    )
+    redis_url: RedisUrl = Field(default=SecretStr(DEFAULT_REDIS_URL), validation_alias="REDIS_URL")
     github_token: SecretStr | None = Field(default=None, validation_alias="GITHUB_TOKEN")
     github_app_id: PositiveInt | None = Field(default=None, validation_alias="GITHUB_APP_ID")
     github_app_private_key: SecretStr | None = Field(
@@ -607,14 +675,35 @@ class Settings(BaseSettings):
     github_base_url: str = Field(
         default="https://api.github.com", validation_alias="GITHUB_BASE_URL"
     )
+    bot_login: Annotated[str, Field(min_length=1)] = Field(
+        default="carry[bot]", validation_alias="CARRY_BOT_LOGIN"
+    )
     config_path: Path = Field(default=DEFAULT_CONFIG_PATH, validation_alias="CARRY_CONFIG")
     cache_dir: Path = Field(
         default_factory=lambda: Path("~/.cache/carry").expanduser(),
         validation_alias="CARRY_CACHE_DIR",
     )
+    downstream_dir: OptionalPath = Field(default=None, validation_alias="CARRY_DOWNSTREAM_DIR")
+    downstream_git_url: OptionalText = Field(
+        default=None, validation_alias="CARRY_DOWNSTREAM_GIT_URL"
+    )
     max_body_bytes: Annotated[int, Field(gt=0, le=GITHUB_MAX_PAYLOAD_BYTES)] | None = Field(
         default=None, validation_alias="CARRY_MAX_BODY_BYTES"
     )
+    # Longer than the longest job (hardware checks are bounded by their own timeouts), so
+    # Redis does not hand a running job to a second worker.
+    visibility_timeout_s: PositiveInt = Field(
+        default=6 * 3600, validation_alias="CARRY_VISIBILITY_TIMEOUT_S"
+    )
+    lock_ttl_s: PositiveInt = Field(default=600, validation_alias="CARRY_LOCK_TTL_S")
+    busy_retry_s: Seconds = Field(default=2.0, validation_alias="CARRY_BUSY_RETRY_S")
+    ci_debounce_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
+        default=30.0, validation_alias="CARRY_CI_DEBOUNCE_S"
+    )
+    ci_lease_s: PositiveInt = Field(default=60, validation_alias="CARRY_CI_LEASE_S")
+    runner_name: OptionalText = Field(default=None, validation_alias="CARRY_RUNNER_NAME")
+    runner_workdir: OptionalPath = Field(default=None, validation_alias="CARRY_RUNNER_WORKDIR")
+    heartbeat_s: Seconds = Field(default=15.0, validation_alias="CARRY_HEARTBEAT_S")
 
     @field_validator("cache_dir", "github_app_private_key_path", "config_path")
     @classmethod
@@ -677,12 +766,50 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment; ConfigError (never echoing values) when invalid."""
+    """Settings from the environment; ConfigError with one line per bad variable, naming it
+    and (unless it may hold a secret) its value."""
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors(include_input=False, include_url=False):
-            where = ".".join(str(part) for part in error["loc"]) or "settings"
-            problems.append(f"environment: {where}: {error['msg'].removeprefix('Value error, ')}")
-        raise ConfigError(problems) from None
+        raise ConfigError(
+            [_setting_problem(error) for error in exc.errors(include_url=False)]
+        ) from None
+
+
+_SETTING_REASONS = {
+    "int_parsing": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "int_type": "expected a whole number",
+    "float_parsing": "expected a number",
+    "float_type": "expected a number",
+    "finite_number": "expected a finite number",
+    "greater_than": "expected a number greater than {gt}",
+    "greater_than_equal": "expected a number of at least {ge}",
+    "less_than_equal": "expected a number of at most {le}",
+    "string_too_short": "expected a non-empty value",
+}
+
+
+def _setting_problem(error: Any) -> str:
+    variable = ".".join(str(part) for part in error["loc"]) or "settings"
+    template = _SETTING_REASONS.get(error["type"])
+    if template is not None:
+        why = template.format(**{k: _plain_number(v) for k, v in error.get("ctx", {}).items()})
+    else:
+        why = error["msg"].removeprefix("Value error, ")
+    shown = _shown_value(variable, error.get("input"))
+    return f"environment: {variable}: {why}{shown}"
+
+
+def _plain_number(value: Any) -> Any:
+    """0.0 -> 0 in messages ('greater than 0', not 'greater than 0.0')."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _shown_value(variable: str, value: Any) -> str:
+    """' (got VALUE)' for a plain setting; nothing for one that may hold a secret."""
+    if variable in _SECRET_VARIABLES or not isinstance(value, str):
+        return ""
+    if _SECRET_VALUE_RE.search(value) or len(value) > _SHOWN_VALUE_CHARS:
+        return ""
+    return f" (got {value!r})"

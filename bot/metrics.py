@@ -28,7 +28,6 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -46,7 +45,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from bot.config import CarryConfig
+from bot.config import CarryConfig, load_settings
 from bot.core.state import CI_STATES, PHASES
 from bot.store.series import PREFIX, all_series
 
@@ -69,7 +68,7 @@ HW_QUEUE_PREFIX: Final = "hw."
 
 @functools.cache
 def _default_client() -> redis.Redis:
-    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    url = load_settings().redis_url.get_secret_value()
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 

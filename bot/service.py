@@ -10,22 +10,38 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import redis
 
 from bot import log as carry_log
-from bot.config import CarryConfig, ConfigError, load_settings
+from bot.config import (
+    DEFAULT_REDIS_URL,
+    CarryConfig,
+    ConfigError,
+    Settings,
+    load_settings,
+    redact_url,
+)
 from bot.core.events import Event, event_to_dict
 
-DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+DEFAULT_REDIS = DEFAULT_REDIS_URL
 
 
 class ServiceError(RuntimeError):
     """A process cannot start; the message tells the user what to do."""
 
 
+def settings() -> Settings:
+    """The environment's settings, checked before a process starts: a bad variable is one
+    line naming it (several are joined by '; '), never a traceback from deep inside Celery."""
+    try:
+        return load_settings()
+    except ConfigError as err:
+        raise ServiceError("; ".join(err.problems)) from None
+
+
 def web(host: str, port: int) -> None:
+    settings()
     import uvicorn
 
     from bot.web.app import create_app
@@ -44,6 +60,7 @@ def web(host: str, port: int) -> None:
 
 
 def worker(queues: str = "carry", concurrency: int = 1) -> None:
+    settings()
     from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
     from workers.celery_app import app as celery_app
 
@@ -66,6 +83,7 @@ def worker(queues: str = "carry", concurrency: int = 1) -> None:
 
 
 def beat() -> None:
+    cache_dir = settings().cache_dir
     from workers import logging_hooks  # noqa: F401  (JSON logs)
     from workers.celery_app import app as celery_app
 
@@ -81,7 +99,7 @@ def beat() -> None:
             "schedule": float(config.polling.pr_state_every_s),
         },
     }
-    schedule = load_settings().cache_dir / "celerybeat-schedule"
+    schedule = cache_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
     celery_app.Beat(schedule=str(schedule), loglevel="INFO", quiet=True).run()
 
@@ -104,15 +122,19 @@ def _answers(url: str) -> bool:
         return False
 
 
-def ensure_redis(cache_dir: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
-    """REDIS_URL if set; else localhost:6379 if it answers; else a private redis-server."""
-    configured = os.environ.get("REDIS_URL")
-    if configured:
+def ensure_redis(settings: Settings) -> tuple[str, subprocess.Popen[bytes] | None, str]:
+    """REDIS_URL if set; else localhost:6379 if it answers; else a private redis-server.
+    Returns the URL, the private server's process (if started) and where the URL came from."""
+    if "redis_url" in settings.model_fields_set:
+        configured = settings.redis_url.get_secret_value()
         if not _answers(configured):
-            raise ServiceError("REDIS_URL is set but Redis does not answer there")
-        return configured, None
+            raise ServiceError(
+                f"REDIS_URL is set but Redis does not answer at {redact_url(configured)}"
+            )
+        return configured, None, "REDIS_URL"
     if _answers(DEFAULT_REDIS):
-        return DEFAULT_REDIS, None
+        return DEFAULT_REDIS, None, "REDIS_URL is unset and a Redis answers on 127.0.0.1:6379"
+    cache_dir = settings.cache_dir
     binary = shutil.which("redis-server")
     if binary is None:
         raise ServiceError(
@@ -142,25 +164,35 @@ def ensure_redis(cache_dir: Path) -> tuple[str, subprocess.Popen[bytes] | None]:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise ServiceError("the private redis-server did not start")
         time.sleep(0.1)
-    return url, proc
+    return url, proc, f"a private redis-server, its data in {workdir}"
+
+
+def redis_database(url: str) -> str:
+    """'database 3 of redis://host:6379' (password redacted), as `carry run` reports it."""
+    shown = redact_url(url)
+    base, _, database = shown.rpartition("/")
+    if database.isdigit() and "://" in base and not base.endswith("/"):
+        return f"database {database} of {base}"
+    return shown if shown.startswith("unix:") else f"database 0 of {shown.rstrip('/')}"
 
 
 def run(host: str, port: int) -> int:
     """web + worker + beat in one command, until Ctrl-C."""
-    settings = load_settings()
+    checked = settings()
     try:
         _check_config()
     except ConfigError as err:
         raise ServiceError(str(err)) from err
-    url, redis_proc = ensure_redis(settings.cache_dir)
+    url, redis_proc, source = ensure_redis(checked)
+    print(f"carry: Redis: {redis_database(url)} ({source})", file=sys.stderr)
     env = {**os.environ, "REDIS_URL": url}
-    if not env.get("CARRY_WEBHOOK_SECRET"):
+    if checked.webhook_secret is None:
         env["CARRY_WEBHOOK_SECRET"] = secrets.token_hex(32)
         print(
             "carry: CARRY_WEBHOOK_SECRET is unset: webhooks are refused, polling keeps watch",
             file=sys.stderr,
         )
-    if settings.github_auth == "none":
+    if checked.github_auth == "none":
         print(
             "carry: no GitHub credentials: read-only mode (watch, rebase, show proposals; push nothing)",
             file=sys.stderr,
@@ -171,9 +203,7 @@ def run(host: str, port: int) -> int:
         "worker": subprocess.Popen([*cli, "worker"], env=env),
         "beat": subprocess.Popen([*cli, "beat"], env=env),
     }
-    print(
-        f"carry: dashboard at http://{host}:{port}/  (Redis {url.split('@')[-1]})", file=sys.stderr
-    )
+    print(f"carry: dashboard at http://{host}:{port}/", file=sys.stderr)
     return _supervise(procs, redis_proc)
 
 

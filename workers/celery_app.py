@@ -3,26 +3,48 @@
 Queues:
   carry        ingest, rebase, publish, poll (the service's own workers)
   hw.<kind>    hardware jobs, consumed only by runner hosts of that kind (`carry runner --kind`)
+
+Nothing here reads the environment at import: the broker URL and the visibility timeout come
+from the validated settings (bot.config) when Celery first needs its configuration, so a bad
+value is reported by the process that starts (`carry worker`, `carry runner`, ...) as one line.
 """
 
 from __future__ import annotations
 
-import os
+import sys
+from pathlib import Path
+from typing import Any
 
 from celery import Celery
 
-# Longer than the longest job (hardware checks are bounded by their own timeouts), so Redis
-# does not hand a running job to a second worker.
-VISIBILITY_TIMEOUT_S = int(os.environ.get("CARRY_VISIBILITY_TIMEOUT_S", str(6 * 3600)))
+from bot.config import ConfigError, load_settings
 
 
 def redis_url() -> str:
-    return os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    return load_settings().redis_url.get_secret_value()
+
+
+def visibility_timeout_s() -> int:
+    """CARRY_VISIBILITY_TIMEOUT_S: longer than the longest job (hardware checks are bounded by
+    their own timeouts), so Redis does not hand a running job to a second worker."""
+    return load_settings().visibility_timeout_s
+
+
+def broker_settings(broker: str | None = None) -> dict[str, Any]:
+    settings = load_settings()
+    return {
+        "broker_url": broker or settings.redis_url.get_secret_value(),
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_s,
+            # Look for messages of dead workers on every idle poll, not every 10th.
+            "unacked_restore_throttle": 1,
+            "unacked_restore_interval": 1,
+        },
+    }
 
 
 def make_app(broker: str | None = None) -> Celery:
-    url = broker or redis_url()
-    app = Celery("carry", broker=url, backend=None, include=["workers.tasks", "workers.ci"])
+    app = Celery("carry", backend=None, include=["workers.tasks", "workers.ci"])
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -30,19 +52,33 @@ def make_app(broker: str | None = None) -> Celery:
         task_default_queue="carry",
         task_serializer="json",
         accept_content=["json"],
-        broker_transport_options={
-            "visibility_timeout": VISIBILITY_TIMEOUT_S,
-            # Look for messages of dead workers on every idle poll, not every 10th.
-            "unacked_restore_throttle": 1,
-            "unacked_restore_interval": 1,
-        },
         broker_connection_retry_on_startup=True,
         task_ignore_result=True,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
         task_routes={"carry.ci.run_job": {"queue": "hw.default"}},
     )
+    # A promise: evaluated when the configuration is first read, not at import.
+    app.add_defaults(lambda: _checked_broker_settings(broker))
     return app
+
+
+def _checked_broker_settings(broker: str | None) -> dict[str, Any]:
+    """carry's own commands check the settings before Celery reads them; under the `celery`
+    command (`celery -A workers.celery_app worker`) this is the first look, so a bad setting
+    ends it here with carry's one-line message instead of a traceback."""
+    try:
+        return broker_settings(broker)
+    except ConfigError as err:
+        if not _started_by_celery_command():
+            raise
+        print(f"carry: error: {'; '.join(err.problems)}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _started_by_celery_command() -> bool:
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path()
+    return program.name == "celery" or program.parts[-2:] == ("celery", "__main__.py")
 
 
 app = make_app()

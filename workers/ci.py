@@ -39,7 +39,7 @@ from typing import Any
 import redis
 from celery import Celery, Task
 
-from bot.config import CarryConfig
+from bot.config import CarryConfig, load_settings
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -88,9 +88,18 @@ SERVICE_QUEUE = "carry"
 CI = f"{PREFIX}ci:"
 CANCEL_TTL_S = 7 * 24 * 3600
 RESULT_TTL_S = 180 * 24 * 3600
-DEFAULT_DEBOUNCE_S = float(os.environ.get("CARRY_CI_DEBOUNCE_S", "30"))
-LEASE_S = int(os.environ.get("CARRY_CI_LEASE_S", "60"))
 POLL_S = 0.5
+
+
+def _default_debounce_s() -> float:
+    """CARRY_CI_DEBOUNCE_S: how long a new run waits in the broker (a burst of heads runs once)."""
+    return load_settings().ci_debounce_s
+
+
+def lease_s() -> int:
+    """CARRY_CI_LEASE_S: how long a run's lease lives without renewal."""
+    return load_settings().ci_lease_s
+
 
 ResultHook = Callable[[str, CiState], None]
 # Set by the GitHub layer (check runs); called on every change of a CI row.
@@ -187,7 +196,7 @@ def request_ci(
     if actor is None and state.head_sha == tree.upstream_sha:
         actor = state.head_actor
     trusted = not needs_approval(actor, trusted_authors, state.approvals, tree.upstream_sha)
-    delay = DEFAULT_DEBOUNCE_S if debounce_s is None else debounce_s
+    delay = _default_debounce_s() if debounce_s is None else debounce_s
     rows: list[CiState] = []
     for target in targets:
         job = _new_job(series_id, target, tree, force)
@@ -692,12 +701,12 @@ def _client() -> redis.Redis:
 
 
 def runner_name(task: Task) -> str:
-    return os.environ.get("CARRY_RUNNER_NAME") or str(task.request.hostname or socket.gethostname())
+    configured = load_settings().runner_name
+    return configured or str(task.request.hostname or socket.gethostname())
 
 
 def runner_workdir() -> Path:
-    default = Path("~/.cache/carry/runner").expanduser()
-    return Path(os.environ.get("CARRY_RUNNER_WORKDIR") or default)
+    return load_settings().runner_workdir or Path("~/.cache/carry/runner").expanduser()
 
 
 @app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
@@ -977,7 +986,7 @@ def _acquire_lease(client: redis.Redis, run_id: str, me: str) -> str | None:
     """None when this process now holds the run's lease; else the live holder."""
     key = f"{CI}lease:{run_id}"
     for _ in range(3):
-        if client.set(key, me, nx=True, ex=LEASE_S):
+        if client.set(key, me, nx=True, ex=lease_s()):
             return None
         holder = _text(client.get(key))
         if holder == me or (holder and _holder_dead(holder)):
@@ -1007,7 +1016,7 @@ def _release_lease(client: redis.Redis, run_id: str, me: str) -> None:
 
 
 def _take_slot(client: redis.Redis, kind: str, run_id: str, limit: int) -> bool:
-    return bool(client.eval(_SLOT, 1, f"{CI}slots:{kind}", run_id, limit, LEASE_S))
+    return bool(client.eval(_SLOT, 1, f"{CI}slots:{kind}", run_id, limit, lease_s()))
 
 
 def _wait_for_slot(client: redis.Redis, run: _Run, runner: str) -> bool:
@@ -1057,9 +1066,10 @@ class _Watch:
         return self._reason
 
     def _renew(self) -> None:
-        while not self._stop.wait(LEASE_S / 4):
+        lease = lease_s()
+        while not self._stop.wait(lease / 4):
             try:
-                self.client.set(f"{CI}lease:{self.job.run_id}", self.me, ex=LEASE_S)
+                self.client.set(f"{CI}lease:{self.job.run_id}", self.me, ex=lease)
                 _take_slot(self.client, self.job.kind, self.job.run_id, self.job.budget.running)
             except redis.RedisError:
                 log.warning("cannot renew the lease of %s", self.job.run_id, exc_info=True)

@@ -3,7 +3,6 @@ repository as it is now (a maintainer may have edited the series by hand)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from bot.config import CarryConfig, Settings
@@ -13,19 +12,19 @@ from bot.github.forge import Forge, git_base_url
 
 def tracks_github(settings: Settings) -> bool:
     """With GitHub credentials and no local checkout given, the series come from GitHub."""
-    return settings.github_auth != "none" and not os.environ.get("CARRY_DOWNSTREAM_DIR")
+    return settings.github_auth != "none" and settings.downstream_dir is None
 
 
 def checkout_dir(settings: Settings) -> Path:
-    if os.environ.get("CARRY_DOWNSTREAM_DIR"):
-        return Path(os.environ["CARRY_DOWNSTREAM_DIR"]).resolve()
+    if settings.downstream_dir is not None:
+        return settings.downstream_dir.resolve()
     if tracks_github(settings):
         return settings.cache_dir / "downstream-checkout"
     return Path().resolve()
 
 
 def url(settings: Settings, config: CarryConfig) -> str:
-    return os.environ.get("CARRY_DOWNSTREAM_GIT_URL") or (
+    return settings.downstream_git_url or (
         f"{git_base_url(settings.github_base_url)}/{config.downstream.repo}.git"
     )
 

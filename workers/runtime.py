@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +53,7 @@ def runtime() -> Runtime:
         downstream_repo.refresh(settings, unchecked, downstream)
     config = load_config(settings.config_path, downstream_dir=downstream)
     client = redis_client(settings.redis_url.get_secret_value())
-    login = os.environ.get("CARRY_BOT_LOGIN", "carry[bot]")
-    return Runtime(config, settings, client, downstream, login)
+    return Runtime(config, settings, client, downstream, settings.bot_login)
 
 
 def reset() -> None:

@@ -7,7 +7,6 @@ series content it has checked, and each action carries an idempotency key.
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from celery import Task
@@ -29,9 +28,6 @@ from workers.rebase import rebase_series, register_series
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger("carry.tasks")
-
-LOCK_TTL_S = int(os.environ.get("CARRY_LOCK_TTL_S", "600"))
-BUSY_RETRY_S = float(os.environ.get("CARRY_BUSY_RETRY_S", "2"))
 
 
 def send(name: str, kwargs: dict[str, Any]) -> None:
@@ -72,9 +68,9 @@ def rebase(
 ) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
-        with store.series_lock(rt.redis, series_id, ttl_s=LOCK_TTL_S) as held:
+        with store.series_lock(rt.redis, series_id, ttl_s=rt.settings.lock_ttl_s) as held:
             if not held:  # another job runs for this series: come back, it may supersede us
-                raise self.retry(countdown=BUSY_RETRY_S, max_retries=None)
+                raise self.retry(countdown=rt.settings.busy_retry_s, max_retries=None)
             try:
                 finished = rebase_series(
                     rt, series_id, head_sha, head_ref, actor=actor, force=force, trigger=trigger

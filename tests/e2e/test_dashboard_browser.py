@@ -45,7 +45,11 @@ WAIT_MS = 10_000
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium at /usr/bin/chromium"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason=f"browser tests skipped: {CHROMIUM} is missing (Debian package chromium; "
+        "`sudo make browser` installs it)",
+    ),
 ]
 
 

@@ -4,7 +4,10 @@ volumes, runner profiles, and that every setting carry reads is documented."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +181,86 @@ def test_example_values_are_accepted_by_settings(monkeypatch: pytest.MonkeyPatch
     assert settings.github_auth == "none"
     assert settings.webhook_secret is None  # empty counts as unset
     assert str(settings.cache_dir) == str(Path("~/.cache/carry").expanduser())
+
+
+# --------------------------------------------------------------------------- Makefile and lock
+
+MAKEFILE = REPO_ROOT / "Makefile"
+LOCK = REPO_ROOT / "requirements.lock"
+
+
+def recipe(target: str) -> list[str]:
+    """The recipe lines of one Makefile target."""
+    lines = MAKEFILE.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    body = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        body.append(line.strip())
+    return body
+
+
+def dry_run(*args: str) -> str:
+    """`make -n` (prints the commands, runs none) with the environment's PORT left out."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PORT", "MAKEFLAGS", "MFLAGS"}}
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def dependency_names() -> set[str]:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    return {canonical(re.split(r"[\[<>=!~ ;]", item, maxsplit=1)[0]) for item in wanted}
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_lock_pins_every_dependency_exactly() -> None:
+    pins = [line for line in LOCK.read_text().splitlines() if line and not line.startswith("#")]
+    assert pins and all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[^=\s]+", p) for p in pins)
+    pinned = {canonical(pin.split("==")[0]) for pin in pins}
+    assert dependency_names() <= pinned, dependency_names() - pinned
+    assert "vllm" not in pinned  # the runner extra: runner hosts bring their own
+    assert "make lock" in LOCK.read_text()  # the header says how to regenerate it
+
+
+def test_make_install_and_the_image_install_with_the_lock() -> None:
+    stamp = next(line for line in MAKEFILE.read_text().splitlines() if line.startswith("$(STAMP):"))
+    assert "$(LOCK)" in stamp  # a changed lock re-installs
+    assert any("-c $(LOCK) -e '.[dev]'" in line for line in recipe("$(STAMP)"))
+    assert "-c requirements.lock" in (REPO_ROOT / "Dockerfile").read_text()
+
+
+def test_make_test_lints_before_it_tests() -> None:
+    steps = recipe("test")
+    lint = next(i for i, step in enumerate(steps) if step.endswith(" lint"))
+    pytest_step = next(i for i, step in enumerate(steps) if "pytest" in step)
+    assert lint < pytest_step
+    assert (REPO_ROOT / ".ci" / "run").read_text().strip().endswith("make test")
+
+
+def test_the_browser_step_says_what_it_installs_before_it_does() -> None:
+    steps = recipe("browser")
+    installs = [i for i, step in enumerate(steps) if "apt-get install -y" in step]
+    assert installs
+    for index in installs:
+        assert "echo" in steps[index - 1] and "installing" in steps[index - 1], steps[index]
+    assert any("browser tests will be skipped" in step for step in steps)
+
+
+def test_make_run_and_demo_take_port_and_redis_url_from_the_caller() -> None:
+    assert "carry run --port 8000" in dry_run("run")
+    assert "carry run --port 9123" in dry_run("run", "PORT=9123")
+    demo = recipe("demo")
+    assert demo == ["$(PY) -m bot.demo"]  # the demo reads PORT and REDIS_URL itself

@@ -27,14 +27,22 @@ from typing import Any
 import redis
 from celery.utils.nodenames import host_format
 
-from bot.config import CarryConfig, ConfigError, Runner, load_config
+from bot.config import (
+    LOG_LEVELS,
+    CarryConfig,
+    ConfigError,
+    Runner,
+    Settings,
+    load_config,
+    load_settings,
+    log_level,
+)
 from bot.store.series import PREFIX, heartbeat, now_iso
 from workers import ci  # registers carry.ci.run_job on `app`
-from workers.celery_app import VISIBILITY_TIMEOUT_S, app, redis_url
+from workers.celery_app import app
 from workers.runner.job import reap_idle
 
 log = logging.getLogger("carry.runner")
-HEARTBEAT_S = float(os.environ.get("CARRY_HEARTBEAT_S", "15"))
 DEFAULT_WORKDIR = Path("~/.cache/carry/runner").expanduser()
 
 
@@ -47,17 +55,19 @@ def main(
     workdir: str | None = None,
     loglevel: str = "INFO",
 ) -> int:
-    """Runs the worker until it is stopped; returns its exit status."""
+    """Runs the worker until it is stopped; returns its exit status. A bad setting or config
+    raises ConfigError before anything starts."""
     from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
 
-    config = _config(config_path)
+    settings = load_settings()
+    config = _config(config_path, settings)
     runner = _runner(config, kind)
     queue = runner.queue if runner else f"hw.{kind}"
-    node = host_format(name or f"{kind}@%h")
-    where = Path(workdir or os.environ.get("CARRY_RUNNER_WORKDIR") or _config_workdir(runner))
+    node = host_format(name or settings.runner_name or f"{kind}@%h")
+    where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)
     where.mkdir(parents=True, exist_ok=True)
-    _prepare_process(kind, node, where)
-    _warn_on_visibility(runner)
+    _prepare_process(kind, node, where, settings.visibility_timeout_s)
+    _warn_on_visibility(runner, settings.visibility_timeout_s)
     info = {
         "kind": kind,
         "queue": queue,
@@ -68,7 +78,7 @@ def main(
         "started_at": now_iso(),
     }
     stop = threading.Event()
-    beat = threading.Thread(target=_beat, args=(node, info, stop), name="carry-heartbeat")
+    beat = threading.Thread(target=_beat, args=(settings, node, info, stop), name="carry-heartbeat")
     beat.daemon = True
     beat.start()
     try:
@@ -77,17 +87,17 @@ def main(
         return int(exit_.code or 0)
     finally:
         stop.set()
-        _deregister(node)
+        _deregister(settings, node)
     return 0
 
 
-def _config(config_path: str | None) -> CarryConfig | None:
-    path = config_path or os.environ.get("CARRY_CONFIG")
-    if path is None:
-        default = Path("config/carry.yaml")
-        if not default.is_file():
-            return None
-        path = str(default)
+def _config(config_path: str | None, settings: Settings) -> CarryConfig | None:
+    """--config, else CARRY_CONFIG, else config/carry.yaml if there is one (a runner host
+    may have no config: it then serves hw.<kind> with no budget checks)."""
+    chosen = config_path is not None or "config_path" in settings.model_fields_set
+    path = Path(config_path) if config_path is not None else settings.config_path
+    if not chosen and not path.is_file():
+        return None
     return load_config(path, check_dirs=False)  # a runner host has no copy of patches/
 
 
@@ -104,7 +114,7 @@ def _config_workdir(runner: Runner | None) -> Path:
     return Path(runner.workdir).expanduser() if runner else DEFAULT_WORKDIR
 
 
-def _prepare_process(kind: str, node: str, workdir: Path) -> None:
+def _prepare_process(kind: str, node: str, workdir: Path, visibility_timeout_s: int) -> None:
     """Settings the forked pool processes inherit, and the app restricted to runner tasks."""
     os.environ.update(
         CARRY_RUNNER_KIND=kind, CARRY_RUNNER_NAME=node, CARRY_RUNNER_WORKDIR=str(workdir)
@@ -112,7 +122,7 @@ def _prepare_process(kind: str, node: str, workdir: Path) -> None:
     ci.forward_reports = True  # runners hold no GitHub credentials: the service reports
     # A runner host needs only the hardware task, not the service's tasks or their config.
     app.conf.include = ["workers.ci"]
-    sweep = max(1, min(60, VISIBILITY_TIMEOUT_S // 4))
+    sweep = max(1, min(60, visibility_timeout_s // 4))
     app.conf.broker_transport_options = {
         **(app.conf.broker_transport_options or {}),
         "unacked_restore_interval": sweep,
@@ -123,17 +133,17 @@ def _prepare_process(kind: str, node: str, workdir: Path) -> None:
         log.warning("killed %d process(es) left by a lost runner: %s", len(killed), killed)
 
 
-def _warn_on_visibility(runner: Runner | None) -> None:
+def _warn_on_visibility(runner: Runner | None, visibility_timeout_s: int) -> None:
     if runner is None:
         return
     setup = sum(step.timeout_s for step in runner.setup)
     checks = sum(check.timeout_s for check in runner.checks.values())
     longest = 2 * setup + checks  # an A/B run sets up twice
-    if longest >= VISIBILITY_TIMEOUT_S:
+    if longest >= visibility_timeout_s:
         log.warning(
             "CARRY_VISIBILITY_TIMEOUT_S=%d is not longer than the longest job (%d s): a job "
             "still running may be delivered again (carry detects that and waits, but raise it)",
-            VISIBILITY_TIMEOUT_S,
+            visibility_timeout_s,
             longest,
         )
 
@@ -158,24 +168,24 @@ def _worker_argv(queue: str, node: str, concurrency: int, loglevel: str) -> list
     ]
 
 
-def _beat(node: str, info: dict[str, Any], stop: threading.Event) -> None:
-    client = redis.Redis.from_url(redis_url(), socket_timeout=10)
+def _beat(settings: Settings, node: str, info: dict[str, Any], stop: threading.Event) -> None:
+    client = redis.Redis.from_url(settings.redis_url.get_secret_value(), socket_timeout=10)
+    every = settings.heartbeat_s
     first = True
     while True:
         try:
-            heartbeat(
-                client, node, {**info, "state": "idle"} if first else info, int(HEARTBEAT_S * 4)
-            )
+            heartbeat(client, node, {**info, "state": "idle"} if first else info, int(every * 4))
             first = False
         except redis.RedisError:
             log.warning("heartbeat of %s failed", node, exc_info=True)
-        if stop.wait(HEARTBEAT_S):
+        if stop.wait(every):
             return
 
 
-def _deregister(node: str) -> None:
+def _deregister(settings: Settings, node: str) -> None:
+    url = settings.redis_url.get_secret_value()
     try:
-        redis.Redis.from_url(redis_url(), socket_timeout=5).delete(f"{PREFIX}runner:{node}")
+        redis.Redis.from_url(url, socket_timeout=5).delete(f"{PREFIX}runner:{node}")
     except redis.RedisError:
         log.warning("could not remove the heartbeat of %s", node, exc_info=True)
 
@@ -187,15 +197,25 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--name", help="worker name (default: <kind>@<host>; %%h is the host)")
     parser.add_argument("--workdir", help="where clones and artifacts live")
-    parser.add_argument("--loglevel", default="INFO")
+    parser.add_argument(
+        "--loglevel", default="INFO", type=_log_level_arg, help=f"one of {', '.join(LOG_LEVELS)}"
+    )
     return parser.parse_args(argv)
 
 
-if __name__ == "__main__":
-    args = parse_args()
-    logging.basicConfig(level=args.loglevel.upper(), stream=sys.stderr)
-    sys.exit(
-        main(
+def _log_level_arg(value: str) -> str:
+    try:
+        return log_level(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """`python -m workers.runner.runner_cli`: a bad setting or config is one line, status 2."""
+    args = parse_args(argv)
+    logging.basicConfig(level=args.loglevel, stream=sys.stderr)
+    try:
+        return main(
             args.kind,
             args.config,
             args.concurrency,
@@ -203,4 +223,10 @@ if __name__ == "__main__":
             workdir=args.workdir,
             loglevel=args.loglevel,
         )
-    )
+    except ConfigError as err:
+        print(f"carry: error: {'; '.join(err.problems)}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(run())
