@@ -20,6 +20,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -27,7 +28,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.core.versions import version_key
 
@@ -649,6 +650,16 @@ OptionalPath = Annotated[Path | None, AfterValidator(_non_empty_path)]
 OptionalText = Annotated[str, Field(min_length=1)] | None
 
 
+def _env_names(value: object) -> object:
+    if isinstance(value, str):
+        return tuple(name.strip() for name in value.split(",") if name.strip())
+    return value
+
+
+# "HF_TOKEN, HF_HOME" -> ("HF_TOKEN", "HF_HOME"); each must look like a variable name.
+EnvNameList = Annotated[tuple[EnvName, ...], NoDecode, BeforeValidator(_env_names)]
+
+
 class Settings(BaseSettings):
     """Secrets and deployment knobs, read only from the environment. Every variable carry
     reads is a field here (the dashboard token excepted: web.dashboard_token_env names it);
@@ -704,6 +715,7 @@ class Settings(BaseSettings):
     runner_name: OptionalText = Field(default=None, validation_alias="CARRY_RUNNER_NAME")
     runner_workdir: OptionalPath = Field(default=None, validation_alias="CARRY_RUNNER_WORKDIR")
     heartbeat_s: Seconds = Field(default=15.0, validation_alias="CARRY_HEARTBEAT_S")
+    runner_pass_env: EnvNameList = Field(default=(), validation_alias="CARRY_RUNNER_PASS_ENV")
 
     @field_validator("cache_dir", "github_app_private_key_path", "config_path")
     @classmethod

@@ -76,7 +76,14 @@ from bot.store.series import (
     save_series,
 )
 from workers.celery_app import app, redis_url
-from workers.runner.job import CheckResult, JobContext, JobResult, artifacts_dir, execute
+from workers.runner.job import (
+    CheckResult,
+    JobContext,
+    JobResult,
+    artifacts_dir,
+    execute,
+    host_env_for_steps,
+)
 from workers.runner.spec import JobPayload, LogLimits, StepSpec, TreeSpec, recipe_digest
 from workers.runner.steps import RunLog
 
@@ -839,6 +846,7 @@ def _execute(
         on_check=lambda result: _record_check(client, job, attempt, runner, result),
         on_phase=lambda phase: _note_phase(client, job.run_id, f"{phase} on {runner}"),
         done=done,
+        env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
         attempt=attempt,
     )
     try:

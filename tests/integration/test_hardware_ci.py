@@ -786,3 +786,59 @@ def test_a_full_budget_defers_a_run_until_one_finishes(
 
 def enumerate_patches(patches):
     return ((f"{i:04d}.patch", data) for i, data in enumerate(patches))
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+def test_check_code_gets_none_of_the_runners_credentials(
+    client: redis.Redis, celery_app: Celery, world: World, url: str, start_runners: Any
+) -> None:
+    """Check code is hostile: the runner's broker URL (carry's control plane) and any token
+    in its environment never reach it; a variable the host passes on purpose does."""
+    secrets = {"GITHUB_TOKEN": "ghp_runnerhostsecret0001", "HF_TOKEN": "hf_passedonpurpose"}
+    start_runners(("gaudi", "gaudi1@%h"), env={**secrets, "CARRY_RUNNER_PASS_ENV": "HF_TOKEN"})
+    snoop = StepSpec(
+        "snoop",
+        sh(
+            'env | sort; test -z "$REDIS_URL" && test -z "$GITHUB_TOKEN" '
+            '&& test -z "$CARRY_RUNNER_PASS_ENV" && test "$HF_TOKEN" = hf_passedonpurpose '
+            '&& test -n "$PATH" && test -n "$CARRY_RUN_ID"'
+        ),
+    )
+    run = request(client, celery_app, world, world.head(), [target("gaudi", snoop)])[0]
+    info = finished(client, run.run_id)
+    text = log_text(client, run.run_id)
+    assert info["state"] == "success", text
+    assert url.split("://", 1)[1] not in text and "stdout: REDIS_URL=" not in text
+    assert secrets["GITHUB_TOKEN"] not in text
+
+
+def test_a_job_cannot_plant_hooks_or_config_for_the_next(
+    client: redis.Redis,
+    celery_app: Celery,
+    world: World,
+    marks: Path,
+    start_runners: Any,
+) -> None:
+    """The clone is shared between jobs: what one job's code writes into .git (a hook, a
+    core.fsmonitor command) must not run when carry's git prepares the next job."""
+    start_runners(("gaudi", "gaudi1@%h"))
+    pwned = marks / "pwned"
+    plant = StepSpec(
+        "plant",
+        sh(
+            "for h in post-checkout pre-commit post-applypatch applypatch-msg; do "
+            'printf "#!/bin/sh\\ntouch %s-$h\\n" "$PWNED" > .git/hooks/$h; '
+            "chmod +x .git/hooks/$h; done; "
+            'git config core.fsmonitor "touch $PWNED-fsmonitor; false"'
+        ),
+        env={"PWNED": str(pwned)},
+    )
+    first = request(client, celery_app, world, world.head(), [target("gaudi", plant)])[0]
+    assert finished(client, first.run_id)["state"] == "success"
+    check = StepSpec("fixed", sh("test -f fixed.txt"))
+    second = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(client, second.run_id)
+    assert info["state"] == "success", log_text(client, second.run_id)
+    assert sorted(p.name for p in marks.iterdir() if p.name.startswith("pwned")) == []

@@ -9,10 +9,9 @@ again: an infrastructure retry repeats only what did not get a verdict.
 from __future__ import annotations
 
 import glob
-import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,19 @@ class CheckResult:
         return self.verdict in ("success", "failure")
 
 
+# What a step gets of the runner host's environment when nothing else is configured: enough to
+# find programs and write temporary files. Steps run code nobody here wrote, so the runner's own
+# variables (the broker URL with its password, GitHub credentials, carry's settings) never reach
+# them; a host passes more by name with CARRY_RUNNER_PASS_ENV.
+BASE_STEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME")
+
+
+def host_env_for_steps(host: Mapping[str, str], passed: Iterable[str] = ()) -> dict[str, str]:
+    """The part of the runner host's environment that setup and check steps receive."""
+    names = (*BASE_STEP_ENV, *passed)
+    return {name: host[name] for name in names if name in host}
+
+
 @dataclass
 class JobContext:
     workdir: Path
@@ -58,7 +70,7 @@ class JobContext:
     on_check: Callable[[CheckResult], None]
     on_phase: Callable[[str], None] = lambda phase: None
     done: Mapping[str, CheckResult] = field(default_factory=dict)  # from earlier attempts
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)  # host_env_for_steps(): all they get
     attempt: int = 1
 
 
@@ -238,7 +250,7 @@ def _classify(kind: StepKind, step: StepSpec, result: StepResult) -> Outcome:
 def _run(
     job: JobPayload, ctx: JobContext, built: Materialized, step: StepSpec, variant: str
 ) -> StepResult:
-    env = {**os.environ, **ctx.env, **_job_env(job, ctx, built, step, variant), **step.env}
+    env = {**ctx.env, **_job_env(job, ctx, built, step, variant), **step.env}
     ctx.log.note(f"[carry] $ {' '.join(step.run)}  (timeout {step.timeout_s:g}s)")
     result = run_step(
         step.run,

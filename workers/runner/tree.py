@@ -40,6 +40,14 @@ _IDENTITY = {
     "GIT_COMMITTER_NAME": "carry runner",
     "GIT_COMMITTER_EMAIL": "runner@carry.invalid",
 }
+# The clone is shared by jobs, and each job ran code nobody here wrote, which may have left hooks
+# or repository config (core.fsmonitor, filter drivers, aliases) for the next job's git to run.
+# carry's own git runs with hooks off, and every job starts from a repository config of its own.
+_NO_HOOKS = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "core.hooksPath",
+    "GIT_CONFIG_VALUE_0": "/dev/null",
+}
 
 
 class TreeError(RuntimeError):
@@ -102,13 +110,22 @@ def materialize(
 
 
 def _open_clone(path: Path, note: Note) -> Git:
-    git = Git(cwd=path).with_env(**_IDENTITY)
+    git = Git(cwd=path).with_env(**_IDENTITY, **_NO_HOOKS)
     if not (path / ".git").is_dir():
         note(f"[carry] creating persistent clone {path}")
         path.mkdir(parents=True, exist_ok=True)
-        git.run("init", "-q")
+    else:
+        _forget_job_state(path)
+    git.run("init", "-q")  # on an existing clone: writes a fresh default config
     _recover(git, path)
     return git
+
+
+def _forget_job_state(path: Path) -> None:
+    """Removes what an earlier job could have planted in .git for carry's own git to run."""
+    (path / ".git" / "config").unlink(missing_ok=True)
+    shutil.rmtree(path / ".git" / "hooks", ignore_errors=True)
+    (path / ".git" / "info" / "attributes").unlink(missing_ok=True)
 
 
 def _recover(git: Git, path: Path) -> None:
