@@ -6,15 +6,22 @@ first moves the context of half the patches). Every method starts warm on the ol
 takes each new head once, in order, as the service does. In the same run it times, per head:
   carry check            Engine.check as the worker calls it: apply, classify, evidence, result tree
   carry check + commits  the same, also writing a commit per patch (`commit_result=True`)
+  carry check (process)  the whole `carry check` command, one process per head, warm mirror
   (a)                    git clone + git am -3 of the series
   (b)                    an existing work tree: checkout of the new head + git am -3
-and prints a ratio table against (b). Fetching a head is timed apart: carry's fetch includes
-extending its touch index. Usage: python bench/engine.py [--files 3000] [--commits 40000]
+and prints a ratio table against (b). Fetching a head is timed apart (carry's fetch includes
+extending its touch index), then added up: what the service pays per head is fetch + index +
+check, against (b)'s fetch + checkout + am. Both fetch from a local path, so both find the
+head's objects on the same file system: (b)'s clone hard-linked the upstream's packs, and
+carry's mirror links them as it fetches.
+Usage: python bench/engine.py [--files 3000] [--commits 40000] [--layout nested|flat]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
 import shutil
 import statistics
@@ -24,8 +31,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
@@ -58,8 +63,10 @@ def patched() -> list[str]:
     return [path_of(i) for i in PATCHED_INDEXES]
 
 
-def run(*args: str, cwd: Path | None = None, input: bytes | None = None) -> str:
-    proc = subprocess.run(args, cwd=cwd, input=input, env=ENV, capture_output=True, check=False)
+def run(
+    *args: str, cwd: Path | None = None, input: bytes | None = None, env: dict[str, str] = ENV
+) -> str:
+    proc = subprocess.run(args, cwd=cwd, input=input, env=env, capture_output=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed: {proc.stderr.decode(errors='replace')}")
     return proc.stdout.decode()
@@ -199,7 +206,12 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def carry_run(
-    upstream: Path, cache: Path, patches: list[PatchInput], old: str, heads: list[str], **kw: bool
+    upstream: Path,
+    cache: Path,
+    patches: list[PatchInput],
+    old: str,
+    heads: list[str],
+    commit_result: bool = False,
 ) -> tuple[list[float], list[float], list[str]]:
     """One carry engine, warm on the old head, then each new head in turn: (fetch + index
     times, check times, statuses seen)."""
@@ -208,18 +220,47 @@ def carry_run(
     mirror = Mirror(str(upstream), cache)
     mirror.resolve("imported")
     engine = Engine(mirror)
-    engine.check(old, patches, base=old, **kw)
+    engine.check(old, patches, base=old, commit_result=commit_result)
     fetches, checks, statuses = [], [], set()
     for n, head in enumerate(heads, 1):
         publish_heads(upstream, heads[:n])
-        fetches.append(timed(lambda n=n: mirror.resolve(f"head-{n}")))
+        fetches.append(timed(functools.partial(mirror.resolve, f"head-{n}")))
         started = time.perf_counter()
-        report = engine.check(head, patches, base=old, **kw)
+        report = engine.check(head, patches, base=old, commit_result=commit_result)
         checks.append(time.perf_counter() - started)
         assert all(p.decision.value == "keep" for p in report.patches), report.summary()
         statuses |= {p.status.value for p in report.patches}
     engine.close()
     return fetches, checks, sorted(statuses)
+
+
+def carry_command() -> list[str]:
+    """The installed `carry` script next to this interpreter, else `python -m bot.cli`."""
+    script = Path(sys.executable).with_name("carry")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "bot.cli"]
+
+
+def process_run(
+    upstream: Path, cache: Path, patch_files: list[Path], old: str, heads: list[str]
+) -> list[float]:
+    """`carry check` as a whole process per head, on the mirror carry_run left warm, with its
+    bytecode cached (outside the source tree) as an installed carry has it."""
+    publish_heads(upstream, heads)
+    env = {k: v for k, v in ENV.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache.parent / "pycache")
+    command = [*carry_command(), "check", "--repo", str(upstream), "--base", old, "--json"]
+    command += ["--cache-dir", str(cache)]
+    for patch in patch_files:
+        command += ["--patch", str(patch)]
+    run(*command, "--head", old, env=env)  # writes the bytecode
+    times = []
+    for head in heads:
+        started = time.perf_counter()
+        out = run(*command, "--head", head, env=env)
+        times.append(time.perf_counter() - started)
+        decisions = [patch["decision"] for patch in json.loads(out)["patches"]]
+        assert decisions == ["keep"] * len(patch_files), out
+    return times
 
 
 def main() -> int:
@@ -243,6 +284,7 @@ def main() -> int:
     _, carry_commits, _ = carry_run(
         upstream, args.workdir / "cache", patches, old_head, heads, commit_result=True
     )
+    carry_process = process_run(upstream, args.workdir / "cache", patch_files, old_head, heads)
     names = list(map(str, patch_files))
 
     def clone_am(head: str) -> None:
@@ -269,22 +311,20 @@ def main() -> int:
     run("git", "checkout", "-q", "-f", old_head, cwd=worktree)
     run("git", "am", "-q", "-3", *names, cwd=worktree)  # warm: the series on the old head
     worktree_fetch, worktree_am = [], []
+
+    def checkout_am(head: str) -> None:
+        run("git", "checkout", "-q", "-f", head, cwd=worktree)
+        run("git", "am", "-q", "-3", *names, cwd=worktree)
+
     for n, head in enumerate(heads, 1):
-        worktree_fetch.append(
-            timed(lambda n=n: run("git", "fetch", "-q", "origin", f"head-{n}", cwd=worktree))
-        )
-        worktree_am.append(
-            timed(
-                lambda head=head: (
-                    run("git", "checkout", "-q", "-f", head, cwd=worktree),
-                    run("git", "am", "-q", "-3", *names, cwd=worktree),
-                )
-            )
-        )
+        fetch = functools.partial(run, "git", "fetch", "-q", "origin", f"head-{n}", cwd=worktree)
+        worktree_fetch.append(timed(fetch))
+        worktree_am.append(timed(functools.partial(checkout_am, head)))
     results = {
         "carry check": carry_check,
         "carry check + commits": carry_commits,
-        "(a) clone + am -3": [timed(lambda h=h: clone_am(h)) for h in heads],
+        "carry check (process)": carry_process,
+        "(a) clone + am -3": [timed(functools.partial(clone_am, h)) for h in heads],
         "(b) work tree + am -3": worktree_am,
     }
     files = len(run("git", "ls-tree", "-r", "--name-only", heads[-1], cwd=upstream).splitlines())
@@ -302,6 +342,16 @@ def main() -> int:
     print("\nfetching each head (not in the rows above; both need it):")
     for name, times in (("carry fetch + index", fetch_index), ("(b) git fetch", worktree_fetch)):
         print(f"{name:24}{statistics.median(times) * 1000:>10.1f}{max(times) * 1000:>9.1f}")
+    end_to_end = {
+        "carry fetch+index+check": [f + c for f, c in zip(fetch_index, carry_check, strict=True)],
+        "(b) fetch+checkout+am": [f + a for f, a in zip(worktree_fetch, worktree_am, strict=True)],
+    }
+    print("\na new head end to end (what each side pays per head):")
+    print(f"{'per new head':24}{'median ms':>10}{'max ms':>9}{'(b) / this':>12}")
+    e2e_base = statistics.median(end_to_end["(b) fetch+checkout+am"])
+    for name, times in end_to_end.items():
+        med = statistics.median(times)
+        print(f"{name:24}{med * 1000:>10.1f}{max(times) * 1000:>9.1f}{e2e_base / med:>12.1f}")
     return 0
 
 

@@ -1,4 +1,8 @@
-"""`carry` command line. Each sub-command is a thin shell over a module that does the work."""
+"""`carry` command line. Each sub-command is a thin shell over a module that does the work.
+
+Sub-commands import what they use when they run: `carry check` starts in well under the time
+the service, Redis, Celery, GitPython and pydantic-settings would take to import.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +12,17 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import git as gitpython
+if TYPE_CHECKING:
+    from bot.core.report import SeriesReport
+    from bot.git.engine import PatchInput
 
-from bot import importer, service
-from bot import log as carry_log
-from bot.config import ConfigError, load_config, load_settings
-from bot.core.report import SeriesReport
-from bot.fixes import fix_rows, render_fix_table
-from bot.git.engine import Engine, PatchInput
-from bot.git.mirror import Mirror, MirrorError, default_cache_dir, normalize_source
-from bot.series_loader import SeriesInvalid, load_all, load_series
+DEFAULT_BASE_BRANCH = "main"  # bot.importer.DEFAULT_BASE_BRANCH, without importing it
+CACHE_HELP = "mirror cache (default $CARRY_CACHE_DIR, else ~/.cache/carry)"
+# Shown by `carry --version`, read from the installed metadata (none of them is imported).
+KEY_DEPENDENCIES = ("fastapi", "celery", "redis", "PyGithub", "GitPython", "pydantic")
+OPTIONAL_DEPENDENCIES = ("vllm",)  # listed only where installed
 
 
 class UsageError(Exception):
@@ -29,13 +33,14 @@ def _check_local_repo(source: str) -> None:
     path = Path(source)
     if not path.exists():
         raise UsageError(f"repository {source!r} does not exist")
-    try:
-        gitpython.Repo(path)
-    except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError) as err:
-        raise UsageError(f"{source!r} is not a git repository") from err
+    bare = (path / "HEAD").is_file() and (path / "objects").is_dir()
+    if not bare and not (path / ".git").exists():  # .git: a directory, or a file (worktrees)
+        raise UsageError(f"{source!r} is not a git repository")
 
 
 def _read_patches(names: Sequence[str]) -> list[PatchInput]:
+    from bot.git.engine import PatchInput
+
     patches = []
     for name in names:
         try:
@@ -46,6 +51,8 @@ def _read_patches(names: Sequence[str]) -> list[PatchInput]:
 
 
 def _series_patches(directory: str) -> tuple[list[PatchInput], str | None]:
+    from bot.series_loader import SeriesInvalid, load_series
+
     try:
         loaded = load_series(Path(directory))
     except SeriesInvalid as err:
@@ -59,6 +66,8 @@ def _series_patches(directory: str) -> tuple[list[PatchInput], str | None]:
 
 def _configured_upstream(series_dir: str) -> tuple[str, str]:
     """(repo, head) of the configured series whose patches live in `series_dir`."""
+    from bot.config import ConfigError, load_config, load_settings
+
     settings = load_settings()
     try:
         config = load_config(settings.config_path, check_dirs=False)
@@ -85,6 +94,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("give --patch FILE (repeatable) or --series DIR")
     if "://" not in args.repo and "@" not in args.repo:
         _check_local_repo(args.repo)
+    from bot.git.engine import Engine
+    from bot.git.mirror import Mirror, MirrorError, normalize_source
+
     patches = _read_patches(args.patch or [])
     base = args.base
     if args.series:
@@ -92,9 +104,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         patches += series_patches
         base = base or series_base
     try:
-        mirror = Mirror(
-            normalize_source(args.repo), Path(args.cache_dir) if args.cache_dir else None
-        )
+        cache = Path(args.cache_dir).resolve() if args.cache_dir else None
+        mirror = Mirror(normalize_source(args.repo), cache)
         report = Engine(mirror).check(args.head, patches, base=base)
     except MirrorError as err:
         raise UsageError(str(err)) from err
@@ -125,6 +136,9 @@ def render_table(report: SeriesReport) -> str:
 
 
 def cmd_fixes(args: argparse.Namespace) -> int:
+    from bot.fixes import fix_rows, render_fix_table
+    from bot.series_loader import SeriesInvalid, load_all
+
     try:
         series = load_all(Path(args.patches_dir))
     except SeriesInvalid as err:
@@ -134,6 +148,8 @@ def cmd_fixes(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from bot import importer
+
     if not args.series:
         raise UsageError("--series is required (a series id under --patches-dir, or its directory)")
     series_dir = Path(args.series) if "/" in args.series else Path(args.patches_dir) / args.series
@@ -142,7 +158,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         repo=args.repo,
         rev_range=args.range,
         pr=args.pr,
-        base_branch=args.base_branch,
+        base_branch=args.base_branch or importer.DEFAULT_BASE_BRANCH,
         base_repo=args.base_repo,
         files=tuple(Path(name) for name in args.files or ()),
         names=tuple(args.name or ()),
@@ -159,19 +175,27 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _service(name: str, *args: object) -> int:
+    """Runs bot.service.<name>(*args); its ServiceError is a usage error (one line, status 2)."""
+    from bot import service
+
+    try:
+        result = getattr(service, name)(*args)
+    except service.ServiceError as err:
+        raise UsageError(str(err)) from err
+    return result if isinstance(result, int) else 0
+
+
 def cmd_web(args: argparse.Namespace) -> int:
-    service.web(args.host, args.port)
-    return 0
+    return _service("web", args.host, args.port)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    service.worker(args.queues, args.concurrency)
-    return 0
+    return _service("worker", args.queues, args.concurrency)
 
 
 def cmd_beat(args: argparse.Namespace) -> int:
-    service.beat()
-    return 0
+    return _service("beat")
 
 
 def cmd_runner(args: argparse.Namespace) -> int:
@@ -183,12 +207,15 @@ def cmd_runner(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return service.run(args.host, args.port)
+    return _service("run", args.host, args.port)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="carry", description=__doc__)
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print carry's version and its dependencies'"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     check = sub.add_parser("check", help="re-apply patches on an upstream head and classify them")
@@ -198,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--series", help="series directory under patches/")
     check.add_argument("--base", help="upstream commit the series was last verified on")
     check.add_argument("--json", action="store_true", help="print one JSON object")
-    check.add_argument("--cache-dir", help=f"mirror cache (default {default_cache_dir()})")
+    check.add_argument("--cache-dir", help=CACHE_HELP)
     check.add_argument(
         "--write-refreshed", action="store_true", help="rewrite patch files whose context moved"
     )
@@ -216,15 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--pr", help="OWNER/REPO#N: merge-base(base branch, refs/pull/N/head)..head")
     imp.add_argument(
         "--base-branch",
-        default=importer.DEFAULT_BASE_BRANCH,
-        help="the PR's base: branch, tag, SHA or ref (default main)",
+        help=f"the PR's base: branch, tag, SHA or ref (default {DEFAULT_BASE_BRANCH})",
     )
     imp.add_argument("--base-repo", help="repository holding --base-branch (default: --repo)")
     imp.add_argument("--files", nargs="+", help="patch files (mail or plain diff), in order")
     imp.add_argument("--name", action="append", help="file name per patch, in order (repeatable)")
     imp.add_argument("--page", help="fix page that names the patches no page names yet")
     imp.add_argument("--numbering-from", type=int, help="number of the first new patch")
-    imp.add_argument("--cache-dir", help=f"mirror cache (default {default_cache_dir()})")
+    imp.add_argument("--cache-dir", help=CACHE_HELP)
     imp.add_argument("--dry-run", action="store_true", help="print what would be written")
     imp.set_defaults(func=cmd_import)
 
@@ -253,20 +279,83 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--host", default="127.0.0.1")
     run.add_argument("--port", type=int, default=8000)
     run.set_defaults(func=cmd_run)
+
+    # Listed for --help only: main() hands everything after `demo` to bot.demo.
+    sub.add_parser("demo", help="play the whole loop against a local GitHub emulator")
     return parser
 
 
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        sys.stdout.write(version_text())
+        parser.exit()
+
+
+def version_text() -> str:
+    """carry's version, then one line per key dependency (from the installed metadata)."""
+    from importlib import metadata
+
+    def installed(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    import bot
+
+    lines = [f"carry {installed('carry') or bot.__version__}"]
+    for name in KEY_DEPENDENCIES:
+        lines.append(f"{name} {installed(name) or 'not installed'}")
+    lines += [f"{name} {v}" for name in OPTIONAL_DEPENDENCIES if (v := installed(name))]
+    return "\n".join(lines) + "\n"
+
+
+def _demo_argv(argv: Sequence[str]) -> list[str] | None:
+    """What follows `demo` when it is the sub-command (after any --log-level), else None."""
+    position = 0
+    while position < len(argv):
+        word = argv[position]
+        if word == "--log-level":
+            position += 2
+        elif word.startswith("--log-level="):
+            position += 1
+        else:
+            return list(argv[position + 1 :]) if word == "demo" else None
+    return None
+
+
+def _setup_logging(level: str, with_settings: bool) -> None:
+    """Plain lines on stderr with every known secret redacted: those of the environment, and
+    those of the service's settings for the commands that use them (`check` and `fixes` do
+    not, and skip loading them)."""
+    from bot import log as carry_log
+
+    secrets = None if with_settings else carry_log.secret_values()
+    carry_log.setup(level, json_lines=False, secrets=secrets)
+    logging.getLogger("carry").setLevel(level.upper())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    carry_log.setup(args.log_level, json_lines=False)
-    logging.getLogger("carry").setLevel(args.log_level.upper())
+    argv = sys.argv[1:] if argv is None else list(argv)
+    demo_argv = _demo_argv(argv)
+    if demo_argv is not None:
+        from bot import demo
+
+        return int(demo.main(demo_argv))
+    args = build_parser().parse_args(argv)
     try:
+        _setup_logging(args.log_level, args.func not in (cmd_check, cmd_fixes))
         return int(args.func(args))
-    except (UsageError, service.ServiceError) as err:
+    except UsageError as err:
         print(f"carry: error: {err}", file=sys.stderr)
         return 2
-    except ConfigError as err:
+    except Exception as err:
+        config = sys.modules.get("bot.config")  # loaded by the commands that read the config
+        if config is None or not isinstance(err, config.ConfigError):
+            raise
         print(f"carry: configuration error:\n{err}", file=sys.stderr)
         return 2
 

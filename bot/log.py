@@ -12,12 +12,13 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
-from pydantic import SecretStr
+if TYPE_CHECKING:  # imported where used: `carry check` logs without loading the settings
+    from pydantic import SecretStr
 
-from bot.config import ConfigError, Settings, load_settings
+    from bot.config import Settings
 
 _CORRELATION: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
     "carry_correlation", default=None
@@ -95,6 +96,8 @@ def secret_values(
 
 
 def _settings_secrets(settings: Settings) -> list[str]:
+    from bot.config import ConfigError
+
     secrets: list[SecretStr | None] = [
         settings.webhook_secret,
         settings.github_token,
@@ -176,6 +179,8 @@ class SecretFilter(logging.Filter):
 
 
 def _environment_secrets() -> set[str]:
+    from bot.config import ConfigError, load_settings
+
     try:
         settings = load_settings()
     except ConfigError:

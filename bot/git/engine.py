@@ -191,7 +191,7 @@ class Engine:
         self.reader = ObjectReader(self.git)
         self.trees = Trees(self.reader)
         weakref.finalize(self, self.reader.close)
-        self.touches = TouchIndex(mirror.path)
+        self.touches = TouchIndex(mirror.path, when_missing=mirror.index)
         self._known: dict[str, str] = {}
         self._present: set[str] = set()
         self._upstream: dict[tuple[str, tuple[str, ...]], history.UpstreamCommit] = {}
@@ -215,6 +215,7 @@ class Engine:
 
     def close(self) -> None:
         self.reader.close()
+        self.touches.close()
 
     def read_object(self, name: str) -> Blob | None:
         try:

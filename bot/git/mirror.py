@@ -2,6 +2,10 @@
 
 Only the refs carry needs are fetched. A file lock serialises fetches of the same mirror
 across processes. The source repository is only ever read: carry never writes to it.
+
+From a local repository on the same file system, a fetch hard-links the source's pack files
+and loose objects (immutable files, named by their content) and sets the refs, as `git clone`
+does for a local path: no pack is built, sent, indexed or walked again.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from bot.git.runner import Git, GitError
 log = logging.getLogger("carry.mirror")
 
 _HEX = re.compile(r"^[0-9a-f]{4,40}$")
+_FANOUT = re.compile(r"^[0-9a-f]{2}$")
+_LOOSE = re.compile(r"^[0-9a-f]{38}$")
 _SUFFIX = re.compile(r"^(?P<name>.+?)(?P<suffix>(?:[~^][0-9]*)+)$")
 # What git says when the mirror's own object store is damaged (not the source's).
 _DAMAGE = re.compile(
@@ -137,8 +143,35 @@ class Mirror:
                     ) from again
 
     def _fetch(self, *refspecs: str) -> None:
-        self.git.run("fetch", "--quiet", "--no-tags", "--force", self.source, *refspecs)
+        if not self._fetch_by_links(refspecs):
+            self.git.run("fetch", "--quiet", "--no-tags", "--force", self.source, *refspecs)
         touchindex.update(self.git, self.path)
+
+    def index(self) -> None:
+        """Builds or extends the touch index (every fetch also does): for a mirror indexed by
+        an earlier version, or whose index was removed."""
+        if (self.path / "HEAD").exists():
+            with self.locked():
+                touchindex.update(self.git, self.path)
+
+    def _fetch_by_links(self, refspecs: tuple[str, ...]) -> bool:
+        """The local fetch (see the module doc); False when it does not apply or did not
+        complete, and `git fetch` does the work."""
+        objects = _local_objects(self.source)
+        if objects is None:
+            return False
+        try:
+            advertised = self.git.run("ls-remote", self.source).text
+        except GitError:
+            return False
+        updates = _ref_updates(refspecs, advertised)
+        if updates is None or not _link_objects(objects, self.path / "objects"):
+            return False
+        if not self.has_objects(*updates.values()):
+            return False
+        lines = "".join(f"update {ref} {sha}\n" for ref, sha in updates.items())
+        self.git.run("update-ref", "--stdin", input=lines.encode())
+        return True
 
     def remote_refs(self, *patterns: str) -> dict[str, str]:
         """ref -> sha as the upstream advertises them (tags peeled to their commit); one
@@ -215,6 +248,81 @@ class Mirror:
         if sha is None:
             raise MirrorError(f"revision {rev!r} not found in {self.source}")
         return sha
+
+
+def _local_objects(source: str) -> Path | None:
+    """The object directory of a local source whose objects are all its own (no alternates,
+    not shallow, not a partial clone), or None."""
+    if "://" in source or not source.startswith("/"):
+        return None
+    root = Path(source)
+    git_dir = root / ".git" if (root / ".git").is_dir() else root
+    objects = git_dir / "objects"
+    if not (git_dir / "HEAD").is_file() or not (objects / "pack").is_dir():
+        return None
+    if (objects / "info" / "alternates").exists() or (git_dir / "shallow").exists():
+        return None
+    if any((objects / "pack").glob("*.promisor")):
+        return None
+    return objects
+
+
+def _ref_updates(refspecs: tuple[str, ...], advertised: str) -> dict[str, str] | None:
+    """local ref -> sha for each `+src:dst` refspec (src a full ref, a `*` pattern or a commit
+    id) from `git ls-remote` output; None when one cannot be mapped (git fetch says why)."""
+    refs = {}
+    for line in advertised.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref.startswith("refs/") and not ref.endswith("^{}"):
+            refs[ref] = sha
+    updates: dict[str, str] = {}
+    for spec in refspecs:
+        src, colon, dst = spec.removeprefix("+").partition(":")
+        if not colon or not dst.startswith("refs/"):
+            return None
+        if "*" in src:
+            head, _, tail = src.partition("*")
+            for ref, sha in refs.items():
+                if ref.startswith(head) and ref.endswith(tail) and len(ref) >= len(src) - 1:
+                    updates[dst.replace("*", ref[len(head) : len(ref) - len(tail)], 1)] = sha
+        elif re.fullmatch(r"[0-9a-f]{40}", src):
+            updates[dst] = src
+        elif src in refs:
+            updates[dst] = refs[src]
+        else:
+            return None
+    return updates
+
+
+def _link_objects(source: Path, target: Path) -> bool:
+    """Hard-links every pack and loose object of `source` that `target` lacks. False when a
+    link fails (another file system, a file gone) or the source's packs changed meanwhile
+    (a repack may have moved loose objects into a pack not linked)."""
+    packs = sorted(source.glob("pack/pack-*.pack"))
+    try:
+        for pack in packs:
+            index = pack.with_suffix(".idx")
+            if index.exists():  # without it the pack is still being written
+                for part in (pack, pack.with_suffix(".rev"), index):  # git finds packs by .idx
+                    if part.exists():
+                        _link(part, target / "pack" / part.name)
+        for fanout in source.iterdir():
+            if _FANOUT.match(fanout.name) and fanout.is_dir():
+                for loose in fanout.iterdir():
+                    if _LOOSE.match(loose.name):  # not a tmp_obj_* being written
+                        _link(loose, target / fanout.name / loose.name)
+    except OSError as err:
+        log.info("cannot link objects of %s (%s): fetching", source, err)
+        return False
+    return sorted(source.glob("pack/pack-*.pack")) == packs
+
+
+def _link(source: Path, target: Path) -> None:
+    if target.exists():
+        return
+    target.parent.mkdir(exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.link(source, target)
 
 
 def _split_suffix(rev: str) -> tuple[str, str]:

@@ -2,31 +2,41 @@
 
 History evidence asks "which commits in fork..head touch these paths". Git answers that with a
 tree diff per commit, which costs the same on every check. This index pays it once per commit,
-when the commit is fetched; a check then walks parent links in memory. It only answers for
-linear ranges whose commits are all indexed, and says "unknown" (None) otherwise, so callers
-fall back to git and never get a partial answer.
+when the commit is fetched; a check then walks parent links. It only answers for linear ranges
+whose commits are all indexed, and says "unknown" (None) otherwise, so callers fall back to git
+and never get a partial answer.
 
-File format (in the mirror's git dir): records separated by NUL NUL. A commit record is
-`C <sha> [<parent>...]` NUL `<path>` NUL ...; a tips record `T <sha> ...` lists the commits
-(ref tips) whose whole ancestry is indexed.
+The index is an SQLite file in the mirror's git dir: one row per commit (its parents and the
+paths it changes) and the tips (ref tips whose whole ancestry is indexed), written in one
+transaction per update, so a crash leaves the index as it was before the update. Readers look
+up only the commits they walk: a check on a warm mirror reads a few hundred rows, not the file.
+The line-oriented file of earlier versions is migrated on the first update.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
 import re
-from collections.abc import Sequence, Set
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bot.git.runner import Git, GitError
 
 log = logging.getLogger("carry.touchindex")
 
-FILE_NAME = "carry-touch-index"
+FILE_NAME = "carry-touch-index.sqlite"
+LEGACY_FILE_NAME = "carry-touch-index"  # NUL-separated records, read only to migrate them
 _HEADER = re.compile(rb"^\x01([0-9a-f]{40})((?: [0-9a-f]{40})*) ?$")  # a root has no parent
 MAX_WALK = 200_000
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS commits"
+    " (sha TEXT PRIMARY KEY, parents TEXT NOT NULL, paths BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+)
 
 
 @dataclass(frozen=True)
@@ -38,9 +48,17 @@ class Touches:
 def update(git: Git, git_dir: Path) -> int:
     """Indexes every commit reachable from the mirror's refs that is not indexed yet; returns
     how many were added. Called with the mirror's lock held. Failure only costs speed."""
-    target = git_dir / FILE_NAME
-    data = target.read_bytes() if target.exists() else b""
-    _, tips, complete = _complete_records(data)
+    try:
+        with _writable(git_dir / FILE_NAME) as db:
+            added = _migrate_legacy(db, git_dir / LEGACY_FILE_NAME)
+            return added + _extend(git, db, git_dir)
+    except (sqlite3.Error, OSError) as err:
+        log.warning("could not index %s: %s", git_dir, err)
+        return 0
+
+
+def _extend(git: Git, db: sqlite3.Connection, git_dir: Path) -> int:
+    tips = _tips(db)
     try:
         current = _ref_tips(git)
         if not current or current == tips:
@@ -59,16 +77,56 @@ def update(git: Git, git_dir: Path) -> int:
         log.warning("could not index %s: %s", git_dir, err)
         return 0
     records = _parse_log(out)
-    chunks = [_commit_record(sha, touches) for sha, touches in records]
-    chunks.append(b"T " + " ".join(sorted(current)).encode())
-    with open(target, "r+b" if data else "wb") as handle:
-        handle.truncate(complete)  # drops a tail torn by a crash, which nobody trusts
-        handle.seek(complete)
-        handle.write(b"".join(chunk + b"\0\0" for chunk in chunks))
-        handle.flush()
-        os.fsync(handle.fileno())
+    _store(db, records, current)
     log.info("indexed %d commits of %s", len(records), git_dir)
     return len(records)
+
+
+def _store(db: sqlite3.Connection, records: list[tuple[str, Touches]], tips: list[str]) -> None:
+    """The records and the new tips, in one transaction: readers see all of it or none."""
+    with db:
+        db.executemany(
+            "INSERT OR REPLACE INTO commits VALUES (?, ?, ?)",
+            ((sha, " ".join(t.parents), _join_paths(t.paths)) for sha, t in records),
+        )
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('tips', ?)", (" ".join(sorted(tips)),))
+
+
+@contextlib.contextmanager
+def _writable(path: Path) -> Iterator[sqlite3.Connection]:
+    """The index open for writing; a file SQLite cannot read (torn by a copy, or not ours) is
+    replaced by an empty index, which the update then fills again."""
+    try:
+        db = _open_writable(path)
+    except sqlite3.DatabaseError as err:
+        log.warning("touch index %s is unreadable (%s); rebuilding it", path, err)
+        for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            stale.unlink(missing_ok=True)
+        db = _open_writable(path)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def _open_writable(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)  # transactions are explicit (`with db`)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+        db.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last update, whole
+        for statement in _SCHEMA:
+            db.execute(statement)
+        db.execute("SELECT count(*) FROM meta").fetchone()  # fails now on a damaged file
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    db.isolation_level = "DEFERRED"  # `with db` commits or rolls back the transaction
+    return db
+
+
+def _tips(db: sqlite3.Connection) -> list[str]:
+    row = db.execute("SELECT value FROM meta WHERE key = 'tips'").fetchone()
+    return row[0].split() if row else []
 
 
 def _present(git: Git, oids: list[str]) -> list[str]:
@@ -111,85 +169,173 @@ def _parse_log(out: bytes) -> list[tuple[str, Touches]]:
     return records
 
 
-def _commit_record(sha: str, touches: Touches) -> bytes:
-    head = " ".join(["C", sha, *touches.parents]).encode()
-    return b"\0".join(
-        [head, *(p.encode("utf-8", "surrogateescape") for p in sorted(touches.paths))]
-    )
+def _join_paths(paths: frozenset[str]) -> bytes:
+    return b"\0".join(p.encode("utf-8", "surrogateescape") for p in sorted(paths))
 
 
-def _complete_records(data: bytes) -> tuple[list[bytes], list[str], int]:
-    """The commit records up to the last complete tips record, those tips, and the bytes they
-    span. Anything after it is an append in progress (or torn by a crash) and is not trusted."""
+def _split_paths(data: bytes) -> frozenset[str]:
+    return frozenset(p.decode("utf-8", "surrogateescape") for p in data.split(b"\0") if p)
+
+
+# --------------------------------------------------------------------------- legacy format
+
+
+def _migrate_legacy(db: sqlite3.Connection, legacy: Path) -> int:
+    """Moves the records of an index file of the earlier format into `db`, then removes the
+    file. Only what the file vouches for (records up to its last complete tips record) moves;
+    the update that follows indexes the rest."""
+    try:
+        data = legacy.read_bytes()
+    except FileNotFoundError:
+        return 0
+    records, tips = _legacy_records(data)
+    if records and not _tips(db):
+        _store(db, records, tips)
+    legacy.unlink()
+    log.info("migrated %d commits from %s", len(records), legacy)
+    return len(records)
+
+
+def _legacy_records(data: bytes) -> tuple[list[tuple[str, Touches]], list[str]]:
+    """The commit records up to the last complete tips record, and those tips. Records are
+    separated by NUL NUL: `C <sha> [<parent>...]` NUL `<path>` NUL ..., or `T <sha> ...`."""
     limit = len(data)
     while True:
         at = data.rfind(b"\0\0T ", 0, limit)
         start = at + 2 if at >= 0 else (0 if data.startswith(b"T ") else -1)
         if start < 0:
-            return [], [], 0
+            return [], []
         stop = data.find(b"\0\0", start)
         if stop >= 0:
-            records = [r for r in data[:start].split(b"\0\0") if r.startswith(b"C ")]
-            return records, data[start + 2 : stop].decode().split(), stop + 2
+            break
         if at < 0:
-            return [], [], 0
+            return [], []
         limit = at  # this tips record is torn: the one before it still holds
+    records = []
+    for record in data[:start].split(b"\0\0"):
+        if record.startswith(b"C "):
+            head, *paths = record.split(b"\0")
+            sha, *parents = head[2:].decode().split()
+            records.append((sha, Touches(tuple(parents), _split_paths(b"\0".join(paths)))))
+    return records, data[start + 2 : stop].decode().split()
+
+
+# --------------------------------------------------------------------------- reading
 
 
 class TouchIndex:
-    """The index loaded in memory; reloaded when the file grew."""
+    """Answers from the index file, reading the rows of the commits it walks (and keeping
+    them: a commit's parents and paths never change). `when_missing`, if given, is called
+    when there is no index file (a mirror indexed by an earlier version, or never), to build
+    one."""
 
-    def __init__(self, git_dir: Path):
+    def __init__(self, git_dir: Path, when_missing: Callable[[], object] | None = None):
         self.path = git_dir / FILE_NAME
-        self.commits: dict[str, Touches] = {}
-        self._loaded_size = 0
-        self._consumed = 0  # bytes of the file read so far, through a tips record
+        self.rows_read = 0  # how many commits were read from the file: the reads are lazy
+        self._when_missing = when_missing
+        self._db: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
+        self._commits: dict[str, Touches] = {}
         self._walks: dict[str, tuple[str, tuple[str, ...]]] = {}  # fork -> (head, its range)
         self._touched: dict[tuple[str, frozenset[str]], tuple[str, list[str]]] = {}
 
     def refresh(self) -> None:
-        """Reads what was appended since the last call. The file only grows while the mirror
-        lives; a re-created mirror (another file) starts over."""
+        """Follows the file: a re-created mirror (another file) starts over; rows appended
+        since the last call are read when asked for."""
+        identity = self._stat()
+        if identity is None and self._when_missing is not None:
+            self._when_missing()
+            identity = self._stat()
+        if identity != self._identity:
+            self.close()
+            self._commits, self._walks, self._touched = {}, {}, {}
+            self._identity = identity
+
+    def _stat(self) -> tuple[int, int] | None:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            self._reset(None)
-            return
-        identity = (stat.st_dev, stat.st_ino)
-        if identity != self._identity or stat.st_size < self._consumed:
-            self._reset(identity)
-        if stat.st_size == self._loaded_size:
-            return
-        with open(self.path, "rb") as handle:
-            handle.seek(self._consumed)
-            records, _, consumed = _complete_records(handle.read())
-        for record in records:
-            head, *paths = record.split(b"\0")
-            sha, *parents = head[2:].decode().split()
-            self.commits[sha] = Touches(
-                tuple(parents), frozenset(p.decode("utf-8", "surrogateescape") for p in paths)
-            )
-        self._consumed += consumed
-        self._loaded_size = stat.st_size
+            return None
+        return (stat.st_dev, stat.st_ino)
 
-    def _reset(self, identity: tuple[int, int] | None) -> None:
-        self.commits, self._walks, self._touched = {}, {}, {}
-        self._consumed = self._loaded_size = 0
-        self._identity = identity
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def get(self, sha: str) -> Touches | None:
+        """The commit's parents and paths, or None when the index does not hold it."""
+        found = self._commits.get(sha)
+        if found is None and self._identity is not None:
+            row = self._query(sha)
+            if row is not None:
+                found = Touches(tuple(row[0].split()), _split_paths(row[1]))
+                self._commits[sha] = found
+                self.rows_read += 1
+        return found
+
+    def _query(self, sha: str) -> tuple[str, bytes] | None:
+        rows = self._select("SELECT parents, paths FROM commits WHERE sha = ?", (sha,))
+        return (rows[0][0], bytes(rows[0][1])) if rows else None
+
+    def _select(self, sql: str, parameters: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        try:
+            if self._db is None:
+                # mode=rw: never creates the file (a reader does not index).
+                self._db = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True)
+            return self._db.execute(sql, parameters).fetchall()
+        except sqlite3.Error as err:  # unknown, so the caller asks git
+            log.warning("cannot read touch index %s: %s", self.path, err)
+            self.close()
+            self._identity = None
+            return []
+
+    def _prefetch(self, head: str, stops: tuple[str, ...]) -> None:
+        """Reads the first-parent line below `head` in one query, up to a stop, a merge, a
+        commit the file lacks or MAX_WALK rows, so a walk does not ask row by row."""
+        if self._identity is None or head in self._commits:
+            return
+        marks = ",".join("?" * len(stops))
+        rows = self._select(
+            "WITH RECURSIVE line(sha, parents, paths, depth) AS ("
+            " SELECT sha, parents, paths, 0 FROM commits WHERE sha = ?"
+            " UNION ALL SELECT c.sha, c.parents, c.paths, line.depth + 1"
+            " FROM line JOIN commits AS c ON c.sha = line.parents"
+            f" WHERE line.sha NOT IN ({marks}) AND line.depth < ?)"
+            " SELECT sha, parents, paths FROM line",
+            (head, *stops, MAX_WALK),
+        )
+        for sha, parents, paths in rows:
+            if sha not in self._commits:
+                self._commits[sha] = Touches(tuple(parents.split()), _split_paths(bytes(paths)))
+                self.rows_read += 1
+
+    def all_commits(self) -> dict[str, Touches]:
+        """Every commit of the file (for tests and tools; checks read only what they walk)."""
+        if self._identity is None:
+            return {}
+        db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        try:
+            rows = db.execute("SELECT sha, parents, paths FROM commits").fetchall()
+        finally:
+            db.close()
+        return {
+            sha: Touches(tuple(p.split()), _split_paths(bytes(paths))) for sha, p, paths in rows
+        }
 
     def linear_range(self, fork: str, head: str) -> tuple[str, ...] | None:
         """Commits of fork..head, newest first, when fork is reached from head through single
         parents, every one of them indexed; None otherwise (merges, unknown commits, fork not
         an ancestor). The walk stops early at the head of the last range asked for the fork."""
         known_head, known = self._walks.get(fork, (fork, ()))
+        self._prefetch(head, (fork, known_head))
         walked: list[str] = []
         current = head
         while current != fork:
             if current == known_head:
                 walked.extend(known)
                 break
-            touches = self.commits.get(current)
+            touches = self.get(current)
             if touches is None or len(touches.parents) != 1 or len(walked) >= MAX_WALK:
                 return None
             walked.append(current)
@@ -199,7 +345,14 @@ class TouchIndex:
         return answer
 
     def touching(self, commits: Sequence[str], paths: Set[str]) -> list[str]:
-        return [c for c in commits if not self.commits[c].paths.isdisjoint(paths)]
+        """The commits (all indexed: from linear_range) that change any of `paths`."""
+        found = []
+        for sha in commits:
+            touches = self.get(sha)
+            assert touches is not None, f"{sha} is not indexed"
+            if not touches.paths.isdisjoint(paths):
+                found.append(sha)
+        return found
 
     def touching_range(self, fork: str, head: str, paths: frozenset[str]) -> list[str] | None:
         """touching(linear_range(fork, head), paths), reusing the answer for an earlier head

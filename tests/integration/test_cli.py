@@ -138,3 +138,55 @@ def test_bad_config_stops_the_service_with_a_precise_message(tmp_path):
         "carry.yaml: series[0].base: expected exactly one of branch, tag, tag_pattern, pull"
         in result.stderr
     )
+
+
+HEAVY_MODULES = ("redis", "celery", "fastapi", "git", "pydantic_settings", "bot.service")
+IMPORTED_BY_CHECK = """
+import sys
+from bot.cli import main
+code = main(sys.argv[1:])
+heavy = [m for m in {heavy!r} if m in sys.modules]
+print("HEAVY", " ".join(heavy) or "-", "CODE", code, file=sys.stderr)
+"""
+
+
+def test_check_imports_none_of_the_service_stack(series, tmp_path):
+    up, patches = series
+    script = IMPORTED_BY_CHECK.format(heavy=HEAVY_MODULES)
+    args = ["--repo", str(up.path), "--head", "main", "--cache-dir", str(tmp_path / "c")]
+    result = subprocess.run(
+        [sys.executable, "-c", script, "check", *args, "--patch", str(patches[0])],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
+    assert "HEAVY - CODE 0" in result.stderr, result.stderr
+    assert "applies-moved" in result.stdout
+
+
+def test_version_lists_carry_and_its_key_dependencies():
+    from importlib import metadata
+
+    result = carry("--version")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"carry {metadata.version('carry')}"
+    assert f"fastapi {metadata.version('fastapi')}" in lines
+    assert {line.split()[0] for line in lines[1:]} >= {
+        "fastapi",
+        "celery",
+        "redis",
+        "PyGithub",
+        "GitPython",
+        "pydantic",
+    }
+
+
+def test_demo_gets_every_argument_after_it():
+    result = carry("--log-level", "INFO", "demo", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--no-wait" in result.stdout  # the demo's own help, not carry's
+    bad = carry("demo", "--no-such-option")
+    assert bad.returncode == 2 and "--no-such-option" in bad.stderr
+    assert "demo" in carry("--help").stdout

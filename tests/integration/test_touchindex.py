@@ -3,7 +3,11 @@ built in tmp_path."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -117,11 +121,26 @@ def index_file(mirror: Mirror) -> Path:
     return mirror.path / touchindex.FILE_NAME
 
 
+def stored(mirror: Mirror) -> dict[str, touchindex.Touches]:
+    return loaded(mirror).all_commits()
+
+
+def stored_tips(mirror: Mirror) -> list[str]:
+    with sqlite3.connect(index_file(mirror)) as db:
+        return touchindex._tips(db)
+
+
 def assert_answers_like_git(index: TouchIndex, repo: RepoBuilder, fork: str, head: str) -> None:
     walked = index.linear_range(fork, head)
     assert walked == rev_list(repo, fork, head)
     for paths in PATH_SETS:
         assert index.touching(walked, paths) == log_touching(repo, fork, head, paths), paths
+
+
+def touches(index: TouchIndex, sha: str) -> touchindex.Touches:
+    found = index.get(sha)
+    assert found is not None, sha
+    return found
 
 
 def test_linear_range_and_touching_match_git(up, mirror):
@@ -137,9 +156,23 @@ def test_linear_range_and_touching_match_git(up, mirror):
     assert index.linear_range(head, head) == ()
     # The rename counts for both names, the empty commit for no path (oldest is change 0).
     by_age = rev_list(up, base, head)[::-1]
-    assert index.commits[by_age[7]].paths == {OLD_NAME, NEW_NAME}
-    assert index.commits[by_age[20]].paths == frozenset()
+    assert touches(index, by_age[7]).paths == {OLD_NAME, NEW_NAME}
+    assert touches(index, by_age[20]).paths == frozenset()
     assert index.touching(by_age[::-1], {GONE}) == [by_age[12]]
+
+
+def test_a_check_reads_only_the_commits_it_walks(up, mirror):
+    """The file holds every commit; answering for a short range reads that range's rows."""
+    head = mirror.resolve("main").sha
+    assert len(stored(mirror)) == 32  # root, base and 30 changes
+    index = loaded(mirror)
+    fork = up.head("main~4")
+    assert index.touching_range(fork, head, frozenset({CORE})) == log_touching(
+        up, fork, head, {CORE}
+    )
+    assert index.rows_read == 5  # the range's four commits, and the fork the walk stops at
+    index.linear_range(fork, head)  # asked again: from memory
+    assert index.rows_read == 5
 
 
 def test_merges_unknown_commits_and_foreign_forks_give_none(up, mirror):
@@ -155,7 +188,7 @@ def test_merges_unknown_commits_and_foreign_forks_give_none(up, mirror):
     assert mirror.resolve("main").sha == after
     index = loaded(mirror)
 
-    assert index.commits[merge].parents == (before_merge, side_tip)
+    assert touches(index, merge).parents == (before_merge, side_tip)
     assert index.linear_range(base, after) is None  # the merge is inside the range
     assert index.linear_range(base, merge) is None
     assert index.linear_range(side_tip, after) is None
@@ -171,7 +204,7 @@ def test_merges_unknown_commits_and_foreign_forks_give_none(up, mirror):
     assert index.linear_range(base, "0" * 40) is None
 
 
-def test_incremental_refresh_equals_a_fresh_load(up, mirror):
+def test_incremental_refresh_equals_a_fresh_load(up, mirror, tmp_path):
     base = up.head("base")
     first = mirror.resolve("main").sha
     index = loaded(mirror)
@@ -180,108 +213,125 @@ def test_incremental_refresh_equals_a_fresh_load(up, mirror):
     second = grow(up, 30, 12)
     assert mirror.resolve("main").sha == second
     index.refresh()
-    fresh = loaded(mirror)
-    assert index.commits == fresh.commits
-    assert set(rev_list(up, base, second)) <= index.commits.keys()
+    assert set(rev_list(up, base, second)) <= stored(mirror).keys()
 
-    # Asked again for the same fork with a newer head (the walk stops at the previous head),
-    # the same head, an older head, and the newer one again.
-    assert_answers_like_git(index, up, base, second)
+    # Asked again for the same fork with a newer head (the walk stops at the previous head,
+    # reading only the new commits), the same head, an older head, and the newer one again.
+    before = index.rows_read
     assert index.linear_range(base, second) == rev_list(up, base, second)
+    assert index.rows_read - before == 12  # `first`, where it stops, was read before
+    assert_answers_like_git(index, up, base, second)
     assert index.linear_range(base, first) == rev_list(up, base, first)
     assert index.linear_range(base, second) == rev_list(up, base, second)
-    assert_answers_like_git(fresh, up, up.head("main~3"), second)
-    # The reuse is real: a walk that stops at `first` no longer needs the commits below it.
-    oldest = rev_list(up, base, first)[-1]
-    fresh.linear_range(base, first)
-    del fresh.commits[oldest]
-    assert fresh.linear_range(base, second) == rev_list(up, base, second)
-    unwalked = loaded(mirror)
-    del unwalked.commits[oldest]
-    assert unwalked.linear_range(base, second) is None
+    assert_answers_like_git(loaded(mirror), up, up.head("main~3"), second)
 
     third = grow(up, 42, 3)
     mirror.resolve("main")
     index.refresh()
-    assert index.commits == loaded(mirror).commits
     assert index.linear_range(base, third) == rev_list(up, base, third)
+    assert stored(mirror) == stored(rebuilt(up, tmp_path))
 
 
-def test_update_without_news_appends_nothing(up, mirror):
+def test_update_without_news_adds_nothing(up, mirror):
     mirror.resolve("main")
-    before = index_file(mirror).read_bytes()
+    before = stored(mirror)
     assert touchindex.update(mirror.git, mirror.path) == 0
     mirror.resolve("main")  # fetches again: nothing new
     mirror.fetch("+refs/heads/main:refs/carry/heads/main")
-    assert index_file(mirror).read_bytes() == before
-    # A new commit is one record and one tips record more.
-    up.commit("one more", {CORE: "more\n"})
+    assert stored(mirror) == before
+    # A new commit is one row more, and the new tip.
+    new = up.commit("one more", {CORE: "more\n"})
     mirror.resolve("main")
-    grown = index_file(mirror).read_bytes()
-    assert grown.startswith(before) and grown.count(b"\0\0") == before.count(b"\0\0") + 2
+    grown = stored(mirror)
+    assert grown.keys() - before.keys() == {new} and stored_tips(mirror) == [new]
 
 
-def tear_next_append(up: RepoBuilder, mirror: Mirror, records_kept: int, extra: int) -> None:
-    """A fetch of new commits whose append is cut after `records_kept` whole commit records
-    plus `extra` bytes, as a crash mid-write leaves it."""
-    size = index_file(mirror).stat().st_size
-    grow(up, 30, 5)
-    mirror.resolve("main")
-    data = index_file(mirror).read_bytes()
-    cut = size
-    for _ in range(records_kept):
-        cut = data.index(b"\0\0", cut) + 2
-    assert data[cut : cut + 2] == b"C "
-    with open(index_file(mirror), "r+b") as handle:
-        handle.truncate(cut + extra)
+CRASHING_UPDATE = """
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN")
+db.execute("INSERT OR REPLACE INTO commits VALUES (?, '', x'')", ("f" * 40,))
+db.execute("INSERT OR REPLACE INTO meta VALUES ('tips', ?)", ("f" * 40,))
+os._exit(0)  # a crash before the commit: the update's transaction is torn
+"""
 
 
-def test_torn_append_is_ignored_and_the_next_fetch_completes_it(up, mirror):
+def test_update_torn_by_a_crash_leaves_the_index_as_it_was(up, mirror):
     base = up.head("base")
     first = mirror.resolve("main").sha
+    at_first = stored(mirror)
     stale = loaded(mirror)
-    at_first = dict(stale.commits)
-    tear_next_append(up, mirror, records_kept=2, extra=0)
+    subprocess.run([sys.executable, "-c", CRASHING_UPDATE, str(index_file(mirror))], check=True)
 
-    stale.refresh()  # reads the torn records, keeps none of them
-    assert loaded(mirror).commits == at_first == stale.commits
-    assert loaded(mirror).linear_range(base, up.head()) is None
-    assert loaded(mirror).linear_range(base, first) == rev_list(up, base, first)
+    stale.refresh()
+    assert stored(mirror) == at_first and stored_tips(mirror) == [first]
+    assert stale.get("f" * 40) is None
+    assert stale.linear_range(base, first) == rev_list(up, base, first)
 
-    head = grow(up, 35, 4)
+    head = grow(up, 30, 4)
     mirror.resolve("main")
     stale.refresh()
-    fresh = loaded(mirror)
-    assert stale.commits == fresh.commits
-    assert_answers_like_git(fresh, up, base, head)
     assert_answers_like_git(stale, up, base, head)
+    assert_answers_like_git(loaded(mirror), up, base, head)
 
 
-def test_torn_append_cut_mid_record_keeps_every_later_commit(up, mirror, tmp_path):
-    base = up.head("base")
-    mirror.resolve("main")
-    tear_next_append(up, mirror, records_kept=1, extra=50)
-    head = grow(up, 35, 4)
-    mirror.resolve("main")
-    assert loaded(mirror).linear_range(base, head) == rev_list(up, base, head)
-    assert loaded(mirror).commits == loaded(rebuilt(up, tmp_path)).commits
-
-
-def test_torn_tips_record_keeps_the_complete_records(up, mirror, tmp_path):
+def test_damaged_index_answers_unknown_and_the_next_fetch_rebuilds_it(up, mirror, tmp_path):
     base = up.head("base")
     head = mirror.resolve("main").sha
-    complete = loaded(mirror).commits
-    with open(index_file(mirror), "ab") as handle:
-        handle.write(b"C " + head.encode() + b"\0\0T " + head[:20].encode())
-    assert loaded(mirror).commits == complete
-    assert loaded(mirror).linear_range(base, head) == rev_list(up, base, head)
-    # The next fetch indexes only what is new, and every commit loads.
-    size = index_file(mirror).stat().st_size
+    data = index_file(mirror).read_bytes()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{index_file(mirror)}{suffix}").unlink(missing_ok=True)
+    index_file(mirror).write_bytes(data[:100])  # torn by a copy, say
+    assert loaded(mirror).linear_range(base, head) is None
     newer = grow(up, 30, 2)
     mirror.resolve("main")
-    assert index_file(mirror).stat().st_size - size < 1000
     assert_answers_like_git(loaded(mirror), up, base, newer)
-    assert loaded(mirror).commits == loaded(rebuilt(up, tmp_path)).commits
+    assert stored(mirror) == stored(rebuilt(up, tmp_path))
+
+
+def legacy_bytes(commits: Mapping[str, touchindex.Touches], tips: list[str]) -> bytes:
+    """An index file of the earlier format holding `commits`."""
+    chunks = []
+    for sha, t in commits.items():
+        head = " ".join(["C", sha, *t.parents]).encode()
+        chunks.append(b"\0".join([head, *(p.encode() for p in sorted(t.paths))]))
+    chunks.append(b"T " + " ".join(tips).encode())
+    return b"".join(chunk + b"\0\0" for chunk in chunks)
+
+
+def test_legacy_index_is_migrated_not_rebuilt(up, mirror, tmp_path):
+    base = up.head("base")
+    head = mirror.resolve("main").sha
+    everything = stored(mirror)
+    for leftover in mirror.path.glob(f"{touchindex.FILE_NAME}*"):
+        leftover.unlink()
+    legacy = mirror.path / touchindex.LEGACY_FILE_NAME
+    # A complete append, then one torn by a crash (its tips record cut), which nobody trusts.
+    torn = b"C " + ("e" * 40).encode() + b" " + head.encode() + b"\0\0T " + b"e" * 20
+    legacy.write_bytes(legacy_bytes(everything, [head]) + torn)
+
+    index = TouchIndex(mirror.path, when_missing=mirror.index)  # as the engine opens it
+    index.refresh()
+    assert not legacy.exists()
+    assert stored(mirror) == everything and stored_tips(mirror) == [head]
+    assert_answers_like_git(index, up, base, head)
+    # The next fetch indexes only what is new.
+    newer = grow(up, 30, 2)
+    mirror.resolve("main")
+    assert len(stored(mirror)) == len(everything) + 2
+    assert_answers_like_git(loaded(mirror), up, base, newer)
+    assert stored(mirror) == stored(rebuilt(up, tmp_path))
+
+
+def test_a_check_builds_a_missing_index(up, mirror):
+    base = up.head("base")
+    head = mirror.resolve("main").sha
+    index_file(mirror).unlink()
+    plain = loaded(mirror)
+    assert plain.linear_range(base, head) is None  # a plain reader never writes
+    index = TouchIndex(mirror.path, when_missing=mirror.index)
+    index.refresh()
+    assert_answers_like_git(index, up, base, head)
 
 
 @pytest.mark.parametrize("removed", ["index file", "mirror"])
@@ -289,36 +339,33 @@ def test_recreated_index_is_read_from_the_start(up, mirror, removed):
     base = up.head("base")
     mirror.resolve("main")
     grow(up, 30, 3)
-    head = mirror.resolve("main").sha  # two appends, two tips records
+    head = mirror.resolve("main").sha
     index = loaded(mirror)
     assert index.linear_range(base, head) == rev_list(up, base, head)
-    old_size = index_file(mirror).stat().st_size
+    before = stored(mirror)
 
     shutil.rmtree(mirror.path) if removed == "mirror" else index_file(mirror).unlink()
-    assert mirror.resolve("main").sha == head  # indexes everything again, in one append
-    assert index_file(mirror).stat().st_size < old_size
+    assert mirror.resolve("main").sha == head  # indexes everything again, in one update
     index.refresh()
-    assert index.commits == loaded(mirror).commits
+    assert stored(mirror) == before
     assert_answers_like_git(index, up, base, head)
 
 
 def test_refresh_while_the_index_file_is_missing(up, mirror):
-    mirror.resolve("main")
+    head = mirror.resolve("main").sha
     index = loaded(mirror)
     index_file(mirror).unlink()
     index.refresh()
-    assert index.commits == {}
+    assert index.all_commits() == {} and index.get(head) is None
 
 
-def test_recreated_index_larger_than_the_old_one_is_read_from_the_start(up, mirror):
+def test_recreated_larger_index_is_read_from_the_start(up, mirror):
     base = up.head("base")
     mirror.resolve("main")
     index = loaded(mirror)
-    old_size = index_file(mirror).stat().st_size
     shutil.rmtree(mirror.path)
     head = grow(up, 30, 10)
     mirror.resolve("main")
-    assert index_file(mirror).stat().st_size > old_size
     index.refresh()
     assert index.linear_range(base, head) == rev_list(up, base, head)
 
@@ -330,7 +377,7 @@ def test_root_commit_is_indexed_apart_from_its_child(up, mirror):
     walked = index.linear_range(root, head)
     assert walked is not None
     assert index.touching(walked, {"README"}) == log_touching(up, root, head, {"README"})
-    assert root in index.commits
+    assert index.get(root) is not None
 
 
 def test_touching_range_reuses_earlier_heads_and_matches_git(up, mirror):
@@ -347,4 +394,24 @@ def test_touching_range_reuses_earlier_heads_and_matches_git(up, mirror):
     other = frozenset({ACCENTED})
     assert index.touching_range(base, heads[-1], other) == log_touching(
         up, base, heads[-1], set(other)
+    )
+
+
+def test_local_fetch_links_objects_and_a_url_fetch_gets_the_same(up, mirror, tmp_path):
+    """From a local path the mirror links the source's packs and loose objects; through a
+    file:// URL git fetches them. Both end with the same refs, objects and index."""
+    up.git("repack", "-q", "-a", "-d")
+    loose = up.commit("a loose one", {CORE: "loose\n"})
+    head = mirror.resolve("main").sha
+    assert head == loose
+    objects = up.path / ".git" / "objects"
+    for source in [*objects.glob("pack/*.pack"), objects / loose[:2] / loose[2:]]:
+        linked = mirror.path / "objects" / source.relative_to(objects)
+        assert os.path.samefile(linked, source)
+    by_url = Mirror(f"file://{up.path}", tmp_path / "url-cache")
+    assert by_url.resolve("main").sha == head
+    assert stored(by_url) == stored(mirror)
+    assert git(mirror.path, "for-each-ref") == git(by_url.path, "for-each-ref")
+    assert git(mirror.path, "rev-list", "--objects", head) == git(
+        by_url.path, "rev-list", "--objects", head
     )
