@@ -65,7 +65,7 @@ from bot.core.ci_plan import (
     tree_key,
 )
 from bot.core.state import CiState, SeriesState
-from bot.log import correlated
+from bot.log import correlated, secret_values
 from bot.store.series import (
     PREFIX,
     append_history,
@@ -833,7 +833,7 @@ def _execute(
 ) -> JobResult:
     workdir = runner_workdir()
     logfile = artifacts_dir(workdir, job.run_id) / "logs" / f"attempt-{attempt}.log"
-    runlog = RunLog(client, job.run_id, job.limits, logfile)
+    runlog = RunLog(client, job.run_id, job.limits, logfile, secrets=secret_values(load_settings()))
     done = _done_checks(_load_run(client, job.run_id))
     runlog.note(
         f"[carry] run {job.run_id} attempt {attempt} on {runner}: {job.kind} "

@@ -803,7 +803,7 @@ def test_check_code_gets_none_of_the_runners_credentials(
         sh(
             'env | sort; test -z "$REDIS_URL" && test -z "$GITHUB_TOKEN" '
             '&& test -z "$CARRY_RUNNER_PASS_ENV" && test "$HF_TOKEN" = hf_passedonpurpose '
-            '&& test -n "$PATH" && test -n "$CARRY_RUN_ID"'
+            '&& test -n "$PATH" && test -n "$CARRY_RUN_ID" && echo "token is $HF_TOKEN"'
         ),
     )
     run = request(client, celery_app, world, world.head(), [target("gaudi", snoop)])[0]
@@ -812,6 +812,8 @@ def test_check_code_gets_none_of_the_runners_credentials(
     assert info["state"] == "success", text
     assert url.split("://", 1)[1] not in text and "stdout: REDIS_URL=" not in text
     assert secrets["GITHUB_TOKEN"] not in text
+    # What a step prints of a secret it was given is redacted before it is stored.
+    assert "stdout: token is [redacted]" in text and secrets["HF_TOKEN"] not in text
 
 
 def test_a_job_cannot_plant_hooks_or_config_for_the_next(

@@ -22,13 +22,14 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import redis
 
+from bot.log import SecretFilter
 from bot.store.series import append_runlog
 from workers.runner.spec import LogLimits
 
@@ -41,7 +42,8 @@ DEFAULT_LIMITS = LogLimits()
 
 class RunLog:
     """The live log of one run: a Redis stream (bot.store.series.append_runlog), bounded, and an
-    optional complete-ish copy in a local file (capped at 64 MiB)."""
+    optional complete-ish copy in a local file (capped at 64 MiB). Every line passes through
+    the same secret redaction as carry's own logs before it is stored anywhere."""
 
     def __init__(
         self,
@@ -49,8 +51,10 @@ class RunLog:
         run_id: str,
         limits: LogLimits = DEFAULT_LIMITS,
         file: Path | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
         self.client = client
+        self._redactor = SecretFilter(secrets)
         self.run_id = run_id
         self.limits = limits
         self.lines = 0
@@ -65,7 +69,7 @@ class RunLog:
             self._file = file.open("ab")
 
     def write(self, stream: str, text: str) -> None:
-        text = _clip(text, self.limits.max_line_bytes)
+        text = _clip(self._redactor.redact(text), self.limits.max_line_bytes)
         with self._lock:
             self._to_file(stream, text)
             if self._fits(text):
