@@ -40,6 +40,7 @@ def create_app(
         max_body_bytes=settings.effective_max_body_bytes(config),
         on_event=on_event,
     )
+    app.state.webhook_intake = intake
     app.include_router(webhook_router(intake))
     _add_health_routes(app, config, redis_client)
     app.include_router(metrics_router(redis_client, config))

@@ -9,12 +9,13 @@ No git or GitHub work happens here: on_event only enqueues.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -25,6 +26,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import Counter
 from pydantic import SecretStr
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from bot.core.events import Event, Ignored, PayloadError, Ping, event_to_dict, normalize
 from bot.log import correlated
@@ -38,6 +40,11 @@ SIGNATURE_HEADER = "X-Hub-Signature-256"
 EVENT_HEADER = "X-GitHub-Event"
 DELIVERY_HEADER = "X-GitHub-Delivery"
 _MAX_DELIVERY_ID_LEN = 128
+# GitHub gives up on a delivery after 10 s, so a body still arriving after that is nobody's
+# delivery: a slow sender only holds a connection and memory.
+BODY_DEADLINE_S = 10.0
+# Bodies read at once; past that, 503 at once (GitHub redelivers) rather than memory for all.
+MAX_CONCURRENT_READS = 64
 
 DELIVERIES = Counter("carry_webhook_deliveries_total", "Webhook deliveries by outcome", ["outcome"])
 REJECTED = Counter(
@@ -81,13 +88,21 @@ class WebhookIntake:
     client: redis.Redis
     max_body_bytes: int
     on_event: OnEvent | None = None
+    body_deadline_s: float = BODY_DEADLINE_S
+    max_concurrent_reads: int = MAX_CONCURRENT_READS
+    _reads: asyncio.Semaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._reads = asyncio.Semaphore(self.max_concurrent_reads)
 
     async def handle(self, request: Request) -> JSONResponse:
         received_at = datetime.now(UTC)
         try:
-            body = await read_limited(request, self.max_body_bytes)
-            self._check_signature(request, body)
+            # Everything the headers can refuse is refused before a byte of the body is read.
+            signature = _signature_header(request)
             event_name, delivery_id = _delivery_headers(request)
+            body = await self._read_body(request)
+            self._check_signature(body, signature)
         except Rejection as rejection:
             REJECTED.labels(status=str(rejection.status)).inc()
             return rejection.response()
@@ -98,11 +113,25 @@ class WebhookIntake:
                 log.error("delivery not taken: %s", exc, extra={"fields": {"event": event_name}})
                 return JSONResponse({"error": f"{exc}; redeliver later"}, status_code=503)
 
-    def _check_signature(self, request: Request, body: bytes) -> None:
-        header = request.headers.get(SIGNATURE_HEADER)
-        if header is None:
-            raise Rejection(401, f"missing {SIGNATURE_HEADER} header (is the webhook secret set?)")
-        if not verify_signature(self.secret.get_secret_value(), body, header):
+    async def _read_body(self, request: Request) -> bytes:
+        if self._reads.locked():
+            log.warning("webhook intake busy: %d bodies being read", self.max_concurrent_reads)
+            raise Rejection(503, "too many deliveries being received at once; redeliver later")
+        async with self._reads:
+            try:
+                async with asyncio.timeout(self.body_deadline_s):
+                    return await read_limited(request, self.max_body_bytes)
+            except TimeoutError:
+                log.warning("webhook body not received within %gs: refused", self.body_deadline_s)
+                raise Rejection(
+                    408, f"body not received within {self.body_deadline_s:g} s"
+                ) from None
+            except ClientDisconnect:
+                log.warning("webhook sender went away before the whole body arrived")
+                raise Rejection(400, "connection closed before the whole body arrived") from None
+
+    def _check_signature(self, body: bytes, signature: str) -> None:
+        if not verify_signature(self.secret.get_secret_value(), body, signature):
             raise Rejection(401, f"{SIGNATURE_HEADER} does not match the body")
 
     async def _process(
@@ -226,6 +255,13 @@ async def read_limited(request: Request, limit: int) -> bytes:
             raise Rejection(413, f"body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _signature_header(request: Request) -> str:
+    header = request.headers.get(SIGNATURE_HEADER)
+    if header is None:
+        raise Rejection(401, f"missing {SIGNATURE_HEADER} header (is the webhook secret set?)")
+    return header
 
 
 def _delivery_headers(request: Request) -> tuple[str, str]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -315,7 +318,12 @@ def test_chunked_body_over_the_limit_is_413(intake: Intake) -> None:
     response = intake.http.post(
         f"{intake.url}/webhooks/github",
         content=chunks(),
-        headers={"X-GitHub-Event": "push", "X-GitHub-Delivery": new_id()},
+        # Signed (if wrongly): an unsigned request is refused before its body is read at all.
+        headers={
+            "X-GitHub-Event": "push",
+            "X-GitHub-Delivery": new_id(),
+            "X-Hub-Signature-256": "sha256=" + "0" * 64,
+        },
     )
 
     assert "content-length" not in response.request.headers
@@ -500,3 +508,99 @@ def test_events_api_requires_the_dashboard_token_when_set(
         wrong = intake.http.get(api, headers={"Authorization": "Bearer nope"})
         right = intake.http.get(api, headers={"Authorization": "Bearer dash-token"})
     assert (anonymous.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
+
+
+# --------------------------------------------------------------------------- hostile senders
+
+
+def _raw_request(url: str, head: dict[str, str], body: bytes = b"") -> socket.socket:
+    """Sends a POST's request line and headers (and `body`, maybe less than declared) over a
+    raw socket, leaving the connection open."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=15)
+    lines = ["POST /webhooks/github HTTP/1.1", f"Host: {host}:{port}"]
+    lines += [f"{name}: {value}" for name, value in head.items()]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    return sock
+
+
+def _status(sock: socket.socket) -> int:
+    answer = sock.recv(4096).decode(errors="replace")
+    return int(answer.split(" ", 2)[1])
+
+
+def test_an_unsigned_delivery_is_refused_before_its_body_is_read(intake: Intake) -> None:
+    """An unsigned request declaring 1 MiB and sending none of it is answered at once: carry
+    never waits for (nor buffers) the body of a request its headers already refuse."""
+    head = {"X-GitHub-Event": "push", "X-GitHub-Delivery": "d-unsigned", "Content-Length": "60000"}
+    with _raw_request(intake.url, head) as sock:
+        started = time.monotonic()
+        assert _status(sock) == 401
+        assert time.monotonic() - started < 2
+
+
+def test_a_slow_body_gets_408_at_the_deadline(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = Recorder(client)
+    app = create_app(CONFIG, settings(), client, on_event=recorder)
+    app.state.webhook_intake.body_deadline_s = 0.5
+    body = b'{"zen": "slow"}'
+    head = {
+        "X-GitHub-Event": "ping",
+        "X-GitHub-Delivery": "d-slow",
+        "X-Hub-Signature-256": sign(SECRET, body),
+        "Content-Length": str(len(body)),
+    }
+    with serve(app) as url, _raw_request(url, head, body[:5]) as sock:
+        started = time.monotonic()
+        assert _status(sock) == 408
+        assert 0.4 < time.monotonic() - started < 3
+    assert recorder.events == [] and get_delivery(client, "d-slow") is None
+    assert not [r for r in caplog.records if r.exc_info], "a refused body logs no traceback"
+
+
+def test_a_sender_that_goes_away_mid_body_costs_one_log_line(
+    intake: Intake, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = b'{"zen": "gone"}'
+    head = {
+        "X-GitHub-Event": "ping",
+        "X-GitHub-Delivery": "d-gone",
+        "X-Hub-Signature-256": sign(SECRET, body),
+        "Content-Length": "5000",
+    }
+    with caplog.at_level(logging.INFO), _raw_request(intake.url, head, body) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
+    wait = time.monotonic() + 5
+    while time.monotonic() < wait and not any(
+        "went away" in r.getMessage() for r in caplog.records
+    ):
+        time.sleep(0.05)
+    aborted = [r for r in caplog.records if "went away" in r.getMessage()]
+    assert len(aborted) == 1 and aborted[0].exc_info is None
+    assert not [r for r in caplog.records if r.exc_info], "an aborted body logs no traceback"
+    assert get_delivery(intake.client, "d-gone") is None
+
+
+def test_bodies_read_at_once_are_bounded(client: redis.Redis) -> None:
+    app = create_app(CONFIG, settings(), client, on_event=Recorder(client))
+    intake_ = app.state.webhook_intake
+    intake_.max_concurrent_reads, intake_.body_deadline_s = 2, 5.0
+    intake_.__post_init__()
+    body = b'{"zen": "held"}'
+    head = {
+        "X-GitHub-Event": "ping",
+        "X-GitHub-Delivery": "d-held",
+        "X-Hub-Signature-256": sign(SECRET, body),
+        "Content-Length": str(len(body)),
+    }
+    with serve(app) as url:
+        held = [
+            _raw_request(url, {**head, "X-GitHub-Delivery": f"d-held-{i}"}, b"{") for i in range(2)
+        ]
+        time.sleep(0.3)
+        with _raw_request(url, head, body) as third:
+            assert _status(third) == 503
+        for sock in held:
+            sock.close()
