@@ -33,14 +33,54 @@ class Command:
 
 
 def parse_commands(body: str) -> list[Command]:
-    """Every `/carry ...` line of a comment, in order. Quoted lines (`> `) are ignored."""
-    commands = []
-    for line in body.splitlines():
-        text = line.strip()
+    """Every `/carry ...` line of a comment's prose, in order, each command once. Lines in
+    quotes (`> `), fenced code blocks and indented code blocks are text someone showed, not
+    commands anyone gave; a command repeated in one comment is one request."""
+    commands: list[Command] = []
+    seen: set[tuple[str, str | None, str | None]] = set()
+    for text in _prose_lines(body):
         if not text.startswith("/carry"):
             continue
-        commands.append(parse_line(text))
+        command = parse_line(text)
+        key = (command.verb, command.arg, command.problem)
+        if key not in seen:
+            seen.add(key)
+            commands.append(command)
     return commands
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _prose_lines(body: str) -> list[str]:
+    """The stripped lines of `body` outside fenced and indented code blocks (CommonMark's
+    rules, simplified: a fence closes with a fence of the same character at least as long;
+    an indented block cannot interrupt a paragraph)."""
+    prose: list[str] = []
+    fence: str | None = None
+    after_blank = True  # the start of a comment is like a line after a blank one
+    in_indented = False
+    for line in body.expandtabs(4).splitlines():
+        opening = _FENCE.match(line)
+        if fence is not None:
+            if _closes(line, fence):
+                fence = None
+            continue
+        if opening and not (opening.group(1)[0] == "`" and "`" in line[opening.end() :]):
+            fence = opening.group(1)
+            continue
+        blank = not line.strip()
+        in_indented = line.startswith("    ") and not blank and (after_blank or in_indented)
+        if not in_indented and not blank:
+            prose.append(line.strip())
+        after_blank = blank
+    return prose
+
+
+def _closes(line: str, fence: str) -> bool:
+    run = _FENCE.match(line)
+    mark = run.group(1) if run else ""
+    return mark[:1] == fence[0] and len(mark) >= len(fence) and not line.strip().strip(fence[0])
 
 
 def parse_line(text: str) -> Command:

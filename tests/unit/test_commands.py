@@ -1,0 +1,53 @@
+"""`/carry` comment commands: what counts as a command someone gave."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.core.commands import Command, parse_commands
+
+
+def verbs(body: str) -> list[tuple[str, str | None]]:
+    return [(c.verb, c.arg) for c in parse_commands(body)]
+
+
+def test_commands_in_prose_in_order() -> None:
+    body = "Thanks!\n/carry keep 0002-x.patch\n\n  /carry rebase\n"
+    assert verbs(body) == [("keep", "0002-x.patch"), ("rebase", None)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "To pause it, write:\n```\n/carry pause\n```\n",
+        "~~~~text\n/carry pause\n~~~~\n",
+        "```` md\n```\n/carry pause\n```\n````\n",  # a shorter fence does not close a longer one
+        "Like this:\n\n    /carry pause\n",
+        "\t/carry pause\n",
+        "> /carry pause\n",
+    ],
+)
+def test_commands_shown_in_code_or_quotes_are_not_commands(body: str) -> None:
+    assert parse_commands(body) == []
+
+
+def test_prose_after_a_closed_fence_counts_again() -> None:
+    body = "```\n/carry pause\n```\n/carry resume\n"
+    assert verbs(body) == [("resume", None)]
+
+
+def test_an_indented_line_inside_a_paragraph_is_prose() -> None:
+    # CommonMark: an indented code block cannot interrupt a paragraph.
+    assert verbs("please\n    /carry rebase\n") == [("rebase", None)]
+
+
+def test_a_repeated_command_is_one_request() -> None:
+    body = "/carry help\n" * 300 + "/carry rebase\n/carry rebase\n/carry keep a.patch\n"
+    assert verbs(body) == [("help", None), ("rebase", None), ("keep", "a.patch")]
+
+
+def test_bad_commands_keep_their_problem() -> None:
+    (command,) = parse_commands("/carry keep\n/carry keep\n")
+    assert command == Command(
+        "unknown", raw="/carry keep", problem="`/carry keep` needs one patch name"
+    )
