@@ -130,8 +130,17 @@ def _no_credentials(url: str) -> str:
     return url
 
 
+def _not_an_option(url: str) -> str:
+    # git would read "-u..." or "--upload-pack=..." as an option, not a repository.
+    if url.lstrip().startswith("-"):
+        raise ValueError(f"expected a repository URL or path, got {url!r} (starts with '-')")
+    return url
+
+
 class Upstream(_Model):
-    url: Annotated[str, Field(min_length=1), AfterValidator(_no_credentials)]
+    url: Annotated[
+        str, Field(min_length=1), AfterValidator(_not_an_option), AfterValidator(_no_credentials)
+    ]
     repo: RepoName
 
 

@@ -507,3 +507,17 @@ def test_credentials_in_an_upstream_url_are_refused(tmp_path):
         parse_config(text, "carry.yaml", patches_root=tmp_path)
     assert "upstreams.u.url" in str(err.value) and "credentials" in str(err.value)
     assert "hunter2token" not in str(err.value)
+
+
+def test_an_upstream_url_git_would_read_as_an_option_is_refused(tmp_path):
+    from bot.config import ConfigError, parse_config
+
+    (tmp_path / "s").mkdir()
+    text = (
+        "downstream: {repo: a/b}\n"
+        "upstreams: {u: {url: '--upload-pack=touch /tmp/pwned', repo: o/r}}\n"
+        "series: [{id: s, upstream: u, base: {branch: main}, patches: s}]\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "carry.yaml", patches_root=tmp_path)
+    assert "upstreams.u.url" in str(err.value) and "starts with '-'" in str(err.value)
