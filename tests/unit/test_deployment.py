@@ -93,6 +93,16 @@ def test_runners_are_opt_in_profiles_of_their_kind(compose: dict[str, Any]) -> N
         assert "profiles" not in found[name], f"{name} must start without a profile"
 
 
+def test_runners_get_the_broker_but_none_of_the_services_secrets(
+    compose: dict[str, Any],
+) -> None:
+    for name in RUNNERS:
+        runner = services(compose)[name]
+        assert "env_file" not in runner, f"{name} must not load .env (GitHub credentials)"
+        assert set(runner["environment"]) == {"REDIS_URL", "CARRY_CONFIG"}
+    assert any("env_file" in services(compose)[name] for name in CORE)  # the service does
+
+
 def test_volumes_are_declared_and_the_mirror_cache_is_shared(compose: dict[str, Any]) -> None:
     declared = set(compose["volumes"])
     used = {
