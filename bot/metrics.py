@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator
 from typing import Final
 
 import redis
-from fastapi import APIRouter
+from fastapi import APIRouter, params
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -254,8 +254,11 @@ def render(client: redis.Redis, config: CarryConfig | None) -> bytes:
     return generate_latest(REGISTRY) + generate_latest(store)
 
 
-def metrics_router(client: redis.Redis, config: CarryConfig | None) -> APIRouter:
-    router = APIRouter()
+def metrics_router(
+    client: redis.Redis, config: CarryConfig | None, guard: params.Depends
+) -> APIRouter:
+    """GET /metrics behind `guard`: the dashboard's token, when one is set."""
+    router = APIRouter(dependencies=[guard])
 
     @router.get("/metrics", include_in_schema=False)
     def metrics() -> Response:  # sync: FastAPI runs it in a worker thread (Redis calls block)

@@ -43,8 +43,8 @@ def create_app(
     app.state.webhook_intake = intake
     app.include_router(webhook_router(intake))
     _add_health_routes(app, config, redis_client)
-    app.include_router(metrics_router(redis_client, config))
     access = Access(Settings.dashboard_token(config) if config else None)
+    app.include_router(metrics_router(redis_client, config, access.dependency()))
     fix_pages = FixPages.from_config(config)
     _add_api_routes(app, redis_client, access)
     app.include_router(api_router(redis_client, access, config, fix_pages))

@@ -197,3 +197,14 @@ def _get(url: str) -> str:
     response = httpx.get(url, timeout=10)
     response.raise_for_status()
     return response.text
+
+
+def test_metrics_need_the_dashboard_token_when_one_is_set(
+    client: redis.Redis, config: CarryConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(config.web.dashboard_token_env, "metrics-dash-token")
+    app = create_app(config, Settings(webhook_secret=SecretStr(SECRET)), client)
+    with TestClient(app) as http:
+        assert http.get("/metrics").status_code == 401
+        answer = http.get("/metrics", headers={"Authorization": "Bearer metrics-dash-token"})
+        assert answer.status_code == 200 and "carry_store_up" in answer.text
