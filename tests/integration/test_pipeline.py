@@ -131,7 +131,9 @@ def test_paused_series_is_never_touched_automatically(carry):
         lambda: (s := carry.state()) and s.head_sha == after and s, 30, "head recorded"
     )
     assert state.checked_head is None
-    assert "paused" in carry.history("record_head")[0]["data"]["reason"]
+    # The history entry is written just after the state (one commit for both: issue 13).
+    recorded = wait_for(lambda: carry.history("record_head"), 10, "record_head in the history")
+    assert "paused" in recorded[0]["data"]["reason"]
     assert carry.history("rebased") == []
 
 
