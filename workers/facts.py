@@ -34,6 +34,7 @@ def series_facts(
         pr_number=state.pr.number if state and state.pr else None,
         head_sha=state.head_sha if state else None,
         head_ref=state.head_ref if state else None,
+        head_actor=state.head_actor if state else None,
         awaiting_import=awaiting,
         runners=tuple(series.runners),
     )

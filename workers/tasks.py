@@ -145,7 +145,13 @@ def poll_prs(self: Task) -> None:
 
 @app.task(name="carry.check_permission", bind=True, acks_late=True, max_retries=5)
 def check_permission(
-    self: Task, series_id: str, number: int, comment_id: int, author: str, body: str
+    self: Task,
+    series_id: str,
+    number: int,
+    comment_id: int,
+    author: str,
+    body: str,
+    head_at_comment: str | None = None,
 ) -> None:
     """Looks up the commenter's permission, then lets the planner decide on the command."""
     rt = runtime()
@@ -158,6 +164,7 @@ def check_permission(
             author=author,
             permission=permission,
             body=body,
+            head_at_comment=head_at_comment,
         )
         handle_event(rt, event)
 

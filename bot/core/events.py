@@ -206,6 +206,7 @@ class CommandAuthorized:
     permission: str
     body: str
     delivery_id: str = ""
+    head_at_comment: str | None = None  # the series' upstream head when the comment came in
 
     @property
     def key(self) -> str:

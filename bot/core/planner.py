@@ -31,6 +31,7 @@ class SeriesFacts:
     pr_number: int | None = None  # carry's own PR on the downstream repository
     head_sha: str | None = None
     head_ref: str | None = None
+    head_actor: str | None = None  # who pushed head_sha (None: unknown, e.g. a polled head)
     awaiting_import: bool = False
     runners: tuple[str, ...] = ()
 
@@ -172,6 +173,9 @@ def _comment(event: ev.Event, facts: Facts) -> list[Action]:
         "comment_id": event.comment_id,
         "author": event.author,
         "body": event.body,
+        # The head the commenter could have seen: `/carry approve` without a SHA means this
+        # one, not whatever head is current once the permission lookup comes back.
+        "head_at_comment": series.head_sha,
     }
     why = f"@{event.author} commented a /carry command; look up their permission"
     return [Action("check_permission", f"perm:{event.key}", why, series.id, args)]
@@ -223,7 +227,8 @@ def _command_action(
                 {
                     "head_sha": series.head_sha,
                     "head_ref": head_ref,
-                    "actor": who,
+                    # The head's pusher stays its pusher: asking for a rebase confers no trust.
+                    "actor": series.head_actor,
                     "force": True,
                     "trigger": key,
                 },
@@ -256,12 +261,30 @@ def _command_action(
     if command.verb in simple:
         kind, args, line = simple[command.verb]
         return Action(kind, key, f"/carry {command.verb} by @{who}", series.id, args), line
-    sha = command.arg or series.head_sha
+    return _approve(series, event, command, key)
+
+
+def _approve(
+    series: SeriesFacts, event: ev.CommandAuthorized, command: Command, key: str
+) -> tuple[Action | None, str]:
+    """Trust is a fact about one SHA: a bare `/carry approve` means the head the commenter
+    could have seen when they wrote it, never a head that arrived afterwards."""
+    sha = command.arg or event.head_at_comment
     if sha is None:
-        return None, "Nothing to approve yet: carry has not seen the upstream head."
-    args = {"sha": sha, "by": who}
+        if series.head_sha is None:
+            return None, "Nothing to approve yet: carry has not seen the upstream head."
+        return None, (
+            "Not approved: carry cannot tell which upstream head you reviewed. Name it: "
+            f"`/carry approve {series.head_sha[:12]}`."
+        )
+    args = {"sha": sha, "by": event.author}
     line = f"Approved {sha[:12]} for the hardware runners."
-    return Action("approve", key, f"/carry approve by @{who}", series.id, args), line
+    if command.arg is None and series.head_sha and series.head_sha != sha:
+        line += (
+            f" The upstream head has moved since your comment, to {series.head_sha[:12]}: "
+            f"it is not approved (`/carry approve {series.head_sha[:12]}` approves it)."
+        )
+    return Action("approve", key, f"/carry approve by @{event.author}", series.id, args), line
 
 
 def _reply(

@@ -1,0 +1,88 @@
+"""Trust is a fact about a SHA: comment commands never confer it on a head nobody approved."""
+
+from __future__ import annotations
+
+from bot.core import events as ev
+from bot.core.planner import Action, Facts, SeriesFacts, plan
+
+OLD, NEW = "a" * 40, "b" * 40
+DOWN = "acme/carry"
+
+
+def facts(**series: object) -> Facts:
+    defaults: dict[str, object] = {
+        "id": "s1",
+        "upstream_repo": "up/stream",
+        "watched_ref": "refs/heads/main",
+        "pr_number": 7,
+        "head_sha": OLD,
+        "head_ref": "refs/heads/main",
+        "head_actor": "stranger",
+        "trusted_authors": frozenset({"maintainer"}),
+    }
+    return Facts(DOWN, series=(SeriesFacts(**{**defaults, **series}),))  # type: ignore[arg-type]
+
+
+def authorized(body: str, head_at_comment: str | None = OLD) -> ev.CommandAuthorized:
+    return ev.CommandAuthorized(
+        series_id="s1",
+        number=7,
+        comment_id=99,
+        author="maintainer",
+        permission="write",
+        body=body,
+        head_at_comment=head_at_comment,
+    )
+
+
+def only(actions: list[Action], kind: str) -> list[Action]:
+    return [a for a in actions if a.kind == kind]
+
+
+def reply(actions: list[Action]) -> str:
+    (answer,) = only(actions, "reply")
+    return str(answer.args["body"])
+
+
+def test_a_comment_remembers_the_head_its_author_could_see() -> None:
+    comment = ev.CommentCreated(
+        repo=DOWN,
+        number=7,
+        on_pull_request=True,
+        author="maintainer",
+        author_association="MEMBER",
+        body="/carry approve",
+        comment_id=99,
+    )
+    (lookup,) = plan(comment, facts())
+    assert lookup.kind == "check_permission" and lookup.args["head_at_comment"] == OLD
+
+
+def test_a_bare_approve_binds_to_the_head_at_comment_time_not_a_newer_one() -> None:
+    # The head moved to NEW while the permission lookup was in flight.
+    actions = plan(authorized("/carry approve", head_at_comment=OLD), facts(head_sha=NEW))
+    (approve,) = only(actions, "approve")
+    assert approve.args["sha"] == OLD
+    assert f"moved since your comment, to {NEW[:12]}: it is not approved" in reply(actions)
+
+
+def test_a_bare_approve_with_no_known_head_at_comment_time_approves_nothing() -> None:
+    actions = plan(authorized("/carry approve", head_at_comment=None), facts(head_sha=NEW))
+    assert only(actions, "approve") == []
+    assert f"Name it: `/carry approve {NEW[:12]}`" in reply(actions)
+
+
+def test_an_approve_naming_a_sha_binds_to_it() -> None:
+    actions = plan(authorized(f"/carry approve {NEW[:12]}"), facts(head_sha=NEW))
+    (approve,) = only(actions, "approve")
+    assert approve.args["sha"] == NEW[:12]
+
+
+def test_rebase_by_a_trusted_commenter_keeps_the_heads_pusher() -> None:
+    (rebase,) = only(plan(authorized("/carry rebase"), facts()), "rebase")
+    assert rebase.args["actor"] == "stranger" and rebase.args["head_sha"] == OLD
+
+
+def test_rebase_of_a_head_with_unknown_pusher_stays_unknown() -> None:
+    (rebase,) = only(plan(authorized("/carry rebase"), facts(head_actor=None)), "rebase")
+    assert rebase.args["actor"] is None
