@@ -138,8 +138,19 @@ def _base_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
     why = f"base PR {event.repo}#{event.number} is {event.state.replace('_', ' ')}"
     actions = [Action("record_base_pr", f"basepr:{series.id}:{event.key}", why, series.id, args)]
     if event.moves_head:
-        actions.append(_on_head(series, event.head_sha, event.head_ref, event.actor, why))
+        actions.append(
+            _on_head(series, event.head_sha, event.head_ref, _pusher(series, event), why)
+        )
     return actions
+
+
+def _pusher(series: SeriesFacts, event: ev.PrStateChanged) -> str | None:
+    """Who pushed the PR's head, as far as a state event can tell. Whoever opens a PR pushed
+    its branch; whoever reopens one did not (a stranger may have pushed while it was closed),
+    so a reopened head keeps the pusher carry recorded for it, or none."""
+    if event.state == "open":
+        return event.actor
+    return series.head_actor if event.head_sha == series.head_sha else None
 
 
 def _linked_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:

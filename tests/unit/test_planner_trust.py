@@ -86,3 +86,17 @@ def test_rebase_by_a_trusted_commenter_keeps_the_heads_pusher() -> None:
 def test_rebase_of_a_head_with_unknown_pusher_stays_unknown() -> None:
     (rebase,) = only(plan(authorized("/carry rebase"), facts(head_actor=None)), "rebase")
     assert rebase.args["actor"] is None
+
+
+def base_pr(state: ev.PrState, head: str) -> ev.PrStateChanged:
+    return ev.PrStateChanged(
+        repo="up/stream", number=5, state=state, head_sha=head, base_ref="main", actor="maintainer"
+    )
+
+
+def test_reopening_a_pr_confers_no_trust_on_a_head_pushed_while_it_was_closed() -> None:
+    pulled = facts(watched_ref="refs/pull/5/head", pull=5, head_actor="stranger")
+    (rebase,) = only(plan(base_pr("reopened", NEW), pulled), "rebase")
+    assert rebase.args["head_sha"] == NEW and rebase.args["actor"] is None
+    (same,) = only(plan(base_pr("reopened", OLD), pulled), "rebase")
+    assert same.args["actor"] == "stranger"  # the head carry knows keeps its known pusher
