@@ -601,24 +601,25 @@ def run_ci(demo: Demo, head: str, number: int) -> None:
     state = demo.wait(f"CI on {short(head)}", lambda: ci_rows_done(demo, head))
     for key, row in sorted(state.ci.items()):
         say(f"  {key}: {row.state} (run {row.run_id}: {demo.dashboard}/runs/{row.run_id})")
-    runs = demo.wait("the check runs on the PR", lambda: completed_check_runs(demo, number))
-    say(f"  Check runs on the downstream PR #{number}:")
+    runs = demo.wait("the CI results on the PR", lambda: completed_ci_statuses(demo, number))
+    say(f"  Commit statuses on the downstream PR #{number} (a token may not write check runs):")
     for name, conclusion in sorted(runs.items()):
         say(f"    {name}: {conclusion}")
     look(demo, "/runners")
 
 
-def completed_check_runs(demo: Demo, number: int) -> dict[str, str] | None:
-    """name -> conclusion of the newest check run per name, once there is one per CI row."""
+def completed_ci_statuses(demo: Demo, number: int) -> dict[str, str] | None:
+    """context -> state of the newest commit status per context, once each CI row has a final
+    one. The demo runs carry with a token, so CI results are commit statuses, not check runs."""
     head = demo.gh.pull(DOWN_OWNER, DOWN_NAME, number)["head"]["sha"]
     newest: dict[str, dict[str, Any]] = {}
-    for run in demo.gh.check_runs(DOWN_OWNER, DOWN_NAME, sha=head):
-        if run["name"] not in newest or run["id"] > newest[run["name"]]["id"]:
-            newest[run["name"]] = run
+    for status in demo.gh.statuses(DOWN_OWNER, DOWN_NAME, head):
+        if status["context"] not in newest or status["id"] > newest[status["context"]]["id"]:
+            newest[status["context"]] = status
     wanted = {f"carry/{kind}/{check}" for kind in KINDS for check in CHECKS}
-    if not wanted <= newest.keys() or any(newest[n]["status"] != "completed" for n in wanted):
+    if not wanted <= newest.keys() or any(newest[n]["state"] == "pending" for n in wanted):
         return None
-    return {name: str(newest[name]["conclusion"]) for name in wanted}
+    return {name: str(newest[name]["state"]) for name in wanted}
 
 
 # -- step 5 -----------------------------------------------------------------------------------

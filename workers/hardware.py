@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import cache
 
 from bot.core.ci_plan import check_run_status
 from bot.core.render import pr_body, pr_title
@@ -79,28 +80,84 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
 
 
 def report_on_github(series_id: str, row: CiState) -> None:
-    """The hook workers.ci calls on every CI row change: a check run on the PR head and the PR's
-    CI table. Without GitHub credentials the dashboard is the only report."""
+    """The hook workers.ci calls on every CI row change: the row's result on the PR head (a check
+    run as an App, a commit status with a token: GitHub lets only Apps write check runs), then
+    the PR's CI table, whatever became of the first. Without credentials the dashboard is the
+    only report."""
     rt = runtime()
     state = store.load_series(rt.redis, series_id)
     if rt.settings.github_auth == "none" or state is None or state.pr is None:
         return
+    forge = Forge.connect(rt.settings, rt.config.downstream.repo)
     try:
-        forge = Forge.connect(rt.settings, rt.config.downstream.repo)
-        status, conclusion = check_run_status(row.state, row.detail)
-        forge.create_check_run(
-            state.pr.head_sha,
-            f"carry/{row.runner}",
-            status,
-            conclusion,
-            f"{row.runner}: {row.state}",
-            row.detail or row.state,
-        )
-        forge.update_pull(state.pr.number, pr_title(state), pr_body(state, state.version))
+        if rt.settings.github_auth == "app":
+            _check_run(forge, state, row)
+        else:
+            _commit_status(forge, state, row)
     except ForgeError as err:
         store.append_history(
             rt.redis, series_id, "ci-report-failed", runner=row.runner, error=str(err)
         )
+    try:
+        forge.update_pull(
+            state.pr.number, pr_title(state), pr_body(state, state.version), series=state.id
+        )
+    except ForgeError as err:
+        store.append_history(
+            rt.redis, series_id, "ci-table-failed", runner=row.runner, error=str(err)
+        )
+
+
+def _check_run(forge: Forge, state: SeriesState, row: CiState) -> None:
+    assert state.pr is not None
+    status, conclusion = check_run_status(row.state, row.detail)
+    forge.create_check_run(
+        state.pr.head_sha,
+        f"carry/{row.runner}",
+        status,
+        conclusion,
+        f"{row.runner}: {row.state}",
+        row.detail or row.state,
+        series=state.id,
+    )
+
+
+def _commit_status(forge: Forge, state: SeriesState, row: CiState) -> None:
+    assert state.pr is not None
+    _say_statuses_once()
+    forge.create_status(
+        state.pr.head_sha,
+        f"carry/{row.runner}",
+        commit_status_state(row.state, row.detail),
+        f"{row.state}: {row.detail}" if row.detail else row.state,
+        row.url if row.url.startswith(("https://", "http://")) else "",
+    )
+
+
+# A check run's conclusion as a commit status state (statuses know only these four).
+_STATUS_OF_CONCLUSION = {
+    "success": "success",
+    "neutral": "success",
+    "skipped": "success",
+    "failure": "failure",
+    "timed_out": "failure",
+    "action_required": "pending",  # waits for /carry approve
+}
+
+
+def commit_status_state(state: str, detail: str = "") -> str:
+    status, conclusion = check_run_status(state, detail)
+    if status != "completed" or conclusion is None:
+        return "pending"
+    return _STATUS_OF_CONCLUSION.get(conclusion, "error")
+
+
+@cache
+def _say_statuses_once() -> None:
+    log.info(
+        "GitHub token mode: hardware CI is reported as commit statuses; "
+        "check runs need a GitHub App (GITHUB_APP_ID)"
+    )
 
 
 ci.on_result = report_on_github

@@ -14,7 +14,7 @@ from bot.core import proposal
 from bot.core.render import conflict_report
 from bot.core.state import PrInfo, SeriesState
 from bot.git.downstream import Downstream
-from bot.github.forge import Forge
+from bot.github.forge import DraftsNotSupported, Forge, PullInfo
 from bot.store import series as store
 from workers import downstream as downstream_repo
 from workers import hardware
@@ -24,6 +24,14 @@ log = logging.getLogger("carry.publish")
 
 CONFLICT_MARKER = "<!-- carry:conflict-report -->"
 LABELS = {"conflict": "carry:conflict", "review": "carry:needs-review"}
+NO_DRAFTS_NOTE = (
+    "\n> note: GitHub does not allow draft pull requests in this repository (private "
+    "repositories on the Free and Pro plans), so this one is open for review although it needs "
+    "a human first: see the `{label}` label."
+)
+NOT_A_DRAFT_NOTE = (
+    "\n> note: this pull request needs a human before merging: see the `{label}` label."
+)
 
 
 def publish(
@@ -68,11 +76,9 @@ def publish(
         if not plan.files and branch not in heads:
             _report_without_pr(rt, state)
             return
-        pull = forge.create_pull(
-            main, branch, title, body, draft=state.outcome in ("review", "conflict")
-        )
+        pull = _open_pull(rt, forge, main, branch, title, body, state)
     else:
-        forge.update_pull(pull.number, title, body)
+        forge.update_pull(pull.number, title, body + _not_a_draft(state, pull), series=state.id)
     labels = [label for outcome, label in LABELS.items() if state.outcome == outcome]
     if labels:
         forge.add_labels(pull.number, labels)
@@ -100,6 +106,36 @@ def publish(
         hardware.request(rt, state, tree, url, branch, branch_sha, directory)
 
 
+def _open_pull(
+    rt: Runtime,
+    forge: Forge,
+    main: str,
+    branch: str,
+    title: str,
+    body: str,
+    state: SeriesState,
+) -> PullInfo:
+    """A draft when a human must act first; where GitHub refuses drafts, a ready PR whose label
+    and body say so."""
+    label = LABELS.get(state.outcome)
+    try:
+        return forge.create_pull(
+            main, branch, title, body, draft=label is not None, series=state.id
+        )
+    except DraftsNotSupported:
+        assert label is not None
+        store.append_history(
+            rt.redis, state.id, "draft-refused", reason="drafts not supported", label=label
+        )
+        note = NO_DRAFTS_NOTE.format(label=label)
+        return forge.create_pull(main, branch, title, body + note, draft=False, series=state.id)
+
+
+def _not_a_draft(state: SeriesState, pull: PullInfo) -> str:
+    label = LABELS.get(state.outcome)
+    return NOT_A_DRAFT_NOTE.format(label=label) if label and not pull.draft else ""
+
+
 def _push(
     downstream: Downstream,
     heads: dict[str, str],
@@ -125,7 +161,7 @@ def _conflict_comment(forge: Forge, number: int, state: SeriesState) -> None:
         text = "\n".join(
             [CONFLICT_MARKER, "## carry: conflicts", "", *map(conflict_report, conflicts)]
         )
-        forge.upsert_comment(number, CONFLICT_MARKER, text)
+        forge.upsert_comment(number, CONFLICT_MARKER, text, series=state.id)
         return
     # Update an earlier report (if any) so nobody acts on a conflict that is gone.
     forge.upsert_comment(
@@ -133,6 +169,7 @@ def _conflict_comment(forge: Forge, number: int, state: SeriesState) -> None:
         CONFLICT_MARKER,
         f"{CONFLICT_MARKER}\nThe earlier conflicts are resolved on {str(state.checked_head)[:12]}.",
         only_existing=True,
+        series=state.id,
     )
 
 

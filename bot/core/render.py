@@ -12,6 +12,12 @@ from bot.core.state import CiState, PatchState, SeriesState
 MARKER = "<!-- carry:series={series} -->"
 _VERSION = re.compile(r"^(\d{8})\.(\d+)$")
 MAX_INTERDIFF_LINES = 200
+# GitHub refuses longer texts with a 422: PR bodies and comments count characters, check-run
+# output.summary / output.text count UTF-8 bytes.
+GITHUB_MAX_BODY_CHARS = 65536
+GITHUB_MAX_CHECK_OUTPUT_BYTES = 65535
+_FENCE_CLOSE = "\n```\n"
+_LOOK_BACK_FOR_LINE_END = 2000
 
 
 def next_version(current: str | None, today: date) -> str:
@@ -157,3 +163,47 @@ def _ci_table(runs: list[CiState]) -> list[str]:
     if not runs:
         return [*header, "| - | not started | CI runs once this tree is proposed |", ""]
     return [*header, *(f"| {r.runner} | {r.state} | {_cell(r.detail)} |" for r in runs), ""]
+
+
+def fit_for_github(
+    text: str,
+    series_id: str | None = None,
+    *,
+    limit: int = GITHUB_MAX_BODY_CHARS,
+    in_bytes: bool = False,
+) -> str:
+    """`text` as is when GitHub accepts its size, else cut at a line end under `limit` with a
+    visible note that says where the full text is (an open code block is closed first)."""
+    size = _utf8_len if in_bytes else len
+    total = size(text)
+    if total <= limit:
+        return text
+    note = _overflow_note(series_id, total, limit, "bytes" if in_bytes else "characters")
+    budget = limit - size(note) - len(_FENCE_CLOSE)
+    head = _utf8_prefix(text, budget) if in_bytes else text[:budget]
+    line_end = head.rfind("\n", max(0, len(head) - _LOOK_BACK_FOR_LINE_END))
+    if line_end > 0:
+        head = head[: line_end + 1]
+    if head.count("```") % 2:
+        head += _FENCE_CLOSE
+    return head.rstrip("\n") + note
+
+
+def _overflow_note(series_id: str | None, total: int, limit: int, unit: str) -> str:
+    where = (
+        f"the page of series `{series_id}` (`/series/{series_id}`) on carry's dashboard"
+        if series_id
+        else "carry's dashboard"
+    )
+    return (
+        f"\n\n> **Truncated by carry**: the full text has {total} {unit}, GitHub takes at most "
+        f"{limit}. Full text on {where}.\n"
+    )
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _utf8_prefix(text: str, max_bytes: int) -> str:
+    return text.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")

@@ -21,7 +21,8 @@ rate_limit=5000)``; ``start()``/``stop()`` or a ``with`` block; ``base_url``, ``
 Setup and inspection (all names are keyword-friendly; owner/name identify a repository):
 
 * ``create_repo(owner, name, *, from_path=None, default_branch="main", private=False,
-  description=None) -> Path`` (bare repo under root/owner/name.git); ``repo_path(owner, name)``;
+  description=None, plan="free") -> Path`` (bare repo under root/owner/name.git; ``plan`` is the
+  owner's free/pro/team/enterprise plan: private free/pro repositories refuse drafts); ``repo_path(owner, name)``;
   ``git_url(owner, name, *, token=None)``; ``ref(owner, name, ref) -> sha | None``;
   ``sync(owner, name, *, pusher=None)`` (notice pushes made straight into the bare repo; every
   REST call and every HTTP push syncs on its own).
@@ -62,7 +63,9 @@ schemas (``RestSchemas``, ``WebhookSchemas``) are test helpers: tests/support/gi
 GitHub rules worth knowing: anonymous REST reads and git fetches work on public repos;
 REST writes need a token; ``git push`` over HTTP needs a token whose user has write access
 (``set_permission(..., "write")``) or an installation token; ``GET /pulls?head=branch``
-without the ``owner:`` part ignores the filter, as GitHub does; pushing a PR's head commits
+without the ``owner:`` part ignores the filter, as GitHub does; check-run writes need an App
+installation token (403 for personal tokens); PR bodies and comments are limited to 65,536
+characters, check-run summaries and texts to 65,535 bytes (422); pushing a PR's head commits
 into its base marks it merged, deleting its head branch closes it.
 
 Known gaps: forks / cross-repository PRs, reviews, branch protection, GraphQL, search and

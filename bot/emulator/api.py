@@ -117,6 +117,20 @@ def _compile(template: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(parts) + "$")
 
 
+def _require_app(req: Request) -> None:
+    """Check-run writes are for GitHub Apps only ("To create a check run, you must use a GitHub
+    App. OAuth apps and authenticated users are not able to create a check suite": REST docs,
+    Create a check run); a personal token gets 403, an anonymous caller 401."""
+    if req.identity.login is None:
+        raise ApiError(401, "Requires authentication")
+    if req.identity.kind != "installation":
+        raise ApiError(
+            403,
+            "You must authenticate via a GitHub App.",
+            documentation_url="https://docs.github.com/rest/checks/runs#create-a-check-run",
+        )
+
+
 def paginate(req: Request, items: list[Any]) -> tuple[list[Any], dict[str, str]]:
     """One page of items and the Link header GitHub would send (absolute URLs)."""
     try:
@@ -491,6 +505,7 @@ class RestApi:
 
     def create_check_run(self, req: Request, owner: str, repo: str) -> Reply:
         found = self.repo_for(req, owner, repo)
+        _require_app(req)
         run = self.hub.create_check_run(found, req.identity, req.json_object())
         return Reply(201, self.views.check_run(found, run))
 
@@ -500,6 +515,7 @@ class RestApi:
 
     def update_check_run(self, req: Request, owner: str, repo: str, check_run_id: str) -> Reply:
         found = self.repo_for(req, owner, repo)
+        _require_app(req)
         run = self.hub.check_run(found, int(check_run_id))
         self.hub.update_check_run(found, run, req.identity, req.json_object())
         return Reply(200, self.views.check_run(found, run))

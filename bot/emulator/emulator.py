@@ -180,8 +180,10 @@ class GitHubEmulator:
         default_branch: str = "main",
         private: bool = False,
         description: str | None = None,
+        plan: str = "free",
     ) -> Path:
-        """A bare repository (branches and tags copied from from_path); returns its path."""
+        """A bare repository (branches and tags copied from from_path); returns its path.
+        `plan` is the owner's GitHub plan: private repositories of free/pro refuse drafts."""
         with self.hub.lock:
             repo = self.hub.create_repo(
                 owner,
@@ -190,6 +192,7 @@ class GitHubEmulator:
                 default_branch=default_branch,
                 private=private,
                 description=description,
+                plan=plan,
             )
             return repo.path
 

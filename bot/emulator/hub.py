@@ -48,6 +48,14 @@ CHECK_CONCLUSIONS = (
     "timed_out",
 )
 STATUS_STATES = ("error", "failure", "pending", "success")
+PLANS = ("free", "pro", "team", "enterprise")
+# Draft PRs: "public repositories with GitHub Free and GitHub Free for organizations, GitHub Pro
+# and legacy per-repository billing plans, and in public and private repositories with GitHub
+# Team and GitHub Enterprise Cloud" (REST docs, Create a pull request, `draft`).
+NO_PRIVATE_DRAFTS = frozenset({"free", "pro"})
+# REST limits; the error bodies are GitHub's as recorded in public reports (see the tests).
+MAX_BODY_CHARS = 65536  # PR and issue bodies, issue comments
+MAX_CHECK_OUTPUT_BYTES = 65535  # check-run output.summary and output.text (UTF-8 bytes)
 MERGE_METHODS = ("merge", "squash", "rebase")
 GITHUB_COMMITTER = ("GitHub", "noreply@github.com")
 
@@ -148,7 +156,10 @@ class Hub:
         default_branch: str = "main",
         private: bool = False,
         description: str | None = None,
+        plan: str = "free",
     ) -> Repo:
+        if plan not in PLANS:
+            raise ValueError(f"plan must be one of {PLANS}, not {plan!r}")
         if f"{owner}/{name}".lower() in self.repos:
             raise ValueError(f"repository {owner}/{name} exists")
         self.user(owner)
@@ -165,6 +176,7 @@ class Hub:
             created_at=now,
             pushed_at=now,
             private=private,
+            plan=plan,
             description=description,
         )
         repo.ref_snapshot = git.refs("refs/heads/", "refs/tags/")
@@ -322,6 +334,13 @@ class Hub:
             raise validation_failed("PullRequest", "base", "missing_field")
         if not title:
             raise validation_failed("PullRequest", "title", "missing_field")
+        _check_pull_body(body)
+        if draft and repo.private and repo.plan in NO_PRIVATE_DRAFTS:
+            raise ApiError(
+                422,
+                "Draft pull requests are not supported in this repository.",
+                documentation_url=_DOC_PULLS,
+            )
         owner, _, branch = head.rpartition(":")
         if owner and owner.lower() != repo.owner.lower():
             raise validation_failed("PullRequest", "head", "invalid")
@@ -369,6 +388,7 @@ class Hub:
         assert pr is not None
         if state not in (None, "open", "closed"):
             raise validation_failed("PullRequest", "state", "invalid")
+        _check_pull_body(body)
         changes: dict[str, Any] = {}
         if base is not None and base != pr.base_ref:
             if issue.state != "open":
@@ -547,6 +567,7 @@ class Hub:
     def add_comment(self, repo: Repo, issue: Issue, user: str, body: str) -> Comment:
         if not isinstance(body, str) or not body:
             raise validation_failed("IssueComment", "body", "missing_field")
+        _check_comment_body(body)
         now = self.clock.now()
         self.user(user)
         comment = Comment(self._comment_ids(), repo.full_name, issue.number, user, body, now, now)
@@ -568,6 +589,7 @@ class Hub:
     def edit_comment(self, repo: Repo, comment: Comment, body: str, actor: str) -> None:
         if not isinstance(body, str) or not body:
             raise validation_failed("IssueComment", "body", "missing_field")
+        _check_comment_body(body)
         comment.body = body
         comment.updated_at = self.clock.now()
 
@@ -642,6 +664,7 @@ class Hub:
         return found
 
     def _apply_check_fields(self, run: CheckRun, data: dict[str, Any]) -> None:
+        _check_output_size(data.get("output"))
         status = data.get("status", run.status)
         conclusion = data.get("conclusion", run.conclusion)
         if status not in CHECK_STATUSES:
@@ -715,6 +738,61 @@ class Hub:
         return token
 
 
+def _check_pull_body(body: Any) -> None:
+    if isinstance(body, str) and len(body) > MAX_BODY_CHARS:
+        raise ApiError(
+            422,
+            "Validation Failed",
+            errors=[
+                {
+                    "resource": "Issue",
+                    "code": "custom",
+                    "field": "body",
+                    "message": f"body is too long (maximum is {MAX_BODY_CHARS} characters)",
+                }
+            ],
+            documentation_url=_DOC_PULLS,
+        )
+
+
+def _check_comment_body(body: str) -> None:
+    if len(body) > MAX_BODY_CHARS:
+        raise ApiError(
+            422,
+            "Validation Failed",
+            errors=[
+                {
+                    "resource": "IssueComment",
+                    "code": "unprocessable",
+                    "field": "data",
+                    "message": f"Body is too long (maximum is {MAX_BODY_CHARS} characters)",
+                }
+            ],
+            documentation_url=_DOC_COMMENTS,
+        )
+
+
+def _check_output_size(output: Any) -> None:
+    if not isinstance(output, dict):
+        return
+    for field in ("summary", "text"):
+        value = output.get(field)
+        if isinstance(value, str) and len(value.encode()) > MAX_CHECK_OUTPUT_BYTES:
+            raise ApiError(
+                422,
+                "Validation Failed",
+                errors=[
+                    {
+                        "resource": "CheckRun",
+                        "code": "custom",
+                        "field": field,
+                        "message": f"{field} exceeds a maximum bytesize of {MAX_CHECK_OUTPUT_BYTES}",
+                    }
+                ],
+                documentation_url=_DOC_CHECKS,
+            )
+
+
 def _is_sha(value: str) -> bool:
     return 4 <= len(value) <= 40 and all(c in "0123456789abcdef" for c in value.lower())
 
@@ -723,4 +801,6 @@ _DOC_REFS = "https://docs.github.com/rest/git/refs"
 _DOC_COMMITS = "https://docs.github.com/rest/commits/commits#get-a-commit"
 _DOC_MERGE = "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request"
 _DOC_CHECKS = "https://docs.github.com/rest/checks/runs#create-a-check-run"
+_DOC_PULLS = "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"
+_DOC_COMMENTS = "https://docs.github.com/rest/issues/comments#create-an-issue-comment"
 _DOC_STATUSES = "https://docs.github.com/rest/commits/statuses#create-a-commit-status"

@@ -134,6 +134,7 @@ class Repo:
     created_at: float
     pushed_at: float
     private: bool = False
+    plan: str = "free"  # the owner's plan: free / pro / team / enterprise
     description: str | None = None
     permissions: dict[str, str] = field(default_factory=dict)
     labels: dict[str, Label] = field(default_factory=dict)

@@ -2,7 +2,8 @@
 
 Works as a GitHub App (installation tokens) or with a token, against github.com or an
 Enterprise server (`base_url`). Only idempotent requests are retried: PyGithub's default also
-retries POST, which can open the same pull request twice.
+retries POST, which can open the same pull request twice. Every text sent is cut to GitHub's size
+limits (with a note saying so), since GitHub refuses longer ones outright.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from bot.config import ConfigError, Settings
+from bot.core.render import GITHUB_MAX_CHECK_OUTPUT_BYTES, fit_for_github
 from bot.metrics import record_rate_limit
 
 log = logging.getLogger("carry.github")
@@ -30,6 +32,13 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 
 class ForgeError(RuntimeError):
     """A GitHub call failed; the message carries GitHub's status and answer."""
+
+
+class DraftsNotSupported(ForgeError):
+    """GitHub refuses draft PRs in this repository (private repositories on Free and Pro)."""
+
+
+DRAFTS_REFUSED = "Draft pull requests are not supported in this repository."
 
 
 @dataclass(frozen=True)
@@ -112,31 +121,53 @@ class Forge:
             return _info(pull)
         return None
 
-    def create_pull(self, base: str, branch: str, title: str, body: str, draft: bool) -> PullInfo:
-        pull = self._call(
-            "create pull",
-            self.repo.create_pull,
-            base=base,
-            head=branch,
-            title=title,
-            body=body,
-            draft=draft,
-        )
+    def create_pull(
+        self,
+        base: str,
+        branch: str,
+        title: str,
+        body: str,
+        draft: bool,
+        *,
+        series: str | None = None,
+    ) -> PullInfo:
+        """Opens a PR; DraftsNotSupported when GitHub refuses a draft in this repository."""
+        try:
+            pull = self._call(
+                "create pull",
+                self.repo.create_pull,
+                base=base,
+                head=branch,
+                title=title,
+                body=fit_for_github(body, series),
+                draft=draft,
+            )
+        except ForgeError as err:
+            if draft and _refuses_drafts(err.__cause__):
+                raise DraftsNotSupported(str(err)) from err
+            raise
         return _info(pull)
 
-    def update_pull(self, number: int, title: str, body: str) -> None:
+    def update_pull(self, number: int, title: str, body: str, *, series: str | None = None) -> None:
         pull = self._call("get pull", self.repo.get_pull, number)
-        self._call("edit pull", pull.edit, title=title, body=body)
+        self._call("edit pull", pull.edit, title=title, body=fit_for_github(body, series))
 
     def add_labels(self, number: int, labels: list[str]) -> None:
         pull = self._call("get pull", self.repo.get_pull, number)
         self._call("add labels", pull.add_to_labels, *labels)
 
     def upsert_comment(
-        self, number: int, marker: str, body: str, *, only_existing: bool = False
+        self,
+        number: int,
+        marker: str,
+        body: str,
+        *,
+        only_existing: bool = False,
+        series: str | None = None,
     ) -> int | None:
         """Edits carry's comment holding `marker`, or creates it (unless `only_existing`):
         one report per PR, updated in place."""
+        body = fit_for_github(body, series)
         pull = self._call("get pull", self.repo.get_pull, number)
         for comment in self._call("list comments", pull.get_issue_comments):
             if marker in (comment.body or ""):
@@ -147,9 +178,10 @@ class Forge:
             return None
         return int(self._call("comment", pull.create_issue_comment, body).id)
 
-    def comment(self, number: int, body: str) -> int:
+    def comment(self, number: int, body: str, *, series: str | None = None) -> int:
         pull = self._call("get pull", self.repo.get_pull, number)
-        return int(self._call("comment", pull.create_issue_comment, body).id)
+        text = fit_for_github(body, series)
+        return int(self._call("comment", pull.create_issue_comment, text).id)
 
     def permission(self, user: str) -> str:
         try:
@@ -169,16 +201,35 @@ class Forge:
         conclusion: str | None,
         title: str,
         summary: str,
+        *,
+        series: str | None = None,
     ) -> int:
+        """A check run (GitHub Apps only: a personal token gets 403)."""
+        fitted = fit_for_github(summary, series, limit=GITHUB_MAX_CHECK_OUTPUT_BYTES, in_bytes=True)
         kwargs = {
             "name": name,
             "head_sha": head_sha,
             "status": status,
-            "output": {"title": title, "summary": summary},
+            "output": {"title": title, "summary": fitted},
         }
         if conclusion:
             kwargs["conclusion"] = conclusion
         return int(self._call("create check run", self.repo.create_check_run, **kwargs).id)
+
+    def create_status(
+        self, sha: str, context: str, state: str, description: str, target_url: str = ""
+    ) -> None:
+        """A commit status: what a personal token may report CI with (check runs need an App)."""
+        data = {"state": state, "context": context, "description": _short(description)}
+        if target_url:
+            data["target_url"] = target_url
+        self._call(
+            "create status",
+            self.github.requester.requestJsonAndCheck,
+            "POST",
+            f"/repos/{self.repo_name}/statuses/{sha}",
+            input=data,
+        )
 
     def pull_state(
         self, repo: str, number: int, etag: str | None
@@ -221,6 +272,23 @@ class PullState:
     base_ref: str
     merge_commit: str | None
     merged_by: str | None
+
+
+MAX_STATUS_DESCRIPTION = 140  # GitHub's limit for a commit status description
+
+
+def _short(text: str) -> str:
+    if len(text) <= MAX_STATUS_DESCRIPTION:
+        return text
+    return text[: MAX_STATUS_DESCRIPTION - 1] + "\u2026"
+
+
+def _refuses_drafts(cause: BaseException | None) -> bool:
+    return (
+        isinstance(cause, GithubException)
+        and cause.status == 422
+        and DRAFTS_REFUSED in json.dumps(cause.data)
+    )
 
 
 def _info(pull: PullRequest) -> PullInfo:

@@ -138,12 +138,12 @@ EXPECTED_STATUSES = {
     "GET /repos/{owner}/{repo}/pulls": {200, 422},
     "GET /repos/{owner}/{repo}/pulls/{pull_number}": {200, 403, 404, 429, 502},
     "GET /repos/{owner}/{repo}/pulls/{pull_number}/merge": {204, 404},
-    "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}": {200, 422},
+    "PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}": {200, 403, 422},
     "PATCH /repos/{owner}/{repo}/git/refs/{ref}": {200, 422},
     "PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}": {200, 422},
     "PATCH /repos/{owner}/{repo}/pulls/{pull_number}": {200, 422},
     "POST /app/installations/{installation_id}/access_tokens": {201, 401, 404, 422},
-    "POST /repos/{owner}/{repo}/check-runs": {201, 422},
+    "POST /repos/{owner}/{repo}/check-runs": {201, 403, 422},
     "POST /repos/{owner}/{repo}/git/refs": {201, 422},
     "POST /repos/{owner}/{repo}/issues/{issue_number}/comments": {201, 404, 422},
     "POST /repos/{owner}/{repo}/issues/{issue_number}/labels": {200, 404, 422},
@@ -219,13 +219,17 @@ def test_every_response_matches_its_rest_schema(
         call(
             "POST", f"{r}/pulls", 401, {"head": "topic", "base": "main"}, {"X-Anon": "1"}
         )  # anonymous
-        # checks and statuses
-        run = call("POST", f"{r}/check-runs", 201, {"name": "ci", "head_sha": upstream.t2})
-        call("POST", f"{r}/check-runs", 422, {"name": "ci", "head_sha": "f" * 40})
+        # checks (writes need an App installation token) and statuses
+        app = {"Authorization": f"token {gh.installation_token(INSTALLATION_ID)}"}
+        ci = {"name": "ci", "head_sha": upstream.t2}
+        run = call("POST", f"{r}/check-runs", 201, ci, app)
+        call("POST", f"{r}/check-runs", 403, ci)
+        call("POST", f"{r}/check-runs", 422, {"name": "ci", "head_sha": "f" * 40}, app)
         call("GET", f"{r}/check-runs/{run['id']}", 200)
         call("GET", f"{r}/check-runs/999", 404)
-        call("PATCH", f"{r}/check-runs/{run['id']}", 200, {"conclusion": "success"})
-        call("PATCH", f"{r}/check-runs/{run['id']}", 422, {"status": "weird"})
+        call("PATCH", f"{r}/check-runs/{run['id']}", 403, {"conclusion": "success"})
+        call("PATCH", f"{r}/check-runs/{run['id']}", 200, {"conclusion": "success"}, app)
+        call("PATCH", f"{r}/check-runs/{run['id']}", 422, {"status": "weird"}, app)
         call("GET", f"{r}/commits/topic/check-runs?check_name=ci", 200)
         call("GET", f"{r}/commits/nope/check-runs", 422)
         call("POST", f"{r}/statuses/{upstream.t2}", 201, {"state": "success", "context": "ci/x"})
@@ -320,7 +324,8 @@ def test_every_webhook_matches_octokit_schemas_and_is_signed(
     pr.create_issue_comment("LGTM")
     issue_number = gh.open_issue(OWNER, NAME, title="A bug", user="mallory")
     gh.add_comment(OWNER, NAME, issue_number, "me too", user="mallory")
-    run = repo.create_check_run(
+    as_app = client(gh, Auth.Token(gh.installation_token(INSTALLATION_ID))).get_repo(REPO)
+    run = as_app.create_check_run(
         name="ci", head_sha=upstream.t1, conclusion="success", status="completed"
     )
     gh.rerequest_check_run(OWNER, NAME, run.id, user="mallory")
@@ -427,9 +432,13 @@ def test_manual_webhooks_are_sent_only_when_asked(
 # -- 2. real PyGithub: token and App installation auth ----------------------------------------------
 
 
-def exercise_observed_calls(g: Github, gh: GitHubEmulator, up: Upstream) -> dict[str, Any]:
-    """Every call of pygithub/observed-requests.json (and README §6), checked against state."""
+def exercise_observed_calls(
+    g: Github, gh: GitHubEmulator, up: Upstream, checks: Github | None = None
+) -> dict[str, Any]:
+    """Every call of pygithub/observed-requests.json (and README §6), checked against state.
+    Check runs are written through `checks` (default `g`): only an App may write them."""
     repo = g.get_repo(REPO)
+    checks_repo = (checks or g).get_repo(REPO)
     assert (repo.full_name, repo.default_branch, repo.url) == (
         REPO,
         "main",
@@ -457,7 +466,7 @@ def exercise_observed_calls(g: Github, gh: GitHubEmulator, up: Upstream) -> dict
     pr.add_to_labels("bug", "ui")
     assert gh.labels(OWNER, NAME, pr.number) == ["bug", "ui"]
     assert pr.as_issue().pull_request is not None
-    run = repo.create_check_run(
+    run = checks_repo.create_check_run(
         name="mighty_readme",
         head_sha=up.t2,
         status="in_progress",
@@ -497,9 +506,10 @@ def exercise_observed_calls(g: Github, gh: GitHubEmulator, up: Upstream) -> dict
 
 
 def test_pygithub_with_token_auth(gh: GitHubEmulator, upstream: Upstream) -> None:
-    result = exercise_observed_calls(client(gh), gh, upstream)
+    app = client(gh, Auth.Token(gh.installation_token(INSTALLATION_ID)))
+    result = exercise_observed_calls(client(gh), gh, upstream, checks=app)
     assert result["pr"].user.login == "alice"
-    assert result["run"].app.slug == "github-actions"  # check runs not made by an App
+    assert result["run"].app.id == APP_ID
 
 
 def test_pygithub_with_app_installation_auth(
@@ -925,3 +935,132 @@ def test_runs_standalone(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# -- 9. GitHub's rules that a lenient double would hide (issue 15) ---------------------------------
+
+
+def test_check_run_writes_need_a_github_app(gh: GitHubEmulator, upstream: Upstream) -> None:
+    """REST docs, Create a check run: "To create a check run, you must use a GitHub App. OAuth
+    apps and authenticated users are not able to create a check suite." A personal token gets
+    403 {"message": "You must authenticate via a GitHub App."}; commit statuses stay open to it."""
+    r = f"/repos/{REPO}"
+    token = {"Authorization": f"token {TOKEN}"}
+    app = {"Authorization": f"token {gh.installation_token(INSTALLATION_ID)}"}
+    ci = {"name": "ci", "head_sha": upstream.t2, "status": "in_progress"}
+    with raw(gh) as http:
+        refused = http.post(f"{r}/check-runs", json=ci, headers=token)
+        assert refused.status_code == 403
+        assert refused.json() == {
+            "message": "You must authenticate via a GitHub App.",
+            "documentation_url": "https://docs.github.com/rest/checks/runs#create-a-check-run",
+            "status": "403",
+        }
+        assert http.post(f"{r}/check-runs", json=ci).status_code == 401
+        run = http.post(f"{r}/check-runs", json=ci, headers=app).json()
+        done = {"conclusion": "success"}
+        assert (
+            http.patch(f"{r}/check-runs/{run['id']}", json=done, headers=token).status_code == 403
+        )
+        assert (
+            http.get(f"{r}/check-runs/{run['id']}", headers=token).json()["status"] == "in_progress"
+        )
+        status = {"state": "success", "context": "carry/gaudi"}
+        assert (
+            http.post(f"{r}/statuses/{upstream.t2}", json=status, headers=token).status_code == 201
+        )
+    assert [s["context"] for s in gh.statuses(OWNER, NAME, upstream.t2)] == ["carry/gaudi"]
+
+
+@pytest.mark.parametrize(
+    ("private", "plan", "draft_allowed"),
+    [(True, "free", False), (True, "pro", False), (True, "team", True), (False, "free", True)],
+)
+def test_drafts_are_refused_on_private_repos_of_free_and_pro_plans(
+    gh: GitHubEmulator, upstream: Upstream, private: bool, plan: str, draft_allowed: bool
+) -> None:
+    """REST docs, Create a pull request, `draft`: drafts are available "in public repositories
+    with GitHub Free and GitHub Free for organizations, GitHub Pro ... and in public and private
+    repositories with GitHub Team and GitHub Enterprise Cloud". Elsewhere GitHub answers 422
+    "Draft pull requests are not supported in this repository." (recorded in
+    SWE-agent/SWE-agent#179), with no `errors` list."""
+    gh.create_repo(OWNER, "plan", from_path=upstream.builder.path, private=private, plan=plan)
+    gh.set_permission(OWNER, "plan", "alice", "write")
+    pulls = f"/repos/{OWNER}/plan/pulls"
+    token = {"Authorization": f"token {TOKEN}"}
+    draft = {"head": "topic", "base": "main", "title": "T", "draft": True}
+    with raw(gh) as http:
+        answer = http.post(pulls, json=draft, headers=token)
+        if draft_allowed:
+            assert answer.status_code == 201 and answer.json()["draft"] is True
+            return
+        assert answer.status_code == 422
+        assert answer.json() == {
+            "message": "Draft pull requests are not supported in this repository.",
+            "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
+            "status": "422",
+        }
+        assert gh.pulls(OWNER, "plan") == []
+        ready = http.post(pulls, json={**draft, "draft": False}, headers=token)
+        assert ready.status_code == 201 and ready.json()["draft"] is False
+    with pytest.raises(ValueError, match="plan must be one of"):
+        gh.create_repo(OWNER, "other", plan="gold")
+
+
+def test_bodies_comments_and_check_output_have_githubs_size_limits(
+    gh: GitHubEmulator, upstream: Upstream
+) -> None:
+    """PR bodies and comments hold at most 65536 characters, check-run output.summary and
+    output.text at most 65535 (REST docs: "Maximum length: 65535 characters"; GitHub counts
+    UTF-8 bytes). The 422 bodies are GitHub's as recorded in renovatebot/renovate#2032 (PR
+    body), easybuilders/easybuild-easyconfigs#24647 (comment) and github/docs#35252 (summary)."""
+    r = f"/repos/{REPO}"
+    token = {"Authorization": f"token {TOKEN}"}
+    app = {"Authorization": f"token {gh.installation_token(INSTALLATION_ID)}"}
+    at_limit, over = "x" * 65536, "x" * 65537
+    with raw(gh) as http:
+
+        def refused(method: str, path: str, body: Any, headers: Any = token) -> dict[str, Any]:
+            answer = http.request(method, path, json=body, headers=headers)
+            assert answer.status_code == 422, answer.text
+            data = answer.json()
+            assert data["message"] == "Validation Failed" and data["status"] == "422"
+            (error,) = data["errors"]
+            return error
+
+        pull = {"head": "topic", "base": "main", "title": "T"}
+        assert refused("POST", f"{r}/pulls", {**pull, "body": over}) == {
+            "resource": "Issue",
+            "code": "custom",
+            "field": "body",
+            "message": "body is too long (maximum is 65536 characters)",
+        }
+        assert gh.pulls(OWNER, NAME) == []
+        pr = http.post(f"{r}/pulls", json={**pull, "body": at_limit}, headers=token).json()
+        assert refused("PATCH", f"{r}/pulls/{pr['number']}", {"body": over})["field"] == "body"
+        comments = f"{r}/issues/{pr['number']}/comments"
+        assert refused("POST", comments, {"body": over}) == {
+            "resource": "IssueComment",
+            "code": "unprocessable",
+            "field": "data",
+            "message": "Body is too long (maximum is 65536 characters)",
+        }
+        comment = http.post(comments, json={"body": at_limit}, headers=token).json()
+        edit = f"{r}/issues/comments/{comment['id']}"
+        assert refused("PATCH", edit, {"body": over})["resource"] == "IssueComment"
+        run = {"name": "ci", "head_sha": upstream.t2, "output": {"title": "t"}}
+        for field in ("summary", "text"):
+            output = {"title": "t", "summary": "s", field: "é" * 32768}  # 65536 UTF-8 bytes
+            assert refused("POST", f"{r}/check-runs", {**run, "output": output}, app) == {
+                "resource": "CheckRun",
+                "code": "custom",
+                "field": field,
+                "message": f"{field} exceeds a maximum bytesize of 65535",
+            }
+        fits = {"title": "t", "summary": "x" * 65535, "text": "y" * 65535}
+        made = http.post(f"{r}/check-runs", json={**run, "output": fits}, headers=app)
+        assert made.status_code == 201, made.text
+        too_big = {"output": {"title": "t", "summary": over}}
+        assert refused("PATCH", f"{r}/check-runs/{made.json()['id']}", too_big, app)
+    assert [c["body"] for c in gh.comments(OWNER, NAME, pr["number"])] == [at_limit]
+    assert gh.pull(OWNER, NAME, pr["number"])["body"] == at_limit
