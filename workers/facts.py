@@ -35,6 +35,7 @@ def series_facts(
         head_sha=state.head_sha if state else None,
         head_ref=state.head_ref if state else None,
         head_actor=state.head_actor if state else None,
+        patch_names=tuple(patch.name for patch in state.patches) if state else (),
         awaiting_import=awaiting,
         runners=tuple(series.runners),
     )

@@ -32,6 +32,7 @@ class SeriesFacts:
     head_sha: str | None = None
     head_ref: str | None = None
     head_actor: str | None = None  # who pushed head_sha (None: unknown, e.g. a polled head)
+    patch_names: tuple[str, ...] = ()  # the patches of the last check, in series order
     awaiting_import: bool = False
     runners: tuple[str, ...] = ()
 
@@ -246,6 +247,8 @@ def _command_action(
             ),
             f"Re-checking the series on {series.head_sha[:12]}.",
         )
+    if command.verb in ("keep", "drop") and command.arg not in series.patch_names:
+        return None, _unknown_patch(series, command)
     simple: dict[str, tuple[str, dict[str, Any], str]] = {
         "pause": (
             "set_paused",
@@ -275,6 +278,16 @@ def _command_action(
     return _approve(series, event, command, key)
 
 
+def _unknown_patch(series: SeriesFacts, command: Command) -> str:
+    if not series.patch_names:
+        return (
+            f"Not done: `/carry {command.verb} {command.arg}` names a patch, and carry has not "
+            "checked this series yet. Try again after its first check."
+        )
+    known = ", ".join(f"`{name}`" for name in series.patch_names)
+    return f"Not done: the series has no patch `{command.arg}` (its patches: {known})."
+
+
 def _approve(
     series: SeriesFacts, event: ev.CommandAuthorized, command: Command, key: str
 ) -> tuple[Action | None, str]:
@@ -288,6 +301,10 @@ def _approve(
             "Not approved: carry cannot tell which upstream head you reviewed. Name it: "
             f"`/carry approve {series.head_sha[:12]}`."
         )
+    known = {h for h in (event.head_at_comment, series.head_sha) if h}
+    if len(sha) < 40 and not any(head.startswith(sha) for head in known):
+        shown = ", ".join(sorted(h[:12] for h in known)) or "none yet"
+        return None, f"Not approved: no upstream head carry knows starts with {sha} ({shown})."
     args = {"sha": sha, "by": event.author}
     line = f"Approved {sha[:12]} for the hardware runners."
     if command.arg is None and series.head_sha and series.head_sha != sha:

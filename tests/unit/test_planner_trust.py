@@ -100,3 +100,19 @@ def test_reopening_a_pr_confers_no_trust_on_a_head_pushed_while_it_was_closed() 
     assert rebase.args["head_sha"] == NEW and rebase.args["actor"] is None
     (same,) = only(plan(base_pr("reopened", OLD), pulled), "rebase")
     assert same.args["actor"] == "stranger"  # the head carry knows keeps its known pusher
+
+
+def test_a_mistyped_patch_name_is_answered_and_the_other_commands_still_run() -> None:
+    body = "/carry keep 0009-typo.patch\n/carry keep 0001-real.patch\n/carry pause\n"
+    actions = plan(authorized(body), facts(patch_names=("0001-real.patch",)))
+    assert [a.args.get("patch") for a in only(actions, "pin_patch")] == ["0001-real.patch"]
+    assert len(only(actions, "set_paused")) == 1
+    text = reply(actions)
+    assert "no patch `0009-typo.patch` (its patches: `0001-real.patch`)" in text
+    assert "Pinned 0001-real.patch" in text and "Pinned 0009" not in text
+
+
+def test_an_approve_for_a_sha_that_matches_no_known_head_approves_nothing() -> None:
+    actions = plan(authorized("/carry approve deadbeefdead"), facts())
+    assert only(actions, "approve") == []
+    assert "no upstream head carry knows starts with deadbeefdead" in reply(actions)
