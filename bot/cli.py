@@ -7,13 +7,14 @@ the service, Redis, Celery, GitPython and pydantic-settings would take to import
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+# `carry check` runs as a short process: what it does not need is imported where it is used.
+# typing.TYPE_CHECKING without importing typing (mypy and ruff treat the name the same way).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from bot.core.report import SeriesReport
     from bot.git.engine import PatchInput
@@ -112,6 +113,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.write_refreshed:
         _write_refreshed(report)
     if args.json:
+        import json
+
         json.dump(report.as_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:

@@ -3,19 +3,22 @@ and with every known secret value redacted from every record before it is writte
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import contextvars
-import json
 import logging
 import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
-if TYPE_CHECKING:  # imported where used: `carry check` logs without loading the settings
+# `carry check` logs without loading the settings, and in plain lines: what only the service
+# needs (the settings, JSON lines, base64) is imported where it is used. typing.TYPE_CHECKING
+# without importing typing (mypy and ruff treat the name the same way).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
     from pydantic import SecretStr
 
     from bot.config import Settings
@@ -42,6 +45,8 @@ def correlated(**ids: str | None) -> Iterator[None]:
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        import json
+
         line: dict[str, Any] = {
             "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
             "level": record.levelname.lower(),
@@ -96,6 +101,8 @@ def secret_values(
 
 
 def _settings_secrets(settings: Settings) -> list[str]:
+    import base64
+
     from bot.config import ConfigError
 
     secrets: list[SecretStr | None] = [

@@ -7,7 +7,6 @@ most: `drop` is only ever decided on content evidence that the head fully contai
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -153,6 +152,8 @@ def _fuzzy_hits(missing: list[str], have: Counter[str]) -> int:
     """Added lines that the head has in an edited form (review changes, renamed arguments)."""
     if not missing:
         return 0
+    import difflib  # here: `carry check` runs as a short process, and most checks never need it
+
     pool = list(have)
     return sum(1 for n in missing if difflib.get_close_matches(n, pool, 1, FUZZY_LINE_CUTOFF))
 

@@ -5,13 +5,16 @@ Pure: the engine fills these in, the CLI prints them, the planner and PR rendere
 
 from __future__ import annotations
 
-import difflib
-import shlex
 from dataclasses import dataclass, field
-from typing import Any
 
 from bot.core.classify import Decision, Status
 from bot.core.patchfile import PatchFile, split_lines
+
+# `carry check` runs as a short process: difflib and shlex are imported where they are used,
+# and typing.TYPE_CHECKING is had without importing typing (mypy and ruff know the name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass
@@ -88,6 +91,8 @@ def diff_section(data: bytes, parsed: PatchFile) -> list[str]:
 
 def interdiff(old: bytes, old_parsed: PatchFile, new: bytes, new_parsed: PatchFile) -> str:
     """A diff of the two patches' diff sections: what changed in the carried patch."""
+    import difflib
+
     lines = difflib.unified_diff(
         diff_section(old, old_parsed),
         diff_section(new, new_parsed),
@@ -122,6 +127,8 @@ def reproduce_commands(
     repo: str, head: str, head_ref: str | None, patch_paths: list[str]
 ) -> list[str]:
     """Exact commands that reproduce the apply of patches 1..N by hand."""
+    import shlex
+
     commands = [f"git clone {shlex.quote(repo)} carry-repro", "cd carry-repro"]
     if head_ref and head_ref.startswith("refs/pull/"):
         commands.append(f"git fetch origin {shlex.quote(head_ref)}")

@@ -15,7 +15,6 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from bot.core import classify
 from bot.core.classify import (
@@ -33,7 +32,6 @@ from bot.core.patchfile import FileDiff, PatchFile, PatchFileError, PatchMeta, p
 from bot.core.renumber import FileMove, blob_id, renumber
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
 from bot.git import history
-from bot.git.formatpatch import format_patch, make_commit
 from bot.git.mirror import Mirror, MirrorError, ResolvedHead
 from bot.git.objects import (
     FILE_MODES,
@@ -54,6 +52,13 @@ from bot.git.tree_apply import (
     read_objects,
     tree_of,
 )
+
+# `carry check` runs as a short process: bot.git.formatpatch (and the email module it uses) is
+# imported where commits are written, and typing.TYPE_CHECKING is had without importing typing
+# (mypy and ruff treat the name the same way).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 log = logging.getLogger("carry.engine")
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}(\^[0-9]*)*$")
@@ -150,6 +155,8 @@ class _Chain:
             if step.tree is None:
                 step.tree = self._write(tree, step.changes)
             if step.commit is None:
+                from bot.git.formatpatch import make_commit
+
                 step.commit = make_commit(self.engine.git, step.tree, commit, step.meta)
             tree, commit = step.tree, step.commit
         return commit
@@ -569,6 +576,8 @@ class _PatchCheck:
         if keeps and after is not None and after != chain.tree:
             refreshed = self.item.data
             if moved:
+                from bot.git.formatpatch import format_patch, make_commit
+
                 regenerated = format_patch(
                     self.git, make_commit(self.git, after, chain.tip(), self.parsed.meta)
                 )

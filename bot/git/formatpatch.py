@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
 from dataclasses import dataclass
 
 from bot.core.patchfile import PatchMeta
@@ -54,6 +53,8 @@ def identity_of(meta: PatchMeta) -> Identity:
 def _git_date(rfc2822: str | None) -> str:
     if not rfc2822:
         return FALLBACK_DATE
+    import email.utils  # here: it is slow to import, and `carry check` rarely writes commits
+
     try:
         parsed = email.utils.parsedate_to_datetime(rfc2822)
     except (TypeError, ValueError):

@@ -16,8 +16,6 @@ import hashlib
 import logging
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +109,9 @@ class Mirror:
     def _recreate(self, why: str) -> None:
         """Replaces the mirror by an empty one (the caller holds the lock); objects are fetched
         again as they are needed."""
+        import shutil  # here, with tempfile: `carry check` on a warm mirror never needs them
+        import tempfile
+
         if self.path.exists():
             log.warning("mirror %s is %s; re-creating it", self.path, why)
             shutil.rmtree(self.path)
@@ -177,6 +178,10 @@ class Mirror:
         """ref -> sha as the upstream advertises them (tags peeled to their commit); one
         ls-remote call, limited to `patterns` when given. Costs no API rate limit."""
         self.ensure()  # git runs inside the mirror, so it must exist even for ls-remote
+        return self._advertised(*patterns)
+
+    def _advertised(self, *patterns: str) -> dict[str, str]:
+        """remote_refs on a mirror that exists."""
         try:
             out = self.git.run("ls-remote", self.source, *patterns).text
         except GitError as err:
@@ -213,20 +218,33 @@ class Mirror:
         if _HEX.match(rev) and len(rev) == 40 and self.has_commit(rev):
             return ResolvedHead(rev, None)
         base, suffix = _split_suffix(rev)
-        ref = self._remote_ref_for(base)
+        refs = self._advertised() if not _HEX.match(base) else {}
+        ref = self._remote_ref_for(base, refs)
         if ref is not None:
             local = f"refs/carry/{ref.removeprefix('refs/')}"
-            self.fetch(f"+{ref}:{local}")
+            if not self._holds(local, refs[ref]):
+                self.fetch(f"+{ref}:{local}")
             sha = self.git.rev_parse(local + suffix)
             if sha is None:
                 raise MirrorError(f"revision {rev!r} does not name a commit in {self.source}")
             return ResolvedHead(sha, ref if not suffix else None)
         return ResolvedHead(self._resolve_object(rev, base, suffix), None)
 
-    def _remote_ref_for(self, name: str) -> str | None:
+    def _holds(self, ref: str, sha: str) -> bool:
+        """True when a fetch of `ref` would find it at `sha` already and the touch index in
+        place: the mirror's loose ref file holds that id (read without running git). Anything
+        else (absent, packed, symbolic, a tag object, no index file) is False: fetch."""
+        if not (self.path / touchindex.FILE_NAME).exists():
+            return False
+        try:
+            return (self.path / ref).read_text().strip() == sha
+        except (OSError, UnicodeDecodeError):
+            return False
+
+    def _remote_ref_for(self, name: str, refs: dict[str, str]) -> str | None:
+        """The full upstream ref `name` stands for in `refs` (ls-remote's answer), or None."""
         if _HEX.match(name):
             return None
-        refs = self.remote_refs()
         for candidate in (name, f"refs/heads/{name}", f"refs/tags/{name}", f"refs/{name}"):
             if candidate.startswith("refs/") and candidate in refs:
                 return candidate

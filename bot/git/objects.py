@@ -11,11 +11,8 @@ import hashlib
 import logging
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +147,9 @@ def write_object(git_dir: Path | None, kind: str, data: bytes) -> str:
         return oid
     target = git_dir / "objects" / oid[:2] / oid[2:]
     if not target.exists():
+        import tempfile  # here, with zlib and shutil: `carry check` often stores nothing
+        import zlib
+
         target.parent.mkdir(parents=True, exist_ok=True)
         handle, temp = tempfile.mkstemp(prefix="tmp_obj_", dir=target.parent)
         with os.fdopen(handle, "wb") as out:
@@ -243,12 +243,16 @@ class TreeWriter:
     a base is read once, and consecutive writes build on each other."""
 
     def __init__(self, git: Git, git_dir: Path):
+        import tempfile
+
         self._dir = Path(tempfile.mkdtemp(prefix="carry-tree-"))
         self.git = git.with_env(GIT_INDEX_FILE=str(self._dir / "index"))
         self.git_dir = git_dir
         self._loaded: str | None = None
 
     def close(self) -> None:
+        import shutil
+
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def write(self, base: str, changes: Mapping[str, bytes | None]) -> str:

@@ -22,9 +22,14 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bot.git.runner import Git, GitError
+
+# typing.TYPE_CHECKING without importing typing (mypy and ruff treat the name the same way):
+# `carry check` runs as a short process, and typing is only needed for annotations here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 log = logging.getLogger("carry.touchindex")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,18 +27,29 @@ class TreeEntry:
 
 
 class TreeApplier:
-    """Owns one temporary index file; every operation starts by loading the given tree."""
+    """Owns one temporary index file; every operation starts by loading the given tree. The
+    file is named on first use: most checks apply in memory and never need it (nor tempfile,
+    which is slow to import)."""
 
     def __init__(self, git: Git, workdir: Path | None = None):
-        handle, name = tempfile.mkstemp(prefix="carry-index-", dir=workdir)
+        self._base_git = git
+        self._workdir = workdir
+        self.index: Path | None = None
+        self.loaded: str | None = None
+
+    @functools.cached_property
+    def git(self) -> Git:
+        import tempfile
+
+        handle, name = tempfile.mkstemp(prefix="carry-index-", dir=self._workdir)
         os.close(handle)
         os.unlink(name)  # git creates it; an empty file is not a valid index
         self.index = Path(name)
-        self.git = git.with_env(GIT_INDEX_FILE=name)
-        self.loaded: str | None = None
+        return self._base_git.with_env(GIT_INDEX_FILE=name)
 
     def close(self) -> None:
-        self.index.unlink(missing_ok=True)
+        if self.index is not None:
+            self.index.unlink(missing_ok=True)
         self.loaded = None
 
     def _load(self, tree: str) -> None:
