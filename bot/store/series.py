@@ -15,6 +15,8 @@ Layout (all keys prefixed `carry:`):
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -24,6 +26,8 @@ from typing import Any, Final
 import redis
 
 from bot.core.state import SeriesState
+
+log = logging.getLogger("carry.store")
 
 PREFIX: Final = "carry:"
 UPDATES_CHANNEL: Final = "carry:updates"
@@ -135,17 +139,41 @@ def is_claimed(client: redis.Redis, key: str) -> bool:
 def series_lock(
     client: redis.Redis, series_id: str, *, ttl_s: int = 1800, wait_s: float = 0
 ) -> Iterator[bool]:
-    """Yields True when this process holds the series lock; the lock expires after ttl_s so a
-    killed worker cannot block its series for ever."""
-    lock = client.lock(f"{PREFIX}lock:{series_id}", timeout=ttl_s, blocking_timeout=wait_s)
+    """Yields True when this process holds the series lock. The lock lives ttl_s without
+    renewal, so a killed worker cannot block its series for ever; while its holder is alive
+    it is renewed every third of that, so a long rebase keeps it (two rebases of one series
+    never run at once)."""
+    lock = client.lock(
+        f"{PREFIX}lock:{series_id}",
+        timeout=ttl_s,
+        blocking_timeout=wait_s,
+        thread_local=False,  # the renewing thread must see the token the holder got
+    )
     acquired = lock.acquire(blocking=wait_s > 0)
+    done = threading.Event()
+    renewer = threading.Thread(
+        target=_renew, args=(lock, series_id, ttl_s / 3, done), name=f"lock-{series_id}"
+    )
+    if acquired:
+        renewer.daemon = True
+        renewer.start()
     try:
         yield bool(acquired)
     finally:
         if acquired:
-            # It may have expired while we worked; then the next holder owns it now.
+            done.set()
+            renewer.join()
+            # Lost only if Redis lost it (renewal failed): then the next holder owns it now.
             with suppress(redis.exceptions.LockError):
                 lock.release()
+
+
+def _renew(lock: Any, series_id: str, every_s: float, done: threading.Event) -> None:
+    while not done.wait(every_s):
+        try:
+            lock.reacquire()
+        except (redis.exceptions.LockError, redis.RedisError) as err:
+            log.warning("series %s: could not renew its lock (%s)", series_id, err)
 
 
 def stash_refreshed(
