@@ -52,8 +52,13 @@ class CheckResult:
 # What a step gets of the runner host's environment when nothing else is configured: enough to
 # find programs and write temporary files. Steps run code nobody here wrote, so the runner's own
 # variables (the broker URL with its password, GitHub credentials, carry's settings) never reach
-# them; a host passes more by name with CARRY_RUNNER_PASS_ENV.
-BASE_STEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME")
+# them; a host passes more by name with CARRY_RUNNER_PASS_ENV. The accelerator's device
+# selection and library path are no secrets, and a check cannot reach its device without them.
+BASE_STEP_ENV = (
+    *("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME"),
+    *("LD_LIBRARY_PATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "HABANA_VISIBLE_DEVICES"),
+    "HABANA_VISIBLE_MODULES",
+)
 
 
 def host_env_for_steps(host: Mapping[str, str], passed: Iterable[str] = ()) -> dict[str, str]:
