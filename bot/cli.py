@@ -16,7 +16,9 @@ from pathlib import Path
 # typing.TYPE_CHECKING without importing typing (mypy and ruff treat the name the same way).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from bot.core.report import SeriesReport
+    from typing import Any
+
+    from bot.core.report import PatchReport, SeriesReport
     from bot.git.engine import PatchInput
 
 DEFAULT_BASE_BRANCH = "main"  # bot.importer.DEFAULT_BASE_BRANCH, without importing it
@@ -28,6 +30,11 @@ OPTIONAL_DEPENDENCIES = ("vllm",)  # listed only where installed
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line on stderr, exit status 2."""
+
+
+# `carry check` exits 0 when every patch applies or is contained upstream, and CHECK_NEEDS_HUMAN
+# when one conflicts, is partial or invalid, or its decision is review: a CI job can gate on it.
+CHECK_NEEDS_HUMAN = 1
 
 
 def _check_local_repo(source: str) -> None:
@@ -104,10 +111,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         series_patches, series_base = _series_patches(args.series)
         patches += series_patches
         base = base or series_base
+    head = _local_revision(args.repo, args.head)
+    # The reproduce commands run after `cd carry-repro`: they name the patches by full path.
+    paths = {patch.name: str(Path(patch.name).resolve()) for patch in patches}
     try:
         cache = Path(args.cache_dir).resolve() if args.cache_dir else None
         mirror = Mirror(normalize_source(args.repo), cache)
-        report = Engine(mirror).check(args.head, patches, base=base)
+        report = Engine(mirror).check(head, patches, base=base, patch_paths=paths)
     except MirrorError as err:
         raise UsageError(str(err)) from err
     if args.write_refreshed:
@@ -119,7 +129,31 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_table(report))
-    return 0
+    return CHECK_NEEDS_HUMAN if any(_needs_human(p) for p in report.patches) else 0
+
+
+def _needs_human(patch: PatchReport) -> bool:
+    from bot.core.classify import Decision, Status
+
+    stuck = (Status.CONFLICT, Status.PARTIAL, Status.INVALID)
+    return patch.status in stuck or patch.decision is Decision.REVIEW
+
+
+def _local_revision(repo: str, head: str) -> str:
+    """`HEAD` (and `HEAD~2`, `HEAD^`) of a local repository means that repository's HEAD, which
+    carry's mirror does not have: resolved to its commit here. Anything else is passed on."""
+    if not (head == "HEAD" or head.startswith(("HEAD~", "HEAD^"))) or "://" in repo:
+        return head
+    from bot.git.runner import Git, GitError
+
+    try:
+        return Git(cwd=Path(repo)).out(
+            "rev-parse", "--verify", "--end-of-options", f"{head}^{{commit}}"
+        )
+    except GitError as err:
+        raise UsageError(
+            f"revision {head!r} not found in {repo}: {err.stderr_text.strip()}"
+        ) from err
 
 
 def _write_refreshed(report: SeriesReport) -> None:
@@ -133,9 +167,23 @@ def render_table(report: SeriesReport) -> str:
     width = max((len(p.patch) for p in report.patches), default=5)
     for p in report.patches:
         lines.append(f"  {p.patch:<{width}}  {p.status.value:<16} {p.decision.value:<6} {p.reason}")
+        lines += _hunk_lines(p.conflict or {})
         if p.conflict and "reproduce" in p.conflict:
             lines.append("      reproduce: " + " && ".join(p.conflict["reproduce"]))
     return "\n".join(lines) + "\n"
+
+
+def _hunk_lines(conflict: dict[str, Any]) -> list[str]:
+    """The hunks a human must look at, each with the upstream commits that touched its lines
+    (or the file's recent commits when no range is known)."""
+    lines = []
+    for hunk in conflict.get("hunks", []):
+        lines.append(f"      {hunk['file']} {hunk['hunk']}: {hunk.get('detail') or hunk['state']}")
+        touched = hunk.get("upstream_commits")
+        commits = touched if touched is not None else hunk.get("recent_commits") or []
+        label = "touched by" if touched is not None else "recent"
+        lines += [f"        {label} {c['sha'][:12]} {c['subject']}" for c in commits[:5]]
+    return lines
 
 
 def cmd_fixes(args: argparse.Namespace) -> int:
@@ -146,8 +194,36 @@ def cmd_fixes(args: argparse.Namespace) -> int:
         series = load_all(Path(args.patches_dir))
     except SeriesInvalid as err:
         raise UsageError("; ".join(str(p) for p in err.problems)) from err
-    sys.stdout.write(render_fix_table(fix_rows(series)))
+    decisions, problem = _latest_decisions([loaded.series_id for loaded in series])
+    if problem:
+        print(f"carry: {problem}", file=sys.stderr)
+    sys.stdout.write(render_fix_table(fix_rows(series, decisions, unknown=problem is not None)))
     return 0
+
+
+def _latest_decisions(series_ids: list[str]) -> tuple[dict[str, str], str | None]:
+    """'<series>/<patch>' -> the decision of the service's last check, read from its Redis;
+    or why they cannot be known (no Redis answering: the table then says "unknown")."""
+    import redis
+
+    from bot.config import ConfigError, load_settings, redact_url
+    from bot.store import series as store
+
+    try:
+        url = load_settings().redis_url.get_secret_value()
+    except ConfigError as err:
+        return {}, f"latest decisions unknown: {err}"
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
+    decisions = {}
+    try:
+        for series_id in series_ids:
+            state = store.load_series(client, series_id)
+            for patch in state.patches if state else []:
+                if patch.decision != "none":
+                    decisions[f"{series_id}/{patch.name}"] = patch.decision
+    except redis.RedisError as err:
+        return {}, f"latest decisions unknown: Redis at {redact_url(url)} did not answer ({err})"
+    return decisions, None
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from bot.core.fixpage import FixPage
 from bot.series_loader import LoadedSeries
 
 NO_DECISION = "none yet"
+UNKNOWN_DECISION = "unknown"  # the service's store could not be read
 COLUMNS = ("FIX", "SERIES", "UPSTREAM", "RELEASES", "PATCHES", "LATEST DECISION")
 
 
@@ -26,15 +27,22 @@ class FixRow:
 
 
 def fix_rows(
-    series: Iterable[LoadedSeries], decisions: Mapping[str, str] | None = None
+    series: Iterable[LoadedSeries],
+    decisions: Mapping[str, str] | None = None,
+    *,
+    unknown: bool = False,
 ) -> list[FixRow]:
     """Rows sorted by (fix, series). `decisions` maps a patch to its latest decision, keyed
-    '<series-id>/<patch>' or, for all series, by the bare patch file name."""
-    rows = [_row(loaded, page, decisions or {}) for loaded in series for page in loaded.pages]
+    '<series-id>/<patch>' or, for all series, by the bare patch file name; with `unknown`, the
+    decisions could not be read and a patch without one says so rather than "none yet"."""
+    missing = UNKNOWN_DECISION if unknown else NO_DECISION
+    rows = [
+        _row(loaded, page, decisions or {}, missing) for loaded in series for page in loaded.pages
+    ]
     return sorted(rows, key=lambda row: (row.fix, row.series))
 
 
-def _row(loaded: LoadedSeries, page: FixPage, decisions: Mapping[str, str]) -> FixRow:
+def _row(loaded: LoadedSeries, page: FixPage, decisions: Mapping[str, str], missing: str) -> FixRow:
     series = loaded.series_id
     if loaded.is_awaiting_import:
         series = f"{series} (awaiting import)"
@@ -44,19 +52,21 @@ def _row(loaded: LoadedSeries, page: FixPage, decisions: Mapping[str, str]) -> F
         upstream=page.upstream_text or "-",
         releases=", ".join(page.releases) or "-",
         patches=", ".join(page.patch_names) or "-",
-        decision=_decision(loaded, page, decisions),
+        decision=_decision(loaded, page, decisions, missing),
     )
 
 
-def _decision(loaded: LoadedSeries, page: FixPage, decisions: Mapping[str, str]) -> str:
+def _decision(
+    loaded: LoadedSeries, page: FixPage, decisions: Mapping[str, str], missing: str
+) -> str:
     if loaded.is_awaiting_import:
         return "awaiting import"
     found = []
     for patch in page.patch_names:
         key = f"{loaded.series_id}/{patch}"
-        found.append((patch, decisions.get(key, decisions.get(patch, NO_DECISION))))
+        found.append((patch, decisions.get(key, decisions.get(patch, missing))))
     if not found:
-        return NO_DECISION
+        return missing
     if len({decision for _, decision in found}) == 1:
         return found[0][1]
     return "; ".join(f"{patch}: {decision}" for patch, decision in found)

@@ -226,18 +226,33 @@ def _parse_files(lines: list[bytes], start: int) -> list[FileDiff]:
     while i < len(lines):
         line = lines[i]
         if line.startswith(b"diff --git "):
-            fdiff, i = _parse_git_file(lines, i)
-            files.append(fdiff)
+            fdiff, end = _parse_git_file(lines, i)
         elif line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
-            fdiff, i = _parse_plain_file(lines, i)
-            files.append(fdiff)
+            fdiff, end = _parse_plain_file(lines, i)
         elif _is_trailer(lines, i):
             break
         else:
             i += 1  # text between file diffs (e.g. "Only in ..." lines of plain diff output)
+            continue
+        _check_paths(fdiff, i)
+        files.append(fdiff)
+        i = end
     if not files:
         raise PatchFileError(start + 1, "a diff starts here but no file diff could be read")
     return files
+
+
+def _check_paths(fdiff: FileDiff, i: int) -> None:
+    """git apply refuses a path that is absolute or climbs out of the tree; so does carry,
+    before anything reads or writes it."""
+    for path in (fdiff.old_path, fdiff.new_path):
+        if path is None:
+            continue
+        parts = path.split("/")
+        if path.startswith("/") or ".." in parts or "" in parts:
+            raise PatchFileError(i + 1, f"invalid path {path!r}: it leaves the repository")
+        if ".git" in parts:
+            raise PatchFileError(i + 1, f"invalid path {path!r}: it is inside .git")
 
 
 def _is_trailer(lines: list[bytes], i: int) -> bool:

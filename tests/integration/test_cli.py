@@ -66,7 +66,8 @@ def test_check_json_contract(series, tmp_path):
     for p in patches:
         args += ["--patch", str(p)]
     result = carry(*args)
-    assert result.returncode == 0, result.stderr  # conflicts are a classification, not an error
+    # A conflict is a classification, not an error (that is 2), but it needs a human: 1.
+    assert result.returncode == 1, result.stderr
     report = json.loads(result.stdout)
     assert report["head"] == up.head("main") and len(report["head"]) == 40
     assert [p["patch"] for p in report["patches"]] == [str(p) for p in patches]
@@ -190,3 +191,87 @@ def test_demo_gets_every_argument_after_it():
     bad = carry("demo", "--no-such-option")
     assert bad.returncode == 2 and "--no-such-option" in bad.stderr
     assert "demo" in carry("--help").stdout
+
+
+def check_args(up, patches, tmp_path, head="main"):
+    args = ["check", "--repo", str(up.path), "--head", head, "--cache-dir", str(tmp_path / "c")]
+    for p in patches:
+        args += ["--patch", str(p)]
+    return args
+
+
+def test_exit_status_gates_a_ci_job(series, tmp_path):
+    up, patches = series
+    assert carry(*check_args(up, patches[:1], tmp_path)).returncode == 0  # applies-moved
+    result = carry(*check_args(up, patches, tmp_path))
+    assert result.returncode == 1 and "conflict" in result.stdout  # the second one conflicts
+
+
+def test_text_output_names_the_hunk_its_upstream_commits_and_reproduces(series, tmp_path):
+    up, patches = series
+    relative = [Path(os.path.relpath(p, tmp_path)) for p in patches]
+    result = carry(*check_args(up, relative, tmp_path), cwd=tmp_path)
+    lines = result.stdout.splitlines()
+    conflict = next(i for i, line in enumerate(lines) if " conflict " in line)
+    hunk = lines[conflict + 1]
+    assert hunk.strip().startswith("mod.py @@ -"), result.stdout
+    commits = [line.split() for line in lines[conflict + 2 :] if line.startswith("        ")]
+    # "upstream moves", the newest commit on main, touched those lines.
+    assert ["touched", "by", up.head("main")[:12], "upstream", "moves"] in commits, result.stdout
+    reproduce = next(line for line in lines if "reproduce:" in line)
+    assert all(str(p.resolve()) in reproduce for p in patches)  # usable after `cd carry-repro`
+
+
+def test_head_of_a_local_repository_is_its_head(series, tmp_path):
+    up, patches = series
+    up.git("checkout", "-q", "main")
+    result = carry(*check_args(up, patches[:1], tmp_path, head="HEAD"), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["head"] == up.head("main")
+    result = carry(*check_args(up, patches[:1], tmp_path, head="HEAD~1"), "--json")
+    assert json.loads(result.stdout)["head"] == up.git("rev-parse", "main~1").strip()
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [("../../outside.txt", "leaves the repository"), (".git/hooks/post-checkout", "inside .git")],
+)
+def test_a_patch_with_a_path_outside_the_tree_is_invalid_not_a_traceback(
+    series, tmp_path, path, problem
+):
+    up, _ = series
+    bad = tmp_path / "bad.patch"
+    bad.write_text(
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        "@@ -0,0 +1 @@\n+boom\n"
+    )
+    result = carry(*check_args(up, [bad], tmp_path))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "invalid" in result.stdout and problem in result.stdout
+
+
+def test_fixes_show_the_services_latest_decisions(redis_url, tmp_path):
+    import redis
+
+    from bot.core.state import PatchState, SeriesState
+    from bot.store import series as store
+
+    patches_dir = REPO_ROOT / "patches"
+    name = "0001-seed-decode-input-ids-before-async-scatter.patch"
+    client = redis.Redis.from_url(redis_url)
+    state = SeriesState(id="async-inputs-main")
+    state.patches = [PatchState(name=name, status="contained", decision="drop")]
+    store.save_series(client, state)
+    env = {"REDIS_URL": redis_url}
+    result = carry("fixes", "--patches-dir", str(patches_dir), env=env)
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if "async-inputs-main" in line)
+    assert row.rstrip().endswith("drop")
+    other = next(line for line in result.stdout.splitlines() if "async-inputs-v0.26.0" in line)
+    assert other.rstrip().endswith("none yet")
+
+    away = carry(
+        "fixes", "--patches-dir", str(patches_dir), env={"REDIS_URL": "redis://127.0.0.1:1/0"}
+    )
+    assert away.returncode == 0 and "latest decisions unknown" in away.stderr
+    assert "none yet" not in away.stdout and "unknown" in away.stdout

@@ -86,6 +86,22 @@ def test_file_kinds():
         (b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,1 +1,1 @@\n a\n-b\n+c\n", 4, "more lines"),
         (b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n?oops\n", 5, "unexpected line"),
         (b"diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -x +1 @@\n", 4, "malformed hunk header"),
+        # Paths git apply refuses: they would read or write outside the work tree.
+        (
+            b"diff --git a/../../x b/../../x\n--- a/../../x\n+++ b/../../x\n@@ -1 +1 @@\n-a\n+b\n",
+            1,
+            "leaves the repository",
+        ),
+        (
+            b"--- a//etc/passwd\n+++ b//etc/passwd\n@@ -1 +1 @@\n-a\n+b\n",
+            1,
+            "leaves the repository",
+        ),
+        (
+            b"diff --git a/.git/hooks/x b/.git/hooks/x\nnew file mode 100755\n--- /dev/null\n+++ b/.git/hooks/x\n@@ -0,0 +1 @@\n+boom\n",
+            1,
+            "inside .git",
+        ),
     ],
 )
 def test_bad_files_name_the_line(data, line, message):
