@@ -773,6 +773,21 @@ class Settings(BaseSettings):
                 [f"environment: GITHUB_APP_PRIVATE_KEY_PATH: cannot read key file: {exc.strerror}"]
             ) from exc
 
+    @property
+    def tracks_github(self) -> bool:
+        """With GitHub credentials and no local checkout given, the series come from GitHub."""
+        return self.github_auth != "none" and self.downstream_dir is None
+
+    def downstream_checkout(self) -> Path:
+        """Where the downstream repository's series are read from, by workers and the
+        dashboard alike: CARRY_DOWNSTREAM_DIR, else the copy exported from GitHub, else the
+        working directory."""
+        if self.downstream_dir is not None:
+            return self.downstream_dir.resolve()
+        if self.tracks_github:
+            return self.cache_dir / "downstream-checkout"
+        return Path().resolve()
+
     def effective_max_body_bytes(self, config: CarryConfig | None) -> int:
         """CARRY_MAX_BODY_BYTES wins over web.max_body_bytes in the YAML."""
         if self.max_body_bytes is not None:

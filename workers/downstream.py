@@ -10,19 +10,6 @@ from bot.git.downstream import Downstream
 from bot.github.forge import Forge, git_base_url
 
 
-def tracks_github(settings: Settings) -> bool:
-    """With GitHub credentials and no local checkout given, the series come from GitHub."""
-    return settings.github_auth != "none" and settings.downstream_dir is None
-
-
-def checkout_dir(settings: Settings) -> Path:
-    if settings.downstream_dir is not None:
-        return settings.downstream_dir.resolve()
-    if tracks_github(settings):
-        return settings.cache_dir / "downstream-checkout"
-    return Path().resolve()
-
-
 def url(settings: Settings, config: CarryConfig) -> str:
     return settings.downstream_git_url or (
         f"{git_base_url(settings.github_base_url)}/{config.downstream.repo}.git"

@@ -31,7 +31,7 @@ class Runtime:
         """Re-reads the series from the downstream repository when carry tracks it on GitHub."""
         from workers import downstream as downstream_repo
 
-        if downstream_repo.tracks_github(self.settings):
+        if self.settings.tracks_github:
             downstream_repo.refresh(self.settings, self.config, self.downstream_dir)
 
 
@@ -47,8 +47,8 @@ def runtime() -> Runtime:
     from workers import downstream as downstream_repo
 
     settings = load_settings()
-    downstream = downstream_repo.checkout_dir(settings)
-    if downstream_repo.tracks_github(settings):
+    downstream = settings.downstream_checkout()
+    if settings.tracks_github:
         unchecked = load_config(settings.config_path, check_dirs=False)
         downstream_repo.refresh(settings, unchecked, downstream)
     config = load_config(settings.config_path, downstream_dir=downstream)

@@ -45,7 +45,11 @@ def create_app(
     _add_health_routes(app, config, redis_client)
     access = Access(Settings.dashboard_token(config) if config else None)
     app.include_router(metrics_router(redis_client, config, access.dependency()))
-    fix_pages = FixPages.from_config(config)
+    # The series the workers check: the downstream checkout, not the web process's directory.
+    checkout = settings.downstream_checkout()
+    fix_pages = FixPages.from_config(
+        config, checkout / config.downstream.patches_dir if config else None
+    )
     _add_api_routes(app, redis_client, access)
     app.include_router(api_router(redis_client, access, config, fix_pages))
     install_dashboard(app, redis_client, access, config, fix_pages)

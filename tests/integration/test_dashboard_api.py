@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -77,7 +79,13 @@ CONFIG = CarryConfig.model_validate(
 
 
 def secret_settings() -> Settings:
-    return Settings(webhook_secret=WEBHOOK_SECRET, github_token=GITHUB_TOKEN, max_body_bytes=None)
+    # The repository itself is the downstream checkout the fix pages are read from.
+    return Settings(
+        webhook_secret=WEBHOOK_SECRET,
+        github_token=GITHUB_TOKEN,
+        max_body_bytes=None,
+        downstream_dir=REPO_ROOT,
+    )
 
 
 def ago(**delta: float) -> str:
@@ -89,7 +97,7 @@ def ago(**delta: float) -> str:
 def dashboard(
     client: redis.Redis, config: CarryConfig | None = CONFIG, *, token: str | None = None
 ) -> Iterator[str]:
-    """The whole carry app (create_app) served from the repository root, where patches/ is."""
+    """The whole carry app (create_app), its downstream checkout the repository root."""
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(REPO_ROOT)
         if token is None:
@@ -313,6 +321,29 @@ def test_patch_detail_has_fix_page_and_every_entry_about_the_patch(site: Site) -
     assert [(h["kind"], h["about"]) for h in detail["history"]] == [("decision", DECISION)]
     release = site.get(f"/api/v1/series/{RELEASE}/patches/{PATCH}").json()
     assert release["history"][0]["about"] == {"status": "applies", "decision": "keep"}
+
+
+def test_fix_pages_come_from_the_downstream_checkout_not_the_web_directory(
+    client: redis.Redis, tmp_path: Path
+) -> None:
+    """The workers read the series from the downstream checkout; so does the dashboard, from
+    wherever the web process was started."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO_ROOT / "patches" / MAIN, checkout / "patches" / MAIN)
+    page_file = checkout / "patches" / MAIN / "async-inputs.md"
+    page_file.write_text(page_file.read_text().replace("## Problem", "## Problem\n\nFROM-CHECKOUT"))
+    seed(client)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)  # no patches/ here
+        patch.delenv(TOKEN_ENV, raising=False)
+        settings = Settings(
+            webhook_secret=WEBHOOK_SECRET, downstream_dir=checkout, max_body_bytes=None
+        )
+        app = create_app(CONFIG, settings, client)
+    with serve(app) as url:
+        detail = httpx.get(f"{url}/api/v1/series/{MAIN}/patches/{PATCH}").json()
+    assert detail["fix_page"] is not None, detail.get("fix_page_note")
+    assert "FROM-CHECKOUT" in detail["fix_page"]["markdown"]
 
 
 def test_without_config_there_are_no_fix_pages(client: redis.Redis) -> None:
