@@ -3,14 +3,19 @@ watched ref. It emits the same HeadMoved events a webhook would."""
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 
+from bot import metrics
 from bot.config import Series, parse_pr_ref
 from bot.core.events import ZERO_SHA, HeadMoved, PrStateChanged
+from bot.core.state import SeriesState
 from bot.git.mirror import Mirror, MirrorError
 from bot.github.forge import Forge, ForgeError
 from bot.store import series as store
 from workers.runtime import Runtime
+
+log = logging.getLogger("carry.poller")
 
 
 def _patterns(series: list[Series]) -> list[str]:
@@ -29,6 +34,28 @@ def _watched(series: Series, refs: dict[str, str]) -> tuple[str, str] | None:
     return (f"refs/tags/{newest}", refs[f"refs/tags/{newest}"]) if newest else None
 
 
+def _poll_failed(rt: Runtime, upstream: str, members: list[Series], error: str) -> None:
+    """An upstream that cannot be reached is said everywhere a maintainer looks: the worker's
+    log, each series' history and its "needs attention", and carry_events_total."""
+    log.warning("poll of upstream %s failed: %s", upstream, error)
+    metrics.count_event(rt.redis, "poll_failed")
+    store.append_history(rt.redis, None, "poll-failed", upstream=upstream, error=error)
+    for series in members:
+        store.append_history(rt.redis, series.id, "poll-failed", upstream=upstream, error=error)
+        store.ensure_series(rt.redis, series.id)
+        _set_upstream_error(rt, series.id, error[:500])
+
+
+def _set_upstream_error(rt: Runtime, series_id: str, error: str | None) -> None:
+    def change(state: SeriesState) -> bool:
+        if state.upstream_error == error:
+            return False
+        state.upstream_error = error
+        return True
+
+    store.update_series(rt.redis, series_id, change)
+
+
 def head_events(rt: Runtime) -> list[HeadMoved]:
     by_upstream: dict[str, list[Series]] = defaultdict(list)
     for series in rt.config.series:
@@ -39,9 +66,10 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
         try:
             refs = Mirror(upstream.url, rt.cache_dir).remote_refs(*_patterns(members))
         except MirrorError as err:
-            store.append_history(rt.redis, None, "poll-failed", upstream=name, error=str(err))
+            _poll_failed(rt, name, members, str(err))
             continue
         for series in members:
+            _set_upstream_error(rt, series.id, None)
             found = _watched(series, refs)
             state = store.load_series(rt.redis, series.id)
             if found is None:

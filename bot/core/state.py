@@ -89,6 +89,9 @@ class SeriesState:
     version: str | None = None
     last_event: str | None = None
     error: str | None = None
+    upstream_error: str | None = (
+        None  # why the last poll of the upstream failed; None after a good one
+    )
     paused_by: str | None = None  # set by `/carry pause`; the config's policy is separate
     approvals: list[str] = field(default_factory=list)  # head SHAs approved for hardware
     base_pr_state: str | None = None  # for pull bases: open | merged | closed_unmerged
@@ -118,6 +121,8 @@ class SeriesState:
             for c in self.ci.values()
             if c.state == "waiting-approval"
         ]
+        if self.upstream_error:
+            reasons.append(f"upstream unreachable: {self.upstream_error}")
         if self.base_pr_state == "closed_unmerged":
             reasons.append("base PR was closed without being merged")
         return reasons

@@ -18,7 +18,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -61,6 +61,29 @@ def save_series(client: redis.Redis, state: SeriesState) -> None:
     state.updated_at = now_iso()
     client.set(_series_key(state.id), json.dumps(state.to_dict()))
     publish(client, {"kind": "series", "series": state.id})
+
+
+def update_series(
+    client: redis.Redis, series_id: str, change: Callable[[SeriesState], bool]
+) -> bool:
+    """Read-modify-write of the stored state under WATCH, so a concurrent writer's change is
+    never overwritten: `change` edits the state and says whether it changed anything (it may
+    run more than once). False when there is no state or nothing changed."""
+    key = _series_key(series_id)
+    with client.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(key)
+                state = load_series(pipe, series_id)
+                if state is None or not change(state):
+                    pipe.reset()
+                    return False
+                pipe.multi()
+                save_series(pipe, state)
+                pipe.execute()
+                return True
+            except redis.WatchError:
+                continue
 
 
 def ensure_series(client: redis.Redis, series_id: str, **defaults: Any) -> SeriesState:

@@ -1,0 +1,57 @@
+"""An upstream carry cannot reach is said everywhere a maintainer looks, and forgotten once it
+answers again (real git, real Redis)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bot import metrics
+from bot.store import series as store
+from tests.support.carry_env import BODY, SERIES, CarryEnv
+from workers import poller
+from workers import runtime as runtime_module
+
+
+@pytest.fixture
+def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch):
+    carry = CarryEnv(tmp_path, redis_url)
+    carry.carry_patches([{"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}])
+    carry.write_config()
+    for key, value in carry.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    runtime_module.reset()
+    yield carry
+    runtime_module.reset()
+
+
+def test_an_unreachable_upstream_is_logged_counted_and_needs_attention(
+    env: CarryEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    rt = runtime_module.runtime()
+    hidden = env.upstream.path.with_name("upstream-away")
+    shutil.move(env.upstream.path, hidden)
+    with caplog.at_level(logging.WARNING, logger="carry.poller"):
+        assert poller.head_events(rt) == []
+    warned = [r.getMessage() for r in caplog.records if r.name == "carry.poller"]
+    assert len(warned) == 1 and "poll of upstream engine failed" in warned[0]
+    assert "does not exist" in warned[0]  # the cause, not only that it failed
+    (entry,) = [h for h in store.history(rt.redis, SERIES) if h["kind"] == "poll-failed"]
+    assert entry["data"]["upstream"] == "engine" and entry["data"]["error"]
+    state = store.load_series(rt.redis, SERIES)
+    assert state is not None and state.upstream_error
+    assert any(r.startswith("upstream unreachable: ") for r in state.needs_attention)
+    assert (
+        'carry_events_total{kind="poll_failed"} 1.0' in metrics.render(rt.redis, rt.config).decode()
+    )
+
+    shutil.move(hidden, env.upstream.path)
+    events = poller.head_events(rt)
+    assert [e.after for e in events] == [env.upstream.head("main")]
+    state = store.load_series(rt.redis, SERIES)
+    assert state is not None and state.upstream_error is None
+    assert not any(r.startswith("upstream unreachable") for r in state.needs_attention)
