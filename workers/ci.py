@@ -23,6 +23,7 @@ no GitHub credentials, set `forward_reports`).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -39,7 +40,7 @@ from typing import Any
 import redis
 from celery import Celery, Task
 
-from bot.config import CarryConfig, load_settings
+from bot.config import CarryConfig, ConfigError, load_config, load_settings
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -84,7 +85,14 @@ from workers.runner.job import (
     execute,
     host_env_for_steps,
 )
-from workers.runner.spec import JobPayload, LogLimits, StepSpec, TreeSpec, recipe_digest
+from workers.runner.spec import (
+    JobPayload,
+    LogLimits,
+    StepSpec,
+    TreeSpec,
+    job_mismatch,
+    recipe_digest,
+)
 from workers.runner.steps import RunLog
 
 log = logging.getLogger("carry.ci")
@@ -723,6 +731,11 @@ def run_job(self: Task, payload: dict[str, Any]) -> str:
     client = _client()
     runner = runner_name(self)
     with correlated(run_id=job.run_id, task_id=str(self.request.id)):
+        refusal = _refusal(job)
+        if refusal is not None:
+            _refuse(client, job, runner, refusal)
+            _release_budget(client, job)
+            return "refused"
         admitted = _admit(client, job, runner)
         if isinstance(admitted, str):
             _release_budget(client, job)
@@ -739,6 +752,57 @@ def run_job(self: Task, payload: dict[str, Any]) -> str:
         ended = _conclude(self, client, job, admitted, result)  # raises Retry to retry
         _release_budget(client, job)
         return ended
+
+
+def _refusal(job: JobPayload) -> str | None:
+    """Why the job must not run here: the queue is not trusted, the runner's own config is."""
+    kind = os.environ.get("CARRY_RUNNER_KIND", "")
+    if not kind:
+        return "this worker is not a runner (`carry runner --kind K` sets CARRY_RUNNER_KIND)"
+    try:
+        config = runner_config()
+    except ConfigError as err:
+        return f"this runner's config cannot be read: {'; '.join(err.problems)}"
+    runner = config.runners.get(kind) if config is not None else None
+    if config is not None and runner is None:
+        return f"runner kind {kind!r} is not in this runner's config"
+    return job_mismatch(job, kind, runner)
+
+
+def _refuse(client: redis.Redis, job: JobPayload, runner: str, reason: str) -> None:
+    """Ends a job that names commands this runner's config does not: it runs nothing, and says
+    so in the run's log, the history and (when the run is known) its verdict."""
+    log.warning("refused run %s: %s", job.run_id, reason)
+    runlog = RunLog(client, job.run_id, job.limits)
+    runlog.note(f"[carry] {runner} refused run {job.run_id}, it ran nothing: {reason}")
+    runlog.close()
+    append_history(
+        client, job.series_id, "ci-refused", run_id=job.run_id, runner=runner, reason=reason
+    )
+    run = _load_run(client, job.run_id)
+    # A copy of a run that a runner is executing now leaves that execution alone.
+    if run is not None and not client.exists(f"{CI}lease:{job.run_id}"):
+        _finish(client, run, "infra-error", f"refused by {runner}: {reason}")
+
+
+def runner_config() -> CarryConfig | None:
+    """This runner host's own config (CARRY_CONFIG, else config/carry.yaml if there is one,
+    as `carry runner` chose it), read again only when the file changes."""
+    settings = load_settings()
+    path = settings.config_path
+    try:
+        stat = path.stat()
+    except OSError:
+        if "config_path" in settings.model_fields_set:
+            raise ConfigError([f"{path}: cannot read config file"]) from None
+        return None
+    return _load_runner_config(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_runner_config(path: str, mtime_ns: int, size: int) -> CarryConfig:
+    # mtime_ns and size are only the cache key: an edited file is read again.
+    return load_config(path, check_dirs=False)  # a runner host has no copy of patches/
 
 
 def _admit(client: redis.Redis, job: JobPayload, runner: str) -> int | float | str:

@@ -11,6 +11,10 @@ job is then unacknowledged, and Redis hands it out again only after the visibili
 (CARRY_VISIBILITY_TIMEOUT_S=3 here), to the only runner left, so where it runs is certain.
 Killing just the pool child would requeue at once (task_reject_on_worker_lost), but either
 runner, the killed one's fresh pool child included, could take it.
+
+Trust: a runner runs only the commands its own config names (CARRY_CONFIG). The runners here
+share one config file (RunnerConfig), and `request` writes each test's setup and checks into
+it before asking for runs; the runners read it again when it changes.
 """
 
 from __future__ import annotations
@@ -82,12 +86,52 @@ def alive(pid: int) -> bool:
 
 
 @dataclass
+class RunnerConfig:
+    """The runners' own config file: `runners.<kind>` with the setup and checks that the
+    targets of a test name (a runner refuses any other command)."""
+
+    path: Path
+    runners: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add_kind(self, kind: str) -> None:
+        workdir = str(self.path.parent / "runners")
+        self.runners.setdefault(kind, {"queue": f"hw.{kind}", "workdir": workdir, "checks": {}})
+        self._write()
+
+    def allow(self, targets: list[ci.CiTarget]) -> None:
+        """Makes the targets' setup the kind's setup and adds their checks."""
+        for t in targets:
+            self.add_kind(t.kind)
+            runner = self.runners[t.kind]
+            runner["setup"] = [{"name": s.name, **_command(s)} for s in t.setup]
+            runner["checks"].update({c.name: _command(c) for c in t.checks})
+        self._write()
+
+    def _write(self) -> None:
+        config = {
+            "downstream": {"repo": "carry/downstream"},
+            "upstreams": {"engine": {"url": "https://example.invalid/up.git", "repo": "up/up"}},
+            "series": [],
+            "runners": self.runners,
+        }
+        scratch = self.path.with_suffix(".tmp")  # a runner never reads half a file
+        scratch.write_text(json.dumps(config, indent=2))
+        scratch.replace(self.path)
+
+
+def _command(step: StepSpec) -> dict[str, Any]:
+    assert step.timeout_s == int(step.timeout_s), "the config holds whole seconds"
+    return {"run": list(step.run), "timeout_s": int(step.timeout_s), "env": dict(step.env)}
+
+
+@dataclass
 class World:
     """An upstream repository, carry's downstream repository with series s1 (one patch that
     adds fixed.txt) on its PR branch, and a scratch clone that computes expected trees the
-    way the engine would."""
+    way the engine would; `runner_config` is what the runners may run."""
 
     root: Path
+    runner_config: RunnerConfig
     upstream: RepoBuilder = field(init=False)
     downstream: RepoBuilder = field(init=False)
     patches: list[bytes] = field(init=False)
@@ -179,8 +223,13 @@ def celery_app(url: str) -> Celery:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> World:
-    return World(tmp_path / "repos")
+def runner_config(tmp_path: Path) -> RunnerConfig:
+    return RunnerConfig(tmp_path / "runner-carry.yaml")
+
+
+@pytest.fixture
+def world(tmp_path: Path, runner_config: RunnerConfig) -> World:
+    return World(tmp_path / "repos", runner_config)
 
 
 @pytest.fixture
@@ -193,12 +242,18 @@ def marks(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def start_runners(
-    url: str, celery_app: Celery, tmp_path: Path
+    url: str, celery_app: Celery, tmp_path: Path, runner_config: RunnerConfig
 ) -> Iterator[Callable[..., list[Runner]]]:
     started: list[Runner] = []
 
-    def start(*specs: tuple[str, str], env: dict[str, str] | None = None) -> list[Runner]:
-        batch = [_spawn(kind, name, url, tmp_path, env or {}) for kind, name in specs]
+    def start(
+        *specs: tuple[str, str], env: dict[str, str] | None = None, configured: bool = True
+    ) -> list[Runner]:
+        for kind, _ in specs:
+            runner_config.add_kind(kind)
+        extra = {"CARRY_CONFIG": str(runner_config.path)} if configured else {}
+        extra.update(env or {})
+        batch = [_spawn(kind, name, url, tmp_path, extra) for kind, name in specs]
         started.extend(batch)
         names = {r.name for r in batch}
         wait_for(lambda: _all_ready(celery_app, batch, names), f"runners {sorted(names)} ready")
@@ -214,8 +269,9 @@ def _spawn(kind: str, name: str, url: str, tmp_path: Path, extra: dict[str, str]
     workdir = tmp_path / "runners" / name
     workdir.mkdir(parents=True)
     log = tmp_path / f"{name}.log"
-    env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": str(REPO_ROOT), **extra}
+    env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": str(REPO_ROOT)}
     env.pop("CARRY_CONFIG", None)
+    env.update(extra)
     argv = [sys.executable, "-m", "workers.runner.runner_cli", "--kind", kind, "--name", name]
     argv += ["--workdir", str(workdir), "--loglevel", "INFO"]
     with log.open("wb") as out:
@@ -274,6 +330,7 @@ def request(
     debounce_s: float = 0,
     **kwargs: Any,
 ) -> list[CiState]:
+    world.runner_config.allow(targets)
     return ci.request_ci(
         client,
         app,
@@ -406,13 +463,13 @@ def test_timeout_kills_the_process_group_and_is_a_test_failure(
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     script = 'sleep 300 & echo $! > "$MARK/bg"; echo $$ > "$MARK/sh"; echo started; wait'
-    slow = StepSpec("slow", sh(script), timeout_s=1.5, env={"MARK": str(marks)})
+    slow = StepSpec("slow", sh(script), timeout_s=2, env={"MARK": str(marks)})
     out = request(client, celery_app, world, world.head(), [target("gaudi", slow)])
     info = finished(client, out[0].run_id)
 
     assert info["state"] == "failure" and info["attempt"] == 1  # a timeout is not retried
     row = rows(client)["gaudi/slow"]
-    assert row.state == "failure" and "timed out after 1.5s" in row.detail
+    assert row.state == "failure" and "timed out after 2s" in row.detail
     pids = [int((marks / name).read_text()) for name in ("sh", "bg")]
     assert not [pid for pid in pids if alive(pid)], "the whole process group is gone"
     assert "timed out, process group killed" in log_text(client, out[0].run_id)
@@ -642,6 +699,7 @@ def test_tree_mismatch_is_an_infra_error_naming_both_trees(
     tree = world.tree(head, expected_tree=wrong)
     policy = RetryPolicy(max_attempts=1)
     check = StepSpec("fixed", sh("test -f fixed.txt"))
+    world.runner_config.allow([target("gaudi", check, retry=policy)])
     out = ci.request_ci(
         client,
         celery_app,
@@ -768,6 +826,7 @@ def test_a_full_budget_defers_a_run_until_one_finishes(
     script = 'while [ ! -f "$GO" ]; do sleep 0.05; done; test -f fixed.txt'
     check = StepSpec("fixed", sh(script), timeout_s=30, env={"GO": str(go)})
     narrow = ci.CiTarget("gaudi", "hw.gaudi", (), (check,), budget=Budget(queued=0, running=1))
+    world.runner_config.allow([narrow])
     tree = world.tree(world.head())
     kwargs: dict[str, Any] = {"trusted_authors": TRUSTED, "actor": "ada", "debounce_s": 0}
     first = ci.request_ci(client, celery_app, "s1", [narrow], tree, **kwargs)[0]
@@ -844,3 +903,54 @@ def test_a_job_cannot_plant_hooks_or_config_for_the_next(
     info = finished(client, second.run_id)
     assert info["state"] == "success", log_text(client, second.run_id)
     assert sorted(p.name for p in marks.iterdir() if p.name.startswith("pwned")) == []
+
+
+# --------------------------------------------------------------------------- trust boundary
+
+
+def test_a_forged_job_in_the_queue_runs_nothing(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    """Whoever can write to the broker can queue any payload; the runner runs only what its
+    own config names. A forged job for a real run (one waiting for an approval) and one for
+    a made-up run both end refused, visibly, with no command run."""
+    start_runners(("gaudi", "gaudi1@%h"))
+    check = StepSpec("fixed", sh("test -f fixed.txt"))
+    waiting = request(client, celery_app, world, world.head(), [target("gaudi", check)], actor="x")
+    assert waiting[0].state == "waiting-approval"
+    info = ci.run_info(client, waiting[0].run_id)
+    assert info is not None
+    payload = info["payload"]
+    pwned = marks / "pwned"
+    touch = ["sh", "-c", f"touch {pwned}"]
+    hijack = {**payload, "checks": [{**payload["checks"][0], "run": touch}]}
+    made_up = {**payload, "run_id": "gaudi-forged", "checks": [{"name": "evil", "run": touch}]}
+    for forged in (hijack, made_up):
+        celery_app.send_task(ci.TASK_NAME, args=[forged], queue="hw.gaudi")
+
+    wait_for(lambda: pwned.exists() or len(events(client, "ci-refused")) == 2, "both jobs")
+    assert not pwned.exists(), "a forged command ran"
+    reasons = {e["data"]["run_id"]: e["data"]["reason"] for e in events(client, "ci-refused")}
+    assert reasons == {
+        waiting[0].run_id: "command of check 'fixed' differs from this runner's config",
+        "gaudi-forged": "check 'evil' is not in this runner's config",
+    }
+    ended = finished(client, waiting[0].run_id)
+    assert ended["state"] == "infra-error"
+    assert ended["detail"].startswith("refused by gaudi1@")
+    row = rows(client)["gaudi/fixed"]
+    assert row.state == "infra-error" and "command of check 'fixed' differs" in row.detail
+    assert "differs from this runner's config" in log_text(client, waiting[0].run_id)
+    assert "check 'evil' is not in this runner's config" in log_text(client, "gaudi-forged")
+    assert not events(client, "ci-started")
+
+
+def test_a_runner_without_config_runs_nothing(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"), configured=False)
+    check = StepSpec("mark", sh(f"touch {marks / 'ran'}"))
+    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(client, run.run_id)
+    assert info["state"] == "infra-error" and "this runner has no config" in info["detail"]
+    assert not (marks / "ran").exists()

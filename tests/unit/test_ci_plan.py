@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 
 import pytest
 
+from bot.config import Runner
 from bot.core.ci_plan import (
     ActiveRun,
     ApprovalError,
@@ -30,6 +32,7 @@ from bot.core.ci_plan import (
     tree_key,
 )
 from bot.core.policy import series_digest
+from workers.runner.spec import JobPayload, StepSpec, TreeSpec, job_mismatch
 
 A = "a" * 40
 B = "b" * 40
@@ -391,3 +394,61 @@ def test_reused_detail_round_trip() -> None:
     detail = reused_detail("failure", "gaudi-1", "check x failed (exit 1)")
     assert reused_verdict(detail) == "failure"
     assert "gaudi-1" in detail and "exit 1" in detail
+
+
+# --------------------------------------------------------------------------- trust boundary
+
+RUNNER = Runner.model_validate(
+    {
+        "queue": "hw.gaudi",
+        "workdir": "/srv/carry",
+        "setup": [{"name": "install", "run": ["pip", "install", "-e", "."], "timeout_s": 600}],
+        "checks": {
+            "unit": {"run": ["pytest", "-q"], "timeout_s": 900, "env": {"HW": "1"}},
+            "smoke": {"run": ["./smoke.sh"]},
+        },
+    }
+)
+INSTALL = StepSpec("install", ("pip", "install", "-e", "."), 600)
+UNIT = StepSpec("unit", ("pytest", "-q"), 900, {"HW": "1"})
+SMOKE = StepSpec("smoke", ("./smoke.sh",))
+
+
+def job(
+    setup: tuple[StepSpec, ...] = (INSTALL,), *checks: StepSpec, kind: str = "gaudi"
+) -> JobPayload:
+    tree = TreeSpec("u", A, "d", "refs/heads/carry/s", B, "patches/s", DIGEST, "t" * 40)
+    return JobPayload("r1", "s", kind, f"hw.{kind}", "k", A, tree, setup, checks or (UNIT,))
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (job(), None),
+        (job((INSTALL,), SMOKE, replace(UNIT, ab=True)), None),  # a subset, A/B is the series'
+        (job((INSTALL,), StepSpec("evil", ("sh", "-c", "x"))), "check 'evil' is not in"),
+        (job((INSTALL,), replace(UNIT, run=("sh", "-c", "x"))), "command of check 'unit' differs"),
+        (job((INSTALL,), replace(UNIT, env={})), "env of check 'unit' differs"),
+        (job((INSTALL,), replace(UNIT, timeout_s=1)), "timeout of check 'unit' differs"),
+        (job((INSTALL,), replace(UNIT, run=(), env={})), "command and env of check 'unit'"),
+        (job((replace(INSTALL, run=("curl", "x")),)), "command of setup step 'install' differs"),
+        (job((StepSpec("fetch", ("curl", "x")),)), "setup step 'fetch' is not in"),
+        (job(()), "the job's setup (none) is not this runner's setup (install)"),
+        (job((INSTALL, INSTALL)), "the job's setup (install, install) is not"),
+        (job(kind="gb10"), "the job is for runner kind 'gb10', this runner is 'gaudi'"),
+    ],
+)
+def test_a_job_runs_only_what_the_runners_config_names(
+    payload: JobPayload, reason: str | None
+) -> None:
+    found = job_mismatch(payload, "gaudi", RUNNER)
+    if reason is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(reason), found
+
+
+def test_a_runner_without_config_runs_nothing() -> None:
+    assert job_mismatch(job(), "gaudi", None) == (
+        "this runner has no config: it runs only the commands its own config names"
+    )

@@ -67,6 +67,7 @@ def main(
     where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)
     where.mkdir(parents=True, exist_ok=True)
     _prepare_process(kind, node, where, settings.visibility_timeout_s)
+    _share_config(config_path, runner)
     _warn_on_visibility(runner, settings.visibility_timeout_s)
     info = {
         "kind": kind,
@@ -93,7 +94,8 @@ def main(
 
 def _config(config_path: str | None, settings: Settings) -> CarryConfig | None:
     """--config, else CARRY_CONFIG, else config/carry.yaml if there is one (a runner host
-    may have no config: it then serves hw.<kind> with no budget checks)."""
+    may have no config: it then serves hw.<kind> and refuses every job, since only its own
+    config names the commands it may run)."""
     chosen = config_path is not None or "config_path" in settings.model_fields_set
     path = Path(config_path) if config_path is not None else settings.config_path
     if not chosen and not path.is_file():
@@ -108,6 +110,15 @@ def _runner(config: CarryConfig | None, kind: str) -> Runner | None:
         known = ", ".join(sorted(config.runners)) or "none"
         raise ConfigError([f"runner kind {kind!r} is not in runners (known: {known})"])
     return config.runners[kind]
+
+
+def _share_config(config_path: str | None, runner: Runner | None) -> None:
+    """The pool processes read the config again for every job (workers.ci.runner_config), from
+    CARRY_CONFIG: --config goes there, so they read the file this process read."""
+    if config_path is not None:
+        os.environ["CARRY_CONFIG"] = str(Path(config_path).expanduser().resolve())
+    if runner is None:
+        log.warning("this runner has no config: it refuses every job (see --config)")
 
 
 def _config_workdir(runner: Runner | None) -> Path:

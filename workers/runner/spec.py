@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bot.config import Command, Runner
 from bot.core.ci_plan import Budget, RetryPolicy
 
 PAYLOAD_VERSION = 1
@@ -170,3 +171,50 @@ def recipe_digest(setup: Sequence[StepSpec], checks: Sequence[StepSpec]) -> str:
         "checks": sorted((c.to_dict() for c in checks), key=lambda c: c["name"]),
     }
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+
+
+# --------------------------------------------------------------------------- trust boundary
+
+
+def job_mismatch(job: JobPayload, kind: str, runner: Runner | None) -> str | None:
+    """Why this runner must not run `job`, or None when every command in it is its own.
+
+    The queue is not trusted: a job names checks, and each setup step and check must equal
+    (argv, env, timeout) what the runner's own config says for its kind; the setup must be
+    the configured setup, in order. `ab` is not compared: it reruns the same command on
+    plain upstream, and the series, not the runner, chooses it.
+    """
+    if runner is None:
+        return "this runner has no config: it runs only the commands its own config names"
+    if job.kind != kind:
+        return f"the job is for runner kind {job.kind!r}, this runner is {kind!r}"
+    configured = {step.name: step for step in runner.setup}
+    for step in job.setup:
+        if step.name not in configured:
+            return f"setup step {step.name!r} is not in this runner's config"
+        differs = _differences(step, configured[step.name])
+        if differs:
+            return f"{differs} of setup step {step.name!r} differs from this runner's config"
+    wanted = [step.name for step in runner.setup]
+    if [step.name for step in job.setup] != wanted:
+        got = ", ".join(step.name for step in job.setup) or "none"
+        return f"the job's setup ({got}) is not this runner's setup ({', '.join(wanted)})"
+    for check in job.checks:
+        if check.name not in runner.checks:
+            return f"check {check.name!r} is not in this runner's config"
+        differs = _differences(check, runner.checks[check.name])
+        if differs:
+            return f"{differs} of check {check.name!r} differs from this runner's config"
+    return None
+
+
+def _differences(step: StepSpec, configured: Command) -> str:
+    """The fields (command, env, timeout) in which a step differs from its config entry."""
+    differs = []
+    if step.run != tuple(configured.run):
+        differs.append("command")
+    if dict(step.env) != dict(configured.env):
+        differs.append("env")
+    if step.timeout_s != float(configured.timeout_s):
+        differs.append("timeout")
+    return " and ".join(differs)
