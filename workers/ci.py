@@ -74,7 +74,7 @@ from bot.store.series import (
     heartbeat,
     load_series,
     now_iso,
-    save_series,
+    update_series,
 )
 from workers.celery_app import app, redis_url
 from workers.runner.job import (
@@ -430,7 +430,7 @@ def _add_approval(client: redis.Redis, series_id: str, sha: str) -> None:
         return True
 
     ensure_series(client, series_id)
-    _update_series(client, series_id, add)
+    update_series(client, series_id, add)
 
 
 def release_deferred(client: redis.Redis, celery_app: Celery, kind: str) -> list[str]:
@@ -657,30 +657,9 @@ def _publish(
                 written.append(row)
         return bool(written)
 
-    _update_series(client, series_id, update)
+    update_series(client, series_id, update)
     # A row that lost its place (an old run ending) is still reported: its check run ends too.
     _notify(series_id, rows)
-
-
-def _update_series(
-    client: redis.Redis, series_id: str, change: Callable[[SeriesState], bool]
-) -> None:
-    """Read-modify-write of the series state under WATCH, so concurrent writers lose nothing."""
-    key = f"{PREFIX}series:{series_id}"
-    with client.pipeline() as pipe:
-        while True:
-            try:
-                pipe.watch(key)
-                state = load_series(pipe, series_id)
-                if state is None or not change(state):
-                    pipe.reset()
-                    return
-                pipe.multi()
-                save_series(pipe, state)
-                pipe.execute()
-                return
-            except redis.WatchError:
-                continue
 
 
 def _notify(series_id: str, rows: list[CiState]) -> None:
