@@ -168,9 +168,23 @@ def render_table(report: SeriesReport) -> str:
     for p in report.patches:
         lines.append(f"  {p.patch:<{width}}  {p.status.value:<16} {p.decision.value:<6} {p.reason}")
         lines += _hunk_lines(p.conflict or {})
+        if p.status.value == "partial":
+            lines += _partial_lines(p.evidence)
         if p.conflict and "reproduce" in p.conflict:
             lines.append("      reproduce: " + " && ".join(p.conflict["reproduce"]))
     return "\n".join(lines) + "\n"
+
+
+def _partial_lines(evidence: list[dict[str, Any]]) -> list[str]:
+    """For a partial patch: which hunks upstream has, and which it lacks."""
+    hunks: list[dict[str, Any]] = next(
+        (e["hunks"] for e in evidence if e.get("signal") == "hunks"), []
+    )
+    return [
+        f"      {'in the head' if h['state'] == 'applied' else 'not in the head'}: "
+        f"{h['file']} {h['hunk']} ({h['state']}: {h.get('detail', '')})"
+        for h in hunks
+    ]
 
 
 def _hunk_lines(conflict: dict[str, Any]) -> list[str]:

@@ -275,3 +275,19 @@ def test_fixes_show_the_services_latest_decisions(redis_url, tmp_path):
     )
     assert away.returncode == 0 and "latest decisions unknown" in away.stderr
     assert "none yet" not in away.stdout and "unknown" in away.stdout
+
+
+def test_text_output_of_a_partial_says_which_hunk_upstream_lacks(make_repo, tmp_path):
+    up = make_repo("partial-up")
+    lines = "".join(f"{i}\n" for i in range(1, 31))
+    up.commit("base", {"a.txt": lines, "b.txt": lines})
+    up.checkout("main", new_branch="fix")
+    fixed = lines.replace("\n5\n", "\nFIVE\n")
+    up.commit("Fix both", {"a.txt": fixed, "b.txt": fixed})
+    (patch,) = up.format_patch("main..fix", tmp_path / "patches")
+    up.checkout("main")
+    up.commit("Upstream takes only a.txt", {"a.txt": fixed})
+    result = carry(*check_args(up, [patch], tmp_path))
+    assert result.returncode == 1 and " partial " in result.stdout, result.stdout
+    assert "      in the head: a.txt @@ -2,7 +2,7 @@ (applied" in result.stdout
+    assert "      not in the head: b.txt @@ -2,7 +2,7 @@ (pending" in result.stdout
