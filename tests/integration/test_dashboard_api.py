@@ -436,6 +436,14 @@ def test_every_page_renders_seeded_state(site: Site, path: str, expected: str) -
     assert expected in response.text
 
 
+def test_the_events_page_shows_a_long_error_whole(site: Site) -> None:
+    cause = "fatal: unable to access https://example.invalid/up.git/: Could not resolve host"
+    error = f"git ls-remote --refs https://example.invalid/up.git refs/heads/main failed: {cause}"
+    append_history(site.client, MAIN, "poll-failed", upstream="engine", error=error)
+    page = site.get("/events").text
+    assert "whole error" in page and cause in page
+
+
 def test_unknown_pages_are_404_pages(site: Site) -> None:
     response = site.get("/series/nope")
 
