@@ -50,7 +50,8 @@ def request(
         targets,
         spec,
         trusted_authors=series.trusted_authors,
-        actor=state.head_actor,
+        # No actor: state.head_actor is the pusher of state.head_sha, which may be a newer head
+        # than the tree's; request_ci takes it only when the two are the same SHA.
     )
 
 

@@ -1,0 +1,78 @@
+"""Trust belongs to a SHA and who pushed it: a tree built on an older head never borrows the
+pusher of a newer one (real Redis, the real request path of the service)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from bot.config import CarryConfig, Settings
+from bot.core.state import SeriesState
+from bot.store import series as store
+from workers import hardware
+from workers.celery_app import app as celery_app
+from workers.runtime import Runtime
+
+OLD, NEW = "1" * 40, "2" * 40
+CONFIG = CarryConfig.model_validate(
+    {
+        "downstream": {"repo": "acme/carry"},
+        "upstreams": {"up": {"url": "/srv/up.git", "repo": "up/stream"}},
+        "series": [
+            {
+                "id": "s1",
+                "upstream": "up",
+                "base": {"branch": "main"},
+                "patches": "s1",
+                "runners": ["gaudi"],
+                "checks": ["fixed"],
+                "trusted_authors": ["maintainer"],
+            }
+        ],
+        "runners": {
+            "gaudi": {
+                "queue": "hw.gaudi",
+                "workdir": "/tmp/r",
+                "checks": {"fixed": {"run": ["true"]}},
+            }
+        },
+    }
+)
+
+
+@pytest.fixture
+def rt(redis_url: str, tmp_path: Path) -> Iterator[Runtime]:
+    broker = celery_app.conf.broker_url
+    celery_app.conf.broker_url = redis_url  # a dispatched job lands in the test's Redis
+    celery_app.close()
+    yield Runtime(CONFIG, Settings(), redis.Redis.from_url(redis_url), tmp_path)
+    celery_app.conf.broker_url = broker
+    celery_app.close()
+
+
+def request(rt: Runtime, state: SeriesState) -> str:
+    (row,) = hardware.request(
+        rt, state, "3" * 40, "/srv/down.git", "carry/s1", "4" * 40, "patches/s1"
+    )
+    return row.state
+
+
+def test_a_retried_publish_of_an_old_head_does_not_borrow_the_newer_heads_pusher(
+    rt: Runtime,
+) -> None:
+    # A stranger pushed OLD; it was checked and is being published (or retried) while the
+    # maintainer's NEW head is already recorded and still rebasing.
+    state = SeriesState(id="s1", head_sha=NEW, head_actor="maintainer", checked_head=OLD)
+    state.checked_digest = "d" * 64
+    store.save_series(rt.redis, state)
+    assert request(rt, state) == "waiting-approval"
+
+
+def test_the_head_that_was_checked_keeps_its_own_trusted_pusher(rt: Runtime) -> None:
+    state = SeriesState(id="s1", head_sha=OLD, head_actor="maintainer", checked_head=OLD)
+    state.checked_digest = "d" * 64
+    store.save_series(rt.redis, state)
+    assert request(rt, state) != "waiting-approval"
