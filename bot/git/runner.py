@@ -91,8 +91,9 @@ class Git:
             argv,
             input=input,
             capture_output=True,
-            # Inside a bare git dir git has no work tree, so no command (not even a conflicted
-            # `apply --3way`) can write files into whatever directory carry was started from.
+            # Never whatever directory carry was started from: a conflicted `apply --3way`
+            # writes files into its working directory even in a bare repository (TreeApplier
+            # gives it a scratch directory for that reason).
             cwd=self.cwd or self.git_dir,
             env=full_env,
             timeout=timeout,

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import functools
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.git.objects import Blob
@@ -27,13 +26,18 @@ class TreeEntry:
 
 
 class TreeApplier:
-    """Owns one temporary index file; every operation starts by loading the given tree. The
-    file is named on first use: most checks apply in memory and never need it (nor tempfile,
-    which is slow to import)."""
+    """Owns one temporary index file and an empty scratch directory; every operation starts by
+    loading the given tree. They are made on first use: most checks apply in memory and never
+    need them (nor tempfile, which is slow to import).
+
+    git runs in the scratch directory because a conflicted `apply --cached --3way` writes the
+    files it could not merge into its working directory even without a work tree; in the
+    mirror's directory those files would change the answer for the next patch touching them."""
 
     def __init__(self, git: Git, workdir: Path | None = None):
         self._base_git = git
         self._workdir = workdir
+        self._scratch: Path | None = None
         self.index: Path | None = None
         self.loaded: str | None = None
 
@@ -41,16 +45,26 @@ class TreeApplier:
     def git(self) -> Git:
         import tempfile
 
-        handle, name = tempfile.mkstemp(prefix="carry-index-", dir=self._workdir)
-        os.close(handle)
-        os.unlink(name)  # git creates it; an empty file is not a valid index
-        self.index = Path(name)
-        return self._base_git.with_env(GIT_INDEX_FILE=name)
+        root = Path(tempfile.mkdtemp(prefix="carry-apply-", dir=self._workdir))
+        self._scratch = root / "scratch"
+        self._scratch.mkdir()
+        self.index = root / "index"  # git creates it; an empty file is not a valid index
+        return replace(self._base_git, cwd=self._scratch).with_env(GIT_INDEX_FILE=str(self.index))
 
     def close(self) -> None:
         if self.index is not None:
-            self.index.unlink(missing_ok=True)
+            import shutil
+
+            shutil.rmtree(self.index.parent, ignore_errors=True)
         self.loaded = None
+
+    def _sweep(self) -> None:
+        """Empties the scratch directory after a conflicted 3-way apply wrote into it."""
+        if self._scratch is not None and any(self._scratch.iterdir()):
+            import shutil
+
+            shutil.rmtree(self._scratch)
+            self._scratch.mkdir()
 
     def _load(self, tree: str) -> None:
         if self.loaded != tree:
@@ -66,6 +80,7 @@ class TreeApplier:
         result = self.git.run(*args, "-", input=patch, check=False)
         if not result.ok:
             self.loaded = None  # a failed 3-way leaves unmerged entries behind
+            self._sweep()
             return ApplyResult(False, None, result.stderr_text)
         written = self.git.run("write-tree", check=False)
         if not written.ok:
