@@ -332,9 +332,12 @@ class Signals:
     duplicate: bool = False  # the change would add code the head already has elsewhere
     removals_remain: bool = False  # lines the patch removes still exist elsewhere in the head
     state_predates_range: bool = False  # the history range's base already had the post-image
+    # (or, with no_base, nothing tells "upstream took it" from "never had it")
+    no_base: bool = False  # no base to read history from: no series base, no known From commit
     linked_merged_in_head: bool = False  # a linked PR's merge commit is an ancestor of head
     matched_commit: bool = False  # an upstream commit in range matches (patch-id or subject)
     matched_reverted: bool = False  # ... and a later upstream commit reverted it
+    reverts: tuple[tuple[str, str], ...] = ()  # (landing, the commit that undid it) pairs
 
 
 @dataclass(frozen=True)
@@ -370,12 +373,19 @@ def decide(sig: Signals) -> Verdict:
         bool(sig.hunks) and not sig.forward and states[HunkState.APPLIED] == len(sig.hunks)
     )
     if sig.state_predates_range and (sig.reverse or sig.three_way_unchanged or all_present):
-        return Verdict(
-            Status.CONTAINED,
-            Decision.REVIEW,
-            "the head is in the state the patch produces, but it already was before the patch's "
-            "base: upstream never had what the patch changes, so nothing shows upstream took it",
-        )
+        if sig.no_base:
+            reason = (
+                "the head is in the state the patch produces, but the patch mostly removes code "
+                "and no base is known: decide whether upstream removed it (drop) or never had "
+                "it (keep), or give a base (--base, or the series' base) to let history tell"
+            )
+        else:
+            reason = (
+                "the head is in the state the patch produces, but it already was before the "
+                "patch's base: upstream never had what the patch changes, so nothing shows "
+                "upstream took it"
+            )
+        return Verdict(Status.CONTAINED, Decision.REVIEW, reason)
     if not sig.forward and sig.reverse:
         return Verdict(
             Status.CONTAINED, Decision.DROP, "the patch reverse-applies: the head has every change"
@@ -426,12 +436,17 @@ def _applied_verdict(sig: Signals, present: int) -> Verdict:
     if sig.moved or not sig.forward:
         reason = f"applies {via}; the refreshed patch differs only in context"
         if sig.matched_reverted:
-            reason += " (upstream took it once and reverted it)"
+            reason += f" ({_reverted_words(sig)})"
         return Verdict(Status.APPLIES_MOVED, Decision.KEEP, reason)
     reason = "applies as is"
     if sig.matched_reverted:
-        reason += "; upstream took it once and reverted it, so it is still needed"
+        reason += f"; {_reverted_words(sig)}, so it is still needed"
     return Verdict(Status.APPLIES, Decision.KEEP, reason)
+
+
+def _reverted_words(sig: Signals) -> str:
+    undone = "; ".join(f"took it in {a[:12]} and undid it in {b[:12]}" for a, b in sig.reverts)
+    return f"upstream {undone}" if undone else "upstream took it once and reverted it"
 
 
 def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> Verdict:
@@ -459,10 +474,10 @@ def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> V
             "upstream likely took a different version",
             missing,
         )
-    return Verdict(
-        Status.CONFLICT,
-        Decision.KEEP,
+    reason = (
         "the patch does not apply and the head does not have its change: "
-        "it is still needed and must be rebased by hand",
-        missing,
+        "it is still needed and must be rebased by hand"
     )
+    if sig.matched_reverted:
+        reason += f" ({_reverted_words(sig)})"
+    return Verdict(Status.CONFLICT, Decision.KEEP, reason, missing)

@@ -280,6 +280,7 @@ class Engine:
         started = time.perf_counter()
         self._follow_mirror()
         head = self._resolve(head_rev)
+        base = self._resolve_base(base)
         parsed = [_parse(item) for item in patches]
         self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
         histories = self._histories(head.sha, base, patches, parsed)
@@ -310,6 +311,22 @@ class Engine:
         if len(rev) == 40 and (self.mirror.path / "HEAD").exists() and self.commit_of(rev) == rev:
             return ResolvedHead(rev, None)  # a commit the mirror has: nothing to fetch
         return self.mirror.resolve(rev)
+
+    def _resolve_base(self, base: str | None) -> str | None:
+        """The commit a given base names (any revision: SHA, tag, branch, `rev~n`), fetched when
+        the mirror lacks it. A base that names nothing is refused: checking as if none was
+        given would answer a different question than the one asked."""
+        if not base:
+            return None
+        found = self.commit_of(base)
+        if found is not None:
+            return found
+        try:
+            return self.mirror.resolve(base).sha
+        except MirrorError as err:
+            raise MirrorError(
+                f"base {base!r} does not name a commit in {self.mirror.source} ({err})"
+            ) from err
 
     def _ensure_preimages(self, parsed: list[PatchFile]) -> None:
         """Fetches every branch and tag once when pre-image blobs or From commits are missing:
@@ -496,8 +513,7 @@ class _PatchCheck:
             duplicate=after is not None and self._duplicate(head_files),
             removals_remain=reverse.ok and not forward.ok and self._removals_remain(head_files),
             linked_merged_in_head=self._linked_prs(),
-            matched_commit=any(m.reverted_by is None for m in self.matches),
-            matched_reverted=bool(self.matches) and all(m.reverted_by for m in self.matches),
+            **self._match_signals(),
         )
         all_present = bool(hunks) and all(h.state == HunkState.APPLIED for h in hunks)
         if (reverse.ok and not forward.ok) or after == before or all_present:
@@ -536,8 +552,7 @@ class _PatchCheck:
             reverse=all(result.ok for result in reverse.values()),
             duplicate=self._duplicate(head_files),
             linked_merged_in_head=self._linked_prs(),
-            matched_commit=any(m.reverted_by is None for m in self.matches),
-            matched_reverted=bool(self.matches) and all(m.reverted_by for m in self.matches),
+            **self._match_signals(),
         )
         self._history_evidence()
         verdict = classify.decide(signals)
@@ -750,6 +765,15 @@ class _PatchCheck:
             )
         return remain
 
+    def _match_signals(self) -> dict[str, Any]:
+        reverts = tuple((m.commit.sha, m.reverted_by) for m in self.matches if m.reverted_by)
+        return {
+            "no_base": self.range is None,
+            "matched_commit": any(m.reverted_by is None for m in self.matches),
+            "matched_reverted": bool(self.matches) and len(reverts) == len(self.matches),
+            "reverts": reverts,
+        }
+
     def _history_evidence(self) -> None:
         if self.range is None:
             detail = "the patch's base is unknown (no series base, no known From commit)"
@@ -762,6 +786,7 @@ class _PatchCheck:
                     "commit": match.commit.sha,
                     "subject": match.commit.subject,
                     "reverted_by": match.reverted_by,
+                    "reverted_how": match.reverted_how,
                     "range": self.range,
                 }
             )

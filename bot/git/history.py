@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 
+from bot.core.classify import added_runs, normalize
 from bot.core.linetrack import CommitHunks, ZeroHunk
 from bot.core.patchfile import PatchFile, split_lines
 from bot.core.patchid import patch_id
@@ -20,6 +23,9 @@ MAX_CANDIDATES = 400
 MIN_SUBJECT_CHARS = 12
 _SUBJECT_NOISE = re.compile(r"(\[[^\]]*\]\s*)|(\s*\(#\d+\)\s*$)|(^cherry[- ]pick(ed)?:?\s*)", re.I)
 _REVERT_OF = re.compile(r"This reverts commit ([0-9a-f]{7,40})")
+_TITLED_REVERT = re.compile(r'^Revert "(.*)"$', re.S)
+_PR_NUMBER = re.compile(r"\(#(\d+)\)\s*$")
+UNDONE_RATIO = 0.5  # a landing counts as undone once at most this share of its lines is left
 _ZERO_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _RECORD = b"\x1eCARRY-COMMIT "
 
@@ -41,11 +47,19 @@ class UpstreamCommit:
     sections: dict[str, bytes] = field(default_factory=dict, compare=False)  # path -> file diff
 
 
+class Undone(StrEnum):
+    """How upstream undid a matching commit."""
+
+    TITLED_REVERT = "titled-revert"  # `Revert "<title>"` or a `This reverts commit` line
+    LINES_REMOVED = "lines-removed"  # later commits took its added lines out again
+
+
 @dataclass(frozen=True)
 class Match:
     commit: UpstreamCommit
     how: str  # "patch-id" | "subject"
     reverted_by: str | None
+    reverted_how: Undone | None = None
 
 
 def _split_sections(diff: bytes) -> dict[str, bytes]:
@@ -145,7 +159,7 @@ class SeriesHistory:
             elif len(wanted) >= MIN_SUBJECT_CHARS and subject_key(commit.subject) == wanted:
                 how = "subject"
             if how:
-                result[pi].append(Match(commit, how, _reverted_by(commit, self.commits[:ci])))
+                result[pi].append(_match(git, commit, how, self.commits[:ci]))
         return result
 
     def _compute_ids(self, git: Git, diffs: list[bytes]) -> None:
@@ -176,17 +190,85 @@ def _digest(diff: bytes) -> bytes:
     return hashlib.sha1(diff).digest()
 
 
+def _match(git: Git, commit: UpstreamCommit, how: str, newer: list[UpstreamCommit]) -> Match:
+    reverted = _reverted_by(commit, newer)
+    if reverted is not None:
+        return Match(commit, how, reverted, Undone.TITLED_REVERT)
+    removed = _lines_removed_by(git, commit, newer)
+    if removed is not None:
+        return Match(commit, how, removed, Undone.LINES_REMOVED)
+    return Match(commit, how, None)
+
+
 def _reverted_by(target: UpstreamCommit, newer: list[UpstreamCommit]) -> str | None:
-    """The newest commit that reverts `target` and was not itself reverted later."""
-    revert_subject = f'revert "{target.subject}"'.lower()
+    """The newest commit that reverts `target` by its title or trailer and was not itself
+    reverted later."""
     for position, commit in enumerate(newer):  # newest first
-        reverts = _REVERT_OF.findall(commit.body)
-        is_revert = any(target.sha.startswith(r) for r in reverts) or (
-            commit.subject.lower() == revert_subject
-        )
-        if is_revert and _reverted_by(commit, newer[:position]) is None:
+        if _reverts(commit, target) and _reverted_by(commit, newer[:position]) is None:
             return commit.sha
     return None
+
+
+def _reverts(commit: UpstreamCommit, target: UpstreamCommit) -> bool:
+    """`This reverts commit <sha>`, or a `Revert "<title>"` subject naming the target by its
+    title or by its PR number. Real titles carry PR numbers on both sides
+    (`Revert "Fix x (#101)" (#102)`), and the target's title may have been edited since."""
+    if any(target.sha.startswith(sha) for sha in _REVERT_OF.findall(commit.body)):
+        return True
+    titled = _TITLED_REVERT.match(_PR_NUMBER.sub("", commit.subject).strip())
+    if titled is None:
+        return False
+    named = titled.group(1)
+    if subject_key(named) == subject_key(target.subject):
+        return True
+    number, target_number = _PR_NUMBER.search(named), _PR_NUMBER.search(target.subject)
+    return bool(number and target_number and number.group(1) == target_number.group(1))
+
+
+def _lines_removed_by(
+    git: Git, target: UpstreamCommit, newer: list[UpstreamCommit]
+) -> str | None:
+    """The commit after which most of the substantive lines `target` added are gone again from
+    the files it added them to (followed through later commits, oldest first: a removal and a
+    re-adding cancel), or None. A remover that adds the same lines anywhere else moved the
+    code rather than undoing it, so it does not count."""
+    added = Counter(n for section in target.sections.values() for n in _added(section))
+    if not added:
+        return None
+    live = Counter(added)
+    undone_by = None
+    for commit in reversed(newer):  # oldest first
+        sections = [commit.sections[p] for p in target.sections if p in commit.sections]
+        if not sections:
+            continue
+        for section in sections:
+            live -= Counter(n for n in _removed(section) if n in added)
+            live += Counter(n for n in _added(section) if n in added)
+        live &= added  # never more than the landing added
+        share = sum(live.values()) / sum(added.values())
+        if share > UNDONE_RATIO:
+            undone_by = None
+        elif undone_by is None:
+            undone_by = commit.sha
+    if undone_by is not None and _moves_lines(git, undone_by, added):
+        return None
+    return undone_by
+
+
+def _moves_lines(git: Git, sha: str, lines: Counter[str]) -> bool:
+    """True when `sha` adds, in any file, most of the given lines."""
+    diff = git.run("show", "--format=", "--no-renames", "-p", sha).stdout
+    readded = Counter(n for n in _added(diff) if n in lines) & lines
+    return sum(readded.values()) > sum(lines.values()) * UNDONE_RATIO
+
+
+def _added(diff: bytes) -> list[str]:
+    return [n for run in added_runs(diff) for n in run]
+
+
+def _removed(diff: bytes) -> list[str]:
+    lines = (line[1:] for line in diff.splitlines() if line.startswith(b"-"))
+    return [n for line in lines if not line.startswith(b"--") and (n := normalize(line))]
 
 
 def file_history(git: Git, rev_range: str, path: str) -> list[CommitHunks]:

@@ -112,6 +112,10 @@ def test_refreshed_patch_bytes_match_the_snapshot(series, tmp_path):
             "cannot read patch",
         ),
         (["--repo", "{tmp}", "--head", "main", "--patch", "{patch}"], "not a git repository"),
+        (
+            ["--repo", "{repo}", "--head", "main", "--patch", "{patch}", "--base", "no-such-rev"],
+            "base 'no-such-rev' does not name a commit",
+        ),
     ],
 )
 def test_bad_input_is_one_line_on_stderr(series, tmp_path, args, message):

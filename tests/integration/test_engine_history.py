@@ -1,0 +1,161 @@
+"""History evidence on real git repositories: a landing that upstream later undid (by a titled
+revert in any of the forms real projects write, or by removing the same lines) brings the patch
+back; a re-landing is judged on content; a base is any revision, resolved or refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.core.classify import Decision, Status
+from bot.git.mirror import MirrorError
+from tests.integration.test_engine import BODY, check, only, patches_of, signals
+from tests.support.gitrepo import RepoBuilder
+
+CACHED = {"mod.py": BODY.replace("compute(15)", "compute(15, cached=True)")}
+PLAIN = {"mod.py": BODY}
+
+
+@pytest.fixture
+def up(make_repo) -> RepoBuilder:
+    repo = make_repo("upstream")
+    repo.commit("base", {"mod.py": BODY, "other.py": "alpha = first_value()\nbeta = 2\n"})
+    return repo
+
+
+def carried(up: RepoBuilder, tmp_path, files=CACHED, message="Cache value 15") -> list:
+    up.checkout("main", new_branch="carry")
+    up.commit(message, files)
+    patches = patches_of(up, "main..carry", tmp_path / "patches")
+    up.checkout("main")
+    return patches
+
+
+def match_of(patch) -> dict:
+    return signals(patch)["patch-id-match"]
+
+
+@pytest.mark.parametrize(
+    ("landed", "revert"),
+    [
+        # vLLM's squash titles: both carry PR numbers, the revert has no trailer line
+        ("[Perf] Cache value 15 (#101)", 'Revert "[Perf] Cache value 15 (#101)" (#102)'),
+        # the landing's title was edited after the revert was written: the PR number ties them
+        ("[Perf] Cache value fifteen in the hot loop (#101)", 'Revert "Cache value 15 (#101)"'),
+        # a plain titled revert
+        ("Cache value 15", 'Revert "Cache value 15"'),
+    ],
+)
+def test_a_titled_revert_brings_the_patch_back(up, tmp_path, landed, revert):
+    patches = carried(up, tmp_path)
+    base = up.head("main")
+    taken = up.commit(landed, CACHED)
+    undone = up.commit(revert, PLAIN)
+    up.commit("unrelated upstream work", {"other.py": "alpha = first_value()\nbeta = 3\n"})
+    p = only(check(up, "main", patches, tmp_path, base=base))
+    assert (p.status, p.decision) == (Status.APPLIES, Decision.KEEP)
+    assert match_of(p)["commit"] == taken and match_of(p)["reverted_by"] == undone
+    assert undone[:12] in p.reason and taken[:12] in p.reason
+
+
+def test_a_silent_removal_of_the_same_lines_brings_the_patch_back(up, tmp_path):
+    """No title says revert: a later commit puts the lines back as they were, among other work."""
+    patches = carried(up, tmp_path)
+    base = up.head("main")
+    taken = up.commit("[Perf] Speed up lookups (#200)", CACHED)
+    undone = up.commit(
+        "Simplify the module (#201)",
+        {"mod.py": BODY.replace("compute(30)", "compute(30, strict=True)")},
+    )
+    p = only(check(up, "main", patches, tmp_path, base=base))
+    assert (p.status, p.decision) == (Status.APPLIES, Decision.KEEP)
+    assert match_of(p)["reverted_by"] == undone
+    assert match_of(p)["reverted_how"] == "lines-removed"
+    assert taken[:12] in p.reason
+
+
+def test_moving_the_lines_to_another_file_is_not_a_revert(up, tmp_path):
+    """The commit that takes the lines away adds them elsewhere: upstream reworked, not undid."""
+    patches = carried(up, tmp_path)
+    base = up.head("main")
+    up.commit("[Perf] Cache value 15 (#300)", CACHED)
+    up.commit(
+        "Move value 15 (#301)",
+        {"mod.py": BODY.replace("value_15 = compute(15)\n", ""), "moved.py": CACHED["mod.py"]},
+    )
+    p = only(check(up, "main", patches, tmp_path, base=base))
+    assert p.decision == Decision.REVIEW
+    assert match_of(p)["reverted_by"] is None
+
+
+def test_a_relanding_after_the_revert_is_judged_on_its_content(up, tmp_path):
+    patches = carried(up, tmp_path)
+    base = up.head("main")
+    taken = up.commit("[Perf] Cache value 15 (#101)", CACHED)
+    up.commit('Revert "[Perf] Cache value 15 (#101)" (#102)', PLAIN)
+    relanded = up.commit("[Perf] Reland cache value 15 (#103)", CACHED)
+    p = only(check(up, "main", patches, tmp_path, base=base))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
+    matches = {e["commit"]: e for e in p.evidence if e["signal"] == "patch-id-match"}
+    assert matches[relanded]["reverted_by"] is None and matches[taken]["reverted_by"]
+
+
+def test_a_revert_of_the_revert_with_pr_numbers_is_contained(up, tmp_path):
+    patches = carried(up, tmp_path)
+    base = up.head("main")
+    taken = up.commit("[Perf] Cache value 15 (#101)", CACHED)
+    up.commit('Revert "[Perf] Cache value 15 (#101)" (#102)', PLAIN)
+    up.commit('Revert "Revert "[Perf] Cache value 15 (#101)" (#102)" (#104)', CACHED)
+    p = only(check(up, "main", patches, tmp_path, base=base))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
+    assert match_of(p)["commit"] == taken and match_of(p)["reverted_by"] is None
+
+
+def test_a_conflicting_patch_whose_landing_was_reverted_is_kept_as_a_conflict(up, tmp_path):
+    patches = carried(up, tmp_path)
+    base = up.head("main")
+    up.commit("[Perf] Cache value 15 (#101)", CACHED)
+    up.commit('Revert "[Perf] Cache value 15 (#101)" (#102)', PLAIN)
+    up.commit("Rename value 15 (#105)", {"mod.py": BODY.replace("compute(15)", "calc(15)")})
+    p = only(check(up, "main", patches, tmp_path, base=base))
+    assert (p.status, p.decision) == (Status.CONFLICT, Decision.KEEP)
+    assert "undid it in" in p.reason
+
+
+# ---- the base: any revision, resolved or refused
+
+REMOVAL = "def workaround(x):\n    cap_blocks(x)\n    return limit_context(x)\n"
+
+
+def removal_setup(up: RepoBuilder, tmp_path) -> list:
+    """A patch removing a block that upstream also removed after the tag v1."""
+    up.commit("add the workaround", {"mod.py": BODY + REMOVAL})
+    up.git("tag", "-a", "v1", "-m", "release 1")
+    up.git("branch", "release-1")
+    patches = carried(up, tmp_path, {"mod.py": BODY}, message="Remove the workaround")
+    up.commit("upstream removes it too", {"mod.py": BODY})
+    return patches
+
+
+@pytest.mark.parametrize("base", ["v1", "release-1", "main~1"])
+def test_a_base_given_by_name_is_resolved(up, tmp_path, base):
+    patches = removal_setup(up, tmp_path)
+    tagged = up.git("rev-parse", "v1^{commit}")
+    report = check(up, "main", patches, tmp_path, base=base)
+    p = only(report)
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
+    assert report.base == tagged
+
+
+def test_without_a_base_the_reason_does_not_claim_one_was_checked(up, tmp_path):
+    diff = removal_setup(up, tmp_path)[0]
+    plain = diff.data[diff.data.index(b"diff --git") :]  # no From commit to anchor history
+    p = only(check(up, "main", [type(diff)("fix.diff", plain)], tmp_path))
+    assert p.decision == Decision.REVIEW
+    assert "before the patch's base" not in p.reason
+    assert "no base" in p.reason
+
+
+def test_a_base_that_does_not_resolve_is_refused(up, tmp_path):
+    patches = removal_setup(up, tmp_path)
+    with pytest.raises(MirrorError, match="base 'no-such-rev-xyz'"):
+        check(up, "main", patches, tmp_path, base="no-such-rev-xyz")
