@@ -68,6 +68,7 @@ FUZZY_WEIGHT = 0.75
 SIMILAR_REMOVED_RATIO = 0.5
 DUPLICATE_RATIO = 0.8
 DUPLICATE_MIN_LINES = 3
+SPECIFIC_LINE_CHARS = 24  # a lone line this long (whitespace left out) is specific enough
 
 
 def normalize(line: bytes) -> str | None:
@@ -260,35 +261,65 @@ def _deleted_file_presence(fdiff: FileDiff, old: HeadFile) -> list[HunkPresence]
 
 
 def duplicated_additions(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
-    """(hits, total): substantive lines the diff adds that the head already has elsewhere.
+    """(hits, total): substantive lines the diff adds that the head already has elsewhere, as
+    the blocks the diff adds them in (see _lines_elsewhere).
 
     Lines the head has only because they are in the hunks' own context do not count."""
     if fdiff.binary or head.content is None:
         return 0, 0
-    added = Counter(n for h in fdiff.hunks for n in map(normalize, h.added) if n)
-    context = Counter(n for h in fdiff.hunks for n in map(normalize, h.side("-")) if n)
-    have = Counter(n for n in map(normalize, head.lines) if n)
-    have.subtract(context)
-    return _multiset_hits(added, +have), sum(added.values())
+    context = [[n for n in map(normalize, h.side("-")) if n] for h in fdiff.hunks]
+    blocks = [b for h in fdiff.hunks for b in _blocks(h, b"+")]
+    return _lines_elsewhere(blocks, head, context), sum(map(len, blocks))
 
 
 def lingering_removals(fdiff: FileDiff, head: HeadFile) -> tuple[int, int]:
-    """(hits, total): substantive lines the diff removes that the head still has somewhere,
-    beyond the copies the hunks' own post-image keeps."""
+    """(hits, total): substantive lines the diff removes that the head still has somewhere, as
+    the blocks the diff removes them in, beyond the copies the hunks' own post-image keeps."""
     if fdiff.binary or head.content is None:
         return 0, 0
-    removed = Counter(n for h in fdiff.hunks for n in map(normalize, h.removed) if n)
-    kept = Counter(n for h in fdiff.hunks for n in map(normalize, h.side("+")) if n)
-    have = Counter(n for n in map(normalize, head.lines) if n)
-    have.subtract(kept)
-    return _multiset_hits(removed, +have), sum(removed.values())
+    kept = [[n for n in map(normalize, h.side("+")) if n] for h in fdiff.hunks]
+    blocks = [b for h in fdiff.hunks for b in removed_blocks(h)]
+    return _lines_elsewhere(blocks, head, kept), sum(map(len, blocks))
+
+
+def _lines_elsewhere(blocks: list[list[str]], head: HeadFile, own: list[list[str]]) -> int:
+    """How many lines of `blocks` the head holds as those blocks, beyond the copies in `own`
+    (each hunk's own lines on the head's side). A block of several lines must occur as
+    consecutive substantive lines; a lone line counts only when it is long enough to be
+    specific. Lines every file of a project repeats (`return NGX_ERROR;`, `} else {`, a
+    cleanup call) then stop passing for code that is already there."""
+    have_lines = [n for n in map(normalize, head.lines) if n]
+    have = Counter(have_lines)
+    have.subtract(n for side in own for n in side)
+    hits = 0
+    for block in blocks:
+        if len(block) > 1:
+            copies = _occurrences(have_lines, block) - sum(_occurrences(s, block) for s in own)
+            hits += len(block) if copies > 0 else 0
+        elif len(block[0]) >= SPECIFIC_LINE_CHARS and have[block[0]] > 0:
+            have[block[0]] -= 1
+            hits += 1
+    return hits
+
+
+def _occurrences(lines: Sequence[str], block: Sequence[str]) -> int:
+    size = len(block)
+    return sum(
+        1
+        for i in range(len(lines) - size + 1)
+        if lines[i] == block[0] and list(lines[i : i + size]) == list(block)
+    )
 
 
 def removed_blocks(hunk: Hunk) -> list[list[str]]:
     """The runs of consecutive removed lines of a hunk, normalized, generic lines left out."""
+    return _blocks(hunk, b"-")
+
+
+def _blocks(hunk: Hunk, sign: bytes) -> list[list[str]]:
     blocks: list[list[str]] = [[]]
     for line in hunk.lines:
-        if line.startswith(b"-"):
+        if line.startswith(sign):
             if n := normalize(line[1:]):
                 blocks[-1].append(n)
         elif blocks[-1] and not line.startswith(b"\\"):
@@ -406,6 +437,16 @@ def decide(sig: Signals) -> Verdict:
 
 
 def _applied_verdict(sig: Signals, present: int) -> Verdict:
+    if present and present == len(sig.hunks) and sig.three_way == "clean" and not sig.forward:
+        differ = sum(1 for h in sig.hunks if h.state == HunkState.SIMILAR)
+        return Verdict(
+            Status.UPSTREAM_VERSION,
+            Decision.REVIEW,
+            f"the head has all {present} hunks and {differ} of them "
+            f"{'differs' if differ == 1 else 'differ'} from the patch; a 3-way apply succeeds "
+            "only by adding code the head already has: drop if the head's version is the fix, "
+            "keep and rebase by hand if the differences matter",
+        )
     if present and sig.three_way == "clean" and not sig.forward:
         return Verdict(
             Status.PARTIAL,
@@ -463,7 +504,8 @@ def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> V
         return Verdict(
             Status.PARTIAL,
             Decision.REVIEW,
-            f"the head has {present} of {total} hunks; {len(missing)} are not there",
+            f"the head has {present} of {total} hunks; {len(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not there",
             missing,
         )
     if sig.linked_merged_in_head or (sig.matched_commit and not sig.matched_reverted):

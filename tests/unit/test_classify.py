@@ -173,3 +173,18 @@ def test_added_runs_split_at_other_lines() -> None:
 )
 def test_contains_needs_consecutive_lines(lines, block, found) -> None:
     assert contains(lines, block) is found
+
+
+def test_a_clean_3way_with_every_hunk_present_does_not_claim_a_rest_applies():
+    """A 3-way apply that succeeds although the head has a version of every hunk only adds
+    them again: the reason names the choice, it does not say "the rest applies"."""
+    verdict = decide(Signals(three_way="clean", hunks=hunks(APPLIED, SIMILAR)))
+    assert (verdict.status, verdict.decision) == (Status.UPSTREAM_VERSION, REVIEW)
+    assert "the rest applies" not in verdict.reason
+    assert "1 of them differs" in verdict.reason and "drop" in verdict.reason
+
+
+@pytest.mark.parametrize(("missing", "words"), [(1, "1 is not there"), (2, "2 are not there")])
+def test_a_partial_counts_its_missing_hunks_in_words(missing, words):
+    verdict = decide(Signals(hunks=hunks(APPLIED, *[ABSENT] * missing)))
+    assert verdict.status == Status.PARTIAL and words in verdict.reason
