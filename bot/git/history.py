@@ -225,9 +225,7 @@ def _reverts(commit: UpstreamCommit, target: UpstreamCommit) -> bool:
     return bool(number and target_number and number.group(1) == target_number.group(1))
 
 
-def _lines_removed_by(
-    git: Git, target: UpstreamCommit, newer: list[UpstreamCommit]
-) -> str | None:
+def _lines_removed_by(git: Git, target: UpstreamCommit, newer: list[UpstreamCommit]) -> str | None:
     """The commit after which most of the substantive lines `target` added are gone again from
     the files it added them to (followed through later commits, oldest first: a removal and a
     re-adding cancel), or None. A remover that adds the same lines anywhere else moved the
