@@ -80,11 +80,15 @@ class LinkedPr:
 @dataclass(frozen=True)
 class _RangeEvidence:
     """What upstream history says about one patch: its range, the commits in it that touch
-    the series' files (newest first, at most history.MAX_CANDIDATES), and the matches."""
+    the series' files (newest first, at most history.MAX_CANDIDATES), and the matches.
+
+    Without an anchor (no base, no known From commit) the "range" is the head's own history
+    and only patch-id matches count: a title alone proves nothing when no base bounds it."""
 
     range: str
     matches: list[history.Match]
     commits: list[history.UpstreamCommit]
+    anchored: bool = True
 
 
 @dataclass
@@ -356,6 +360,7 @@ class Engine:
             self.touches.refresh()
         ranges: dict[str, list[int]] = {}
         forks: dict[str, tuple[str, bool]] = {}
+        unanchored: list[int] = []
         for i, p in enumerate(parsed):
             if not isinstance(p, PatchFile) or p.is_empty:
                 continue
@@ -365,6 +370,7 @@ class Engine:
             if anchor is None and self.has_commit(p.meta.commit):
                 anchor = self.commit_of(f"{p.meta.commit}^")
             if anchor is None:
+                unanchored.append(i)
                 continue
             if anchor not in forks:
                 forks[anchor] = self._fork(anchor, head)
@@ -385,7 +391,29 @@ class Engine:
                 found[i] = _RangeEvidence(
                     rev_range, series_history.matches[position], series_history.commits
                 )
+        if unanchored:
+            found.update(self._head_history(head, unanchored, patches, parsed))
         return found
+
+    def _head_history(
+        self,
+        head: str,
+        indexes: list[int],
+        patches: list[PatchInput],
+        parsed: list[PatchFile | PatchFileError],
+    ) -> dict[int, _RangeEvidence]:
+        """Patch-id matches among the head's newest commits touching the patches' files."""
+        group = [(p, patches[i].data) for i in indexes if isinstance(p := parsed[i], PatchFile)]
+        series_history = history.SeriesHistory(self.git, head, group, None, self._patch_ids)
+        return {
+            i: _RangeEvidence(
+                head,
+                [m for m in series_history.matches[position] if m.how == "patch-id"],
+                series_history.commits,
+                anchored=False,
+            )
+            for position, i in enumerate(indexes)
+        }
 
     def _fork(self, anchor: str, head: str) -> tuple[str, bool]:
         """The range base for an anchor, and whether the touch index knows the range (linear,
@@ -478,7 +506,8 @@ class _PatchCheck:
         self.item = item
         self.parsed = parsed
         self.links = links
-        self.range: str | None = found.range if found else None
+        self.range: str | None = found.range if found and found.anchored else None
+        self.searched_head = found is not None and not found.anchored
         self.matches: list[history.Match] = found.matches if found else []
         self.range_commits = found.commits if found else []
         self.evidence: list[dict[str, Any]] = []
@@ -684,6 +713,8 @@ class _PatchCheck:
         head then never had what the patch changes, which is not evidence that upstream took it.
         Without a range, a patch that (almost) only removes code cannot tell "upstream removed
         it" from "the head never had it", so it counts as the latter."""
+        if self.range is None and self._taken_by_patch_id():
+            return False
         if self.range is None:
             added = sum(
                 1
@@ -774,11 +805,15 @@ class _PatchCheck:
             "reverts": reverts,
         }
 
+    def _taken_by_patch_id(self) -> bool:
+        """Without a base: a commit in the head's history has the patch's very diff."""
+        return any(m.reverted_by is None for m in self.matches)
+
     def _history_evidence(self) -> None:
         if self.range is None:
-            detail = "the patch's base is unknown (no series base, no known From commit)"
-            self.evidence.append({"signal": "history", "result": "skipped", "detail": detail})
-            return
+            self.evidence.append(self._unanchored_history())
+            if not self.searched_head:
+                return
         for match in self.matches:
             self.evidence.append(
                 {
@@ -787,9 +822,22 @@ class _PatchCheck:
                     "subject": match.commit.subject,
                     "reverted_by": match.reverted_by,
                     "reverted_how": match.reverted_how,
-                    "range": self.range,
+                    "range": self.range or f"history of {self.ctx.head}",
                 }
             )
+
+    def _unanchored_history(self) -> dict[str, Any]:
+        unknown = "the patch's base is unknown (no series base, no known From commit)"
+        if not self.searched_head:
+            return {"signal": "history", "result": "skipped", "detail": unknown}
+        searched = (
+            f"searched the head's newest {len(self.range_commits)} commits touching its files"
+        )
+        if self.matches:
+            detail = f"{unknown}; {searched}: matched by patch id"
+        else:
+            detail = f"{unknown}; {searched}: no patch-id match"
+        return {"signal": "history", "result": "head-history", "detail": detail}
 
     def _linked_prs(self) -> bool:
         in_head = False

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bot.core.classify import Decision, Status
+from bot.git.engine import PatchInput
 from bot.git.mirror import MirrorError
 from tests.integration.test_engine import BODY, check, only, patches_of, signals
 from tests.support.gitrepo import RepoBuilder
@@ -147,9 +148,12 @@ def test_a_base_given_by_name_is_resolved(up, tmp_path, base):
 
 
 def test_without_a_base_the_reason_does_not_claim_one_was_checked(up, tmp_path):
-    diff = removal_setup(up, tmp_path)[0]
-    plain = diff.data[diff.data.index(b"diff --git") :]  # no From commit to anchor history
-    p = only(check(up, "main", [type(diff)("fix.diff", plain)], tmp_path))
+    up.commit("add the workaround", {"mod.py": BODY + REMOVAL})
+    patch = carried(up, tmp_path, {"mod.py": BODY}, message="Remove the workaround")[0]
+    plain = patch.data[patch.data.index(b"diff --git") :]  # no From commit to anchor history
+    reworked = BODY.replace("compute(38)", "c(38)")  # removed along with another edit nearby
+    up.commit("upstream reworks", {"mod.py": reworked})
+    p = only(check(up, "main", [PatchInput("fix.diff", plain)], tmp_path))
     assert p.decision == Decision.REVIEW
     assert "before the patch's base" not in p.reason
     assert "no base" in p.reason
@@ -159,3 +163,35 @@ def test_a_base_that_does_not_resolve_is_refused(up, tmp_path):
     patches = removal_setup(up, tmp_path)
     with pytest.raises(MirrorError, match="base 'no-such-rev-xyz'"):
         check(up, "main", patches, tmp_path, base="no-such-rev-xyz")
+
+
+# ---- no base: the head's own history, by patch id
+
+
+def test_without_a_base_a_patch_id_match_in_the_heads_history_lets_a_removal_drop(up, tmp_path):
+    """A plain diff (no From commit, no base) that upstream merged as is: the head's history
+    holds a commit with the same patch id, which tells "took it" from "never had it"."""
+    up.commit("add the workaround", {"mod.py": BODY + REMOVAL})
+    taken = up.commit("upstream removes the workaround (#77)", {"mod.py": BODY})
+    up.commit("later work", {"other.py": "alpha = first_value()\nbeta = 5\n"})
+    mail = up.git("format-patch", "-1", "--stdout", taken).encode()
+    plain = mail[mail.index(b"diff --git") :]
+    p = only(check(up, "main", [PatchInput("removal.diff", plain)], tmp_path))
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
+    found = signals(p)
+    assert found["history"]["result"] == "head-history"
+    assert found["patch-id-match"]["commit"] == taken
+
+
+def test_without_a_base_the_reason_says_the_heads_history_had_no_match(up, tmp_path):
+    up.commit("add the workaround", {"mod.py": BODY + REMOVAL})
+    up.commit("upstream rewrites the module", {"mod.py": BODY.replace("compute(2)", "c(2)")})
+    removal = (
+        b"diff --git a/mod.py b/mod.py\n--- a/mod.py\n+++ b/mod.py\n@@ -39,5 +39,2 @@\n"
+        b" value_39 = compute(39)\n value_40 = compute(40)\n"
+        + b"".join(b"-" + line.encode() + b"\n" for line in REMOVAL.splitlines())
+    )
+    up.commit("upstream drops it its own way", {"mod.py": BODY.replace("compute(2)", "c(2)")})
+    p = only(check(up, "main", [PatchInput("removal.diff", removal)], tmp_path))
+    assert p.decision == Decision.REVIEW
+    assert "no patch-id match" in signals(p)["history"]["detail"]
