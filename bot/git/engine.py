@@ -30,6 +30,7 @@ from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.linetrack import touching_commits
 from bot.core.patchfile import FileDiff, PatchFile, PatchFileError, PatchMeta, parse_patch
 from bot.core.renumber import FileMove, blob_id, renumber
+from bot.core.repath import repath
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
 from bot.git import history
 from bot.git.mirror import Mirror, MirrorError, ResolvedHead
@@ -471,7 +472,9 @@ class _Context:
             return _invalid(item, parsed)
         links = self.links.get(Path(item.name).name) or self.links.get(item.name) or []
         earlier = list(chain.applied)
-        report = _PatchCheck(self, item, parsed, links, found).run(chain)
+        patch_check = _PatchCheck(self, item, parsed, links, found)
+        patch_check.follow(self._renames(parsed, chain))
+        report = patch_check.run(chain)
         if report.status in (Status.CONFLICT, Status.PARTIAL, Status.UPSTREAM_VERSION):
             names = [*earlier, item.name]
             report.conflict = {
@@ -484,6 +487,22 @@ class _Context:
                 ),
             }
         return report
+
+    def _renames(self, parsed: PatchFile, chain: _Chain) -> list[history.Rename]:
+        """Files the patch edits that the head lacks but upstream moved elsewhere."""
+        trees = self.engine.trees
+        head_tree = chain.head_tree
+
+        def exists(path: str) -> bool:
+            try:
+                return trees.lookup(head_tree, path) is not None
+            except (TreeShapeChanged, OSError):
+                return False
+
+        edited = [f.old_path for f in parsed.files if f.old_path and f.hunks and not f.binary]
+        missing = [path for path in edited if chain.read(path) is None and not exists(path)]
+        found = (history.renamed_to(self.engine.git, self.head, path, exists) for path in missing)
+        return [rename for rename in found if rename is not None]
 
 
 def _invalid(item: PatchInput, err: PatchFileError) -> PatchReport:
@@ -511,6 +530,26 @@ class _PatchCheck:
         self.matches: list[history.Match] = found.matches if found else []
         self.range_commits = found.commits if found else []
         self.evidence: list[dict[str, Any]] = []
+        self.original, self.original_parsed = item, parsed  # as given, before any rename
+
+    def follow(self, renames: list[history.Rename]) -> None:
+        """Checks the patch on the paths upstream moved its files to."""
+        if not renames:
+            return
+        moved = repath(self.item.data, self.parsed, {r.old: r.new for r in renames})
+        parsed = _parse_bytes(moved, self.item.name) if moved is not None else None
+        if moved is None or not isinstance(parsed, PatchFile):
+            return
+        self.item, self.parsed = PatchInput(self.item.name, moved), parsed
+        for rename in renames:
+            self.evidence.append(
+                {
+                    "signal": "renamed-upstream",
+                    "from": rename.old,
+                    "to": rename.new,
+                    "commit": rename.commit,
+                }
+            )
 
     def run(self, chain: _Chain) -> PatchReport:
         if self.parsed.is_empty:
@@ -599,13 +638,15 @@ class _PatchCheck:
     def _kept(self, verdict: Verdict, refreshed: bytes, renumbered: bool = False) -> PatchReport:
         """The report of a patch that stays in the series as `refreshed`."""
         report = self._report(verdict, refreshed)
-        report.changed = refreshed != self.item.data
+        report.changed = refreshed != self.original.data
         if report.changed:
             # Renumbering keeps every line where it was, so the diff starts where it did.
             written = self.parsed if renumbered else _parse_bytes(refreshed, self.item.name)
             if isinstance(written, PatchFileError):
                 raise written  # carry wrote this file: a bug, never the user's input
-            report.interdiff = interdiff(self.item.data, self.parsed, refreshed, written)
+            report.interdiff = interdiff(
+                self.original.data, self.original_parsed, refreshed, written
+            )
         elif verdict.status == Status.APPLIES_MOVED:
             report.status = Status.APPLIES
             report.reason = "applies as is"
@@ -655,8 +696,8 @@ class _PatchCheck:
         self.evidence.append(entry)
         return merged
 
-    def _head_files(self, tree: str) -> dict[str, HeadFile]:
-        paths = list(self.parsed.touched_paths)
+    def _head_files(self, tree: str, patch: PatchFile | None = None) -> dict[str, HeadFile]:
+        paths = list((patch or self.parsed).touched_paths)
         blobs = {p: self.ctx.engine.read_object(f"{tree}:{p}") for p in paths}
         modes = {}
         if any(f.old_mode != f.new_mode or f.binary for f in self.parsed.files):
@@ -738,7 +779,7 @@ class _PatchCheck:
             return mostly_removal
         fork = self.range.split("..", 1)[0]
         fork_tree = self.ctx.engine.tree_of(fork)
-        if self.ctx.applier.check_reverse(fork_tree, self.item.data).ok:
+        if self.ctx.applier.check_reverse(fork_tree, self.original.data).ok:
             self.evidence.append(
                 {"signal": "post-image-at-range-base", "base": fork, "result": True}
             )
@@ -757,7 +798,7 @@ class _PatchCheck:
             return False
         seen_in = [
             [n for n in map(classify.normalize, file.lines) if n]
-            for file in self._head_files(fork_tree).values()
+            for file in self._head_files(fork_tree, self.original_parsed).values()
         ]
         seen_in += [
             run

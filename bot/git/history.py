@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -296,6 +297,49 @@ def file_history(git: Git, rev_range: str, path: str) -> list[CommitHunks]:
                 hunks.append(ZeroHunk(int(match.group(1)), old_len, int(match.group(3)), new_len))
         history.append(CommitHunks(sha, subject, tuple(hunks)))
     return history
+
+
+MAX_RENAME_HOPS = 5
+
+
+@dataclass(frozen=True)
+class Rename:
+    old: str
+    new: str
+    commit: str  # the upstream commit that moved it (the last one, after several moves)
+
+
+def renamed_to(git: Git, head: str, path: str, exists: Callable[[str], bool]) -> Rename | None:
+    """Where upstream moved `path`, which the head lacks: the newest commit that deleted it,
+    read with rename detection, names the new path; moves are followed until a path `exists`
+    in the head."""
+    current, commit = path, None
+    for _ in range(MAX_RENAME_HOPS):
+        deleted = git.run("log", "-n1", "--format=%H", "--diff-filter=D", head, "--", current).text
+        if not deleted:
+            return None
+        moved = _moved_in(git, deleted, current)
+        if moved is None:
+            return None
+        current, commit = moved, deleted
+        if exists(current):
+            return Rename(path, current, commit)
+    return None
+
+
+def _moved_in(git: Git, sha: str, path: str) -> str | None:
+    out = git.run("show", "-M", "--format=", "--name-status", "-z", sha).stdout
+    fields = out.decode("utf-8", "surrogateescape").split("\0")
+    index = 0
+    while index < len(fields) - 2:
+        status = fields[index]
+        if status.startswith(("R", "C")):
+            if status.startswith("R") and fields[index + 1] == path:
+                return fields[index + 2]
+            index += 3
+        else:
+            index += 2
+    return None
 
 
 def recent_commits(git: Git, head: str, path: str, limit: int = 5) -> list[tuple[str, str]]:
