@@ -6,7 +6,8 @@ For each release branch R (forked from main at F), every main commit C in F..mai
 carried patch checked on R's tip:
 - "contained" label: R has a port of C (same change title once PR numbers, release tags and
   cherry-pick markers are stripped, a release commit naming C's PR, or the very same diff by
-  patch id, also inside a bigger release commit) that R did not revert later;
+  patch id, also inside a bigger release commit, or every changed block of C verbatim inside
+  one release commit) that R did not revert later;
 - "not contained" label: no port of C on R, or the port was reverted on R.
 The engine's decision is compared with the label, next to plain git's tools on the same
 samples (patch-id match, reverse-apply check, `am -3` leaving the tree unchanged). Nothing of
@@ -103,6 +104,49 @@ class SameDiffInside:
             and patch_id(b"".join(other.sections[p] for p in paths)) == own
         ]
 
+    def hunk_carriers(self, sha: str) -> list[str]:
+        """Release commits holding every changed block of the main commit verbatim (its `-`/`+`
+        lines, context left out) in the same files: a port squashed into another change, with
+        other edits of its own around it."""
+        commit = self.main.get(sha)
+        if commit is None or not commit.sections:
+            return []
+        wanted = {path: _changed_blocks(section) for path, section in commit.sections.items()}
+        if not any(wanted.values()):
+            return []
+        return [
+            other.sha
+            for other in self.release
+            if all(
+                path in other.sections
+                and all(_has_block(_changed_lines(other.sections[path]), b) for b in blocks)
+                for path, blocks in wanted.items()
+            )
+        ]
+
+
+def _changed_lines(section: bytes) -> list[bytes]:
+    return [
+        line
+        for line in section.splitlines()
+        if line[:1] in (b"-", b"+") and not line.startswith((b"---", b"+++"))
+    ]
+
+
+def _changed_blocks(section: bytes) -> list[list[bytes]]:
+    blocks: list[list[bytes]] = [[]]
+    for line in section.splitlines():
+        if line[:1] in (b"-", b"+") and not line.startswith((b"---", b"+++")):
+            blocks[-1].append(line)
+        elif blocks[-1]:
+            blocks.append([])
+    return [block for block in blocks if block]
+
+
+def _has_block(lines: list[bytes], block: list[bytes]) -> bool:
+    size = len(block)
+    return any(lines[i : i + size] == block for i in range(len(lines) - size + 1))
+
 
 def _commits(repo: Path, rev_range: str) -> list[UpstreamCommit]:
     mirror_git = Git(git_dir=repo if (repo / "objects").is_dir() else repo / ".git")
@@ -158,6 +202,7 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
         if main_ids.get(sha) in same_diff:
             port.append(same_diff[main_ids[sha]])  # the very same diff, under another title
         port += inside.carriers(sha)  # ... or inside a bigger release commit
+        port += inside.hunk_carriers(sha)  # ... or its changed lines squashed into another one
         if port:
             undone = any(p in reverted or any(p.startswith(r) for r in reverted) for p in port)
             undone = undone or ("title:" + key) in reverted
