@@ -9,7 +9,9 @@ takes each new head once, in order, as the service does. In the same run it time
   carry check (process)  the whole `carry check` command, one process per head, warm mirror
   (a)                    git clone + git am -3 of the series
   (b)                    an existing work tree: checkout of the new head + git am -3
-and prints a ratio table against (b). Fetching a head is timed apart (carry's fetch includes
+and prints a ratio table against (b). A last table times one large, distant patch (--distant-files
+files, made --distant-behind commits before the head, half its hunks conflicting) with its
+history evidence, against a fresh clone + am -3 and a work tree + am -3 of the same patch. Fetching a head is timed apart (carry's fetch includes
 extending its touch index), then added up: what the service pays per head is fetch + index +
 check, against (b)'s fetch + checkout + am. Both fetch from a local path, so both find the
 head's objects on the same file system: (b)'s clone hard-linked the upstream's packs, and
@@ -263,6 +265,69 @@ def process_run(
     return times
 
 
+def distant_patch(upstream: Path, workdir: Path, files: int, behind: int) -> tuple[Path, str]:
+    """One patch of `files` files made `behind` commits before `imported`: half its hunks edit
+    the line next to the `REVISION` line every upstream commit rewrites (they conflict), half
+    edit a line upstream never touches."""
+    old = run("git", "rev-parse", f"imported~{behind}", cwd=upstream).strip()
+    current = run("git", "rev-parse", "HEAD", cwd=upstream).strip()
+    run("git", "checkout", "-q", "-f", "-B", "carry-distant", old, cwd=upstream)
+    for n in range(files):
+        index = 5 + n * (2990 // files)
+        if index in PATCHED_INDEXES:
+            index += 1
+        target = upstream / path_of(index)
+        text = target.read_text()
+        if n % 2:  # upstream rewrites this line in every commit touching the file
+            start = text.index("REVISION = ")
+            text = text[:start] + "REVISION = -1  # pinned" + text[text.index("\n", start) :]
+        else:
+            text = text.replace("return x * 15 +", f"return x * {n} - 1 + 0 *", 1)
+        target.write_text(text)
+    run("git", "commit", "-q", "-am", "carried distant fix", cwd=upstream)
+    out = workdir / "distant"
+    shutil.rmtree(out, ignore_errors=True)
+    run("git", "format-patch", "-q", "-o", str(out), f"{old}..carry-distant", cwd=upstream)
+    run("git", "checkout", "-q", "-f", "--detach", current, cwd=upstream)
+    run("git", "branch", "-D", "carry-distant", cwd=upstream)
+    return next(out.glob("*.patch")), old
+
+
+def distant_rows(upstream: Path, workdir: Path, files: int, behind: int) -> dict[str, float]:
+    patch, old = distant_patch(upstream, workdir, files, behind)
+    head = run("git", "rev-parse", "imported", cwd=upstream).strip()
+    item = [PatchInput(patch.name, patch.read_bytes())]
+    cache = workdir / "cache"
+    mirror = Mirror(str(upstream), cache)
+    mirror.resolve("imported")
+    rows: dict[str, float] = {}
+    Engine(mirror).check(head, item, base=old)  # warms the mirror's index and the OS cache
+    for name, base in (("carry check, history", old), ("carry check, no base", None)):
+        engine = Engine(mirror)
+        started = time.perf_counter()
+        report = engine.check(head, item, base=base)
+        rows[name] = time.perf_counter() - started
+        engine.close()
+        statuses = sorted({p.status.value for p in report.patches})
+        print(f"  {name}: {', '.join(statuses)} ({report.patches[0].reason[:70]})")
+
+    def am(target: Path, fresh: bool) -> None:
+        if fresh:
+            shutil.rmtree(target, ignore_errors=True)
+            run("git", "clone", "-q", "--no-checkout", str(upstream), str(target))
+        run("git", "checkout", "-q", "-f", head, cwd=target)
+        am_args = ["git", "am", "-q", "-3", str(patch)]
+        proc = subprocess.run(am_args, cwd=target, env=ENV, capture_output=True)
+        if proc.returncode != 0:
+            subprocess.run(["git", "am", "--abort"], cwd=target, env=ENV, capture_output=True)
+
+    rows["(a) clone + am -3"] = timed(functools.partial(am, workdir / "distant-clone", True))
+    tree = workdir / "distant-clone"
+    run("git", "checkout", "-q", "-f", f"{head}~1", cwd=tree)
+    rows["(b) work tree + am -3"] = timed(functools.partial(am, tree, False))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=3000)
@@ -270,11 +335,17 @@ def main() -> int:
     parser.add_argument("--heads", type=int, default=5, help="successive new heads to time")
     parser.add_argument("--ahead", type=int, default=300, help="upstream commits per new head")
     parser.add_argument("--layout", choices=("nested", "flat"), default="nested")
+    parser.add_argument("--distant-files", type=int, default=40)
+    parser.add_argument("--distant-behind", type=int, default=20000)
+    parser.add_argument("--only-distant", action="store_true", help="skip the series tables")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "carry-bench")
     args = parser.parse_args()
     LAYOUT[0] = args.layout
     args.workdir.mkdir(parents=True, exist_ok=True)
     upstream = build_upstream(args.workdir, args.files, args.commits)
+    if args.only_distant:
+        print_distant(upstream, args)
+        return 0
     patch_files, old_head, heads = make_series(upstream, args.workdir, args.ahead, args.heads)
     patches = [PatchInput(p.name, p.read_bytes()) for p in patch_files]
 
@@ -352,7 +423,20 @@ def main() -> int:
     for name, times in end_to_end.items():
         med = statistics.median(times)
         print(f"{name:24}{med * 1000:>10.1f}{max(times) * 1000:>9.1f}{e2e_base / med:>12.1f}")
+    print_distant(upstream, args)
     return 0
+
+
+def print_distant(upstream: Path, args: argparse.Namespace) -> None:
+    print(
+        f"\none patch of {args.distant_files} files made {args.distant_behind} commits before "
+        "the head, half its hunks conflicting, checked once by a fresh engine:"
+    )
+    rows = distant_rows(upstream, args.workdir, args.distant_files, args.distant_behind)
+    base = rows["(b) work tree + am -3"]
+    print(f"{'distant patch':24}{'ms':>10}{'(b) / this':>12}")
+    for name, seconds in rows.items():
+        print(f"{name:24}{seconds * 1000:>10.1f}{base / seconds:>12.2f}")
 
 
 if __name__ == "__main__":

@@ -855,6 +855,15 @@ class _PatchCheck:
             self.evidence.append(self._unanchored_history())
             if not self.searched_head:
                 return
+        elif len(self.range_commits) >= history.MAX_CANDIDATES:
+            self.evidence.append(
+                {
+                    "signal": "history",
+                    "result": "stopped-early",
+                    "detail": f"searched the newest {len(self.range_commits)} commits of "
+                    f"{self.range} touching the series' files; older ones were not searched",
+                }
+            )
         for match in self.matches:
             self.evidence.append(
                 {
@@ -896,13 +905,24 @@ class _PatchCheck:
 
     def _conflict_details(self, problem: tuple[HunkPresence, ...]) -> dict[str, Any]:
         hunks = {(f.path, h.header): (f, h) for f in self.parsed.files for h in f.hunks}
+        renamed = {e["to"] for e in self.evidence if e["signal"] == "renamed-upstream"}
+        traced = [
+            found
+            for presence in problem
+            if (found := hunks.get((presence.path, presence.header)))
+            and found[0].path not in renamed
+        ]
+        timelines = {}
+        if self.range and traced:
+            paths = list(dict.fromkeys(f.old_path or f.path for f, _ in traced))
+            timelines = history.file_histories(self.git, self.range, paths)
         details = []
         for presence in problem:
             entry: dict[str, Any] = presence.as_dict()
             found = hunks.get((presence.path, presence.header))
-            if self.range and found:
-                fdiff, hunk = found
-                timeline = history.file_history(self.git, self.range, fdiff.old_path or fdiff.path)
+            timeline = timelines.get(found[0].old_path or found[0].path) if found else None
+            if found and timeline is not None:
+                hunk = found[1]
                 touched = touching_commits(hunk.old_start, hunk.old_len, timeline)
                 entry["upstream_commits"] = [{"sha": s, "subject": t} for s, t in touched]
             else:
