@@ -21,7 +21,12 @@ log = logging.getLogger("carry.poller")
 def _patterns(series: list[Series]) -> list[str]:
     out = []
     for s in series:
-        out.append(s.base.ref or f"refs/tags/{s.base.tag_pattern}")
+        ref = s.base.ref or f"refs/tags/{s.base.tag_pattern}"
+        out.append(ref)
+        if ref.startswith("refs/tags/") and s.base.ref:
+            # ls-remote prints an annotated tag's peeled line only for a pattern matching
+            # `<ref>^{}`: without it a fixed tag would be polled as its tag object.
+            out.append(f"{ref}^{{}}")
     return sorted(set(out))
 
 
@@ -123,16 +128,17 @@ def pr_events(rt: Runtime) -> list[PrStateChanged]:
                 rt.redis, None, "poll-failed", pr=f"{repo}#{number}", error=str(err)
             )
             continue
-        if state is None or (known.get("state"), known.get("head")) == (
-            state.state,
-            state.head_sha,
-        ):
-            continue
-        rt.redis.hset(
-            key, mapping={"etag": etag or "", "state": state.state, "head": state.head_sha}
-        )
-        if known.get("state") == state.state:
-            continue  # only the head moved: the ref poller and webhooks cover head moves
+        if state is None:
+            continue  # 304: nothing changed
+        moved = (known.get("state"), known.get("head")) != (state.state, state.head_sha)
+        if moved or (etag or "") != known.get("etag", ""):
+            # Any change to the PR's payload (a comment, the base repository's star count)
+            # gives it a new ETag: kept verbatim, or every later poll is a full 200.
+            rt.redis.hset(
+                key, mapping={"etag": etag or "", "state": state.state, "head": state.head_sha}
+            )
+        if not moved or known.get("state") == state.state:
+            continue  # no move, or only the head moved: the ref poller and webhooks cover those
         events.append(
             PrStateChanged(
                 repo=repo,

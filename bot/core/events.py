@@ -447,11 +447,21 @@ def _push(data: _Payload, delivery_id: str) -> Event:
         repo=repo,
         ref=ref,
         before=before,
-        after=after,
+        after=_pushed_commit(data, ref, after),
         actor=actor,
         forced=bool(data.opt_bool("forced")),
         delivery_id=delivery_id,
     )
+
+
+def _pushed_commit(data: _Payload, ref: str, after: str) -> str:
+    """The commit a push leaves `ref` at. For an annotated tag `after` is the tag object, and
+    GitHub peels it for us in `head_commit` (the commit the tag points to): carry works on that
+    commit, as the poller does, so one tag is one head whichever of them sees it first."""
+    if not ref.startswith("refs/tags/"):
+        return after
+    peeled = data.opt_sha("head_commit.id")
+    return peeled if peeled is not None else after
 
 
 _PR_ACTIONS: dict[str, PrState] = {"opened": "open", "reopened": "reopened"}

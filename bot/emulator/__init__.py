@@ -15,8 +15,9 @@ Quick start::
         gh.wait_for_deliveries()
 
 Server: ``GitHubEmulator(root, *, host="127.0.0.1", port=0, manual_webhooks=False,
-rate_limit=5000)``; ``start()``/``stop()`` or a ``with`` block; ``base_url``, ``port``;
-``python -m bot.emulator --port P --root DIR`` runs it standalone.
+rate_limit=5000, token_warmup_s=0.0)`` (a new installation token answers REST calls with 401
+for ``token_warmup_s`` seconds, as GitHub may); ``start()``/``stop()`` or a ``with`` block;
+``base_url``, ``port``; ``python -m bot.emulator --port P --root DIR`` runs it standalone.
 
 Setup and inspection (all names are keyword-friendly; owner/name identify a repository):
 
@@ -65,8 +66,11 @@ REST writes need a token; ``git push`` over HTTP needs a token whose user has wr
 (``set_permission(..., "write")``) or an installation token; ``GET /pulls?head=branch``
 without the ``owner:`` part ignores the filter, as GitHub does; check-run writes need an App
 installation token (403 for personal tokens); PR bodies and comments are limited to 65,536
-characters, check-run summaries and texts to 65,535 bytes (422); pushing a PR's head commits
-into its base marks it merged, deleting its head branch closes it.
+characters, check-run summaries and texts to 65,535 bytes (422); GET answers carry weak
+ETags and a matching ``If-None-Match`` gets a 304 that costs an authorized caller no rate
+limit; an annotated tag's push has the tag object in ``after``, its commit in
+``head_commit``; pushing a PR's head commits into its base marks it merged, deleting its
+head branch closes it.
 
 Known gaps: forks / cross-repository PRs, reviews, branch protection, GraphQL, search and
 endpoints outside rest/index.json (plus GET /users/{username}) answer 404; REST writes are

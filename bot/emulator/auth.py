@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import jwt
 
 from .errors import ApiError
-from .state import Identity
+from .state import Identity, Token
 
 if TYPE_CHECKING:
     from .hub import Hub
@@ -31,8 +31,9 @@ def jwt_error(message: str = "A JSON web token could not be decoded") -> ApiErro
 ANONYMOUS = Identity(kind="anonymous", login=None)
 
 
-def identify(hub: Hub, header: str | None) -> Identity:
-    """The caller of one request; ApiError(401) for credentials that are present but bad."""
+def identify(hub: Hub, header: str | None, *, rest: bool = True) -> Identity:
+    """The caller of one request; ApiError(401) for credentials that are present but bad.
+    The token warm-up applies to REST only (`rest`): git over HTTP does not model it."""
     if not header:
         return ANONYMOUS
     scheme, _, credential = header.strip().partition(" ")
@@ -46,6 +47,8 @@ def identify(hub: Hub, header: str | None) -> Identity:
     if token is not None:
         if token.expires_at is not None and token.expires_at <= hub.clock.now():
             raise bad_credentials()
+        if rest and _warming_up(hub, token):
+            raise bad_credentials()
         if token.installation_id is None:
             return Identity(kind="user", login=token.login)
         return Identity(
@@ -58,6 +61,15 @@ def identify(hub: Hub, header: str | None) -> Identity:
     if scheme == "bearer" and credential.count(".") == 2:
         return _verify_app_jwt(hub, credential)
     raise bad_credentials()
+
+
+def _warming_up(hub: Hub, token: Token) -> bool:
+    """A just-minted installation token is not known everywhere yet: GitHub answers 401 for
+    a moment (replication lag; octokit/auth-app.js#65 and #161 retry 401s for 5 s after
+    creation for it). Off unless `token_warmup_s` is set, so other tests stay fast."""
+    if token.minted_at is None or hub.token_warmup_s <= 0:
+        return False
+    return hub.clock.now() < token.minted_at + hub.token_warmup_s
 
 
 def _basic_secret(credential: str) -> str:

@@ -35,11 +35,13 @@ class GitHubEmulator:
         port: int = 0,
         manual_webhooks: bool = False,
         rate_limit: int = 5000,
+        token_warmup_s: float = 0.0,
     ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.clock = Clock()
         self.hub = Hub(self.root, self.clock)
+        self.hub.token_warmup_s = token_warmup_s
         self.limiter = RateLimiter(self.clock, limit=rate_limit)
         self.faults = FaultTable()
         self.dispatcher = Dispatcher(manual=manual_webhooks)

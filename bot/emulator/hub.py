@@ -78,6 +78,8 @@ class Hub:
         self.apps: dict[int, App] = {}
         self.installations: dict[int, Installation] = {}
         self.tokens: dict[str, Token] = {}
+        # Seconds a new installation token answers 401 (GitHub's replication lag; 0: none).
+        self.token_warmup_s = 0.0
         self._user_ids = Counter(1001)
         self._repo_ids = Counter(500001)
         self._issue_ids = Counter(900001)
@@ -733,6 +735,7 @@ class Hub:
             installation_id=installation.id,
             expires_at=self.clock.now() + 3600,
             repos=repos,
+            minted_at=self.clock.now(),
         )
         self.tokens[value] = token
         return token

@@ -90,22 +90,25 @@ class HookPayloads:
     ) -> dict[str, Any]:
         git = repo.git
         html = self.views.repo_html(repo)
+        # An annotated tag's ref names a tag object: `after` keeps it, as GitHub's does, while
+        # commits and head_commit describe the commit it points to.
+        old_commit, new_commit = self._peeled(repo, old), self._peeled(repo, new)
         if new == ZERO_SHA:
             shas: list[str] = []
         elif old == ZERO_SHA:
             others = [sha for name, sha in before_refs.items() if name.startswith("refs/heads/")]
-            shas = git.rev_list(new, others, limit=20)
+            shas = git.rev_list(new_commit, others, limit=20)
         else:
-            shas = git.rev_list(new, [old], limit=20)
+            shas = git.rev_list(new_commit, [old_commit], limit=20)
         commits = [self._push_commit(repo, sha) for sha in shas]
         head = None
         if new != ZERO_SHA:
             head = (
                 commits[-1]
-                if commits and commits[-1]["id"] == new
-                else self._push_commit(repo, new)
+                if commits and commits[-1]["id"] == new_commit
+                else self._push_commit(repo, new_commit)
             )
-        forced = old != ZERO_SHA and new != ZERO_SHA and not git.is_ancestor(old, new)
+        forced = old != ZERO_SHA and new != ZERO_SHA and not git.is_ancestor(old_commit, new_commit)
         person = self.hub.person(pusher, 0)
         return {
             "ref": ref,
@@ -122,6 +125,13 @@ class HookPayloads:
             "pusher": {"name": pusher, "email": person.email},
             "sender": self.sender(pusher),
         }
+
+    @staticmethod
+    def _peeled(repo: Repo, sha: str) -> str:
+        """The commit behind a tag object (a commit stays itself; the zero SHA too)."""
+        if sha == ZERO_SHA:
+            return sha
+        return repo.git.resolve(sha) or sha
 
     def _push_commit(self, repo: Repo, sha: str) -> dict[str, Any]:
         info = repo.git.commit_info(sha)

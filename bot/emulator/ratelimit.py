@@ -70,6 +70,13 @@ class RateLimiter:
             window.used += 1
             return window, True
 
+    def refund(self, key: str) -> Window:
+        """Takes back one counted call (a 304 answer to an authorized conditional request)."""
+        with self._lock:
+            window = self._current(key)
+            window.used = max(window.used - 1, 0)
+            return window
+
     def set(self, key: str, *, remaining: int | None = None, limit: int | None = None) -> Window:
         with self._lock:
             window = self._current(key)

@@ -29,6 +29,7 @@ KEPT_HEADERS = (
     "content-encoding",
     "x-github-api-version",
     "git-protocol",
+    "if-none-match",
 )
 UA_MESSAGE = (
     "Request forbidden by administrative rules. Please make sure your request has a User-Agent "
@@ -72,6 +73,23 @@ class Outcome:
     headers: dict[str, str]
     body: bytes
     disconnect: bool = False
+
+
+def etag_of(reply: Reply) -> str:
+    """A weak validator of the answer's content, as github.com sends them (`W/"<hex>"` in
+    PyGithub's recordings, tests/ReplayData/Environment.testEnvironmentSecrets.txt)."""
+    body = b"" if reply.body is None else json.dumps(reply.body).encode()
+    return 'W/"' + hashlib.sha1(body).hexdigest() + '"'
+
+
+def etag_matches(if_none_match: str, etag: str) -> bool:
+    """RFC 9110's weak comparison for If-None-Match: a list of tags, W/ ignored, or `*`."""
+    wanted = etag.removeprefix("W/")
+    for candidate in if_none_match.split(","):
+        candidate = candidate.strip()
+        if candidate == "*" or candidate.removeprefix("W/") == wanted:
+            return True
+    return False
 
 
 class Service:
@@ -152,10 +170,19 @@ class Service:
                 reply, counted = self._route(entry, identity, found)
             except ApiError as exc:
                 reply = Reply(exc.status, exc.body(), exc.headers)
+            unchanged = self._not_modified(entry, reply, headers.get("if-none-match"))
+            if unchanged and counted is not None and identity.kind != "anonymous":
+                # GitHub's docs: a 304 to a correctly authorized conditional request does not
+                # count against the primary rate limit (anonymous ones still do).
+                counted = self.limiter.refund(identity.rate_key)
             current = counted or self.limiter.window(identity.rate_key)
-            return self._reply(
-                entry, reply, current, request_id, if_none_match=headers.get("if-none-match")
-            )
+            return self._reply(entry, reply, current, request_id, not_modified=unchanged)
+
+    @staticmethod
+    def _not_modified(entry: RecordedRequest, reply: Reply, if_none_match: str | None) -> bool:
+        if entry.method != "GET" or reply.status != 200 or not if_none_match:
+            return False
+        return etag_matches(if_none_match, etag_of(reply))
 
     def _route(
         self, entry: RecordedRequest, identity: Identity, found: tuple[Route, dict[str, str]] | None
@@ -202,7 +229,7 @@ class Service:
         window: Window | None,
         request_id: str,
         *,
-        if_none_match: str | None = None,
+        not_modified: bool = False,
     ) -> Outcome:
         headers = {
             "Content-Type": "application/json; charset=utf-8",
@@ -216,10 +243,10 @@ class Service:
         entry.response_json = reply.body
         body = b"" if reply.body is None else json.dumps(reply.body).encode()
         if entry.method == "GET" and reply.status == 200:
-            # Conditional requests, as GitHub serves them: an unchanged resource answers 304.
-            etag = '"' + hashlib.sha1(body).hexdigest() + '"'
-            headers["ETag"] = etag
-            if if_none_match == etag:
+            headers["ETag"] = etag_of(reply)
+            if not_modified:
+                # The recorded 304 repeats the tag without its W/ prefix.
+                headers["ETag"] = headers["ETag"].removeprefix("W/")
                 entry.response_json = None
                 return Outcome(304, headers, b"")
         return Outcome(reply.status, headers, body)
@@ -239,7 +266,7 @@ class Service:
         challenge = {**text, "WWW-Authenticate": 'Basic realm="GitHub"'}
         with self.hub.lock:
             try:
-                identity = identify(self.hub, headers.get("authorization"))
+                identity = identify(self.hub, headers.get("authorization"), rest=False)
                 repo = self.hub.repo(match["owner"], match["name"])
             except ApiError as exc:
                 if exc.status == 401:

@@ -193,6 +193,7 @@ class Token:
     installation_id: int | None = None
     expires_at: float | None = None
     repos: set[str] | None = None  # restriction for installation tokens
+    minted_at: float | None = None  # installation tokens: when they were created
 
 
 @dataclass(frozen=True)

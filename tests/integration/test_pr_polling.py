@@ -74,3 +74,21 @@ def test_unchanged_pr_costs_a_304_and_a_merge_reevaluates_the_series(polled):
     assert rebases and "merged" in rebases[0]["data"]["reason"]
     queued = [json.loads(m)["headers"]["task"] for m in rt.redis.lrange("carry", 0, -1)]
     assert "carry.rebase" in queued  # the dependent series is re-evaluated on its current head
+
+
+def test_every_new_etag_is_kept_so_a_pr_changed_elsewhere_is_polled_with_304s(polled):
+    """Issue 15 item 2: a PR's ETag changes with anything in its payload (here its title), not
+    only with its state or head; the poller keeps each new one and sends it back verbatim."""
+    _env, gh, number, rt = polled
+    path = f"/repos/{UP[0]}/{UP[1]}/pulls/{number}"
+    assert [e.state for e in poller.pr_events(rt)] == ["open"]
+    gh.edit_pull(*UP, number, title="Upstream fix, reworded")
+    assert poller.pr_events(rt) == []  # a new title is no state change
+    (changed,) = gh.api_requests(path=path)[-1:]
+    assert changed.status == 200
+    etag = changed.response_headers["ETag"]
+    assert etag.startswith('W/"')  # weak, as github.com sends them
+    gh.clear_requests()
+    assert poller.pr_events(rt) == []
+    (request,) = gh.api_requests(path=path)
+    assert (request.status, request.headers["if-none-match"]) == (304, etag)
