@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
 
 import requests
-from github import Auth, Github, GithubException, GithubRetry
+from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
 from github.PaginatedList import PaginatedList
 from github.PullRequest import PullRequest
 from github.Repository import Repository
@@ -28,6 +30,9 @@ from bot.metrics import record_rate_limit
 log = logging.getLogger("carry.github")
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+TOKEN_MARGIN_S = 300.0  # a cached installation token is replaced 5 minutes before it expires
+FRESH_TOKEN_S = 5.0  # a 401 on a token this young is GitHub's replication lag, not a refusal
+WARMUP_WAIT_S = 1.0  # how long to wait before the one retry of such a 401
 
 
 class ForgeError(RuntimeError):
@@ -67,6 +72,72 @@ def git_base_url(api_base_url: str) -> str:
     return f"{parsed.scheme}://{parsed.netloc}{path}"
 
 
+@dataclass(frozen=True)
+class InstallationToken:
+    value: str
+    expires_at: float  # epoch seconds, from GitHub's `expires_at`
+    minted_at: float  # epoch seconds, this process's clock
+
+
+TokenKey = tuple[str, int, int]  # (API base URL, App id, installation id)
+
+
+class InstallationTokens:
+    """Installation tokens of this process, by installation: GitHub's live an hour, so one
+    serves every task until shortly before it expires instead of a mint per task."""
+
+    def __init__(self) -> None:
+        self.now: Callable[[], float] = time.time
+        self._tokens: dict[TokenKey, InstallationToken] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: TokenKey, mint: Callable[[], InstallationToken]) -> InstallationToken:
+        # Minting under the lock: threads that need a token at once share one mint.
+        with self._lock:
+            found = self._tokens.get(key)
+            if found is not None and found.expires_at - TOKEN_MARGIN_S > self.now():
+                return found
+            token = mint()
+            self._tokens[key] = token
+            return token
+
+    def forget(self, key: TokenKey, value: str) -> None:
+        """Drops a token GitHub refused, so that the next task mints a new one."""
+        with self._lock:
+            if key in self._tokens and self._tokens[key].value == value:
+                del self._tokens[key]
+
+    def is_fresh(self, token: InstallationToken) -> bool:
+        return self.now() - token.minted_at < FRESH_TOKEN_S
+
+
+TOKENS = InstallationTokens()
+
+
+class CachedInstallationAuth(Auth.Auth):
+    """PyGithub auth with the installation's token from TOKENS, taken at first use (so that a
+    failed mint surfaces in a request, as a ForgeError) and kept for this Forge's life."""
+
+    def __init__(self, key: TokenKey, mint: Callable[[], InstallationToken]) -> None:
+        self.key = key
+        self._mint = mint
+        self.current: InstallationToken | None = None
+
+    @property
+    def token_type(self) -> str:
+        return "token"
+
+    @property
+    def token(self) -> str:
+        if self.current is None:
+            self.current = TOKENS.get(self.key, self._mint)
+        return self.current.value
+
+    @property
+    def _masked_token(self) -> str:
+        return "token (installation token removed)"
+
+
 class Forge:
     def __init__(self, github: Github, repo_name: str, auth: Auth.Auth):
         self.github = github
@@ -76,9 +147,10 @@ class Forge:
 
     @classmethod
     def connect(cls, settings: Settings, repo_name: str) -> Forge:
-        auth = _auth(settings)
+        base_url = settings.github_base_url.rstrip("/")
+        auth = _auth(settings, base_url)
         github = Github(
-            base_url=settings.github_base_url.rstrip("/"),
+            base_url=base_url,
             auth=auth,
             retry=_retry(),
             seconds_between_requests=None,
@@ -102,15 +174,35 @@ class Forge:
         """Runs one PyGithub call; lists are read in full here, so every failure (GitHub's
         answer, or a connection that died after the retries) becomes a ForgeError."""
         try:
-            result = fn(*args, **kwargs)
-            if isinstance(result, PaginatedList):
-                result = list(result)
+            result = self._attempt(fn, *args, **kwargs)
         except GithubException as err:
             raise ForgeError(f"GitHub: {what} failed ({err.status}): {err.data}") from err
         except requests.RequestException as err:
             raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
         record_rate_limit(self.rate_remaining)
         return result
+
+    def _attempt(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return _complete(fn(*args, **kwargs))
+        except GithubException as err:
+            if err.status != 401 or not self._wait_for_new_token():
+                raise
+        return _complete(fn(*args, **kwargs))
+
+    def _wait_for_new_token(self) -> bool:
+        """After a 401: True (having waited) when the token is new enough for the 401 to be
+        GitHub's replication lag and the request is worth one more try. A refused older
+        token leaves the cache, so the next task mints a new one."""
+        auth = self._auth
+        if not isinstance(auth, CachedInstallationAuth) or auth.current is None:
+            return False
+        if not TOKENS.is_fresh(auth.current):
+            TOKENS.forget(auth.key, auth.current.value)
+            return False
+        log.info("a new installation token got 401; trying again in %gs", WARMUP_WAIT_S)
+        time.sleep(WARMUP_WAIT_S)
+        return True
 
     def find_open_pull(self, branch: str) -> PullInfo | None:
         owner = self.repo_name.split("/")[0]
@@ -236,10 +328,17 @@ class Forge:
     ) -> tuple[PullState | None, str | None]:
         """A PR's state through a conditional request: (None, etag) when unchanged (304, which
         costs no rate limit), else the new state and its ETag."""
+        # Sent back exactly as GitHub gave it (weak, `W/"..."`).
         headers = {"If-None-Match": etag} if etag else None
-        status, answer_headers, body = self.github.requester.requestJson(
-            "GET", f"/repos/{repo}/pulls/{number}", headers=headers
-        )
+
+        def get() -> tuple[int, dict[str, Any], str]:
+            return self.github.requester.requestJson(
+                "GET", f"/repos/{repo}/pulls/{number}", headers=headers
+            )
+
+        status, answer_headers, body = get()
+        if status == 401 and self._wait_for_new_token():
+            status, answer_headers, body = get()
         if status == 304:
             return None, etag
         if status >= 400:
@@ -297,15 +396,47 @@ def _info(pull: PullRequest) -> PullInfo:
     )
 
 
-def _auth(settings: Settings) -> Auth.Auth:
+def _complete(result: Any) -> Any:
+    """A list is read in full, so that a failure on a later page happens here."""
+    return list(result) if isinstance(result, PaginatedList) else result
+
+
+def _auth(settings: Settings, base_url: str) -> Auth.Auth:
     if settings.github_auth == "app":
-        key = settings.app_private_key()
-        if key is None or settings.github_installation_id is None or settings.github_app_id is None:
-            raise ConfigError(
-                ["environment: a GitHub App needs GITHUB_INSTALLATION_ID and a private key"]
-            )
-        app_auth = Auth.AppAuth(settings.github_app_id, key.get_secret_value())
-        return app_auth.get_installation_auth(settings.github_installation_id)
+        return _installation_auth(settings, base_url)
     if settings.github_token is not None:
         return Auth.Token(settings.github_token.get_secret_value())
     raise ConfigError(["environment: no GitHub credentials (GITHUB_TOKEN or a GitHub App)"])
+
+
+def _installation_auth(settings: Settings, base_url: str) -> CachedInstallationAuth:
+    """The installation's cached token, minted (one POST) when none is valid."""
+    key = settings.app_private_key()
+    if key is None or settings.github_installation_id is None or settings.github_app_id is None:
+        raise ConfigError(
+            ["environment: a GitHub App needs GITHUB_INSTALLATION_ID and a private key"]
+        )
+    app_id, installation_id = int(settings.github_app_id), settings.github_installation_id
+    app_auth = Auth.AppAuth(app_id, key.get_secret_value())
+
+    def mint() -> InstallationToken:
+        integration = GithubIntegration(
+            base_url=base_url, auth=app_auth, retry=_retry(), timeout=30
+        )
+        try:
+            granted = integration.get_access_token(installation_id)
+        except GithubException as err:
+            raise ForgeError(
+                f"GitHub: installation token for {installation_id} failed ({err.status}): "
+                f"{err.data}"
+            ) from err
+        except requests.RequestException as err:
+            raise ForgeError(
+                f"GitHub: installation token for {installation_id} failed: "
+                f"{type(err).__name__}: {err}"
+            ) from err
+        now = TOKENS.now()
+        expires = granted.expires_at.timestamp() if granted.expires_at else now + 3600
+        return InstallationToken(granted.token, expires, now)
+
+    return CachedInstallationAuth((base_url, app_id, installation_id), mint)

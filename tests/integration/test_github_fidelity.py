@@ -6,19 +6,26 @@ and CI-report code in this process against it, with real git, Redis and PyGithub
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
+from bot.core.events import ZERO_SHA as ZERO
+from bot.core.events import HeadMoved, normalize
 from bot.core.state import CiState, PrInfo, SeriesState
-from bot.emulator import GitHubEmulator, generate_app_key
+from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
+from bot.github import forge as forge_module
+from bot.github.forge import Forge, ForgeError
 from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv
 from tests.support.gitrepo import git
-from workers import hardware, publish, tasks
+from workers import hardware, poller, publish, tasks
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
 from workers.rebase import rebase_series
@@ -224,3 +231,169 @@ def test_an_oversized_command_reply_is_cut_with_a_note(deploy: Deploy) -> None:
     (comment,) = d.gh.comments(DOWN_OWNER, DOWN_NAME, pr(state).number)
     assert len(comment["body"]) <= 65536 and comment["body"].startswith("help line\n")
     assert comment["body"].rstrip().endswith("Full text on carry's dashboard.")
+
+
+# -- 2. conditional requests: weak ETags, free 304s ---------------------------------------------
+
+
+def _get(gh: GitHubEmulator, path: str, **headers: str) -> requests.Response:
+    return requests.get(
+        gh.base_url + path, headers={"User-Agent": "carry-test", **headers}, timeout=10
+    )
+
+
+def test_the_emulator_sends_weak_etags_and_a_304_costs_no_rate_limit(tmp_path: Path) -> None:
+    """As PyGithub's recording of api.github.com shows (tests/ReplayData/
+    Environment.testEnvironmentSecrets.txt: a 200 with `ETag: W/"170ee1..."`, then the same
+    GET with that If-None-Match answered 304 with X-RateLimit-Used still 164) and GitHub's
+    docs say ("Making a conditional request does not count against your primary rate limit if
+    a 304 response is returned and the request was made while correctly authorized")."""
+    with GitHubEmulator(tmp_path / "gh") as gh:
+        gh.create_repo(UP_OWNER, UP_NAME)
+        gh.add_token("t0ken", "alice")
+        auth = {"Authorization": "token t0ken"}
+        path = f"/repos/{UP_OWNER}/{UP_NAME}"
+        first = _get(gh, path, **auth)
+        etag = first.headers["ETag"]
+        assert first.status_code == 200 and etag.startswith('W/"') and etag.endswith('"')
+        used = int(first.headers["X-RateLimit-Used"])
+        again = _get(gh, path, **auth, **{"If-None-Match": etag})
+        assert again.status_code == 304 and again.content == b""
+        assert int(again.headers["X-RateLimit-Used"]) == used
+        assert gh.rate_limit(token="t0ken").used == used
+        # A weak comparison, as RFC 9110 asks of If-None-Match: the opaque tag decides.
+        assert _get(gh, path, **auth, **{"If-None-Match": etag[2:]}).status_code == 304
+        assert _get(gh, path, **auth, **{"If-None-Match": '"other", ' + etag}).status_code == 304
+        assert _get(gh, path, **auth, **{"If-None-Match": 'W/"other"'}).status_code == 200
+        assert gh.rate_limit(token="t0ken").used == used + 1
+        # Only an authorized conditional request is free.
+        anonymous = _get(gh, path)
+        anonymous_again = _get(gh, path, **{"If-None-Match": anonymous.headers["ETag"]})
+        assert anonymous_again.status_code == 304
+        assert int(anonymous_again.headers["X-RateLimit-Used"]) == (
+            int(anonymous.headers["X-RateLimit-Used"]) + 1
+        )
+
+
+# -- 8. annotated tags ------------------------------------------------------------------------------
+
+
+def _push_annotated_tag(env: CarryEnv, gh: GitHubEmulator, tag: str) -> tuple[str, str]:
+    """Tags upstream main with an annotated tag and pushes it to the emulated GitHub;
+    (tag object sha, commit sha)."""
+    env.upstream.git("tag", "-a", tag, "-m", f"Release {tag}", "main")
+    git(env.upstream.path, "push", "-q", str(gh.repo_path(UP_OWNER, UP_NAME)), f"refs/tags/{tag}")
+    gh.sync(UP_OWNER, UP_NAME, pusher="release-manager")
+    return env.upstream.head(f"refs/tags/{tag}"), env.upstream.head(f"{tag}^{{commit}}")
+
+
+def test_a_push_of_an_annotated_tag_names_the_tag_object_and_its_commit(tmp_path: Path) -> None:
+    """GitHub's push payload for an annotated tag has the tag object's SHA in `after` and the
+    commit it points to in `head_commit` (a real delivery, open-build-service#13500; GitHub's
+    changelog 2021-10-01 "The push webhook payload provides a consistent head_commit on tag
+    creation"), and no commits for a tag on a commit GitHub already has."""
+    env = CarryEnv(tmp_path, "redis://unused")
+    with GitHubEmulator(tmp_path / "gh") as gh, WebhookSink() as sink:
+        gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
+        gh.add_webhook(sink.url)
+        tag_object, commit = _push_annotated_tag(env, gh, "v1.0")
+        gh.wait_for_deliveries()
+        (push,) = [d.payload for d in gh.deliveries if d.event == "push"]
+        assert gh.errors == []
+    assert tag_object != commit
+    assert (push["ref"], push["after"], push["before"]) == ("refs/tags/v1.0", tag_object, ZERO)
+    assert push["head_commit"]["id"] == commit and push["commits"] == []
+    assert push["created"] is True and push["forced"] is False
+
+
+def test_an_annotated_tag_is_peeled_so_webhook_and_poller_rebase_it_once(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The webhook names the tag object, the poller (ls-remote, peeled) the commit: both must
+    become the same event, on the commit, or one tag is rebased twice."""
+    env = CarryEnv(tmp_path, redis_url)
+    env.carry_patches([FIX])
+    env.write_config(base={"tag": "v1.0"})
+    for key, value in env.env.items():
+        monkeypatch.setenv(key, value)
+    runtime_module.reset()
+    broker = celery_app.conf.broker_url
+    celery_app.conf.broker_url = redis_url  # rebases are queued into the test's Redis
+    celery_app.close()
+    try:
+        rt = runtime_module.runtime()
+        with GitHubEmulator(tmp_path / "gh") as gh, WebhookSink() as sink:
+            gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
+            gh.add_webhook(sink.url)
+            tag_object, commit = _push_annotated_tag(env, gh, "v1.0")
+            gh.wait_for_deliveries()
+            (delivery,) = [d for d in gh.deliveries if d.event == "push"]
+        pushed = normalize("push", delivery.guid, delivery.payload)
+        tasks.handle_event(rt, pushed)
+
+        for polled in poller.head_events(rt):
+            tasks.handle_event(rt, polled)
+        queued = [json.loads(m) for m in rt.redis.lrange("carry", 0, -1)]
+        rebases = [m for m in queued if m["headers"]["task"] == "carry.rebase"]
+        assert len(rebases) == 1, rebases
+        assert isinstance(pushed, HeadMoved) and pushed.after == commit
+        assert commit in json.dumps(rebases) and tag_object not in json.dumps(rebases)
+    finally:
+        celery_app.conf.broker_url = broker
+        celery_app.close()
+        runtime_module.reset()
+
+
+# -- 4. installation tokens: cached until near expiry, a fresh one may need a moment -----------
+
+
+def _mints(gh: GitHubEmulator) -> int:
+    return len(
+        [
+            r
+            for r in gh.api_requests(method="POST")
+            if r.operation and r.path.endswith("/access_tokens")
+        ]
+    )
+
+
+def test_an_installation_token_is_reused_until_five_minutes_before_it_expires(
+    deploy: Deploy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitHub's installation tokens live an hour ("expires_at"): a publish and a CI report
+    share one, and a new one is minted only shortly before the first expires."""
+    d = deploy(auth="app")
+    state = d.propose(MOVED, "Add a header")
+    d.report(state, CiState(runner=CHECK, state="running"))
+    assert _mints(d.gh) == 1
+    # 56 minutes later (on both clocks) the token has 4 minutes left: carry takes a new one.
+    d.gh.advance_time(56 * 60)
+    monkeypatch.setattr(forge_module.TOKENS, "now", lambda: time.time() + 56 * 60)
+    d.report(state, CiState(runner=CHECK, state="success", detail="ok"))
+    assert _mints(d.gh) == 2
+    assert d.history("ci-report-failed") == [] and d.history("ci-table-failed") == []
+
+
+def test_a_fresh_installation_token_that_gets_401_is_retried_once_after_a_pause(
+    deploy: Deploy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A just-created installation token can get 401 for a moment (replication lag: octokit/
+    auth-app.js#65 and #161 retry such 401s for 5 s); carry waits once and tries again."""
+    d = deploy(auth="app")
+    d.gh.hub.token_warmup_s = 0.5
+    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    assert forge.find_open_pull("carry/nothing") is None
+    statuses = [r.status for r in d.gh.api_requests() if r.operation == "/repos/{owner}/{repo}"]
+    assert statuses == [401, 200]
+    # An older token that gets 401 was refused (here: revoked): no retry, and the next task
+    # mints a new one.
+    monkeypatch.setattr(forge_module.TOKENS, "now", lambda: time.time() + 60)
+    with d.gh.hub.lock:
+        d.gh.hub.tokens.clear()
+    d.gh.hub.token_warmup_s = 0
+    d.gh.clear_requests()
+    with pytest.raises(ForgeError, match=r"\(401\)"):
+        Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").find_open_pull("x")
+    assert [r.status for r in d.gh.api_requests()] == [401]
+    assert Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").find_open_pull("x") is None
+    assert _mints(d.gh) == 1
