@@ -198,6 +198,12 @@ def _environment_secrets() -> set[str]:
 # --------------------------------------------------------------------------- set-up
 
 
+# Loggers that never reach the root's handler: without one of their own, Python's last-resort
+# handler prints their records as bare text among the JSON lines. billiard (Celery's pool)
+# logs a pool process's exit this way.
+_NON_PROPAGATING = ("multiprocessing",)
+
+
 def setup(
     level: str | int = "INFO", json_lines: bool = True, secrets: Iterable[str] | None = None
 ) -> None:
@@ -212,4 +218,6 @@ def setup(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper() if isinstance(level, str) else level)
+    for name in _NON_PROPAGATING:
+        logging.getLogger(name).handlers[:] = [handler]
     logging.captureWarnings(True)  # warnings become log lines (logger py.warnings) too

@@ -107,3 +107,26 @@ def test_a_record_with_bad_arguments_still_reaches_the_handler(restore_logging: 
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "%d items", ("many",), None)
     assert carry_log.SecretFilter([TOKEN]).filter(record)
     assert record.args == ("many",)  # left alone: the handler reports the formatting error
+
+
+def test_the_worker_pools_own_logger_writes_json_lines_too(
+    restore_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """billiard (Celery's pool) logs through a logger that does not propagate: its "Process
+    ... exited with 'signal 15 (SIGTERM)'" came out as a bare text line among the JSON ones."""
+    import json
+
+    from billiard import util as billiard_util
+
+    pool_logger = logging.getLogger(billiard_util.LOGGER_NAME)
+    kept = pool_logger.handlers[:]
+    try:
+        carry_log.setup("INFO", json_lines=True, secrets=[TOKEN])
+        billiard_util.get_logger()
+        billiard_util.error("Process %r pid:%r exited with %r", "ForkPoolWorker-1", 7, TOKEN)
+        lines = capsys.readouterr().err.strip().splitlines()
+    finally:
+        pool_logger.handlers[:] = kept
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert "ForkPoolWorker-1" in record["msg"] and TOKEN not in lines[0]
