@@ -448,10 +448,12 @@ def _applied_verdict(sig: Signals, present: int) -> Verdict:
             "keep and rebase by hand if the differences matter",
         )
     if present and sig.three_way == "clean" and not sig.forward:
+        rest = tuple(h for h in sig.hunks if h.state != HunkState.APPLIED)
         return Verdict(
             Status.PARTIAL,
             Decision.REVIEW,
             f"{present} of {len(sig.hunks)} hunks are already in the head; the rest applies",
+            rest,
         )
     if sig.duplicate:
         return Verdict(

@@ -28,7 +28,7 @@ from bot.core.classify import (
 )
 from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.linetrack import touching_commits
-from bot.core.patchfile import FileDiff, PatchFile, PatchFileError, PatchMeta, parse_patch
+from bot.core.patchfile import FileDiff, Hunk, PatchFile, PatchFileError, PatchMeta, parse_patch
 from bot.core.renumber import FileMove, blob_id, renumber
 from bot.core.repath import repath
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
@@ -921,6 +921,8 @@ class _PatchCheck:
             entry: dict[str, Any] = presence.as_dict()
             found = hunks.get((presence.path, presence.header))
             timeline = timelines.get(found[0].old_path or found[0].path) if found else None
+            if found:
+                entry["diff"] = _hunk_text(found[1])
             if found and timeline is not None:
                 hunk = found[1]
                 touched = touching_commits(hunk.old_start, hunk.old_len, timeline)
@@ -931,6 +933,18 @@ class _PatchCheck:
             details.append(entry)
         forward = next((e for e in self.evidence if e["signal"] == "forward-apply"), {})
         return {"hunks": details, "apply_output": forward.get("detail", "")}
+
+
+MAX_HUNK_LINES = 80  # a problem hunk's text kept in the report, for people to read
+
+
+def _hunk_text(hunk: Hunk) -> str:
+    """The hunk as the patch has it (header and lines), cut after MAX_HUNK_LINES lines."""
+    lines = [line.decode("utf-8", "replace").rstrip("\r\n") for line in hunk.lines]
+    kept = lines[:MAX_HUNK_LINES]
+    if len(lines) > len(kept):
+        kept.append(f"… {len(lines) - len(kept)} more lines")
+    return "\n".join([hunk.header, *kept])
 
 
 def _plain_edits(parsed: PatchFile) -> bool:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -321,6 +322,16 @@ def summarize(data: dict[str, Any]) -> str:
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 80 else text[:79] + "…"
+
+
+def commit_link(repo: str) -> Callable[[str], str | None]:
+    """Web links to an upstream's commits, when the upstream is a GitHub repository."""
+    on_github = re.fullmatch(r"[\w.-]+/[\w.-]+", repo) is not None
+
+    def link(sha: str) -> str | None:
+        return f"{GITHUB_WEB}/{repo}/commit/{sha}" if on_github and sha else None
+
+    return link
 
 
 def pr_url(ref: str) -> str | None:

@@ -39,6 +39,7 @@ from bot.web.api import (
     SeriesSummaryOut,
     age_seconds,
     age_text,
+    commit_link,
     find_run,
     patch_detail,
     patch_out,
@@ -49,6 +50,7 @@ from bot.web.api import (
     series_list,
     series_summary,
 )
+from bot.web.worksheet import diff_lines, worksheet
 
 HERE: Final = Path(__file__).parent
 TEMPLATES: Final = HERE / "templates"
@@ -494,11 +496,16 @@ class Dashboard:
         )
 
     def patch(self, series_id: str, name: str) -> HTMLResponse:
+        detail = patch_detail(self.client, self.fix_pages, series_id, name)
+        state = load_series(self.client, series_id)
+        repo = state.upstream_repo if state is not None else ""
         return self.pages.render(
             "patch.html",
             title=f"{name} · {series_id}",
             json_url=f"/api/v1/series/{quote(series_id, safe='')}/patches/{quote(name, safe='')}",
-            d=patch_detail(self.client, self.fix_pages, series_id, name),
+            d=detail,
+            w=worksheet(detail.patch.evidence, detail.patch.conflict, commit_link(repo)),
+            interdiff=diff_lines(detail.patch.interdiff),
             live=Live(series=series_id),
         )
 

@@ -1,0 +1,105 @@
+"""The patch page as a maintainer's work sheet, from the engine's real report: the hunks the
+head has and lacks, the failing hunk as a diff, the upstream commits that touched its lines as
+links, git's own output, and the commands that reproduce it."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from bot.core.report import PatchReport
+from bot.core.state import PatchState, SeriesState
+from bot.git.engine import Engine
+from bot.git.mirror import Mirror
+from bot.store.series import save_series
+from tests.integration.test_dashboard_api import dashboard
+from tests.integration.test_engine import BODY, patches_of
+from tests.support.gitrepo import RepoBuilder
+
+UPSTREAM = "upstream-org/engine"
+SERIES = "worksheet"
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+def report_for(up: RepoBuilder, tmp_path: Path, fix: dict, upstream_change: dict) -> PatchReport:
+    base = up.head("main")
+    up.checkout("main", new_branch="fix")
+    up.commit("Make the values safe", fix)
+    patches = patches_of(up, "main..fix", tmp_path / "patches")
+    up.checkout("main")
+    up.commit("Upstream rewrites value 30 (#41)", upstream_change)
+    engine = Engine(Mirror(str(up.path), tmp_path / "cache"))
+    return engine.check("main", patches, base=base).patches[0]
+
+
+def page_for(client: redis.Redis, result: PatchReport) -> str:
+    name = result.patch.rsplit("/", 1)[-1]
+    patch = PatchState(
+        name=name,
+        subject=result.subject,
+        status=result.status.value,
+        decision=result.decision.value,
+        reason=result.reason,
+        evidence=result.evidence,
+        interdiff=result.interdiff,
+        conflict=result.conflict,
+    )
+    save_series(client, SeriesState(id=SERIES, upstream_repo=UPSTREAM, patches=[patch]))
+    with dashboard(client) as url:
+        answer = httpx.get(f"{url}/series/{SERIES}/patches/{name}", timeout=10)
+    assert answer.status_code == 200
+    return answer.text
+
+
+def test_a_conflict_shows_its_hunk_as_a_diff_with_the_commits_that_touched_it(
+    make_repo, client, tmp_path
+):
+    up = make_repo("upstream")
+    up.commit("base", {"mod.py": BODY})
+    fix = {"mod.py": BODY.replace("compute(30)", "compute(30, safe=True)")}
+    result = report_for(up, tmp_path, fix, {"mod.py": BODY.replace("compute(30)", "other(30)")})
+    assert result.status.value == "conflict"
+    touched = up.head("main")
+    text = page_for(client, result)
+    sheet = text[text.index("What needs a decision") : text.index('id="evidence-title"')]
+    assert "1 of 1 hunk needs work" in sheet
+    assert '<tr class="needs-work">' in sheet
+    assert '<span class="del">-value_30 = compute(30)</span>' in sheet
+    assert '<span class="add">+value_30 = compute(30, safe=True)</span>' in sheet
+    assert f'href="https://github.com/{UPSTREAM}/commit/{touched}"' in sheet
+    assert "Upstream rewrites value 30 (#41)" in sheet
+    output = html.unescape(re.search(r'<pre class="apply-output"[^>]*>(.*?)</pre>', sheet, re.S)[1])
+    assert "error: patch failed: mod.py:" in output and "\n" in output
+    reproduce = html.unescape(
+        re.search(r'<pre class="reproduce"[^>]*><code>(.*?)</code>', sheet, re.S)[1]
+    )
+    assert reproduce.splitlines()[0].startswith("git clone ")
+    assert reproduce.splitlines()[-1].startswith("git am -3 ")
+
+
+def test_a_partial_lists_the_hunk_upstream_lacks_first_and_the_one_it_has(
+    make_repo, client, tmp_path
+):
+    up = make_repo("upstream")
+    up.commit("base", {"mod.py": BODY})
+    both = BODY.replace("compute(3)", "compute(3, safe=True)").replace(
+        "compute(35)", "compute(35, safe=True)"
+    )
+    taken = BODY.replace("compute(3)", "compute(3, safe=True)").replace("compute(30)", "x(30)")
+    result = report_for(up, tmp_path, {"mod.py": both}, {"mod.py": taken})
+    assert result.status.value == "partial"
+    sheet = page_for(client, result)
+    sheet = sheet[sheet.index("What needs a decision") : sheet.index('id="evidence-title"')]
+    assert "1 of 2 hunks needs work; the head already has the other 1" in sheet
+    rows = re.findall(r'<tr class="(needs-work|in-head)">', sheet)
+    assert rows == ["needs-work", "in-head"]
+    assert '<span class="add">+value_35 = compute(35, safe=True)</span>' in sheet
