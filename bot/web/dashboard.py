@@ -486,12 +486,14 @@ class Dashboard:
         )
 
     def series(self, series_id: str) -> HTMLResponse:
+        timeline = series_history(self.client, series_id, 200).entries
         return self.pages.render(
             "series.html",
             title=series_id,
             json_url=f"/api/v1/series/{quote(series_id, safe='')}",
             s=series_detail(self.client, series_id, self.fix_pages),
-            timeline=series_history(self.client, series_id, 200).entries,
+            timeline=timeline,
+            proposal=next((e for e in timeline if e.kind == "proposal"), None),
             live=Live(series=series_id),
         )
 

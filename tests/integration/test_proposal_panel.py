@@ -1,0 +1,43 @@
+"""Read-only mode shows, on the series page, the whole PR carry would open: title and body
+rendered, not one timeline row cut at 80 characters."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import redis
+
+from bot.core.render import pr_body, pr_title
+from bot.core.state import PatchState, SeriesState
+from bot.store.series import append_history, save_series
+from tests.integration.test_dashboard_api import dashboard
+
+SERIES = "read-only-series"
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url)
+
+
+def test_read_only_mode_shows_the_pr_it_would_open(client):
+    state = SeriesState(
+        id=SERIES,
+        upstream_repo="upstream-org/engine",
+        base="branch main",
+        checked_head="c" * 40,
+        patches=[
+            PatchState(name="0001-keep.patch", status="applies", decision="keep"),
+            PatchState(name="0002-gone.patch", status="contained", decision="drop"),
+        ],
+    )
+    save_series(client, state)
+    title, body = pr_title(state), pr_body(state, "2026.12.1")
+    append_history(client, SERIES, "proposal", read_only=True, changed=True, title=title, body=body)
+    with dashboard(client) as url:
+        text = httpx.get(f"{url}/series/{SERIES}", timeout=10).text
+    section = text[text.index('id="pr-title"') : text.index('id="ci-title"')]
+    assert "No PR open" not in section
+    assert "Read-only mode" in section and f"<h3>{title}</h3>" in section
+    assert "0002-gone.patch" in section and "0001-keep.patch" in section
+    assert len(section) > len(body) // 2  # the body, not a summary of it
