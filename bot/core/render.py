@@ -97,7 +97,7 @@ def _interdiff(p: PatchState) -> str:
 
 def _drop(p: PatchState) -> str:
     evidence = "; ".join(_evidence_line(e) for e in p.evidence if _evidence_line(e))
-    return f"- `{p.name}` ({p.subject}): {p.reason}. Evidence: {evidence or 'see the dashboard'}."
+    return f"- `{p.name}` ({as_code(p.subject)}): {p.reason}. Evidence: {evidence or 'see the dashboard'}."
 
 
 def _evidence_line(entry: dict[str, Any]) -> str:
@@ -110,7 +110,7 @@ def _evidence_line(entry: dict[str, Any]) -> str:
         )
     if signal.endswith("-match"):
         reverted = f", reverted by {entry['reverted_by'][:12]}" if entry.get("reverted_by") else ""
-        return f'{signal} {str(entry.get("commit"))[:12]} "{entry.get("subject")}"{reverted}'
+        return f"{signal} {str(entry.get('commit'))[:12]} {as_code(str(entry.get('subject')))}{reverted}"
     if signal == "linked-pr":
         return f"{entry.get('pr')} {entry.get('state')}" + (
             f" (merge commit in head: {entry.get('ancestor_of_head')})"
@@ -140,11 +140,28 @@ def conflict_report(p: PatchState) -> str:
             else "recent commits on this file"
         )
         out.append(f"- `{hunk['file']}` `{hunk['hunk']}`: {hunk.get('detail') or hunk['state']}")
-        out += [f"  - {label}: `{c['sha'][:12]}` {c['subject']}" for c in commits[:5]]
+        out += [f"  - {label}: `{c['sha'][:12]}` {as_code(c['subject'])}" for c in commits[:5]]
     reproduce = conflict.get("reproduce")
     if reproduce:
         out += ["", "Reproduce locally:", "", "```sh", *reproduce, "```"]
     return "\n".join(out) + "\n"
+
+
+MAX_QUOTED_CHARS = 200
+
+
+def as_code(text: str) -> str:
+    """Text nobody here wrote (an upstream commit subject) as a Markdown code span: shown as
+    is, so its HTML, links, @mentions and #references are never acted on by GitHub."""
+    text = " ".join(text.split())
+    if not text:
+        return ""
+    if len(text) > MAX_QUOTED_CHARS:
+        text = text[: MAX_QUOTED_CHARS - 1] + "…"
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _upstream_prs(patches: list[PatchState]) -> list[str]:
