@@ -19,6 +19,8 @@ from .ratelimit import RateLimiter
 from .state import Identity, Issue, Repo
 from .util import iso
 
+PUSH_ROLES = frozenset({"admin", "maintain", "write"})
+
 
 @dataclass
 class Request:
@@ -629,6 +631,14 @@ class RestApi:
 
     def collaborator_permission(self, req: Request, owner: str, repo: str, username: str) -> Reply:
         found = self.repo_for(req, owner, repo)
+        # Only callers with push access may ask (observed: a read-only token on nodejs/node
+        # gets this 403; the OpenAPI description lists 200 and 404 only). An App's
+        # installation token reads it through its metadata permission.
+        ident = req.identity
+        if ident.kind != "installation" and (
+            ident.login is None or self.hub.permission(found, ident.login) not in PUSH_ROLES
+        ):
+            raise ApiError(403, "Must have push access to view collaborator permission.")
         if not self.hub.known_user(username):
             raise not_found()
         return Reply(200, self.views.collaborator_permission(found, username))

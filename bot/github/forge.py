@@ -138,6 +138,35 @@ class CachedInstallationAuth(Auth.Auth):
         return "token (installation token removed)"
 
 
+class PermissionUnknown(ForgeError):
+    """GitHub would not say what a user may do (carry's token lacks push access)."""
+
+
+PERMISSION_TTL_S = 60.0
+
+
+class PermissionCache:
+    """Users' roles by (API, repository, user) for PERMISSION_TTL_S, in this process."""
+
+    def __init__(self) -> None:
+        self.now: Callable[[], float] = time.time
+        self._roles: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str], look_up: Callable[[], str]) -> str:
+        with self._lock:
+            found = self._roles.get(key)
+        if found is not None and found[1] > self.now():
+            return found[0]
+        role = look_up()  # not under the lock: a slow lookup must not hold up other users
+        with self._lock:
+            self._roles[key] = (role, self.now() + PERMISSION_TTL_S)
+        return role
+
+
+PERMISSIONS = PermissionCache()
+
+
 class Forge:
     def __init__(self, github: Github, repo_name: str, auth: Auth.Auth):
         self.github = github
@@ -276,11 +305,22 @@ class Forge:
         return int(self._call("comment", pull.create_issue_comment, text).id)
 
     def permission(self, user: str) -> str:
+        """The user's role on the repository (admin, maintain, write, triage, read, none),
+        remembered for PERMISSION_TTL_S: one person's burst of comments costs one lookup."""
+        key = (self.github.requester.base_url, self.repo_name, user.lower())
+        return PERMISSIONS.get(key, lambda: self._look_up_permission(user))
+
+    def _look_up_permission(self, user: str) -> str:
         try:
             return str(self.repo.get_collaborator_permission(user))
         except GithubException as err:
             if err.status == 404:
                 return "none"
+            if err.status == 403:
+                raise PermissionUnknown(
+                    f"GitHub: carry's credentials cannot read permissions on {self.repo_name} "
+                    f"(403: the token needs push access); {user}'s command was not acted on"
+                ) from err
             raise ForgeError(
                 f"GitHub: permission of {user} failed ({err.status}): {err.data}"
             ) from err

@@ -397,3 +397,55 @@ def test_a_fresh_installation_token_that_gets_401_is_retried_once_after_a_pause(
     assert [r.status for r in d.gh.api_requests()] == [401]
     assert Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").find_open_pull("x") is None
     assert _mints(d.gh) == 1
+
+
+# -- 7. permission lookups ----------------------------------------------------------------------
+
+PERMISSION_OP = "/repos/{owner}/{repo}/collaborators/{username}/permission"
+
+
+def test_the_emulator_refuses_a_permission_lookup_without_push_access(tmp_path: Path) -> None:
+    """GitHub answers `GET .../collaborators/{user}/permission` only to callers with push
+    access: a read-only token on a public repository gets 403 "Must have push access to view
+    collaborator permission." (observed on nodejs/node; undeclared in the OpenAPI description,
+    which lists 200 and 404 only)."""
+    with GitHubEmulator(tmp_path / "gh") as gh:
+        gh.create_repo(UP_OWNER, UP_NAME)
+        gh.add_token("reader", "reader")
+        gh.add_token("writer", "writer")
+        gh.set_permission(UP_OWNER, UP_NAME, "writer", "write")
+        path = f"/repos/{UP_OWNER}/{UP_NAME}/collaborators/writer/permission"
+        refused = _get(gh, path, Authorization="token reader")
+        assert refused.status_code == 403
+        assert refused.json()["message"] == "Must have push access to view collaborator permission."
+        allowed = _get(gh, path, Authorization="token writer")
+        assert allowed.status_code == 200 and allowed.json()["permission"] == "write"
+
+
+def test_carry_says_its_credentials_cannot_read_permissions_instead_of_no_permission(
+    deploy: Deploy,
+) -> None:
+    d = deploy()
+    d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "read")
+    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    with pytest.raises(forge_module.PermissionUnknown, match="needs push access"):
+        forge.permission("maintainer")
+
+
+def test_a_commenters_permission_is_looked_up_once_per_minute(
+    deploy: Deploy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty comments by one person made twenty lookups; a minute-long cache makes one."""
+    d = deploy()
+    d.gh.add_user("maintainer")
+    d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "maintainer", "write")
+    for _ in range(3):
+        assert (
+            Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").permission("maintainer")
+            == "write"
+        )
+    assert len([r for r in d.gh.api_requests() if r.operation == PERMISSION_OP]) == 1
+    later = time.time() + forge_module.PERMISSION_TTL_S + 1
+    monkeypatch.setattr(forge_module.PERMISSIONS, "now", lambda: later)
+    Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").permission("maintainer")
+    assert len([r for r in d.gh.api_requests() if r.operation == PERMISSION_OP]) == 2
