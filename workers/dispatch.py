@@ -11,8 +11,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from bot.core import transitions as tr
 from bot.core.planner import Action
-from bot.core.state import PatchState
+from bot.core.state import SeriesState
 from bot.store import series as store
 from workers.runtime import Runtime
 
@@ -60,81 +61,63 @@ def _note(rt: Runtime, action: Action, send: Sender) -> None:
 def _rebase(rt: Runtime, action: Action, send: Sender) -> None:
     assert action.series_id
     store.set_wanted(rt.redis, action.series_id, action.args["head_sha"])
-    state = store.load_series(rt.redis, action.series_id)
-    if state is not None and state.phase in ("idle", "error"):
-        state.phase = "queued"
-        store.save_series(rt.redis, state)
+    store.update_series(rt.redis, action.series_id, tr.queue_check)
     send("carry.rebase", {"series_id": action.series_id, **action.args})
 
 
-def _record_head(rt: Runtime, action: Action, send: Sender) -> None:
+def _change(rt: Runtime, action: Action, change: Callable[[SeriesState], bool]) -> bool:
+    """Applies one transition to the series' fresh state, creating the state if it is missing;
+    a change that returns False (nothing to do) writes nothing."""
     assert action.series_id
-    state = store.ensure_series(rt.redis, action.series_id)
-    if state.head_sha != action.args["head_sha"]:
-        state.head_seen_at = store.now_iso()
-    state.head_sha = action.args["head_sha"]
-    state.head_ref = action.args["head_ref"]
-    state.head_actor = action.args.get("actor")
-    state.last_event = action.reason
-    store.save_series(rt.redis, state)
+    return store.update_series(rt.redis, action.series_id, change, create={})
+
+
+def _record_head(rt: Runtime, action: Action, send: Sender) -> None:
+    args = action.args
+    _change(
+        rt,
+        action,
+        lambda s: tr.record_head(
+            s, args["head_sha"], args["head_ref"], args.get("actor"), action.reason, store.now_iso()
+        ),
+    )
 
 
 def _record_base_pr(rt: Runtime, action: Action, send: Sender) -> None:
-    assert action.series_id
-    state = store.ensure_series(rt.redis, action.series_id)
-    state.base_pr_state = action.args["state"]
-    state.last_event = action.reason
-    store.save_series(rt.redis, state)
+    _change(rt, action, lambda s: tr.record_base_pr(s, action.args["state"], action.reason))
 
 
 def _record_upstream_pr(rt: Runtime, action: Action, send: Sender) -> None:
     assert action.series_id
-    state = store.ensure_series(rt.redis, action.series_id)
     entry = {k: action.args[k] for k in ("ref", "state", "merge_commit")}
-    series = rt.config.series_by_id(action.series_id)
-    for patch_name, refs in series.links.items():
-        if entry["ref"] not in refs:
-            continue
-        patch = state.patch(patch_name)
-        if patch is None:
-            patch = PatchState(name=patch_name)
-            state.patches.append(patch)
-        patch.upstream_prs = [p for p in patch.upstream_prs if p["ref"] != entry["ref"]] + [entry]
-    state.last_event = action.reason
-    store.save_series(rt.redis, state)
+    links = rt.config.series_by_id(action.series_id).links
+    _change(rt, action, lambda s: tr.record_upstream_pr(s, links, dict(entry), action.reason))
 
 
 def _record_carry_pr(rt: Runtime, action: Action, send: Sender) -> None:
-    assert action.series_id
-    state = store.ensure_series(rt.redis, action.series_id)
-    if state.pr is not None:
-        state.pr.state = (
-            "merged"
-            if action.args["state"] == "merged"
-            else ("closed" if action.args["state"] == "closed_unmerged" else "open")
-        )
-    store.save_series(rt.redis, state)
+    _change(rt, action, lambda s: tr.record_carry_pr(s, action.args["state"]))
 
 
 def _set_paused(rt: Runtime, action: Action, send: Sender) -> None:
-    assert action.series_id
-    state = store.ensure_series(rt.redis, action.series_id)
-    state.paused_by = action.args["by"] if action.args["paused"] else None
-    state.phase = "paused" if action.args["paused"] else "idle"
-    store.save_series(rt.redis, state)
+    by = action.args["by"] if action.args["paused"] else None
+    _change(rt, action, lambda s: tr.set_paused(s, by))
 
 
-def _pin(rt: Runtime, action: Action, send: Sender, *, pinned: bool) -> None:
+def _pin(rt: Runtime, action: Action, send: Sender, *, keep: bool) -> None:
     assert action.series_id
-    state = store.ensure_series(rt.redis, action.series_id)
-    patch = state.patch(action.args["patch"])
-    if patch is None:
-        raise ValueError(f"series {action.series_id} has no patch {action.args['patch']!r}")
-    if pinned:
-        patch.pinned, patch.drop_requested_by = True, None
-    else:
-        patch.pinned, patch.drop_requested_by = False, action.args["by"]
-    store.save_series(rt.redis, state)
+    name, by = action.args["patch"], action.args["by"]
+    seen: list[SeriesState] = []
+
+    def pin(state: SeriesState) -> bool:
+        seen[:] = [state]
+        return tr.set_pin(state, name, keep=keep, by=by)
+
+    if not _change(rt, action, pin):
+        known = ", ".join(p.name for p in seen[0].patches) if seen else ""
+        raise ValueError(
+            f"series {action.series_id} has no patch {name!r} (its patches: {known or 'none'})"
+        )
+    (state,) = seen
     if state.head_sha:  # re-decide with the override on the same head
         store.set_wanted(rt.redis, action.series_id, state.head_sha)
         send(
@@ -164,8 +147,8 @@ _HANDLERS: dict[str, Callable[[Runtime, Action, Sender], None]] = {
     "record_upstream_pr": _record_upstream_pr,
     "record_carry_pr": _record_carry_pr,
     "set_paused": _set_paused,
-    "pin_patch": lambda rt, a, s: _pin(rt, a, s, pinned=True),
-    "request_drop": lambda rt, a, s: _pin(rt, a, s, pinned=False),
+    "pin_patch": lambda rt, a, s: _pin(rt, a, s, keep=True),
+    "request_drop": lambda rt, a, s: _pin(rt, a, s, keep=False),
     "check_permission": _send_task("carry.check_permission"),
     "reply": _send_task("carry.reply"),
     "publish": _send_task("carry.publish"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from bot.core import transitions as tr
 from bot.core.render import next_version, pr_body, pr_title
 from bot.store import series as store
 from workers.publish_github import publish as publish_on_github
@@ -38,17 +39,21 @@ def publish(
     version = next_version(state.version, datetime.now(UTC).date()) if changed else state.version
     title, body = pr_title(state), pr_body(state, version)
     if rt.settings.github_auth == "none":
-        state.last_event = "proposal ready; read-only mode (no GitHub credentials): nothing pushed"
-        store.save_series(rt.redis, state)
-        store.append_history(
+        note = "proposal ready; read-only mode (no GitHub credentials): nothing pushed"
+        store.update_series(
             rt.redis,
             series_id,
-            "proposal",
-            read_only=True,
-            changed=changed,
-            title=title,
-            body=body,
-            version=version,
+            lambda fresh: tr.published(fresh, None, None, note),
+            also=lambda pipe: store.queue_history(
+                pipe,
+                series_id,
+                "proposal",
+                read_only=True,
+                changed=changed,
+                title=title,
+                body=body,
+                version=version,
+            ),
         )
         return
     publish_on_github(rt, state, title, body, version, changed, tree)

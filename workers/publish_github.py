@@ -11,6 +11,7 @@ import logging
 from datetime import UTC, datetime
 
 from bot.core import proposal
+from bot.core import transitions as tr
 from bot.core.render import conflict_report
 from bot.core.state import PrInfo, SeriesState
 from bot.git.downstream import Downstream
@@ -83,22 +84,24 @@ def publish(
     if labels:
         forge.add_labels(pull.number, labels)
     _conflict_comment(forge, pull.number, state)
-    if version and pushed:
-        state.version = version
-    state.pr = PrInfo(pull.number, pull.url, branch, "open", pull.draft, pushed or pull.head_sha)
-    state.last_event = (
-        f"PR #{pull.number} {'updated' if pushed else 'report refreshed (nothing pushed)'}"
-    )
-    store.save_series(rt.redis, state)
-    store.append_history(
+    pr = PrInfo(pull.number, pull.url, branch, "open", pull.draft, pushed or pull.head_sha)
+    note = f"PR #{pull.number} {'updated' if pushed else 'report refreshed (nothing pushed)'}"
+    new_version = version if version and pushed else None
+    tr.published(state, pr, new_version, note)  # this copy goes on to the CI request
+    store.update_series(
         rt.redis,
         state.id,
-        "published",
-        pr=pull.number,
-        pushed=bool(pushed),
-        head=state.checked_head,
-        files=sorted(plan.files),
-        notes=plan.notes,
+        lambda fresh: tr.published(fresh, pr, new_version, note),
+        also=lambda pipe: store.queue_history(
+            pipe,
+            state.id,
+            "published",
+            pr=pull.number,
+            pushed=bool(pushed),
+            head=state.checked_head,
+            files=sorted(plan.files),
+            notes=plan.notes,
+        ),
     )
     if tree is not None:
         branch_sha = pushed or heads.get(branch) or pull.head_sha

@@ -11,12 +11,14 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from bot.config import BaseSpec, Series
 from bot.core import events as ev
-from bot.core.policy import Overrides, final_decision, outcome, series_digest
-from bot.core.report import SeriesReport
-from bot.core.state import PatchState, SeriesState
+from bot.core import transitions as tr
+from bot.core.policy import series_digest
+from bot.core.report import PatchReport, SeriesReport
+from bot.core.state import Phase, SeriesState
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
 from bot.github.forge import Forge, ForgeError
@@ -50,13 +52,16 @@ def register_series(rt: Runtime) -> None:
             loaded = load_series(rt.patches_root / series.patches, root=rt.downstream_dir)
         except SeriesInvalid:
             continue  # reported by the first rebase, with every problem
-        if loaded.is_awaiting_import and state.phase != "awaiting-import":
-            state.phase = "awaiting-import"
-            state.last_event = f"waiting for import: {loaded.awaiting_import}"
-            state.patches = [
-                PatchState(name=n, status="awaiting-import") for n in _page_patches(loaded)
-            ]
-            store.save_series(rt.redis, state)
+        if loaded.is_awaiting_import and state.phase != Phase.AWAITING_IMPORT:
+            names, reason = _page_patches(loaded), f"waiting for import: {loaded.awaiting_import}"
+
+            def wait(fresh: SeriesState, names: list[str] = names, reason: str = reason) -> bool:
+                if fresh.phase == Phase.AWAITING_IMPORT:
+                    return False
+                tr.awaiting_import(fresh, names, reason)
+                return True
+
+            store.update_series(rt.redis, series.id, wait)
 
 
 def rebase_series(
@@ -97,10 +102,10 @@ def rebase_series(
             reason="this head and series content were checked already",
         )
         return None
-    _mark_running(rt, state, head_sha, head_ref, actor)
+    _mark_running(rt, series_id, head_sha, head_ref, actor)
     started = time.perf_counter()
-    report = _check(rt, series, state, loaded, patches, head_sha)
-    changed = _store_report(rt, series, state, report, digest)
+    report = _check(rt, series, state, loaded, patches, head_sha, head_ref)
+    state, changed = _store_report(rt, series, report, digest)
     observe_rebase(rt.redis, time.perf_counter() - started)
     log.info(
         "rebased %s on %s in %.0f ms",
@@ -126,22 +131,25 @@ def _load(rt: Runtime, series: Series, state: SeriesState) -> LoadedSeries | Non
         loaded = load_series(rt.patches_root / series.patches, root=rt.downstream_dir)
     except SeriesInvalid as err:
         problems = [str(p) for p in err.problems]
-        state.phase, state.outcome, state.error = "error", "error", "; ".join(problems)
-        store.save_series(rt.redis, state)
-        store.append_history(rt.redis, series.id, "series-invalid", problems=problems)
+        store.update_series(
+            rt.redis,
+            series.id,
+            lambda fresh: tr.series_invalid(fresh, problems),
+            also=lambda pipe: store.queue_history(
+                pipe, series.id, "series-invalid", problems=problems
+            ),
+        )
         _report_invalid(rt, state, problems)
         return None
     if loaded.is_awaiting_import:
-        state.phase, state.error = "awaiting-import", None
-        state.patches = [
-            PatchState(name=n, status="awaiting-import") for n in _page_patches(loaded)
-        ]
-        store.save_series(rt.redis, state)
-        store.append_history(
+        names, reason = _page_patches(loaded), f"waiting for import: {loaded.awaiting_import}"
+        store.update_series(
             rt.redis,
             series.id,
-            "awaiting-import",
-            reason=f"waiting for import: {loaded.awaiting_import}",
+            lambda fresh: tr.awaiting_import(fresh, names, None),
+            also=lambda pipe: store.queue_history(
+                pipe, series.id, "awaiting-import", reason=reason
+            ),
         )
         return None
     return loaded
@@ -172,12 +180,10 @@ def _page_patches(loaded: LoadedSeries) -> list[str]:
     return [name for page in loaded.pages for name in page.patch_names]
 
 
-def _mark_running(rt: Runtime, state: SeriesState, head: str, ref: str, actor: str | None) -> None:
-    if state.head_sha != head:
-        state.head_seen_at = store.now_iso()
-    state.phase, state.error = "running", None
-    state.head_sha, state.head_ref, state.head_actor = head, ref, actor
-    store.save_series(rt.redis, state)
+def _mark_running(rt: Runtime, series_id: str, head: str, ref: str, actor: str | None) -> None:
+    store.update_series(
+        rt.redis, series_id, lambda fresh: tr.start_check(fresh, head, ref, actor, store.now_iso())
+    )
 
 
 def _check(
@@ -187,6 +193,7 @@ def _check(
     loaded: LoadedSeries,
     patches: list[PatchInput],
     head_sha: str,
+    head_ref: str,
 ) -> SeriesReport:
     upstream = rt.config.upstreams[series.upstream]
     engine, engine_lock = _engine_for(upstream.url, rt.cache_dir)
@@ -194,8 +201,8 @@ def _check(
     mirror.ensure()
     mirror.widened = False  # each rebase may fetch every branch once for missing pre-images
     if not mirror.has_commit(head_sha):
-        if state.head_ref:
-            mirror.resolve(state.head_ref)
+        if head_ref:
+            mirror.resolve(head_ref)
         if not mirror.has_commit(head_sha):
             mirror.resolve(head_sha)
     links = {
@@ -223,70 +230,68 @@ def _engine_for(url: str, cache_dir: Path) -> tuple[Engine, threading.Lock]:
 
 
 def _store_report(
-    rt: Runtime, series: Series, state: SeriesState, report: SeriesReport, digest: str
-) -> bool:
-    previous = {p.name: p for p in state.patches}
-    patches: list[PatchState] = []
-    for result in report.patches:
-        name = result.patch.rsplit("/", 1)[-1]
-        old = previous.get(name) or PatchState(name=name)
-        overrides = Overrides(old.pinned, old.drop_requested_by, series.policy.auto_drop)
-        decision, reason = final_decision(
-            result.status.value, result.decision.value, result.reason, overrides
-        )
-        patches.append(
-            PatchState(
-                name=name,
-                subject=result.subject,
-                status=result.status.value,
-                decision=decision,
-                reason=reason,
-                evidence=result.evidence,
-                pinned=old.pinned,
-                drop_requested_by=old.drop_requested_by,
-                upstream_prs=old.upstream_prs,
-                interdiff=result.interdiff,
-                conflict=result.conflict,
-                changed=result.changed,
-            )
-        )
-    changed = any(p.changed or p.decision == "drop" for p in patches)
-    store.stash_refreshed(
-        rt.redis,
-        series.id,
-        report.head,
-        digest,
-        {
-            r.patch.rsplit("/", 1)[-1]: r.refreshed
-            for r in report.patches
-            if r.changed and r.refreshed is not None
-        },
-    )
-    state.patches = patches
-    state.checked_head, state.checked_digest = report.head, digest
-    state.checked_at = store.now_iso()
-    state.phase = "idle"
-    state.outcome = outcome((p.status for p in patches), (p.decision for p in patches), changed)
-    store.save_series(rt.redis, state)
-    store.append_history(
-        rt.redis,
-        series.id,
-        "rebased",
+    rt: Runtime, series: Series, report: SeriesReport, digest: str
+) -> tuple[SeriesState, bool]:
+    """Merges the result into the state as it is now (a pause, pin or CI row written while the
+    engine ran stays) and commits it with its history entries and the refreshed patches, in
+    one transaction. Returns the merged state and whether it proposes a change."""
+    result = tr.CheckResult(
         head=report.head,
         digest=digest,
-        outcome=state.outcome,
-        summary=report.summary(),
+        checked_at=store.now_iso(),
+        patches=tuple(_finding(r) for r in report.patches),
+        auto_drop=series.policy.auto_drop,
     )
-    for p in patches:
-        store.append_history(
-            rt.redis,
+    refreshed = {
+        r.patch.rsplit("/", 1)[-1]: r.refreshed
+        for r in report.patches
+        if r.changed and r.refreshed is not None
+    }
+    merged: list[SeriesState] = []
+
+    def merge(fresh: SeriesState) -> bool:
+        merged[:] = [fresh]
+        return tr.apply_check(fresh, result)
+
+    def entries(pipe: Any) -> None:
+        (state,) = merged
+        store.queue_refreshed(pipe, series.id, report.head, digest, refreshed)
+        store.queue_history(
+            pipe,
             series.id,
-            "decision",
-            patch=p.name,
+            "rebased",
             head=report.head,
-            status=p.status,
-            decision=p.decision,
-            reason=p.reason,
-            evidence=p.evidence,
+            digest=digest,
+            outcome=state.outcome,
+            summary=report.summary(),
         )
-    return changed
+        for p in state.patches:
+            store.queue_history(
+                pipe,
+                series.id,
+                "decision",
+                patch=p.name,
+                head=report.head,
+                status=p.status,
+                decision=p.decision,
+                reason=p.reason,
+                evidence=p.evidence,
+            )
+
+    store.update_series(rt.redis, series.id, merge, create={}, also=entries)
+    (state,) = merged
+    return state, tr.proposes_change(state.patches)
+
+
+def _finding(result: PatchReport) -> tr.CheckedPatch:
+    return tr.CheckedPatch(
+        name=result.patch.rsplit("/", 1)[-1],
+        status=result.status.value,
+        decision=result.decision.value,
+        reason=result.reason,
+        subject=result.subject,
+        evidence=result.evidence,
+        interdiff=result.interdiff,
+        conflict=result.conflict,
+        changed=result.changed,
+    )

@@ -13,6 +13,7 @@ from celery import Task
 from celery.signals import worker_ready
 
 from bot.core import events as ev
+from bot.core import transitions as tr
 from bot.core.planner import plan
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
@@ -101,21 +102,22 @@ def _visible_failure(
     retried with backoff; after `limit` retries the failure stays as the series' state."""
     attempts = task.request.retries + 1
     final = attempts > limit
-    state = store.ensure_series(rt.redis, series_id)
-    state.error = f"{what} failed (attempt {attempts}{', giving up' if final else ''}): {err}"
-    state.phase = "error" if final else "queued"
-    if final:
-        state.outcome = "error"
-    store.save_series(rt.redis, state)
+    message = f"{what} failed (attempt {attempts}{', giving up' if final else ''}): {err}"
     kind = what.split()[0]
-    store.append_history(
+    store.update_series(
         rt.redis,
         series_id,
-        f"{kind}-failed",
-        what=what,
-        attempt=attempts,
-        error=str(err),
-        final=final,
+        lambda state: tr.step_failed(state, message, final=final),
+        create={},
+        also=lambda pipe: store.queue_history(
+            pipe,
+            series_id,
+            f"{kind}-failed",
+            what=what,
+            attempt=attempts,
+            error=str(err),
+            final=final,
+        ),
     )
     if not final:
         raise task.retry(exc=err, countdown=min(300, 2**attempts), max_retries=limit)

@@ -7,10 +7,22 @@ dashboard. Pure: no I/O here.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any
 
-# Where a series stands, in the words the dashboard shows.
-PHASES = ("idle", "queued", "running", "awaiting-import", "paused", "error")
+
+class Phase(StrEnum):
+    """Where a series stands, in the words the dashboard shows."""
+
+    IDLE = "idle"
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_IMPORT = "awaiting-import"
+    PAUSED = "paused"
+    ERROR = "error"
+
+
+PHASES = tuple(p.value for p in Phase)
 OUTCOMES = ("none", "clean", "changed", "review", "conflict", "error")
 CI_STATES = (
     "waiting-approval",

@@ -58,28 +58,50 @@ def all_series(client: redis.Redis) -> list[SeriesState]:
 
 
 def save_series(client: redis.Redis, state: SeriesState) -> None:
+    """Overwrites the whole document: for seeding a state (tests, fixtures). Workers change a
+    series only through update_series, which never writes over a concurrent change."""
+    _write(client, state)
+
+
+def _write(client: redis.Redis, state: SeriesState) -> None:
     state.updated_at = now_iso()
     client.set(_series_key(state.id), json.dumps(state.to_dict()))
     publish(client, {"kind": "series", "series": state.id})
 
 
+Change = Callable[[SeriesState], bool]
+Also = Callable[[Any], None]  # queues more writes on the transaction's pipeline
+
+
 def update_series(
-    client: redis.Redis, series_id: str, change: Callable[[SeriesState], bool]
+    client: redis.Redis,
+    series_id: str,
+    change: Change,
+    *,
+    create: dict[str, Any] | None = None,
+    also: Also | None = None,
 ) -> bool:
     """Read-modify-write of the stored state under WATCH, so a concurrent writer's change is
-    never overwritten: `change` edits the state and says whether it changed anything (it may
-    run more than once). False when there is no state or nothing changed."""
+    never overwritten: `change` edits a fresh copy and says whether it changed anything (it
+    runs again on a conflict, so it must start from what it is given each time). With
+    `create`, a missing state starts as SeriesState(id, **create). `also` queues writes that
+    commit together with the state (history entries), after `change` said True. False when
+    there is no state or nothing changed."""
     key = _series_key(series_id)
     with client.pipeline() as pipe:
         while True:
             try:
                 pipe.watch(key)
                 state = load_series(pipe, series_id)
+                if state is None and create is not None:
+                    state = SeriesState(id=series_id, **create)
                 if state is None or not change(state):
                     pipe.reset()
                     return False
                 pipe.multi()
-                save_series(pipe, state)
+                _write(pipe, state)
+                if also is not None:
+                    also(pipe)
                 pipe.execute()
                 return True
             except redis.WatchError:
@@ -87,12 +109,17 @@ def update_series(
 
 
 def ensure_series(client: redis.Redis, series_id: str, **defaults: Any) -> SeriesState:
-    """The stored state, or a new one with `defaults` (stored at once, so it shows up)."""
-    state = load_series(client, series_id)
-    if state is None:
+    """The stored state, or a new one with `defaults` (stored at once, so it shows up). Two
+    creators at once store one document: the second reads what the first stored."""
+    while True:
+        state = load_series(client, series_id)
+        if state is not None:
+            return state
         state = SeriesState(id=series_id, **defaults)
-        save_series(client, state)
-    return state
+        state.updated_at = now_iso()
+        if client.set(_series_key(series_id), json.dumps(state.to_dict()), nx=True):
+            publish(client, {"kind": "series", "series": series_id})
+            return state
 
 
 def publish(client: redis.Redis, message: dict[str, Any]) -> None:
@@ -101,19 +128,25 @@ def publish(client: redis.Redis, message: dict[str, Any]) -> None:
 
 def append_history(client: redis.Redis, series_id: str | None, kind: str, **fields: Any) -> str:
     """Appends one entry to the series' history and the global one; returns its stream id."""
+    pipe = client.pipeline()
+    queue_history(pipe, series_id, kind, **fields)
+    ids = pipe.execute()
+    return _text(ids[-2])  # the global stream's entry; the last reply is the PUBLISH's
+
+
+def queue_history(pipe: Any, series_id: str | None, kind: str, **fields: Any) -> None:
+    """Queues one history entry (both streams and its live-page message) on a pipeline, so it
+    commits with whatever else that pipeline writes."""
     entry = {
         "at": now_iso(),
         "series": series_id or "",
         "kind": kind,
         "data": json.dumps(fields, default=str),
     }
-    pipe = client.pipeline()
     if series_id:
         pipe.xadd(f"{PREFIX}history:{series_id}", entry, maxlen=HISTORY_MAXLEN, approximate=True)
     pipe.xadd(f"{PREFIX}history", entry, maxlen=HISTORY_MAXLEN, approximate=True)
-    ids = pipe.execute()
-    publish(client, {"kind": "history", "series": series_id, "entry": kind})
-    return _text(ids[-1])
+    publish(pipe, {"kind": "history", "series": series_id, "entry": kind})
 
 
 def history(
@@ -203,13 +236,19 @@ def stash_refreshed(
     client: redis.Redis, series_id: str, head: str, digest: str, patches: dict[str, bytes]
 ) -> None:
     """Refreshed patch bytes of one rebase result, for the publisher (kept a week)."""
-    key = f"{PREFIX}refreshed:{series_id}:{head}:{digest}"
     pipe = client.pipeline()
+    queue_refreshed(pipe, series_id, head, digest, patches)
+    pipe.execute()
+
+
+def queue_refreshed(
+    pipe: Any, series_id: str, head: str, digest: str, patches: dict[str, bytes]
+) -> None:
+    key = f"{PREFIX}refreshed:{series_id}:{head}:{digest}"
     pipe.delete(key)
     if patches:
-        pipe.hset(key, mapping=patches)  # type: ignore[arg-type]
+        pipe.hset(key, mapping=patches)
         pipe.expire(key, 7 * 24 * 3600)
-    pipe.execute()
 
 
 def refreshed(client: redis.Redis, series_id: str, head: str, digest: str) -> dict[str, bytes]:

@@ -1,0 +1,213 @@
+"""Each writer's change to a series state, as a pure function on a fresh copy. Pure.
+
+Each returns whether it changed anything. The store applies one to the state it has just read (bot.store.series.update_series)
+and runs it again on a fresh copy when another writer committed in between, so each function
+changes only the fields its writer owns. The maintainer's overrides (paused_by, pins, drop
+requests, approvals) and the CI rows are never written here except by their own commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.core.policy import Overrides, final_decision, outcome
+from bot.core.state import PatchState, Phase, PrInfo, SeriesState
+
+
+@dataclass(frozen=True)
+class CheckedPatch:
+    """The engine's finding for one patch, before a maintainer's overrides are applied."""
+
+    name: str
+    status: str
+    decision: str
+    reason: str
+    subject: str = ""
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    interdiff: str = ""
+    conflict: dict[str, Any] | None = None
+    changed: bool = False
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What one rebase found: the head and series content it checked and each patch's finding."""
+
+    head: str
+    digest: str
+    checked_at: str
+    patches: tuple[CheckedPatch, ...]
+    auto_drop: bool = True
+
+
+def resting_phase(state: SeriesState) -> Phase:
+    """The phase of a series with no job running: a maintainer's pause shows until resumed."""
+    return Phase.PAUSED if state.paused_by else Phase.IDLE
+
+
+def apply_check(state: SeriesState, result: CheckResult) -> bool:
+    """Merges a rebase's result into the state as it is now. The rebase owns the patches'
+    findings and decisions, the checked head and the phase that follows a check; the pins and
+    drop requests in `state` (possibly newer than the rebase) decide over the engine."""
+    current = {p.name: p for p in state.patches}
+    state.patches = [
+        _decided(found, current.get(found.name), result.auto_drop) for found in result.patches
+    ]
+    state.checked_head, state.checked_digest = result.head, result.digest
+    state.checked_at = result.checked_at
+    state.phase = resting_phase(state)
+    state.outcome = outcome(
+        (p.status for p in state.patches),
+        (p.decision for p in state.patches),
+        proposes_change(state.patches),
+    )
+    return True
+
+
+def _decided(found: CheckedPatch, current: PatchState | None, auto_drop: bool) -> PatchState:
+    old = current or PatchState(name=found.name)
+    overrides = Overrides(old.pinned, old.drop_requested_by, auto_drop)
+    decision, reason = final_decision(found.status, found.decision, found.reason, overrides)
+    return PatchState(
+        name=found.name,
+        subject=found.subject,
+        status=found.status,
+        decision=decision,
+        reason=reason,
+        evidence=found.evidence,
+        pinned=old.pinned,
+        drop_requested_by=old.drop_requested_by,
+        upstream_prs=old.upstream_prs,
+        interdiff=found.interdiff,
+        conflict=found.conflict,
+        changed=found.changed,
+    )
+
+
+def proposes_change(patches: Iterable[PatchState]) -> bool:
+    """Whether the checked series differs from the one on the downstream branch."""
+    return any(p.changed or p.decision == "drop" for p in patches)
+
+
+def start_check(state: SeriesState, head: str, ref: str, actor: str | None, now: str) -> bool:
+    if state.head_sha != head:
+        state.head_seen_at = now
+    state.phase, state.error = Phase.RUNNING, None
+    state.head_sha, state.head_ref, state.head_actor = head, ref, actor
+    return True
+
+
+def queue_check(state: SeriesState) -> bool:
+    """A rebase was asked for: an idle or failed series shows it is queued."""
+    if state.phase not in (Phase.IDLE, Phase.ERROR):
+        return False
+    state.phase = Phase.QUEUED
+    return True
+
+
+def record_head(
+    state: SeriesState, head: str, ref: str, actor: str | None, reason: str, now: str
+) -> bool:
+    if state.head_sha != head:
+        state.head_seen_at = now
+    state.head_sha, state.head_ref, state.head_actor = head, ref, actor
+    state.last_event = reason
+    return True
+
+
+def set_paused(state: SeriesState, by: str | None) -> bool:
+    """`/carry pause` (by: who) or `/carry resume` (None). Resuming while a job runs leaves
+    the phase to that job."""
+    state.paused_by = by
+    if by is not None:
+        state.phase = Phase.PAUSED
+    elif state.phase == Phase.PAUSED:
+        state.phase = Phase.IDLE
+    return True
+
+
+def set_pin(state: SeriesState, name: str, *, keep: bool, by: str) -> bool:
+    """`/carry keep NAME` (keep) or `/carry drop NAME`; False when the series has no such patch."""
+    patch = state.patch(name)
+    if patch is None:
+        return False
+    patch.pinned = keep
+    patch.drop_requested_by = None if keep else by
+    return True
+
+
+def record_upstream_pr(
+    state: SeriesState, links: Mapping[str, Iterable[str]], entry: dict[str, Any], reason: str
+) -> bool:
+    """An upstream PR that a patch links to changed state: each linked patch keeps its newest."""
+    for patch_name, refs in links.items():
+        if entry["ref"] not in refs:
+            continue
+        patch = state.patch(patch_name)
+        if patch is None:
+            patch = PatchState(name=patch_name)
+            state.patches.append(patch)
+        patch.upstream_prs = [p for p in patch.upstream_prs if p["ref"] != entry["ref"]] + [entry]
+    state.last_event = reason
+    return True
+
+
+CARRY_PR_STATES = {"merged": "merged", "closed_unmerged": "closed"}
+
+
+def record_carry_pr(state: SeriesState, event_state: str) -> bool:
+    if state.pr is None:
+        return False
+    state.pr.state = CARRY_PR_STATES.get(event_state, "open")
+    return True
+
+
+def record_base_pr(state: SeriesState, pr_state: str, reason: str) -> bool:
+    state.base_pr_state = pr_state
+    state.last_event = reason
+    return True
+
+
+def awaiting_import(state: SeriesState, names: Iterable[str], reason: str | None) -> bool:
+    """The series has pages waiting for `carry import`: its patches show as such. A pin or
+    drop request on one of them stays for when it is imported."""
+    current = {p.name: p for p in state.patches}
+    state.phase, state.error = Phase.AWAITING_IMPORT, None
+    state.patches = [_awaiting(name, current.get(name)) for name in names]
+    if reason is not None:
+        state.last_event = reason
+    return True
+
+
+def _awaiting(name: str, current: PatchState | None) -> PatchState:
+    patch = PatchState(name=name, status="awaiting-import")
+    if current is not None:
+        patch.pinned, patch.drop_requested_by = current.pinned, current.drop_requested_by
+        patch.upstream_prs = current.upstream_prs
+    return patch
+
+
+def series_invalid(state: SeriesState, problems: Iterable[str]) -> bool:
+    state.phase, state.outcome, state.error = Phase.ERROR, "error", "; ".join(problems)
+    return True
+
+
+def step_failed(state: SeriesState, message: str, *, final: bool) -> bool:
+    """A step failed and is retried (queued) or, after its last retry, stays an error."""
+    state.error = message
+    state.phase = Phase.ERROR if final else Phase.QUEUED
+    if final:
+        state.outcome = "error"
+    return True
+
+
+def published(state: SeriesState, pr: PrInfo | None, version: str | None, last_event: str) -> bool:
+    """The publisher's facts: carry's PR as GitHub has it now and the version it pushed."""
+    if pr is not None:
+        state.pr = pr
+    if version is not None:
+        state.version = version
+    state.last_event = last_event
+    return True

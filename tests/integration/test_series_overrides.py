@@ -1,0 +1,182 @@
+"""A rebase in flight never erases what others wrote meanwhile (issue 13, the lost update).
+
+The real functions run in the order production interleaves them, on a real Redis with real git:
+the rebase loads the series state and runs the engine; while the engine runs, a maintainer's
+`/carry pause` and `/carry keep NAME` go through the planner and the dispatcher, an approval is
+recorded and hardware CI writes its row; then the rebase stores its result.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from bot.core import events as ev
+from bot.core import transitions as tr
+from bot.core.state import SeriesState
+from bot.store import series as store
+from tests.support.carry_env import BODY, SERIES, CarryEnv
+from workers import ci, rebase, tasks
+from workers import runtime as runtime_module
+from workers.celery_app import app as celery_app
+from workers.rebase import rebase_series
+from workers.runner.spec import TreeSpec
+from workers.runtime import Runtime
+
+FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
+# The second patch builds on the first; upstream later takes its change, so the engine drops it.
+FAST = {"mod.py": FIX["mod.py"].replace("compute(30)", "compute(30, fast=True)")}
+UPSTREAM_TAKES_FAST = {"mod.py": BODY.replace("compute(30)", "compute(30, fast=True)")}
+RUNNER = "gaudi"
+CI_ROW = f"{RUNNER}/fixed"
+
+
+@pytest.fixture
+def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CarryEnv]:
+    carry = CarryEnv(tmp_path, redis_url)
+    carry.names = carry.carry_patches([FIX, FAST])  # type: ignore[attr-defined]
+    carry.write_config(runners=[RUNNER], checks=["fixed"], trusted_authors=["maintainer"])
+    config = json.loads(carry.config_path.read_text())
+    config["runners"] = {
+        RUNNER: {
+            "queue": "hw.gaudi",
+            "workdir": str(tmp_path / "r"),
+            "checks": {"fixed": {"run": ["true"]}},
+        }
+    }
+    carry.config_path.write_text(json.dumps(config))
+    for key in ("GITHUB_TOKEN", "GITHUB_APP_ID", "GITHUB_APP_PRIVATE_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in carry.env.items():
+        monkeypatch.setenv(key, value)
+    broker = celery_app.conf.broker_url
+    celery_app.conf.broker_url = redis_url  # tasks the dispatcher sends land in the test Redis
+    celery_app.close()
+    runtime_module.reset()
+    yield carry
+    celery_app.conf.broker_url = broker
+    celery_app.close()
+    runtime_module.reset()
+
+
+def meanwhile_in_engine(monkeypatch: pytest.MonkeyPatch, work: Callable[[], None]) -> list[str]:
+    """Runs `work` in another thread (as another worker would) after the rebase's engine check,
+    before the rebase stores its result; returns the thread's errors."""
+    real_check = rebase._check
+    errors: list[str] = []
+
+    def check(*args: Any, **kwargs: Any) -> Any:
+        report = real_check(*args, **kwargs)
+        thread = threading.Thread(target=guarded, daemon=True)
+        thread.start()
+        thread.join(60)
+        assert not thread.is_alive(), "the concurrent writers did not finish"
+        return report
+
+    def guarded() -> None:
+        try:
+            work()
+        except Exception as err:  # surfaced by the test, not lost in the thread
+            errors.append(repr(err))
+
+    monkeypatch.setattr(rebase, "_check", check)
+    return errors
+
+
+def comment(rt: Runtime, body: str, comment_id: int) -> None:
+    """A maintainer's comment after its permission lookup: the planner, then the dispatcher."""
+    event = ev.CommandAuthorized(
+        series_id=SERIES,
+        number=1,
+        comment_id=comment_id,
+        author="alice",
+        permission="write",
+        body=body,
+    )
+    tasks.handle_event(rt, event)
+
+
+def ci_row(rt: Runtime, state: SeriesState) -> None:
+    spec = TreeSpec(
+        upstream_url=str(state.head_sha),
+        upstream_sha=str(state.head_sha),
+        downstream_url="/srv/down.git",
+        downstream_ref=f"refs/heads/carry/{SERIES}",
+        downstream_sha="4" * 40,
+        patches_dir=f"patches/{SERIES}",
+        series_digest=str(state.checked_digest),
+        expected_tree="5" * 40,
+    )
+    targets = ci.targets_from_config(rt.config, SERIES)
+    ci.request_ci(rt.redis, celery_app, SERIES, targets, spec, debounce_s=0)
+
+
+def test_overrides_and_ci_written_during_a_rebase_survive_it(
+    env: CarryEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = runtime_module.runtime()
+    first = env.upstream.head()
+    assert rebase_series(rt, SERIES, first, "refs/heads/main") is not None
+    keep, drop_candidate = env.names  # type: ignore[attr-defined]
+    head = env.upstream.commit("take the fast path", UPSTREAM_TAKES_FAST)
+    seen: list[SeriesState] = []
+
+    def maintainer_and_runner() -> None:
+        comment(rt, f"/carry pause\n/carry keep {drop_candidate}", comment_id=101)
+        running = store.load_series(rt.redis, SERIES)
+        assert running is not None and running.phase == "paused"
+        ci_row(rt, running)
+        ci.approve(rt.redis, SERIES, head, "alice")
+        seen.append(store.load_series(rt.redis, SERIES))  # type: ignore[arg-type]
+
+    errors = meanwhile_in_engine(monkeypatch, maintainer_and_runner)
+    result = rebase_series(rt, SERIES, head, "refs/heads/main")
+    assert errors == []
+    (before,) = seen
+    assert (before.paused_by, before.phase) == ("alice", "paused")
+    assert before.patch(drop_candidate).pinned  # type: ignore[union-attr]
+    assert CI_ROW in before.ci and head in before.approvals
+
+    after = store.load_series(rt.redis, SERIES)
+    assert after is not None
+    pinned = after.patch(drop_candidate)
+    assert pinned is not None
+    summary = (after.paused_by, after.phase, pinned.pinned, pinned.decision, sorted(after.ci))
+    assert summary == ("alice", "paused", True, "keep", [CI_ROW]), summary
+    assert head in after.approvals
+    assert after.ci[CI_ROW].state == before.ci[CI_ROW].state
+    assert pinned.status == "contained"  # the engine's own finding is kept, the pin decides
+    assert after.patch(keep).decision == "keep"  # type: ignore[union-attr]
+    assert after.checked_head == head and after.outcome == "clean"
+    assert result is not None and result.outcome == "clean" and not result.changed
+    decisions = {e["data"]["patch"]: e["data"]["decision"] for e in env.history("decision")[:2]}
+    assert decisions == {keep: "keep", drop_candidate: "keep"}  # the history tells the truth
+
+
+def test_two_writers_creating_a_state_at_once_keep_both_changes(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first event of a series and a `/carry pause` race to create its state: the pause,
+    committed between the other creator's read and its write, stays."""
+    client = redis.Redis.from_url(redis_url)
+    real_load = store.load_series
+    raced: list[bool] = []
+
+    def load_then_race(c: Any, series_id: str) -> SeriesState | None:
+        state = real_load(c, series_id)
+        if state is None and not raced:
+            raced.append(True)
+            store.update_series(client, series_id, lambda s: tr.set_paused(s, "alice"), create={})
+        return state
+
+    monkeypatch.setattr(store, "load_series", load_then_race)
+    created = store.ensure_series(client, "s-new", upstream_repo="up/stream")
+    stored = real_load(client, "s-new")
+    assert raced and stored is not None
+    assert (stored.paused_by, created.paused_by) == ("alice", "alice")

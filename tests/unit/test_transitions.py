@@ -1,0 +1,155 @@
+"""The pure transitions of a series state: each writer changes only what it owns."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bot.core import transitions as tr
+from bot.core.state import CiState, PatchState, Phase, SeriesState
+
+HEAD, DIGEST, AT = "a" * 40, "d" * 20, "2026-12-01T00:00:00Z"
+FOUND_KEEP = tr.CheckedPatch("0001-a.patch", "applies", "keep", "applies as is")
+FOUND_DROP = tr.CheckedPatch("0002-b.patch", "contained", "drop", "the head has every change")
+
+
+def result(*patches: tr.CheckedPatch, auto_drop: bool = True) -> tr.CheckResult:
+    return tr.CheckResult(HEAD, DIGEST, AT, patches, auto_drop)
+
+
+def running(**fields: object) -> SeriesState:
+    patches = [PatchState("0001-a.patch"), PatchState("0002-b.patch")]
+    return replace(SeriesState(id="s", phase=Phase.RUNNING, patches=patches), **fields)  # type: ignore[arg-type]
+
+
+def pin(state: SeriesState, name: str = "0002-b.patch", **fields: object) -> SeriesState:
+    patch = state.patch(name)
+    assert patch is not None
+    for key, value in fields.items():
+        setattr(patch, key, value)
+    return state
+
+
+# (what happened meanwhile, engine findings, auto_drop) -> (decision of 0002, its reason starts,
+# outcome)
+DECISIONS = [
+    ("nothing", running(), True, ("drop", "the head has", "changed")),
+    ("pinned", pin(running(), pinned=True), True, ("keep", "pinned with /carry keep", "clean")),
+    (
+        "drop requested",
+        pin(running(), drop_requested_by="bob"),
+        True,
+        ("drop", "dropped at", "changed"),
+    ),
+    ("auto-drop off", running(), False, ("review", "auto-drop is off", "review")),
+]
+
+
+@pytest.mark.parametrize(
+    ("meanwhile", "state", "auto_drop", "expected"), DECISIONS, ids=[d[0] for d in DECISIONS]
+)
+def test_the_check_decides_with_the_overrides_stored_now(
+    meanwhile: str, state: SeriesState, auto_drop: bool, expected: tuple[str, str, str]
+) -> None:
+    assert tr.apply_check(state, result(FOUND_KEEP, FOUND_DROP, auto_drop=auto_drop))
+    patch = state.patch("0002-b.patch")
+    assert patch is not None
+    assert (patch.decision, patch.reason[: len(expected[1])], state.outcome) == expected
+    assert state.patch("0001-a.patch").decision == "keep"  # type: ignore[union-attr]
+
+
+PHASES = [
+    ("running", running(), Phase.IDLE),
+    ("paused meanwhile", running(paused_by="alice", phase=Phase.PAUSED), Phase.PAUSED),
+    ("paused at the start", running(paused_by="alice"), Phase.PAUSED),
+    ("resumed meanwhile", running(paused_by=None, phase=Phase.IDLE), Phase.IDLE),
+]
+
+
+@pytest.mark.parametrize(("case", "state", "phase"), PHASES, ids=[p[0] for p in PHASES])
+def test_a_check_never_unpauses_a_series(case: str, state: SeriesState, phase: Phase) -> None:
+    tr.apply_check(state, result(FOUND_KEEP))
+    assert state.phase == phase
+
+
+def test_a_check_keeps_what_other_writers_own() -> None:
+    row = CiState(runner="gaudi/fixed", state="running", run_id="r1")
+    state = running(paused_by="alice", approvals=[HEAD], ci={row.runner: row}, version="v3")
+    pin(state, pinned=True, upstream_prs=[{"ref": "up#7", "state": "open"}])
+    tr.apply_check(state, result(FOUND_KEEP, FOUND_DROP))
+    patch = state.patch("0002-b.patch")
+    assert patch is not None
+    assert (patch.pinned, patch.upstream_prs) == (True, [{"ref": "up#7", "state": "open"}])
+    assert (state.paused_by, state.approvals, state.ci, state.version) == (
+        "alice",
+        [HEAD],
+        {row.runner: row},
+        "v3",
+    )
+    assert (state.checked_head, state.checked_digest, state.checked_at) == (HEAD, DIGEST, AT)
+
+
+def test_the_check_owns_the_list_of_patches() -> None:
+    state = running()
+    tr.apply_check(state, result(tr.CheckedPatch("0003-c.patch", "applies", "keep", "")))
+    assert [p.name for p in state.patches] == ["0003-c.patch"]
+    assert not state.patches[0].pinned
+
+
+RESUME = [
+    ("pause an idle series", Phase.IDLE, "alice", Phase.PAUSED),
+    ("pause a running series", Phase.RUNNING, "alice", Phase.PAUSED),
+    ("resume a paused series", Phase.PAUSED, None, Phase.IDLE),
+    ("resume while a rebase runs", Phase.RUNNING, None, Phase.RUNNING),
+    ("resume a failed series", Phase.ERROR, None, Phase.ERROR),
+]
+
+
+@pytest.mark.parametrize(("case", "before", "by", "after"), RESUME, ids=[r[0] for r in RESUME])
+def test_pause_and_resume(case: str, before: Phase, by: str | None, after: Phase) -> None:
+    state = SeriesState(id="s", phase=before)
+    assert tr.set_paused(state, by)
+    assert (state.paused_by, state.phase) == (by, after)
+
+
+QUEUE = [(Phase.IDLE, True), (Phase.ERROR, True), (Phase.RUNNING, False), (Phase.PAUSED, False)]
+
+
+@pytest.mark.parametrize(("phase", "queued"), QUEUE)
+def test_only_an_idle_or_failed_series_shows_queued(phase: Phase, queued: bool) -> None:
+    state = SeriesState(id="s", phase=phase)
+    assert tr.queue_check(state) is queued
+    assert state.phase == (Phase.QUEUED if queued else phase)
+
+
+def test_keep_and_drop_replace_each_other_and_name_an_existing_patch() -> None:
+    state = running()
+    assert tr.set_pin(state, "0002-b.patch", keep=False, by="bob")
+    assert tr.set_pin(state, "0002-b.patch", keep=True, by="alice")
+    patch = state.patch("0002-b.patch")
+    assert patch is not None and (patch.pinned, patch.drop_requested_by) == (True, None)
+    assert not tr.set_pin(state, "0009-typo.patch", keep=True, by="alice")
+
+
+def test_waiting_for_import_keeps_the_pins_of_its_patches() -> None:
+    state = pin(running(), pinned=True)
+    assert tr.awaiting_import(state, ["0002-b.patch", "0004-new.patch"], "waiting for import")
+    assert [(p.name, p.status, p.pinned) for p in state.patches] == [
+        ("0002-b.patch", "awaiting-import", True),
+        ("0004-new.patch", "awaiting-import", False),
+    ]
+    assert (state.phase, state.last_event) == (Phase.AWAITING_IMPORT, "waiting for import")
+
+
+FAILURES = [(False, Phase.QUEUED, "none"), (True, Phase.ERROR, "error")]
+
+
+@pytest.mark.parametrize(("final", "phase", "outcome"), FAILURES)
+def test_a_failed_step_is_queued_again_until_its_last_retry(
+    final: bool, phase: Phase, outcome: str
+) -> None:
+    state = SeriesState(id="s", paused_by="alice")
+    tr.step_failed(state, "publish failed", final=final)
+    assert (state.phase, state.outcome, state.error) == (phase, outcome, "publish failed")
+    assert state.paused_by == "alice"
