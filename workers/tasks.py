@@ -17,7 +17,7 @@ from bot.core import transitions as tr
 from bot.core.planner import plan
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
-from bot.github.forge import Forge, ForgeError
+from bot.github.forge import Forge, ForgeError, PermissionUnknown
 from bot.log import correlated
 from bot.metrics import count_event
 from bot.store import series as store
@@ -158,7 +158,14 @@ def check_permission(
     """Looks up the commenter's permission, then lets the planner decide on the command."""
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
-        permission = github_forge(rt).permission(author)
+        try:
+            permission = github_forge(rt).permission(author)
+        except PermissionUnknown as err:  # retrying cannot help: the credentials must change
+            log.warning("%s", err)
+            store.append_history(
+                rt.redis, series_id, "command-not-checked", author=author, pr=number, error=str(err)
+            )
+            return
         event = ev.CommandAuthorized(
             series_id=series_id,
             number=number,

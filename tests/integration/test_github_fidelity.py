@@ -449,3 +449,15 @@ def test_a_commenters_permission_is_looked_up_once_per_minute(
     monkeypatch.setattr(forge_module.PERMISSIONS, "now", lambda: later)
     Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").permission("maintainer")
     assert len([r for r in d.gh.api_requests() if r.operation == PERMISSION_OP]) == 2
+
+
+def test_a_command_whose_author_cannot_be_checked_is_said_so_on_the_dashboard(
+    deploy: Deploy,
+) -> None:
+    d = deploy()
+    d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "read")
+    tasks.check_permission(SERIES, 1, 7, "maintainer", "/carry pause")
+    (entry,) = d.history("command-not-checked")
+    assert entry["data"]["author"] == "maintainer" and "needs push access" in entry["data"]["error"]
+    state = store.load_series(d.rt.redis, SERIES)
+    assert state is None or state.paused_by is None  # nothing was acted on
