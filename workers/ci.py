@@ -404,12 +404,34 @@ def approve(
     append_history(
         client, series_id, "ci-approved", sha=full, by=by, runs=[r.run_id for r in released]
     )
+    return _release(client, celery_app or app, released)
+
+
+def release_for_pusher(
+    client: redis.Redis, series_id: str, sha: str, pusher: str, *, celery_app: Celery | None = None
+) -> list[CiState]:
+    """A trusted pusher of `sha` became known after its runs were planned: the runs of that
+    exact SHA that waited for approval start, as if it had been known all along."""
+    released = [run for run in _waiting_runs(client, series_id) if run.head_sha == sha]
+    if released:
+        append_history(
+            client,
+            series_id,
+            "ci-trusted-pusher",
+            sha=sha,
+            by=pusher,
+            runs=[r.run_id for r in released],
+        )
+    return _release(client, celery_app or app, released)
+
+
+def _release(client: redis.Redis, celery_app: Celery, released: list[_Run]) -> list[CiState]:
     rows: list[CiState] = []
     for run in released:
         with _kind_lock(client, run.kind):
             still = _load_run(client, run.run_id)  # a newer head may have superseded it since
             if still is not None and still.state == "waiting-approval":
-                rows += _plan_and_apply(client, celery_app or app, run.payload, True, 0.0)
+                rows += _plan_and_apply(client, celery_app, run.payload, True, 0.0)
     return rows
 
 

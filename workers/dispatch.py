@@ -15,6 +15,7 @@ from bot.core import transitions as tr
 from bot.core.planner import Action
 from bot.core.state import SeriesState
 from bot.store import series as store
+from workers import ci
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.dispatch")
@@ -70,6 +71,14 @@ def _change(rt: Runtime, action: Action, change: Callable[[SeriesState], bool]) 
     a change that returns False (nothing to do) writes nothing."""
     assert action.series_id
     return store.update_series(rt.redis, action.series_id, change, create={})
+
+
+def _record_pusher(rt: Runtime, action: Action, send: Sender) -> None:
+    args = action.args
+    assert action.series_id
+    recorded = _change(rt, action, lambda s: tr.record_pusher(s, args["head_sha"], args["actor"]))
+    if recorded and args["trusted"]:
+        ci.release_for_pusher(rt.redis, action.series_id, args["head_sha"], args["actor"])
 
 
 def _record_head(rt: Runtime, action: Action, send: Sender) -> None:
@@ -143,6 +152,7 @@ _HANDLERS: dict[str, Callable[[Runtime, Action, Sender], None]] = {
     "note": _note,
     "rebase": _rebase,
     "record_head": _record_head,
+    "record_pusher": _record_pusher,
     "record_base_pr": _record_base_pr,
     "record_upstream_pr": _record_upstream_pr,
     "record_carry_pr": _record_carry_pr,

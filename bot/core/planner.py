@@ -72,12 +72,32 @@ def _note(event: ev.Event, reason: str, series_id: str | None = None) -> Action:
 
 def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.HeadMoved)
+    watching = [s for s in facts.series if s.upstream_repo == event.repo and _watches(s, event.ref)]
     actions = [
-        _on_head(s, event.after, event.ref, event.actor, f"{event.ref} moved to {event.after[:12]}")
-        for s in facts.series
-        if s.upstream_repo == event.repo and _watches(s, event.ref)
+        action
+        for s in watching
+        for action in (
+            _late_pusher(s, event),
+            _on_head(
+                s, event.after, event.ref, event.actor, f"{event.ref} moved to {event.after[:12]}"
+            ),
+        )
+        if action is not None
     ]
     return actions or [_note(event, f"no series watches {event.repo} {event.ref}")]
+
+
+def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
+    """A poll saw this head before its push webhook came: the rebase already runs (its key is
+    taken), so the pusher the webhook names is recorded on its own, and, if trusted, releases
+    the hardware runs that waited for want of a known pusher."""
+    if event.actor is None or event.after != series.head_sha or series.head_actor is not None:
+        return None
+    trusted = event.actor.lower() in {a.lower() for a in series.trusted_authors}
+    args = {"head_sha": event.after, "actor": event.actor, "trusted": trusted}
+    why = f"@{event.actor} pushed {event.after[:12]}, which a poll saw first"
+    key = f"pusher:{series.id}:{event.after}"
+    return Action("record_pusher", key, why, series.id, args)
 
 
 def _watches(series: SeriesFacts, ref: str) -> bool:

@@ -117,6 +117,15 @@ def record_head(
     return True
 
 
+def record_pusher(state: SeriesState, head: str, actor: str) -> bool:
+    """A push webhook names who pushed a head a poll saw first: the head keeps that pusher
+    (never another head's, never replacing one already known)."""
+    if state.head_sha != head or state.head_actor is not None:
+        return False
+    state.head_actor = actor
+    return True
+
+
 def set_paused(state: SeriesState, by: str | None) -> bool:
     """`/carry pause` (by: who) or `/carry resume` (None). Resuming while a job runs leaves
     the phase to that job."""

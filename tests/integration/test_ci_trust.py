@@ -76,3 +76,23 @@ def test_the_head_that_was_checked_keeps_its_own_trusted_pusher(rt: Runtime) -> 
     state.checked_digest = "d" * 64
     store.save_series(rt.redis, state)
     assert request(rt, state) != "waiting-approval"
+
+
+def test_a_trusted_push_webhook_after_a_poll_releases_the_runs_that_waited(rt: Runtime) -> None:
+    """A poll saw OLD first (no pusher), so its tree waited for approval; the maintainer's
+    push webhook for OLD then arrives: its pusher is recorded and the runs start."""
+    from bot.core import events as ev
+    from workers.tasks import handle_event
+
+    state = SeriesState(id="s1", head_sha=OLD, head_ref="refs/heads/main", checked_head=OLD)
+    state.checked_digest = "d" * 64
+    store.save_series(rt.redis, state)
+    assert request(rt, state) == "waiting-approval"
+    pushed = ev.HeadMoved(
+        repo="up/stream", ref="refs/heads/main", before="0" * 40, after=OLD, actor="maintainer"
+    )
+    handle_event(rt, pushed)
+    after = store.load_series(rt.redis, "s1")
+    assert after is not None and after.head_actor == "maintainer"
+    assert after.ci and all(row.state != "waiting-approval" for row in after.ci.values())
+    assert [h["kind"] for h in store.history(rt.redis, "s1") if h["kind"] == "ci-trusted-pusher"]

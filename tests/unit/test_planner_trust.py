@@ -116,3 +116,21 @@ def test_an_approve_for_a_sha_that_matches_no_known_head_approves_nothing() -> N
     actions = plan(authorized("/carry approve deadbeefdead"), facts())
     assert only(actions, "approve") == []
     assert "no upstream head carry knows starts with deadbeefdead" in reply(actions)
+
+
+def pushed(actor: str | None, after: str = OLD) -> ev.HeadMoved:
+    return ev.HeadMoved(
+        repo="up/stream", ref="refs/heads/main", before="0" * 40, after=after, actor=actor
+    )
+
+
+def test_a_push_webhook_after_a_poll_records_the_pusher_the_poll_could_not_know() -> None:
+    polled = facts(head_actor=None)
+    (recorded,) = only(plan(pushed("maintainer"), polled), "record_pusher")
+    assert recorded.args == {"head_sha": OLD, "actor": "maintainer", "trusted": True}
+    (stranger,) = only(plan(pushed("stranger"), polled), "record_pusher")
+    assert stranger.args["trusted"] is False
+    assert only(plan(pushed(None), polled), "record_pusher") == []  # another poll: nobody known
+    assert only(plan(pushed("maintainer", NEW), polled), "record_pusher") == []  # another head
+    known = facts(head_actor="stranger")
+    assert only(plan(pushed("maintainer"), known), "record_pusher") == []  # never replaced
