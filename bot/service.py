@@ -101,6 +101,12 @@ def beat() -> None:
     }
     schedule = cache_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
+    # The first polls run now, not one interval later: an unreachable upstream or a head moved
+    # while carry was down is known at start-up. (A webhook for the same head is the
+    # planner's to deduplicate.)
+    for entry in celery_app.conf.beat_schedule.values():
+        celery_app.send_task(entry["task"])
+    logging.getLogger("carry.beat").info("queued the first polls at start-up")
     celery_app.Beat(schedule=str(schedule), loglevel="INFO", quiet=True).run()
 
 

@@ -55,3 +55,24 @@ def test_an_unreachable_upstream_is_logged_counted_and_needs_attention(
     state = store.load_series(rt.redis, SERIES)
     assert state is not None and state.upstream_error is None
     assert not any(r.startswith("upstream unreachable") for r in state.needs_attention)
+
+
+def test_beat_polls_at_start_up_not_after_a_full_interval(env: CarryEnv) -> None:
+    """The config polls every hour: the first poll of both kinds is queued at start-up, so an
+    unreachable upstream is known within seconds, not after an interval."""
+    import json
+    import time
+
+    import redis
+
+    client = redis.Redis.from_url(env.env["REDIS_URL"])
+    env.spawn(["bot.cli", "beat"], "beat.log")
+    try:
+        deadline = time.monotonic() + 20
+        queued: set[str] = set()
+        while time.monotonic() < deadline and queued != {"carry.poll", "carry.poll_prs"}:
+            queued = {json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)}
+            time.sleep(0.2)
+    finally:
+        env.stop()
+    assert queued == {"carry.poll", "carry.poll_prs"}, (env.root / "beat.log").read_text()
