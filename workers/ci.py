@@ -210,6 +210,8 @@ def request_ci(
     state = ensure_series(client, series_id)
     if actor is None and state.head_sha == tree.upstream_sha:
         actor = state.head_actor
+    if actor is None:
+        actor = state.pushers.get(tree.upstream_sha)
     trusted = not needs_approval(actor, trusted_authors, state.approvals, tree.upstream_sha)
     delay = _default_debounce_s() if debounce_s is None else debounce_s
     rows: list[CiState] = []

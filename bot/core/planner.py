@@ -88,11 +88,11 @@ def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
 
 
 def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
-    """A poll saw this head before its push webhook came: the rebase already runs (its key is
-    taken), so the pusher the webhook names is recorded on its own, and, if trusted, releases
-    the hardware runs that waited for want of a known pusher."""
-    if event.actor is None or event.after != series.head_sha or series.head_actor is not None:
-        return None
+    """A poll saw a head first (the series knows no pusher): the rebase for this head may
+    already be planned under the same key, so the pusher this webhook names is recorded on its
+    own, for its SHA, and, if trusted, releases the hardware runs that waited for one."""
+    if event.actor is None or series.head_actor is not None:
+        return None  # no pusher named, or the series' pushers come with their own events
     trusted = event.actor.lower() in {a.lower() for a in series.trusted_authors}
     args = {"head_sha": event.after, "actor": event.actor, "trusted": trusted}
     why = f"@{event.actor} pushed {event.after[:12]}, which a poll saw first"

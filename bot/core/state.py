@@ -106,6 +106,9 @@ class SeriesState:
     )
     paused_by: str | None = None  # set by `/carry pause`; the config's policy is separate
     approvals: list[str] = field(default_factory=list)  # head SHAs approved for hardware
+    # who pushed each recent head SHA, from push webhooks (a poll knows no pusher): trust
+    # belongs to a SHA and its pusher, whichever event about the SHA came first
+    pushers: dict[str, str] = field(default_factory=dict)
     base_pr_state: str | None = None  # for pull bases: open | merged | closed_unmerged
     updated_at: str = ""
 

@@ -95,7 +95,8 @@ def start_check(state: SeriesState, head: str, ref: str, actor: str | None, now:
     if state.head_sha != head:
         state.head_seen_at = now
     state.phase, state.error = Phase.RUNNING, None
-    state.head_sha, state.head_ref, state.head_actor = head, ref, actor
+    state.head_sha, state.head_ref = head, ref
+    state.head_actor = actor if actor is not None else state.pushers.get(head)
     return True
 
 
@@ -112,18 +113,29 @@ def record_head(
 ) -> bool:
     if state.head_sha != head:
         state.head_seen_at = now
-    state.head_sha, state.head_ref, state.head_actor = head, ref, actor
+    state.head_sha, state.head_ref = head, ref
+    state.head_actor = actor if actor is not None else state.pushers.get(head)
     state.last_event = reason
     return True
 
 
+MAX_PUSHERS = 50  # recent head SHAs whose pusher is remembered
+
+
 def record_pusher(state: SeriesState, head: str, actor: str) -> bool:
-    """A push webhook names who pushed a head a poll saw first: the head keeps that pusher
-    (never another head's, never replacing one already known)."""
-    if state.head_sha != head or state.head_actor is not None:
-        return False
-    state.head_actor = actor
-    return True
+    """A push webhook names who pushed `head`: remembered for that SHA (a check that starts
+    from a poll's event takes it), and the current head takes it when none was known. A known
+    pusher is never replaced, and never given to another SHA."""
+    changed = False
+    if head not in state.pushers:
+        state.pushers[head] = actor
+        for old in list(state.pushers)[:-MAX_PUSHERS]:
+            del state.pushers[old]
+        changed = True
+    if state.head_sha == head and state.head_actor is None:
+        state.head_actor = state.pushers[head]
+        changed = True
+    return changed
 
 
 def set_paused(state: SeriesState, by: str | None) -> bool:

@@ -103,10 +103,16 @@ def test_demo_plays_the_whole_storyline(demo: DemoRun) -> None:
     assert "Storyline complete" in demo.output
     before, moved, merged = demo.heads()
 
-    # 1. The PR head moved, and carry heard of it through the webhook.
+    # 1. The PR head moved, and carry heard of it through the webhook. The poll beat queues at
+    # start-up may have planned the same rebase first; the webhook's plan is then skipped as
+    # already done, under the same key.
     assert "pull_request webhook (synchronize): HTTP 202" in demo.output
-    reasons = [e["data"]["reason"] for e in demo.history("rebase")]
-    assert f"refs/pull/1/head moved to {moved}" in reasons
+    planned = [e["data"] for e in demo.history("rebase") if e["data"]["head_sha"].startswith(moved)]
+    assert planned, demo.history("rebase")
+    heard = [r["reason"] for r in planned] + [
+        "skipped" for e in demo.history("skipped") if e["data"]["key"] == planned[0]["key"]
+    ]
+    assert f"refs/pull/1/head moved to {moved}" in heard or "skipped" in heard
 
     # 2. carry rebased the series on the new head.
     rebased = [e["data"] for e in demo.history("rebased")]
