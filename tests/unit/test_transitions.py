@@ -153,3 +153,20 @@ def test_a_failed_step_is_queued_again_until_its_last_retry(
     tr.step_failed(state, "publish failed", final=final)
     assert (state.phase, state.outcome, state.error) == (phase, outcome, "publish failed")
     assert state.paused_by == "alice"
+
+
+def test_a_pusher_belongs_to_its_sha_whichever_event_came_first() -> None:
+    head, other = "a" * 40, "b" * 40
+    polled = SeriesState(id="s", head_sha=other)  # a poll saw `other`; nobody known for it
+    assert tr.record_pusher(polled, head, "maintainer")  # the webhook for `head` came first
+    assert polled.head_actor is None  # never given to another SHA
+    tr.start_check(polled, head, "refs/heads/main", None, "now")  # the poll's check of `head`
+    assert polled.head_actor == "maintainer"
+    assert not tr.record_pusher(polled, head, "stranger")  # a known pusher is never replaced
+    assert polled.pushers == {head: "maintainer"}
+    late = SeriesState(id="s", head_sha=head)  # the check started before the webhook came
+    assert tr.record_pusher(late, head, "maintainer") and late.head_actor == "maintainer"
+    many = SeriesState(id="s")
+    for n in range(tr.MAX_PUSHERS + 5):
+        tr.record_pusher(many, f"{n:040x}", "maintainer")
+    assert len(many.pushers) == tr.MAX_PUSHERS and f"{0:040x}" not in many.pushers
