@@ -838,7 +838,12 @@ def test_a_full_budget_defers_a_run_until_one_finishes(
     assert finished(client, first.run_id)["state"] == "success"
     # s2 asks for the same tree, so once released it finds the result instead of rerunning.
     assert finished(client, second.run_id)["state"] == "reused"
-    assert load_series(client, "s2").ci["gaudi/fixed"].state == "reused"
+    # finished() waits for SERIES' rows; s2's row is published just after the run ends too.
+    wait_for(
+        lambda: load_series(client, "s2").ci["gaudi/fixed"].state == "reused" or None,
+        "s2's CI row to show the reused result",
+        10,
+    )
     released = [e["data"]["reason"] for e in history(client, "s2") if e["kind"] == "ci-enqueue"]
     assert released == ["budget freed"]
 
