@@ -716,6 +716,11 @@ class Settings(BaseSettings):
         default=6 * 3600, validation_alias="CARRY_VISIBILITY_TIMEOUT_S"
     )
     lock_ttl_s: PositiveInt = Field(default=600, validation_alias="CARRY_LOCK_TTL_S")
+    # One slow series must not hold the others behind it: a rebase past this is stopped and
+    # shown as timed out (hard limit: a minute more).
+    rebase_time_limit_s: PositiveInt = Field(
+        default=900, validation_alias="CARRY_REBASE_TIME_LIMIT_S"
+    )
     busy_retry_s: Seconds = Field(default=2.0, validation_alias="CARRY_BUSY_RETRY_S")
     ci_debounce_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
         default=30.0, validation_alias="CARRY_CI_DEBOUNCE_S"

@@ -66,6 +66,10 @@ def worker(queues: str = "carry", concurrency: int = 1) -> None:
 
     _json_logs()
     _check_config()
+    from workers.tasks import rebase
+
+    rebase.soft_time_limit = settings().rebase_time_limit_s
+    rebase.time_limit = rebase.soft_time_limit + 60
     celery_app.worker_main(
         [
             "--quiet",  # no banner: every line on stderr is a JSON log line

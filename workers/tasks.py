@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_ready
 
 from bot.core import events as ev
@@ -79,6 +80,9 @@ def rebase(
             except (MirrorError, GitError) as err:
                 _visible_failure(rt, self, series_id, f"rebase on {head_sha[:12]}", err, limit=5)
                 return
+            except SoftTimeLimitExceeded:
+                _timed_out(rt, series_id, head_sha, rt.settings.rebase_time_limit_s)
+                return
         if finished is not None:
             handle_event(rt, finished)
 
@@ -93,6 +97,25 @@ def publish_task(
             publish.publish(rt, series_id, head_sha, digest, changed, tree)
         except (ForgeError, GitError, MirrorError) as err:
             _visible_failure(rt, self, series_id, "publish", err)
+
+
+def _timed_out(rt: Runtime, series_id: str, head_sha: str, limit_s: int) -> None:
+    """A rebase stopped at its time limit: shown as the series' error, not retried (it would
+    time out again); the other series' rebases went on meanwhile."""
+    message = (
+        f"rebase on {head_sha[:12]} timed out after {limit_s} s (CARRY_REBASE_TIME_LIMIT_S); "
+        "the series is too big or its upstream too slow for the limit"
+    )
+    log.warning("%s: %s", series_id, message)
+    store.update_series(
+        rt.redis,
+        series_id,
+        lambda state: tr.step_failed(state, message, final=True),
+        create={},
+        also=lambda pipe: store.queue_history(
+            pipe, series_id, "rebase-timed-out", head=head_sha, limit_s=limit_s, error=message
+        ),
+    )
 
 
 def _visible_failure(

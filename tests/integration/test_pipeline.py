@@ -155,3 +155,19 @@ def test_series_edited_by_hand_is_reread_not_resurrected(carry):
     assert [p.name for p in second.patches] == new_names
     assert "compute(20" in (carry.downstream / "patches" / SERIES / new_names[0]).read_text()
     assert second.checked_digest != first.checked_digest
+
+
+def test_a_rebase_past_its_time_limit_is_stopped_and_shown_as_timed_out(carry, tmp_path):
+    """One slow series must not hold the others behind it: `carry worker` stops a rebase at
+    CARRY_REBASE_TIME_LIMIT_S and the series says so, instead of running on."""
+    carry.extra_env["CARRY_REBASE_TIME_LIMIT_S"] = "1"
+    url = carry.start_web()
+    shim = slow_git_shim(tmp_path / "shim", tmp_path / "in-engine")  # each check waits 3 s
+    carry.start_carry_worker("slow", path_prefix=str(shim))
+    before, after = move_upstream(carry, 1)
+    assert carry.deliver(url, "push", carry.push_payload(after, before)).status_code == 202
+    (entry,) = wait_for(lambda: carry.history("rebase-timed-out"), 60, "the rebase to time out")
+    assert entry["data"]["limit_s"] == 1 and entry["data"]["head"] == after
+    state = carry.state()
+    assert state is not None and state.phase == "error" and "timed out after 1 s" in state.error
+    assert carry.history("rebased") == []

@@ -198,9 +198,13 @@ class CarryEnv:
         self.wait_logged(proc, log_path, b"ready")
         return proc
 
-    def start_carry_worker(self, name: str = "worker") -> Path:
+    def start_carry_worker(self, name: str = "worker", *, path_prefix: str | None = None) -> Path:
         """`carry --log-level INFO worker` (what docker-compose runs); returns its log file."""
-        proc, log_path = self.spawn(["bot.cli", "--log-level", "INFO", "worker"], f"{name}.log")
+        env = self.env
+        if path_prefix:
+            env["PATH"] = f"{path_prefix}:{env['PATH']}"
+        argv = ["bot.cli", "--log-level", "INFO", "worker"]
+        proc, log_path = self.spawn(argv, f"{name}.log", env=env)
         self.wait_logged(proc, log_path, b"ready.")
         return log_path
 
