@@ -423,6 +423,14 @@ class Engine:
             return anchor, True
         return self.git.run("merge-base", anchor, head, check=False).text, False
 
+    def touching(self, rev_range: str, paths: list[str]) -> list[str] | None:
+        """Every commit of a linear `fork..head` range touching `paths`, newest first, from the
+        touch index; None when the index does not know the range."""
+        if not self.in_process:
+            return None
+        fork, _, head = rev_range.partition("..")
+        return self.touches.touching_range(fork, head, frozenset(paths))
+
     def _range_commits(
         self, fork: str, head: str, paths: tuple[str, ...]
     ) -> list[history.UpstreamCommit] | None:
@@ -915,7 +923,9 @@ class _PatchCheck:
         timelines = {}
         if self.range and traced:
             paths = list(dict.fromkeys(f.old_path or f.path for f, _ in traced))
-            timelines = history.file_histories(self.git, self.range, paths)
+            timelines = history.file_histories(
+                self.git, self.range, paths, self.ctx.engine.touching(self.range, paths)
+            )
         details = []
         for presence in problem:
             entry: dict[str, Any] = presence.as_dict()

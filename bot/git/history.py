@@ -270,20 +270,26 @@ def _removed(diff: bytes) -> list[str]:
     return [n for line in lines if not line.startswith(b"--") and (n := normalize(line))]
 
 
-def file_histories(git: Git, rev_range: str, paths: list[str]) -> dict[str, list[CommitHunks]]:
+def file_histories(
+    git: Git, rev_range: str, paths: list[str], touching: list[str] | None = None
+) -> dict[str, list[CommitHunks]]:
     """Per path, the oldest-first commits touching it in range with their zero-context hunks,
-    read in one walk of the range (one walk per path took minutes on a big, distant patch)."""
+    read in one walk of the range (one walk per path took minutes on a big, distant patch).
+    `touching` (newest first: every commit of the range that touches the paths, as the touch
+    index knows them) spares git the walk."""
     if not paths:
         return {}
+    if touching == []:
+        return {path: [] for path in paths}
+    walk = ["--reverse", rev_range] if touching is None else ["--no-walk=unsorted", *touching[::-1]]
     out = git.run(
         "log",
-        "--reverse",
         "--no-merges",
         "-U0",
         "-p",
         "--format=%x1e%H%x1f%s",
         "--no-renames",
-        rev_range,
+        *walk,
         "--",
         *paths,
     ).stdout

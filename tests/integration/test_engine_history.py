@@ -195,3 +195,25 @@ def test_without_a_base_the_reason_says_the_heads_history_had_no_match(up, tmp_p
     p = only(check(up, "main", [PatchInput("removal.diff", removal)], tmp_path))
     assert p.decision == Decision.REVIEW
     assert "no patch-id match" in signals(p)["history"]["detail"]
+
+
+def test_conflict_blame_from_the_touch_index_equals_a_walk_of_the_range(up, tmp_path):
+    """The touch index's commits spare git the walk of a long range; the answer is the same."""
+    from bot.git import history
+    from bot.git.engine import Engine
+    from bot.git.mirror import Mirror
+
+    base = up.head("main")
+    for n in range(6):
+        up.commit(f"edit {n}", {"mod.py": BODY.replace(f"compute({n + 2})", f"c({n})")})
+        up.commit(f"other {n}", {"other.py": f"alpha = {n}\n"})
+    mirror = Mirror(str(up.path), tmp_path / "cache")
+    head = mirror.resolve("main").sha
+    engine = Engine(mirror)
+    engine.touches.refresh()
+    rev_range, paths = f"{base}..{head}", ["mod.py", "other.py"]
+    touching = engine.touching(rev_range, paths)
+    assert touching is not None and len(touching) == 12
+    walked = history.file_histories(engine.git, rev_range, paths)
+    assert history.file_histories(engine.git, rev_range, paths, touching) == walked
+    assert [len(walked[p]) for p in paths] == [6, 6]
