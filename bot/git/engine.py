@@ -130,6 +130,15 @@ class _Chain:
         blob = self.engine.read_object(entry[1]) if entry and entry[0] in FILE_MODES else None
         return blob.content if blob is not None and blob.kind == "blob" else None
 
+    def has(self, path: str) -> bool:
+        """Whether anything (a file, a link, a directory) is at `path`, without reading it."""
+        if path in self._files:
+            return self._files[path] is not None
+        try:
+            return self.engine.trees.lookup(self._real_tree, path) is not None
+        except (TreeShapeChanged, OSError):
+            return True  # git decides
+
     def push_files(self, name: str, meta: PatchMeta, changes: dict[str, bytes | None]) -> None:
         self.steps.append(_Step(name, meta, changes))
         self._files.update(changes)
@@ -508,7 +517,7 @@ class _Context:
                 return False
 
         edited = [f.old_path for f in parsed.files if f.old_path and f.hunks and not f.binary]
-        missing = [path for path in edited if chain.read(path) is None and not exists(path)]
+        missing = [path for path in edited if not chain.has(path) and not exists(path)]
         found = (history.renamed_to(self.engine.git, self.head, path, exists) for path in missing)
         return [rename for rename in found if rename is not None]
 
