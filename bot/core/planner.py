@@ -224,7 +224,9 @@ def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
             f"Sorry @{event.author}, carry takes commands only from people with write access "
             f"to this repository (your permission: {event.permission or 'none'})."
         )
-        return [_reply(series, event, text, f"{base_key}:refused", "commenter lacks write access")]
+        # One refusal per person and PR: a stranger's twenty comments get one answer, not twenty.
+        once = f"refused:{series.id}:{event.number}:{event.author.lower()}"
+        return [_reply(series, event, text, once, "commenter lacks write access")]
     actions: list[Action] = []
     lines: list[str] = []
     for index, command in enumerate(parse_commands(event.body)):

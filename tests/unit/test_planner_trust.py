@@ -135,3 +135,24 @@ def test_a_push_webhook_after_a_poll_records_the_pusher_the_poll_could_not_know(
     assert newer.args["head_sha"] == NEW
     known = facts(head_actor="stranger")
     assert only(plan(pushed("maintainer"), known), "record_pusher") == []  # never replaced
+
+
+def test_a_stranger_is_refused_once_per_pr_not_once_per_comment() -> None:
+    """Twenty comments of someone without write access got twenty refusals; the refusal's
+    key is now the person and the PR, so carry_out answers the first and skips the rest."""
+
+    def stranger(comment_id: int, author: str = "Stranger") -> ev.CommandAuthorized:
+        return ev.CommandAuthorized(
+            series_id="s1",
+            number=7,
+            comment_id=comment_id,
+            author=author,
+            permission="read",
+            body="/carry rebase",
+        )
+
+    keys = {a.key for n in range(20) for a in only(plan(stranger(n), facts()), "reply")}
+    assert len(keys) == 1
+    (other,) = only(plan(stranger(99, "someone-else"), facts()), "reply")
+    assert other.key not in keys
+    assert only(plan(stranger(5, "stranger"), facts()), "reply")[0].key in keys  # same login
