@@ -25,6 +25,7 @@ from bot.github.forge import Forge, ForgeError
 from bot.metrics import observe_rebase
 from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
+from workers import downstream as downstream_repo
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.rebase")
@@ -210,9 +211,22 @@ def _check(
         for name, p in ((p.name, p) for p in state.patches)
         if p.upstream_prs
     }
-    paths = {p.name: str(p) for p in loaded.patch_paths}
+    # The reproduce commands take the patches from a clone of the downstream repository, by
+    # their paths in it: the worker's own paths mean nothing on a maintainer's laptop.
+    root = rt.downstream_dir.resolve()
+    paths = {p.name: p.resolve().relative_to(root).as_posix() for p in loaded.patch_paths}
+    local = rt.settings.downstream_dir is not None  # a checkout of its own: clone it as is
+    url = str(root) if local else downstream_repo.url(rt.settings, rt.config)
+    source = (url, rt.config.downstream.branch)
     with engine_lock:
-        return engine.check(head_sha, patches, base=loaded.base, links=links, patch_paths=paths)
+        return engine.check(
+            head_sha,
+            patches,
+            base=loaded.base,
+            links=links,
+            patch_paths=paths,
+            downstream=source,
+        )
 
 
 _ENGINES: dict[tuple[str, str], tuple[Engine, threading.Lock]] = {}

@@ -124,12 +124,25 @@ def same_hunks(a: PatchFile, b: PatchFile) -> bool:
 
 
 def reproduce_commands(
-    repo: str, head: str, head_ref: str | None, patch_paths: list[str]
+    repo: str,
+    head: str,
+    head_ref: str | None,
+    patch_paths: list[str],
+    downstream: tuple[str, str] | None = None,
 ) -> list[str]:
-    """Exact commands that reproduce the apply of patches 1..N by hand."""
+    """Exact commands that reproduce the apply of patches 1..N by hand. With `downstream`
+    (clone URL, branch) the patches are taken from a clone of the downstream repository, by
+    their paths in it, so the commands work on any machine."""
     import shlex
 
-    commands = [f"git clone {shlex.quote(repo)} carry-repro", "cd carry-repro"]
+    commands = []
+    if downstream is not None:
+        url, branch = downstream
+        commands.append(
+            f"git clone --depth 1 -b {shlex.quote(branch)} {shlex.quote(url)} carry-downstream"
+        )
+        patch_paths = [f"../carry-downstream/{path}" for path in patch_paths]
+    commands += [f"git clone {shlex.quote(repo)} carry-repro", "cd carry-repro"]
     if head_ref and head_ref.startswith("refs/pull/"):
         commands.append(f"git fetch origin {shlex.quote(head_ref)}")
     commands.append(f"git checkout --detach {head}")

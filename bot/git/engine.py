@@ -287,10 +287,12 @@ class Engine:
         base: str | None = None,
         links: dict[str, list[LinkedPr]] | None = None,
         patch_paths: dict[str, str] | None = None,
+        downstream: tuple[str, str] | None = None,
         commit_result: bool = False,
     ) -> SeriesReport:
         """Classifies `patches` on `head_rev`. `commit_result` also writes the resulting commit
-        chain (for pushing); `patch_paths` maps names to paths for the reproduce commands."""
+        chain (for pushing); `patch_paths` maps names to paths for the reproduce commands,
+        paths in the `downstream` repository (clone URL, branch) when it is given."""
         started = time.perf_counter()
         self._follow_mirror()
         head = self._resolve(head_rev)
@@ -300,7 +302,9 @@ class Engine:
         histories = self._histories(head.sha, base, patches, parsed)
         chain = _Chain(self, self.tree_of(head.sha), head.sha)
         applier = TreeApplier(self.git)
-        context = _Context(self, applier, head.sha, head.ref, links or {}, patch_paths or {})
+        context = _Context(
+            self, applier, head.sha, head.ref, links or {}, patch_paths or {}, downstream
+        )
         try:
             reports = [
                 context.check(item, result, chain, histories.get(i))
@@ -477,6 +481,7 @@ class _Context:
     head_ref: str | None
     links: dict[str, list[LinkedPr]]
     patch_paths: dict[str, str]
+    downstream: tuple[str, str] | None = None
 
     def check(
         self,
@@ -501,6 +506,7 @@ class _Context:
                     self.head,
                     self.head_ref,
                     [self.patch_paths.get(n, n) for n in names],
+                    self.downstream,
                 ),
             }
         return report
