@@ -53,6 +53,9 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
   retry_after=None, reset_in=60, scope="api") -> Fault`` with kinds server_error,
   too_many_requests, primary_rate_limit, secondary_rate_limit, disconnect. A faulted request
   is answered before authentication, rate counting or any state change. ``clear_faults()``.
+  ``secondary_limit(*, next_n_writes=1, retry_after_s=None, status=403, path=None) -> Fault``:
+  GitHub's secondary limit on the next writes (any method but GET/HEAD), ``Retry-After`` only
+  when given.
 * Log and limits: ``requests`` / ``api_requests(method=None, path=None)`` (``RecordedRequest``:
   method, path, query, headers, body, json, status, operation, fault, response_json,
   response_headers); ``clear_requests()``; ``rate_limit(...)``/``set_rate_limit(*, token=None,

@@ -457,6 +457,30 @@ class GitHubEmulator:
             Fault(kind, times, method, path, status, retry_after, reset_in, scope)
         )
 
+    def secondary_limit(
+        self,
+        *,
+        next_n_writes: int = 1,
+        retry_after_s: int | None = None,
+        status: int = 403,
+        path: str | None = None,
+    ) -> Fault:
+        """GitHub's secondary rate limit on content creation, for the next `next_n_writes` REST
+        writes (any method but GET/HEAD): 403 (or `status=429`) "You have exceeded a secondary
+        rate limit...", with `Retry-After: retry_after_s` when given (GitHub sends it on some
+        refusals, not all). The refused writes have no effect, as on GitHub."""
+        if status not in (403, 429):
+            raise ValueError("GitHub answers a secondary rate limit with 403 or 429")
+        fault = Fault(
+            "secondary_rate_limit",
+            next_n_writes,
+            path=path,
+            status=status,
+            retry_after=retry_after_s,
+            writes_only=True,
+        )
+        return self.faults.add(fault)
+
     def clear_faults(self) -> None:
         self.faults.clear()
 

@@ -14,7 +14,12 @@ FAULT_KINDS = (
     "secondary_rate_limit",  # 403 "You have exceeded a secondary rate limit ..." (+ Retry-After)
     "disconnect",  # the connection is closed without any response
 )
+WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 RATE_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+# GitHub's words for a secondary limit, as in real 403 answers (the text PyGithub's
+# Requester.isSecondaryRateLimitError recognizes); GitHub's docs (RATE_DOCS, "Handle rate limit
+# errors appropriately") say such an answer may carry `Retry-After`, and that a client must
+# otherwise wait at least a minute before trying again.
 SECONDARY_MESSAGE = (
     "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. "
     "If you reach out to GitHub Support for help, please include the request ID {request_id}."
@@ -31,6 +36,7 @@ class Fault:
     retry_after: int | None = None
     reset_in: int = 60  # seconds until x-ratelimit-reset for primary_rate_limit
     scope: str = "api"  # "api", "git" or "any"
+    writes_only: bool = False  # match any write method (POST, PATCH, PUT, DELETE), no read
     hits: list[int] = field(default_factory=list)  # sequence numbers of the failed requests
 
     @property
@@ -41,6 +47,8 @@ class Fault:
         if self.remaining <= 0 or (self.scope != "any" and self.scope != kind):
             return False
         if self.method is not None and self.method.upper() != method.upper():
+            return False
+        if self.writes_only and method.upper() not in WRITE_METHODS:
             return False
         return self.path is None or fnmatchcase(path, self.path)
 

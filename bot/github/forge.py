@@ -1,9 +1,12 @@
 """PyGithub behind a small port: the only module that talks to the GitHub REST API.
 
 Works as a GitHub App (installation tokens) or with a token, against github.com or an
-Enterprise server (`base_url`). Only idempotent requests are retried: PyGithub's default also
-retries POST, which can open the same pull request twice. Every text sent is cut to GitHub's size
-limits (with a note saying so), since GitHub refuses longer ones outright.
+Enterprise server (`base_url`). Only idempotent requests are retried on any failure: PyGithub's
+default also retries POST, which can open the same pull request twice. Writes are sent again only
+after a rate-limit refusal, which GitHub answers before doing anything. No rate-limit wait is
+longer than MAX_WAIT_S: a longer one is a RateLimited error saying when to retry, so that a worker
+is not blocked for up to an hour. Every text sent is cut to GitHub's size limits (with a note
+saying so), since GitHub refuses longer ones outright.
 """
 
 from __future__ import annotations
@@ -14,14 +17,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlparse
 
 import requests
 from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
+from github.GithubException import RateLimitExceededExceedsMaxWait
 from github.PaginatedList import PaginatedList
 from github.PullRequest import PullRequest
 from github.Repository import Repository
+from github.Requester import Requester
+from urllib3 import Retry
+from urllib3.response import BaseHTTPResponse, HTTPResponse
 
 from bot.config import ConfigError, Settings
 from bot.core.render import GITHUB_MAX_CHECK_OUTPUT_BYTES, fit_for_github
@@ -33,10 +41,24 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 TOKEN_MARGIN_S = 300.0  # a cached installation token is replaced 5 minutes before it expires
 FRESH_TOKEN_S = 5.0  # a 401 on a token this young is GitHub's replication lag, not a refusal
 WARMUP_WAIT_S = 1.0  # how long to wait before the one retry of such a 401
+MAX_WAIT_S = 120.0  # the longest rate-limit wait carry sits out; beyond it, RateLimited
+NO_RETRY_AFTER_WAIT_S = 60.0  # GitHub's docs: without Retry-After, wait at least a minute
+WRITE_RETRIES = 2  # how often a write refused by a rate limit is sent again
+
+# Every wait of this module goes through here, so that tests can record it instead of sleeping.
+sleep: Callable[[float], None] = time.sleep
 
 
 class ForgeError(RuntimeError):
     """A GitHub call failed; the message carries GitHub's status and answer."""
+
+
+class RateLimited(ForgeError):
+    """GitHub's rate limit refused a call for longer than carry waits in a worker."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class DraftsNotSupported(ForgeError):
@@ -56,10 +78,92 @@ class PullInfo:
     merged: bool
 
 
+class CappedRetry(GithubRetry):
+    """PyGithub's retry (5xx, 429 with Retry-After and rate-limit 403s, for idempotent methods)
+    with no wait over MAX_WAIT_S, and its waits through this module's `sleep`. PyGithub's own
+    cap (max_rate_limit_wait) covers the reset of a primary limit and the wait for a secondary
+    one; a Retry-After over the cap is refused here, as urllib3 would sleep it out."""
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: HTTPResponse | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Retry:
+        if response is not None and response.status in (403, 429):
+            wait = _retry_after(response.headers.get("Retry-After"))
+            if wait is not None and wait > MAX_WAIT_S:
+                raise RateLimitExceededExceedsMaxWait(
+                    response.status, None, dict(response.headers), wait=wait
+                )
+        return super().increment(method, url, response, *args, **kwargs)
+
+    def sleep(self, response: BaseHTTPResponse | None = None) -> None:
+        if self.respect_retry_after_header and response is not None:
+            retry_after = self.get_retry_after(response)
+            if retry_after:
+                sleep(retry_after)
+                return
+        backoff = self.get_backoff_time()
+        if backoff > 0:
+            sleep(backoff)
+
+
 def _retry() -> GithubRetry:
-    # 5xx, 429 with Retry-After and rate-limit 403s are retried for idempotent methods only.
-    return GithubRetry(
-        total=5, backoff_factor=0.5, allowed_methods=IDEMPOTENT, secondary_rate_wait=60
+    return CappedRetry(
+        total=5,
+        backoff_factor=0.5,
+        allowed_methods=IDEMPOTENT,
+        secondary_rate_wait=NO_RETRY_AFTER_WAIT_S,
+        max_rate_limit_wait=MAX_WAIT_S,
+    )
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (GitHub sends whole seconds)."""
+    if value is None or not value.strip().isdigit():
+        return None
+    return float(value.strip())
+
+
+def _header(err: GithubException, name: str) -> str | None:
+    for key, value in (err.headers or {}).items():
+        if key.lower() == name:
+            return str(value)
+    return None
+
+
+def _message(err: GithubException) -> str:
+    data = err.data
+    return str(data.get("message", "")) if isinstance(data, dict) else str(data or "")
+
+
+def rate_limit_wait(err: GithubException) -> float | None:
+    """How long GitHub asks to wait before sending a refused request again (its docs, "Handle
+    rate limit errors appropriately"): Retry-After; else until X-RateLimit-Reset when no calls
+    remain; else at least a minute. None when the refusal is not a rate limit."""
+    retry_after = _retry_after(_header(err, "retry-after"))
+    is_limit = err.status == 429 or (
+        err.status == 403 and (retry_after is not None or Requester.isRateLimitError(_message(err)))
+    )
+    if not is_limit:
+        return None
+    if retry_after is not None:
+        return retry_after
+    reset = _header(err, "x-ratelimit-reset")
+    if _header(err, "x-ratelimit-remaining") == "0" and reset is not None and reset.isdigit():
+        return max(float(reset) - time.time(), 0.0) + 1  # +1: when in that second is unknown
+    return NO_RETRY_AFTER_WAIT_S
+
+
+def _too_long(what: str, wait: float) -> RateLimited:
+    when = datetime.fromtimestamp(time.time() + wait, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return RateLimited(
+        f"GitHub: {what} was refused by a rate limit for {wait:.0f} s (carry waits at most "
+        f"{MAX_WAIT_S:.0f} s); retry after {when}",
+        wait,
     )
 
 
@@ -203,13 +307,50 @@ class Forge:
         """Runs one PyGithub call; lists are read in full here, so every failure (GitHub's
         answer, or a connection that died after the retries) becomes a ForgeError."""
         try:
-            result = self._attempt(fn, *args, **kwargs)
+            result = self._limited(what, fn, *args, **kwargs)
+        except RateLimitExceededExceedsMaxWait as err:
+            raise _too_long(what, err.wait or MAX_WAIT_S) from err
         except GithubException as err:
             raise ForgeError(f"GitHub: {what} failed ({err.status}): {err.data}") from err
         except requests.RequestException as err:
             raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
         record_rate_limit(self.rate_remaining)
         return result
+
+    def _limited(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Sends a call again after a rate-limit refusal, waiting as GitHub asks. PyGithub has
+        already done so for reads (but for a 429 without Retry-After), so what arrives here is
+        mostly a write (POST, PATCH). Sending it again is safe, pull requests and comments
+        included: GitHub answers 403/429 for a rate limit before acting, so the refused write
+        did not happen, and no other failure of a write is sent again."""
+        retries = 0
+        while True:
+            try:
+                return self._attempt(fn, *args, **kwargs)
+            except RateLimitExceededExceedsMaxWait:
+                raise
+            except GithubException as err:
+                wait = self._wait_for_limit(what, err, retries)
+            log.warning("GitHub: %s hit a rate limit; retrying in %gs", what, wait)
+            sleep(wait)
+            retries += 1
+
+    @staticmethod
+    def _wait_for_limit(what: str, err: GithubException, retries: int) -> float:
+        """How long to wait before sending a refused call again; raises `err` when it was
+        not refused by a rate limit, RateLimited when the wait is too long or no retry is left."""
+        wait = rate_limit_wait(err)
+        if wait is None:
+            raise err
+        if wait > MAX_WAIT_S:
+            raise _too_long(what, wait) from err
+        if retries >= WRITE_RETRIES:
+            raise RateLimited(
+                f"GitHub: {what} still refused by a rate limit after {retries} retries "
+                f"({err.status}); retry after {wait:.0f} s",
+                wait,
+            ) from err
+        return wait
 
     def _attempt(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -230,7 +371,7 @@ class Forge:
             TOKENS.forget(auth.key, auth.current.value)
             return False
         log.info("a new installation token got 401; trying again in %gs", WARMUP_WAIT_S)
-        time.sleep(WARMUP_WAIT_S)
+        sleep(WARMUP_WAIT_S)
         return True
 
     def find_open_pull(self, branch: str) -> PullInfo | None:
@@ -372,9 +513,12 @@ class Forge:
         headers = {"If-None-Match": etag} if etag else None
 
         def get() -> tuple[int, dict[str, Any], str]:
-            return self.github.requester.requestJson(
-                "GET", f"/repos/{repo}/pulls/{number}", headers=headers
-            )
+            try:
+                return self.github.requester.requestJson(
+                    "GET", f"/repos/{repo}/pulls/{number}", headers=headers
+                )
+            except RateLimitExceededExceedsMaxWait as err:
+                raise _too_long(f"get {repo}#{number}", err.wait or MAX_WAIT_S) from err
 
         status, answer_headers, body = get()
         if status == 401 and self._wait_for_new_token():

@@ -461,3 +461,94 @@ def test_a_command_whose_author_cannot_be_checked_is_said_so_on_the_dashboard(
     assert entry["data"]["author"] == "maintainer" and "needs push access" in entry["data"]["error"]
     state = store.load_series(d.rt.redis, SERIES)
     assert state is None or state.paused_by is None  # nothing was acted on
+
+
+# -- 3. rate limits on writes -------------------------------------------------------------------
+# GitHub's docs ("Rate limits for the REST API", "Handle rate limit errors appropriately"): with
+# `Retry-After`, do not retry before that many seconds; without it, wait at least a minute. A
+# secondary limit refuses the write before it happens, so carry may send it again.
+
+
+@pytest.fixture
+def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits carry's GitHub port asks for, recorded instead of slept."""
+    asked: list[float] = []
+    monkeypatch.setattr(forge_module, "sleep", asked.append)
+    return asked
+
+
+def _comment_posts(d: Deployment, number: int) -> list[int | None]:
+    path = f"/repos/{DOWN_OWNER}/{DOWN_NAME}/issues/{number}/comments"
+    return [r.status for r in d.gh.api_requests("POST", path)]
+
+
+def test_a_comment_refused_by_a_secondary_limit_is_sent_again_after_retry_after(
+    deploy: Deploy, waits: list[float]
+) -> None:
+    d = deploy()
+    number = pr(d.propose(MOVED, "Add a header")).number
+    d.gh.secondary_limit(next_n_writes=1, retry_after_s=1)
+    Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").comment(number, "rebased")
+    assert waits == [1]
+    assert _comment_posts(d, number) == [403, 201]
+    assert [c["body"] for c in d.gh.comments(DOWN_OWNER, DOWN_NAME, number)] == ["rebased"]
+
+
+def test_without_retry_after_a_refused_write_waits_a_minute(
+    deploy: Deploy, waits: list[float]
+) -> None:
+    d = deploy()
+    number = pr(d.propose(MOVED, "Add a header")).number
+    d.gh.secondary_limit(next_n_writes=1, status=429)
+    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    forge.update_pull(number, "carry: new title", "new body")
+    assert waits == [60]
+    assert d.pull()["title"] == "carry: new title"
+    patches = d.gh.api_requests("PATCH", f"/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls/{number}")
+    assert [r.status for r in patches] == [429, 200]
+
+
+def test_a_limit_longer_than_carry_waits_is_a_forge_error_that_says_when_to_retry(
+    deploy: Deploy, waits: list[float]
+) -> None:
+    d = deploy()
+    number = pr(d.propose(MOVED, "Add a header")).number
+    d.gh.secondary_limit(next_n_writes=1, retry_after_s=600)
+    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    with pytest.raises(ForgeError, match=r"comment .*rate limit.* 600 s .*retry after") as raised:
+        forge.comment(number, "rebased")
+    assert isinstance(raised.value, forge_module.RateLimited)
+    assert raised.value.retry_after_s == 600
+    assert waits == [] and _comment_posts(d, number) == [403]
+    assert d.gh.comments(DOWN_OWNER, DOWN_NAME, number) == []
+
+
+def test_a_write_still_refused_after_the_retries_is_a_forge_error(
+    deploy: Deploy, waits: list[float]
+) -> None:
+    d = deploy()
+    number = pr(d.propose(MOVED, "Add a header")).number
+    d.gh.secondary_limit(next_n_writes=10, retry_after_s=2)
+    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    with pytest.raises(forge_module.RateLimited, match="still refused"):
+        forge.comment(number, "rebased")
+    assert waits == [2] * forge_module.WRITE_RETRIES
+    assert _comment_posts(d, number) == [403] * (forge_module.WRITE_RETRIES + 1)
+
+
+def test_a_primary_limit_an_hour_away_is_not_slept_on(deploy: Deploy, waits: list[float]) -> None:
+    """PyGithub's GithubRetry sleeps until X-RateLimit-Reset (+1 s) by default: an hour with a
+    worker blocked. carry waits at most forge.MAX_WAIT_S and otherwise says when to retry."""
+    d = deploy()
+    d.gh.inject_fault("primary_rate_limit", method="GET", reset_in=3600)
+    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    started = time.monotonic()
+    with pytest.raises(forge_module.RateLimited, match=r"get repository .*rate limit") as raised:
+        forge.find_open_pull("carry/nothing")
+    assert time.monotonic() - started < 10
+    assert all(wait <= forge_module.MAX_WAIT_S for wait in waits)
+    assert 3590 <= raised.value.retry_after_s <= 3610
+    # A shorter secondary limit on a read is waited out, through the same recorded sleep.
+    d.gh.inject_fault("secondary_rate_limit", method="GET", retry_after=5)
+    assert forge.find_open_pull("carry/nothing") is None
+    assert waits[-1] == 5
