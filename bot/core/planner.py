@@ -346,6 +346,14 @@ def _reply(
 def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.RebaseFinished)
     series = next((s for s in facts.series if s.id == event.series_id), None)
+    if series is not None and series.paused:
+        # Paused while the check ran: a paused series is never touched automatically.
+        who = f"by @{series.paused_by}" if series.paused_by else "by its policy"
+        why = (
+            f"the series was paused {who} while it was checked: the result is kept, nothing is "
+            "published; `/carry resume` then `/carry rebase` publishes it"
+        )
+        return [_note(event, why, event.series_id)]
     runners = series.runners if series else ()
     test = bool(runners and event.result_tree and event.outcome not in ("conflict", "error"))
     why = (

@@ -156,3 +156,14 @@ def test_a_stranger_is_refused_once_per_pr_not_once_per_comment() -> None:
     (other,) = only(plan(stranger(99, "someone-else"), facts()), "reply")
     assert other.key not in keys
     assert only(plan(stranger(5, "stranger"), facts()), "reply")[0].key in keys  # same login
+
+
+def test_a_rebase_that_finished_after_a_pause_is_not_published() -> None:
+    """Paused while the check ran: the result is kept, but a paused series is never touched."""
+    done = ev.RebaseFinished(
+        series_id="s1", head_sha=OLD, digest="d" * 64, outcome="refreshed", changed=True
+    )
+    assert [a.kind for a in plan(done, facts())] == ["publish"]
+    (note,) = plan(done, facts(paused_by="alice"))
+    assert note.kind == "note" and "paused by @alice" in note.reason
+    assert [a.kind for a in plan(done, facts(paused_by_policy=True))] == ["note"]
