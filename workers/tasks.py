@@ -18,7 +18,7 @@ from bot.core import transitions as tr
 from bot.core.planner import plan
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
-from bot.github.forge import Forge, ForgeError, PermissionUnknown
+from bot.github.forge import Forge, ForgeError, PermissionUnknown, RateLimited
 from bot.log import correlated
 from bot.metrics import count_event
 from bot.store import series as store
@@ -99,6 +99,13 @@ def publish_task(
             _visible_failure(rt, self, series_id, "publish", err)
 
 
+def _retry_in(err: Exception, attempts: int) -> float:
+    """Seconds before a failed step is tried again: what GitHub's rate limit asks, else a
+    backoff."""
+    backoff = float(min(300, 2**attempts))
+    return max(err.retry_after_s, backoff) if isinstance(err, RateLimited) else backoff
+
+
 def _timed_out(rt: Runtime, series_id: str, head_sha: str, limit_s: int) -> None:
     """A rebase stopped at its time limit: shown as the series' error, not retried (it would
     time out again); the other series' rebases went on meanwhile."""
@@ -143,7 +150,7 @@ def _visible_failure(
         ),
     )
     if not final:
-        raise task.retry(exc=err, countdown=min(300, 2**attempts), max_retries=limit)
+        raise task.retry(exc=err, countdown=_retry_in(err, attempts), max_retries=limit)
 
 
 @worker_ready.connect
@@ -205,7 +212,11 @@ def check_permission(
 def reply(self: Task, series_id: str, number: int, body: str) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
-        github_forge(rt).comment(number, body)
+        try:
+            github_forge(rt).comment(number, body)
+        except RateLimited as err:  # longer than a worker waits: the broker holds it meanwhile
+            log.warning("%s", err)
+            raise self.retry(exc=err, countdown=err.retry_after_s) from err
 
 
 def github_forge(rt: Runtime) -> Forge:

@@ -552,3 +552,27 @@ def test_a_primary_limit_an_hour_away_is_not_slept_on(deploy: Deploy, waits: lis
     d.gh.inject_fault("secondary_rate_limit", method="GET", retry_after=5)
     assert forge.find_open_pull("carry/nothing") is None
     assert waits[-1] == 5
+
+
+def test_a_reply_refused_for_longer_than_a_worker_waits_is_rescheduled_for_then(
+    deploy: Deploy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A secondary limit asking for 10 minutes: the reply task asks Celery to run it again in
+    that long (the broker holds it) instead of failing or blocking the worker."""
+    d = deploy()
+    d.propose(MOVED, "Add a header")
+    d.gh.secondary_limit(next_n_writes=1, retry_after_s=600)
+    asked: list[dict[str, Any]] = []
+
+    class Rescheduled(Exception):
+        pass
+
+    def retry(**kwargs: Any) -> Exception:
+        asked.append(kwargs)
+        return Rescheduled()
+
+    monkeypatch.setattr(tasks.reply, "retry", retry)
+    with pytest.raises(Rescheduled):
+        tasks.reply(SERIES, 1, "Paused.")
+    assert [a["countdown"] for a in asked] == [600]
+    assert isinstance(asked[0]["exc"], forge_module.RateLimited)
