@@ -385,20 +385,24 @@ def decide(sig: Signals) -> Verdict:
     present = states[HunkState.APPLIED] + states[HunkState.SIMILAR]
     if sig.empty:
         return Verdict(
-            Status.CONTAINED, Decision.REVIEW, "the patch carries no changes; confirm removal"
+            Status.CONTAINED,
+            Decision.REVIEW,
+            "the patch carries no changes: drop it, or keep it if it should carry some",
         )
     if sig.forward and sig.reverse:
         return Verdict(
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
-            "the head holds both the patch's pre-image and post-image (duplicated code)",
+            "the head holds both the patch's pre-image and post-image (duplicated code): drop "
+            "if the head's copy is the change, keep if the patch must still change the other",
         )
     if not sig.forward and sig.reverse and sig.removals_remain:
         return Verdict(
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
             "the patch reverse-applies, but code it removes still exists elsewhere in the head "
-            "(upstream may have moved it)",
+            "(upstream may have moved it): drop if that copy is upstream's on purpose, keep if "
+            "it must go too",
         )
     all_present = (
         bool(sig.hunks) and not sig.forward and states[HunkState.APPLIED] == len(sig.hunks)
@@ -414,7 +418,8 @@ def decide(sig: Signals) -> Verdict:
             reason = (
                 "the head is in the state the patch produces, but it already was before the "
                 "patch's base: upstream never had what the patch changes, so nothing shows "
-                "upstream took it"
+                "upstream took it; keep if the patch is still wanted on this line, drop if it "
+                "was only ever for older heads"
             )
         return Verdict(Status.CONTAINED, Decision.REVIEW, reason)
     if not sig.forward and sig.reverse:
@@ -452,7 +457,8 @@ def _applied_verdict(sig: Signals, present: int) -> Verdict:
         return Verdict(
             Status.PARTIAL,
             Decision.REVIEW,
-            f"{present} of {len(sig.hunks)} hunks are already in the head; the rest applies",
+            f"{present} of {len(sig.hunks)} hunks are already in the head; the rest applies: "
+            "keep the rest if it is still needed, drop if upstream's change covers it",
             rest,
         )
     if sig.duplicate:
@@ -460,20 +466,24 @@ def _applied_verdict(sig: Signals, present: int) -> Verdict:
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
             "the patch applies, but the head already has the code it adds elsewhere "
-            "(upstream moved or reworked it); applying would duplicate it",
+            "(upstream moved or reworked it); applying would duplicate it: drop if upstream's "
+            "copy is the fix, keep if the patch's place is the right one",
         )
     if sig.linked_merged_in_head:
         return Verdict(
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
             "the linked upstream PR is merged into the head, but the patch's content is not: "
-            "upstream merged a different version",
+            "upstream merged a different version; drop if it covers the fix, keep if the "
+            "patch's difference still matters",
         )
     if sig.matched_commit and not sig.matched_reverted:
         return Verdict(
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
-            "an upstream commit in range matches this patch, yet its content is not in the head",
+            "an upstream commit in range matches this patch, yet its content is not in the head "
+            "and nothing found undid it: keep if upstream lost the change, drop if it was "
+            "replaced on purpose",
         )
     via = "with a 3-way merge" if not sig.forward else "after its context moved"
     if sig.moved or not sig.forward:
@@ -500,14 +510,16 @@ def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> V
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
             f"the head has a different version of all {total} hunks "
-            f"({states[HunkState.SIMILAR]} differ from the patch)",
+            f"({states[HunkState.SIMILAR]} differ from the patch): drop if upstream's version "
+            "is the fix, keep and rebase by hand if the differences matter",
         )
     if present:
         return Verdict(
             Status.PARTIAL,
             Decision.REVIEW,
             f"the head has {present} of {total} hunks; {len(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} not there",
+            f"{'is' if len(missing) == 1 else 'are'} not there: keep and rebase by hand if "
+            "they are still needed, drop if upstream's change makes them unnecessary",
             missing,
         )
     if sig.linked_merged_in_head or (sig.matched_commit and not sig.matched_reverted):
@@ -515,7 +527,8 @@ def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> V
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
             "the patch conflicts, and upstream merged a matching change in range: "
-            "upstream likely took a different version",
+            "upstream likely took a different version; drop if it covers the fix, keep and "
+            "rebase by hand if not",
             missing,
         )
     reason = (

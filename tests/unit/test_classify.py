@@ -188,3 +188,25 @@ def test_a_clean_3way_with_every_hunk_present_does_not_claim_a_rest_applies():
 def test_a_partial_counts_its_missing_hunks_in_words(missing, words):
     verdict = decide(Signals(hunks=hunks(APPLIED, *[ABSENT] * missing)))
     assert verdict.status == Status.PARTIAL and words in verdict.reason
+
+
+REVIEWS = [row for row in ROWS if row[3] == REVIEW] + [
+    (
+        "3-way over every hunk",
+        Signals(three_way="clean", hunks=hunks(APPLIED, SIMILAR)),
+        None,
+        REVIEW,
+    ),
+    ("3-way partial", Signals(three_way="clean", hunks=hunks(APPLIED, PENDING)), None, REVIEW),
+    ("partial", Signals(hunks=hunks(APPLIED, ABSENT)), None, REVIEW),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "signals", "status", "decision"), REVIEWS, ids=[r[0] for r in REVIEWS]
+)
+def test_every_review_names_the_choice_it_leaves(case, signals, status, decision):
+    """A review hands a human a decision: its reason says what drop and what keep would mean."""
+    verdict = decide(signals)
+    assert verdict.decision == REVIEW
+    assert "drop" in verdict.reason and "keep" in verdict.reason, verdict.reason
