@@ -114,14 +114,23 @@ def _timed_out(rt: Runtime, series_id: str, head_sha: str, limit_s: int) -> None
         "the series is too big or its upstream too slow for the limit"
     )
     log.warning("%s: %s", series_id, message)
+    _record_failure(
+        rt, series_id, message, "rebase-timed-out", final=True, head=head_sha, limit_s=limit_s
+    )
+
+
+def _record_failure(
+    rt: Runtime, series_id: str, message: str, kind: str, *, final: bool, **fields: Any
+) -> None:
+    """The series shows `message` as its error (final) or last event, and its history gets a
+    `kind` entry, in one commit."""
+    entry = {"error": message, **fields, "final": final}
     store.update_series(
         rt.redis,
         series_id,
-        lambda state: tr.step_failed(state, message, final=True),
+        lambda state: tr.step_failed(state, message, final=final),
         create={},
-        also=lambda pipe: store.queue_history(
-            pipe, series_id, "rebase-timed-out", head=head_sha, limit_s=limit_s, error=message
-        ),
+        also=lambda pipe: store.queue_history(pipe, series_id, kind, **entry),
     )
 
 
@@ -134,20 +143,15 @@ def _visible_failure(
     final = attempts > limit
     message = f"{what} failed (attempt {attempts}{', giving up' if final else ''}): {err}"
     kind = what.split()[0]
-    store.update_series(
-        rt.redis,
+    _record_failure(
+        rt,
         series_id,
-        lambda state: tr.step_failed(state, message, final=final),
-        create={},
-        also=lambda pipe: store.queue_history(
-            pipe,
-            series_id,
-            f"{kind}-failed",
-            what=what,
-            attempt=attempts,
-            error=str(err),
-            final=final,
-        ),
+        message,
+        f"{kind}-failed",
+        final=final,
+        what=what,
+        attempt=attempts,
+        error=str(err),
     )
     if not final:
         raise task.retry(exc=err, countdown=_retry_in(err, attempts), max_retries=limit)

@@ -743,36 +743,19 @@ class Hub:
 
 def _check_pull_body(body: Any) -> None:
     if isinstance(body, str) and len(body) > MAX_BODY_CHARS:
-        raise ApiError(
-            422,
-            "Validation Failed",
-            errors=[
-                {
-                    "resource": "Issue",
-                    "code": "custom",
-                    "field": "body",
-                    "message": f"body is too long (maximum is {MAX_BODY_CHARS} characters)",
-                }
-            ],
-            documentation_url=_DOC_PULLS,
-        )
+        raise _too_long("Issue", "custom", "body", "body", _DOC_PULLS)
 
 
 def _check_comment_body(body: str) -> None:
     if len(body) > MAX_BODY_CHARS:
-        raise ApiError(
-            422,
-            "Validation Failed",
-            errors=[
-                {
-                    "resource": "IssueComment",
-                    "code": "unprocessable",
-                    "field": "data",
-                    "message": f"Body is too long (maximum is {MAX_BODY_CHARS} characters)",
-                }
-            ],
-            documentation_url=_DOC_COMMENTS,
-        )
+        raise _too_long("IssueComment", "unprocessable", "data", "Body", _DOC_COMMENTS)
+
+
+def _too_long(resource: str, code: str, field: str, word: str, docs: str) -> ApiError:
+    """GitHub's 422 for a text over MAX_BODY_CHARS; each endpoint words it its own way."""
+    message = f"{word} is too long (maximum is {MAX_BODY_CHARS} characters)"
+    error = {"resource": resource, "code": code, "field": field, "message": message}
+    return ApiError(422, "Validation Failed", errors=[error], documentation_url=docs)
 
 
 def _check_output_size(output: Any) -> None:

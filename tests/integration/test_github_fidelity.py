@@ -66,6 +66,14 @@ class Deployment:
         assert state is not None and state.pr is not None, self.history()
         return state
 
+    def forge(self) -> Forge:
+        """carry's GitHub port for the downstream repository, as a task connects it."""
+        return Forge.connect(self.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+
+    def open_pr(self) -> int:
+        """Upstream moves and carry opens its PR; returns the PR's number."""
+        return pr(self.propose(MOVED, "Add a header")).number
+
     def pull(self) -> dict[str, Any]:
         (pull,) = self.gh.pulls(DOWN_OWNER, DOWN_NAME)
         return pull
@@ -381,7 +389,7 @@ def test_a_fresh_installation_token_that_gets_401_is_retried_once_after_a_pause(
     auth-app.js#65 and #161 retry such 401s for 5 s); carry waits once and tries again."""
     d = deploy(auth="app")
     d.gh.hub.token_warmup_s = 0.5
-    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    forge = d.forge()
     assert forge.find_open_pull("carry/nothing") is None
     statuses = [r.status for r in d.gh.api_requests() if r.operation == "/repos/{owner}/{repo}"]
     assert statuses == [401, 200]
@@ -393,9 +401,9 @@ def test_a_fresh_installation_token_that_gets_401_is_retried_once_after_a_pause(
     d.gh.hub.token_warmup_s = 0
     d.gh.clear_requests()
     with pytest.raises(ForgeError, match=r"\(401\)"):
-        Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").find_open_pull("x")
+        d.forge().find_open_pull("x")
     assert [r.status for r in d.gh.api_requests()] == [401]
-    assert Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").find_open_pull("x") is None
+    assert d.forge().find_open_pull("x") is None
     assert _mints(d.gh) == 1
 
 
@@ -427,7 +435,7 @@ def test_carry_says_its_credentials_cannot_read_permissions_instead_of_no_permis
 ) -> None:
     d = deploy()
     d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "read")
-    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    forge = d.forge()
     with pytest.raises(forge_module.PermissionUnknown, match="needs push access"):
         forge.permission("maintainer")
 
@@ -440,14 +448,11 @@ def test_a_commenters_permission_is_looked_up_once_per_minute(
     d.gh.add_user("maintainer")
     d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "maintainer", "write")
     for _ in range(3):
-        assert (
-            Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").permission("maintainer")
-            == "write"
-        )
+        assert d.forge().permission("maintainer") == "write"
     assert len([r for r in d.gh.api_requests() if r.operation == PERMISSION_OP]) == 1
     later = time.time() + forge_module.PERMISSION_TTL_S + 1
     monkeypatch.setattr(forge_module.PERMISSIONS, "now", lambda: later)
-    Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").permission("maintainer")
+    d.forge().permission("maintainer")
     assert len([r for r in d.gh.api_requests() if r.operation == PERMISSION_OP]) == 2
 
 
@@ -486,9 +491,9 @@ def test_a_comment_refused_by_a_secondary_limit_is_sent_again_after_retry_after(
     deploy: Deploy, waits: list[float]
 ) -> None:
     d = deploy()
-    number = pr(d.propose(MOVED, "Add a header")).number
+    number = d.open_pr()
     d.gh.secondary_limit(next_n_writes=1, retry_after_s=1)
-    Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}").comment(number, "rebased")
+    d.forge().comment(number, "rebased")
     assert waits == [1]
     assert _comment_posts(d, number) == [403, 201]
     assert [c["body"] for c in d.gh.comments(DOWN_OWNER, DOWN_NAME, number)] == ["rebased"]
@@ -498,9 +503,9 @@ def test_without_retry_after_a_refused_write_waits_a_minute(
     deploy: Deploy, waits: list[float]
 ) -> None:
     d = deploy()
-    number = pr(d.propose(MOVED, "Add a header")).number
+    number = d.open_pr()
     d.gh.secondary_limit(next_n_writes=1, status=429)
-    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    forge = d.forge()
     forge.update_pull(number, "carry: new title", "new body")
     assert waits == [60]
     assert d.pull()["title"] == "carry: new title"
@@ -512,9 +517,9 @@ def test_a_limit_longer_than_carry_waits_is_a_forge_error_that_says_when_to_retr
     deploy: Deploy, waits: list[float]
 ) -> None:
     d = deploy()
-    number = pr(d.propose(MOVED, "Add a header")).number
+    number = d.open_pr()
     d.gh.secondary_limit(next_n_writes=1, retry_after_s=600)
-    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    forge = d.forge()
     with pytest.raises(ForgeError, match=r"comment .*rate limit.* 600 s .*retry after") as raised:
         forge.comment(number, "rebased")
     assert isinstance(raised.value, forge_module.RateLimited)
@@ -527,9 +532,9 @@ def test_a_write_still_refused_after_the_retries_is_a_forge_error(
     deploy: Deploy, waits: list[float]
 ) -> None:
     d = deploy()
-    number = pr(d.propose(MOVED, "Add a header")).number
+    number = d.open_pr()
     d.gh.secondary_limit(next_n_writes=10, retry_after_s=2)
-    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    forge = d.forge()
     with pytest.raises(forge_module.RateLimited, match="still refused"):
         forge.comment(number, "rebased")
     assert waits == [2] * forge_module.WRITE_RETRIES
@@ -541,7 +546,7 @@ def test_a_primary_limit_an_hour_away_is_not_slept_on(deploy: Deploy, waits: lis
     worker blocked. carry waits at most forge.MAX_WAIT_S and otherwise says when to retry."""
     d = deploy()
     d.gh.inject_fault("primary_rate_limit", method="GET", reset_in=3600)
-    forge = Forge.connect(d.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
+    forge = d.forge()
     started = time.monotonic()
     with pytest.raises(forge_module.RateLimited, match=r"get repository .*rate limit") as raised:
         forge.find_open_pull("carry/nothing")

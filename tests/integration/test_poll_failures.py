@@ -11,7 +11,7 @@ import pytest
 
 from bot import metrics
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv
+from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
 from workers import poller
 from workers import runtime as runtime_module
 
@@ -21,12 +21,8 @@ def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch):
     carry = CarryEnv(tmp_path, redis_url)
     carry.carry_patches([{"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}])
     carry.write_config()
-    for key, value in carry.env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
-    runtime_module.reset()
-    yield carry
-    runtime_module.reset()
+    with in_this_process(carry, monkeypatch):
+        yield carry
 
 
 def test_an_unreachable_upstream_is_logged_counted_and_needs_attention(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv
+from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
 from tests.support.gitrepo import PINNED_ENV, git
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series
@@ -24,12 +24,8 @@ def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch):
     git(carry.downstream, "add", "-A")
     git(carry.downstream, "commit", "-q", "-m", "carry the fixes")
     carry.write_config()
-    for key, value in carry.env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
-    runtime_module.reset()
-    yield carry
-    runtime_module.reset()
+    with in_this_process(carry, monkeypatch):
+        yield carry
 
 
 def test_the_reproduce_commands_of_a_conflict_run_on_a_clean_machine(env, tmp_path):

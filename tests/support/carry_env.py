@@ -3,6 +3,7 @@ a config file, and real worker / web processes talking to a real Redis."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from bot.local_redis import free_port
 from bot.store import series as store
 from tests.support.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
+from workers import runtime as runtime_module
 
 SECRET = "test-webhook-secret"
 UPSTREAM_REPO = "upstream-org/engine"
@@ -81,6 +83,18 @@ def slow_git_shim(directory: Path, marker: Path) -> Path:
     )
     shim.chmod(0o755)
     return directory
+
+
+@contextlib.contextmanager
+def in_this_process(carry: CarryEnv, monkeypatch: Any) -> Iterator[CarryEnv]:
+    """carry's settings for `carry` in this process's environment (no GitHub token), with a
+    fresh runtime, so carry's functions can be called directly as a worker would."""
+    for key, value in carry.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    runtime_module.reset()
+    yield carry
+    runtime_module.reset()
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
