@@ -253,7 +253,7 @@ def _store_report(
         head=report.head,
         digest=digest,
         checked_at=store.now_iso(),
-        patches=tuple(_finding(r) for r in report.patches),
+        patches=tuple(finding(r) for r in report.patches),
         auto_drop=series.policy.auto_drop,
     )
     refreshed = {
@@ -297,7 +297,8 @@ def _store_report(
     return state, tr.proposes_change(state.patches)
 
 
-def _finding(result: PatchReport) -> tr.CheckedPatch:
+def finding(result: PatchReport) -> tr.CheckedPatch:
+    """What the engine found about one patch, as the series state records it."""
     return tr.CheckedPatch(
         name=result.patch.rsplit("/", 1)[-1],
         status=result.status.value,

@@ -12,14 +12,16 @@ import httpx
 import pytest
 import redis
 
+from bot.core import transitions as tr
 from bot.core.report import PatchReport
-from bot.core.state import PatchState, SeriesState
+from bot.core.state import SeriesState
 from bot.git.engine import Engine
 from bot.git.mirror import Mirror
 from bot.store.series import save_series
 from tests.integration.test_dashboard_api import dashboard
 from tests.integration.test_engine import BODY, patches_of
 from tests.support.gitrepo import RepoBuilder
+from workers.rebase import finding
 
 UPSTREAM = "upstream-org/engine"
 SERIES = "worksheet"
@@ -42,18 +44,14 @@ def report_for(up: RepoBuilder, tmp_path: Path, fix: dict, upstream_change: dict
 
 
 def page_for(client: redis.Redis, result: PatchReport) -> str:
+    """The report stored as a rebase stores it, then the patch page."""
     name = result.patch.rsplit("/", 1)[-1]
-    patch = PatchState(
-        name=name,
-        subject=result.subject,
-        status=result.status.value,
-        decision=result.decision.value,
-        reason=result.reason,
-        evidence=result.evidence,
-        interdiff=result.interdiff,
-        conflict=result.conflict,
+    state = SeriesState(id=SERIES, upstream_repo=UPSTREAM)
+    checked = tr.CheckResult(
+        head="h" * 40, digest="d", checked_at="now", patches=(finding(result),)
     )
-    save_series(client, SeriesState(id=SERIES, upstream_repo=UPSTREAM, patches=[patch]))
+    tr.apply_check(state, checked)
+    save_series(client, state)
     with dashboard(client) as url:
         answer = httpx.get(f"{url}/series/{SERIES}/patches/{name}", timeout=10)
     assert answer.status_code == 200
