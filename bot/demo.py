@@ -485,9 +485,7 @@ class Demo:
     # -- what the storyline does -------------------------------------------------------------------
 
     def push_feature(self, pusher: str) -> str:
-        bare = self.gh.repo_path(UP_OWNER, UP_NAME)
-        git(self.upstream, "push", "-q", "--force", str(bare), "feature")
-        self.gh.sync(UP_OWNER, UP_NAME, pusher=pusher)
+        self.gh.push(UP_OWNER, UP_NAME, self.upstream, "feature", pusher=pusher, force=True)
         return git(self.upstream, "rev-parse", "feature")
 
     def pr_head(self) -> str:
@@ -784,9 +782,8 @@ def open_fix_pull(gh: GitHubEmulator, upstream: Path) -> int:
     git(upstream, "checkout", "-q", "-b", "fix-divide", "feature")
     text = read(upstream, "app.py").replace(*DIVIDE_FIX)
     commit(upstream, FIX_TITLE, {"app.py": text}, author=f"{MAINT} <{MAINT}@calc.example>")
-    git(upstream, "push", "-q", str(gh.repo_path(UP_OWNER, UP_NAME)), "fix-divide")
+    gh.push(UP_OWNER, UP_NAME, upstream, "fix-divide", pusher=MAINT)
     git(upstream, "checkout", "-q", "feature")
-    gh.sync(UP_OWNER, UP_NAME, pusher=MAINT)
     return gh.open_pull(
         UP_OWNER,
         UP_NAME,

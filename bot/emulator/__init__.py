@@ -25,8 +25,10 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
   description=None, plan="free") -> Path`` (bare repo under root/owner/name.git; ``plan`` is the
   owner's free/pro/team/enterprise plan: private free/pro repositories refuse drafts); ``repo_path(owner, name)``;
   ``git_url(owner, name, *, token=None)``; ``ref(owner, name, ref) -> sha | None``;
-  ``sync(owner, name, *, pusher=None)`` (notice pushes made straight into the bare repo; every
-  REST call and every HTTP push syncs on its own).
+  ``push(owner, name, work_tree, *refspecs, pusher, force=False)`` (a push by path, credited to
+  ``pusher`` whatever else is running); ``sync(owner, name, *, pusher=None)`` (notice pushes made
+  straight into the bare repo; every REST call and every HTTP push syncs on its own, crediting
+  the owner).
 * ``add_user(login, *, type="User", name=None, email=None)``; ``add_token(token, login)``;
   ``set_permission(owner, name, user, permission)`` (admin/maintain/write/triage/read/none;
   the owner is admin, other known users read on public repos, unknown logins 404).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,6 +14,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from .api import RestApi
 from .faults import Fault, FaultTable
+from .gitops import GitError, git_env
 from .hub import Hub
 from .ratelimit import RateLimiter, Window
 from .server import EmulatorHTTPServer, RecordedRequest, Service
@@ -211,6 +213,31 @@ class GitHubEmulator:
     def ref(self, owner: str, name: str, ref: str) -> str | None:
         """sha of a ref ("refs/heads/main", "refs/pull/1/head") or None."""
         return self._repo(owner, name).git.ref_sha(ref)
+
+    def push(
+        self,
+        owner: str,
+        name: str,
+        work_tree: Path | str,
+        *refspecs: str,
+        pusher: str,
+        force: bool = False,
+    ) -> None:
+        """`git push` from a local repository straight into the bare one, as `pusher`'s push.
+        The lock is held from the push to its sync: a REST call in between would otherwise
+        notice the moved refs first and credit the push to the repository's owner."""
+        with self.hub.lock:
+            repo = self._repo(owner, name)
+            argv = ["git", "-C", str(work_tree), "push", "-q", *(["--force"] if force else [])]
+            proc = subprocess.run(
+                [*argv, str(repo.git.path), *refspecs],
+                capture_output=True,
+                text=True,
+                env=git_env(),
+            )
+            if proc.returncode != 0:
+                raise GitError(f"git push {' '.join(refspecs)}: {proc.stderr.strip()}")
+            self.hub.sync(repo, pusher)
 
     def sync(self, owner: str, name: str, *, pusher: str | None = None) -> None:
         """Picks up ref moves made directly in the bare repository (e.g. a push by path)."""

@@ -32,8 +32,7 @@ class Flow:
         up = self.env.upstream
         up.checkout("feature")
         sha = up.commit(message, files)
-        git(up.path, "push", "-q", "--force", str(self.gh.repo_path(UP_OWNER, UP_NAME)), "feature")
-        self.gh.sync(UP_OWNER, UP_NAME, pusher="upstream-dev")
+        self.gh.push(UP_OWNER, UP_NAME, up.path, "feature", pusher="upstream-dev", force=True)
         up.checkout("main")
         return sha
 
@@ -261,8 +260,7 @@ def test_hardware_ci_runs_the_exact_tree_and_gates_untrusted_heads(flow_with_run
     up = flow.env.upstream
     up.checkout("feature")
     head2 = up.commit("Stranger moves context", {"mod.py": "# header\n# stranger\n" + BODY})
-    git(up.path, "push", "-q", "--force", str(flow.gh.repo_path(UP_OWNER, UP_NAME)), "feature")
-    flow.gh.sync(UP_OWNER, UP_NAME, pusher="stranger")
+    flow.gh.push(UP_OWNER, UP_NAME, up.path, "feature", pusher="stranger", force=True)
     up.checkout("main")
     flow.published(head2)
     waiting = wait_for(
@@ -343,8 +341,7 @@ def test_broken_metadata_is_reported_on_the_pr_and_nothing_is_dropped(flow: Flow
         + "\n"
     )
     git(work, "commit", "-q", "-am", "edit the fix page by hand")
-    git(work, "push", "-q", str(bare), "HEAD:main")
-    flow.gh.sync(DOWN_OWNER, DOWN_NAME, pusher="maint")
+    flow.gh.push(DOWN_OWNER, DOWN_NAME, work, "HEAD:main", pusher="maint")
     flow.move_feature({"mod.py": "# header\n# two\n" + BODY}, "Second header line")
     comment = wait_for(
         lambda: next(

@@ -854,6 +854,26 @@ def test_close_reopen_branch_delete_and_implicit_merge(
     assert repo.get_pull(other.number).state == "closed"
 
 
+def test_a_push_by_path_is_credited_to_its_pusher_even_if_a_rest_call_comes_first(
+    gh: GitHubEmulator, upstream: Upstream, sink: WebhookSink
+) -> None:
+    """A REST call syncs the repository and credits any move it notices to the owner. The bare
+    repository's hook makes one in the middle of the push (as a poller would); `push` holds the
+    lock until its own sync, so that call waits (and times out) and the pusher gets the credit."""
+    hook = gh.repo_path(OWNER, NAME) / "hooks" / "post-receive"
+    hook.write_text(f"#!/bin/sh\ncurl -s -m 2 -o /dev/null {gh.base_url}/repos/{REPO}\nexit 0\n")
+    hook.chmod(0o755)
+    gh.add_webhook(sink.url)
+    upstream.builder.checkout("topic")
+    moved = upstream.builder.commit("topic moves", {"feature.txt": "two\n"})
+    gh.push(OWNER, NAME, upstream.builder.path, "topic", pusher="alice")
+    [push] = [d for d in gh.wait_for_deliveries() if d.event == "push"]
+    assert (push.payload["after"], push.payload["sender"]["login"]) == (moved, "alice")
+    assert push.payload["pusher"]["name"] == "alice"
+    with pytest.raises(Exception, match="git push nowhere"):
+        gh.push(OWNER, NAME, upstream.builder.path, "nowhere", pusher="alice")
+
+
 def test_pagination_link_headers_and_lists(gh: GitHubEmulator) -> None:
     number = gh.open_pull(OWNER, NAME, head="topic", title="x")
     for i in range(25):

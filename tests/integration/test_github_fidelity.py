@@ -290,8 +290,7 @@ def _push_annotated_tag(env: CarryEnv, gh: GitHubEmulator, tag: str) -> tuple[st
     """Tags upstream main with an annotated tag and pushes it to the emulated GitHub;
     (tag object sha, commit sha)."""
     env.upstream.git("tag", "-a", tag, "-m", f"Release {tag}", "main")
-    git(env.upstream.path, "push", "-q", str(gh.repo_path(UP_OWNER, UP_NAME)), f"refs/tags/{tag}")
-    gh.sync(UP_OWNER, UP_NAME, pusher="release-manager")
+    gh.push(UP_OWNER, UP_NAME, env.upstream.path, f"refs/tags/{tag}", pusher="release-manager")
     return env.upstream.head(f"refs/tags/{tag}"), env.upstream.head(f"{tag}^{{commit}}")
 
 

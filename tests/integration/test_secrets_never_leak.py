@@ -50,8 +50,7 @@ class Deployment:
         up = self.env.upstream
         before = up.head()
         after = up.commit(message, files)
-        git(up.path, "push", "-q", str(self.gh.repo_path(UP_OWNER, UP_NAME)), "main")
-        self.gh.sync(UP_OWNER, UP_NAME)
+        self.gh.push(UP_OWNER, UP_NAME, up.path, "main", pusher=UP_OWNER)
         return before, after
 
     def deliver(self, event: str, payload: dict) -> httpx.Response:
