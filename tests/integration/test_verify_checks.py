@@ -31,12 +31,14 @@ StartFake = Callable[..., FakeVllmServer]
 
 
 @pytest.fixture
-def fake_vllm() -> Iterator[StartFake]:
-    """Start fake vLLM servers on free ports: ``fake_vllm(bug="one-step-behind").url``."""
+def fake_vllm(tmp_path: Path) -> Iterator[StartFake]:
+    """Start fake vLLM servers on free ports: ``fake_vllm(bug="one-step-behind").url``. Each
+    writes its scheduler-probe file, as real vLLM does with carry's plugin."""
     servers: list[FakeVllmServer] = []
 
     def start(**config: Any) -> FakeVllmServer:
         config.setdefault("budget", BUDGET)
+        config.setdefault("probe_path", str(tmp_path / f"probe-{len(servers)}.jsonl"))
         server = FakeVllmServer(FakeConfig(model=MODEL, **config)).start()
         servers.append(server)
         return server
@@ -55,6 +57,11 @@ def against(server: FakeVllmServer) -> list[str]:
     return ["--base-url", server.url, "--model", MODEL]
 
 
+def probed(server: FakeVllmServer) -> list[str]:
+    assert server.config.probe_path is not None
+    return [*against(server), "--probe-file", server.config.probe_path]
+
+
 # ----------------------------------------------------------------------------- async-inputs
 
 
@@ -62,16 +69,31 @@ def test_async_inputs_passes_on_a_correct_server_under_real_sit_outs(
     fake_vllm: StartFake, tmp_path: Path
 ) -> None:
     server = fake_vllm()
-    code, report = run(async_inputs.main, [*against(server), *ASYNC_ARGS], tmp_path / "r.json")
+    code, report = run(async_inputs.main, [*probed(server), *ASYNC_ARGS], tmp_path / "r.json")
     assert (code, report["status"], report["mismatches"]) == (0, "passed", [])
-    assert report["details"]["overlapping_decoders"] >= 1
     assert min(report["details"]["long_prompt_tokens"]) == 4 * BUDGET
-    assert server.stats.sat_out > 0  # decodes did sit out steps, so the pass means something
+    measured = report["details"]["probe"]
+    assert measured["uncarried"] > 0 and measured["sat_out"] == server.stats.sat_out > 0
+
+
+def test_async_inputs_without_a_probe_or_missed_steps_gives_no_verdict(
+    fake_vllm: StartFake, tmp_path: Path
+) -> None:
+    server = fake_vllm()
+    code, report = run(async_inputs.main, [*against(server), *ASYNC_ARGS], tmp_path / "a.json")
+    assert (code, report["error_kind"]) == (2, "inconclusive")
+    assert "no scheduler probe" in report["summary"]
+
+    silent = fake_vllm(probe_path=None)  # a vLLM where carry's plugin is not installed
+    argv = [*against(silent), "--probe-file", str(tmp_path / "never-written"), *ASYNC_ARGS]
+    code, report = run(async_inputs.main, argv, tmp_path / "b.json")
+    assert (code, report["error_kind"]) == (2, "inconclusive")
+    assert "never started in vLLM" in report["summary"]
 
 
 def test_async_inputs_catches_the_stale_decode_token(fake_vllm: StartFake, tmp_path: Path) -> None:
     server = fake_vllm(bug="stale-decode-token")
-    code, report = run(async_inputs.main, [*against(server), *ASYNC_ARGS], tmp_path / "r.json")
+    code, report = run(async_inputs.main, [*probed(server), *ASYNC_ARGS], tmp_path / "r.json")
     assert (code, report["status"], report["exit_code"]) == (1, "failed", 1)
     decoders = [m for m in report["mismatches"] if "decoder" in m["subject"]]
     assert decoders and all(m["kind"] == "repeated-token" for m in decoders)
@@ -90,7 +112,7 @@ def test_async_inputs_passes_where_its_bug_cannot_show(
     fake_vllm: StartFake, tmp_path: Path, config: dict[str, Any]
 ) -> None:
     server = fake_vllm(**config)
-    code, report = run(async_inputs.main, [*against(server), *ASYNC_ARGS], tmp_path / "r.json")
+    code, report = run(async_inputs.main, [*probed(server), *ASYNC_ARGS], tmp_path / "r.json")
     assert (code, report["status"]) == (0, "passed")
 
 
@@ -218,6 +240,21 @@ def test_serve_starts_vllm_with_async_scheduling(tmp_path: Path) -> None:
     argv = ["--serve", MODEL, *SERVE_ARGS, "--serve-env", "FAKE_VLLM_BUG=stale-decode-token"]
     code, report = run(async_inputs.main, [*argv, *ASYNC_ARGS], tmp_path / "r.json")
     assert code == 1 and "repeated-token" in report["summary"]
+
+
+def test_serve_turns_the_scheduler_probe_on_and_reads_it(tmp_path: Path) -> None:
+    argv = ["--serve", MODEL, *SERVE_ARGS, "--serve-log-dir", str(tmp_path)]
+    code, report = run(async_inputs.main, [*argv, *ASYNC_ARGS], tmp_path / "r.json")
+    assert (code, report["status"]) == (0, "passed")
+    assert report["details"]["probe"]["uncarried"] > 0
+    assert (tmp_path / "vllm-async-inputs.probe.jsonl").exists()
+
+
+def test_the_fake_refuses_a_flag_real_vllm_would_not_know(tmp_path: Path) -> None:
+    argv = ["--serve", MODEL, *SERVE_ARGS, "--serve-arg=--no-such-vllm-flag"]
+    code, report = run(async_inputs.main, [*argv, *ASYNC_ARGS], tmp_path / "r.json")
+    assert (code, report["error_kind"]) == (2, "infra")
+    assert "unrecognized arguments: --no-such-vllm-flag" in report["summary"]
 
 
 def test_serve_reports_a_vllm_that_dies_at_startup(tmp_path: Path) -> None:

@@ -58,6 +58,7 @@ class FakeConfig:
     step_delay_s: float = 0.002
     warmup_rows: int = 32
     request_timeout_s: float = 60.0
+    probe_path: str | None = None  # as carry's scheduler probe in real vLLM (CARRY_VLLM_PROBE)
 
     def __post_init__(self) -> None:
         if self.bug not in BUGS:
@@ -195,7 +196,13 @@ class FakeEngine:
         self._thread = threading.Thread(target=self._loop, name="fake-vllm-engine", daemon=True)
 
     def start(self) -> None:
+        self._probe({"loaded": os.getpid()})
         self._thread.start()
+
+    def _probe(self, row: dict[str, int]) -> None:
+        if self.config.probe_path:
+            with open(self.config.probe_path, "a", encoding="utf-8") as out:
+                out.write(json.dumps(row) + "\n")
 
     def stop(self) -> None:
         with self._cv:
@@ -239,18 +246,23 @@ class FakeEngine:
             self._running.append(seq)
             prefills.append((seq, seq.prompt[:budget]))
             budget -= len(prefills[-1][1])
-        decodes = []
+        decodes, sat_out = [], 0
         for seq in self._running:
             if not seq.prefilling:
                 if budget > 0:
                     decodes.append(seq)
                     budget -= 1
                 else:
-                    self.stats.sat_out += 1
+                    sat_out += 1
         inputs = self._decode_inputs(decodes)
         self._execute(prefills, list(zip(decodes, inputs, strict=True)))
+        uncarried = sum(1 for s in decodes if s.rid not in self._prev_step)
         self._prev_step = {s.rid for s, _ in prefills} | {s.rid for s in decodes}
         self.stats.steps += 1
+        self.stats.sat_out += sat_out
+        if sat_out or uncarried:
+            row = {"step": self.stats.steps, "sat_out": sat_out, "uncarried": uncarried}
+            self._probe({**row, "preempted": 0})
 
     def _decode_inputs(self, decodes: list[EngineRequest]) -> list[int]:
         """Mirror of the HPU runner's decode input ids under async scheduling."""
@@ -614,7 +626,8 @@ def _answers(url: str) -> bool:
 
 
 def config_from_argv(argv: Sequence[str], env: dict[str, str]) -> tuple[FakeConfig, str, int]:
-    """Accept the ``vllm serve`` command line the checks build (unknown flags are ignored)."""
+    """Accept the ``vllm serve`` command line the checks build; as vLLM does, refuse any flag it
+    does not know (exit 2), so a check cannot pass here with a flag real vLLM would reject."""
     parser = argparse.ArgumentParser(prog="fake_vllm_server")
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("model")
@@ -623,7 +636,8 @@ def config_from_argv(argv: Sequence[str], env: dict[str, str]) -> tuple[FakeConf
     parser.add_argument("--async-scheduling", action="store_true")
     parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
     parser.add_argument("--compilation-config", type=json.loads, default={})
-    args, _ = parser.parse_known_args(list(argv))
+    parser.add_argument("--no-enable-prefix-caching", action="store_true")
+    args = parser.parse_args(list(argv))
     config = FakeConfig(
         model=args.model,
         bug=env.get("FAKE_VLLM_BUG", "correct"),
@@ -631,6 +645,7 @@ def config_from_argv(argv: Sequence[str], env: dict[str, str]) -> tuple[FakeConf
         async_scheduling=args.async_scheduling,
         cudagraph_mode=str(args.compilation_config.get("cudagraph_mode", "PIECEWISE")),
         step_delay_s=float(env.get("FAKE_VLLM_STEP_DELAY", "0.002")),
+        probe_path=env.get("CARRY_VLLM_PROBE") or None,
     )
     return config, args.host, args.port
 

@@ -104,7 +104,7 @@ def test_verdict_fails_on_any_mismatch_and_lists_only_changed_requests() -> None
     dec1 = _obs("r0-decoder-1", ["x", "y", "z", "w"], 0.0, 5.0)
     long0 = _obs("r0-long-0", ["l", "m"], 2.0, 3.0)
     alone = _alone(dec0, dec1, long0, r0_decoder_0=["a", "b", "c", "d"])
-    result = async_inputs.verdict(Plan(budget=128), [dec0, dec1, long0], alone, {})
+    result = async_inputs.verdict(Plan(budget=128), [dec0, dec1, long0], alone, {}, None)
     assert result.status is Status.FAILED and result.exit_code == 1
     assert [m.subject for m in result.mismatches] == ["r0-decoder-0"]
     assert "repeated-token" in result.summary
@@ -112,22 +112,32 @@ def test_verdict_fails_on_any_mismatch_and_lists_only_changed_requests() -> None
     assert rows == {"r0-decoder-0": False, "r0-decoder-1": True, "r0-long-0": True}
 
 
-def test_verdict_passes_only_when_decoders_overlapped_a_long_prefill() -> None:
+MISSED = {"loaded": 1, "event_steps": 3, "sat_out": 9, "uncarried": 4, "preempted": 0}
+
+
+def test_verdict_passes_only_when_the_probe_saw_decode_rows_miss_a_step() -> None:
     dec = _obs("r0-decoder-0", ["a", "b"], 0.0, 5.0)
     long0 = _obs("r0-long-0", ["l"], 2.0, 3.0)
-    ok = async_inputs.verdict(Plan(budget=128), [dec, long0], _alone(dec, long0), {})
-    assert ok.status is Status.PASSED and ok.details["overlapping_decoders"] == 1
+    both, alone = [dec, long0], _alone(dec, long0)
+    ok = async_inputs.verdict(Plan(budget=128), both, alone, {}, MISSED)
+    assert ok.status is Status.PASSED and "4 decode rows missed" in ok.summary
+    assert ok.details["probe"] == MISSED
 
-    early = _obs("r0-decoder-0", ["a", "b"], 0.0, 1.0)  # finished before the long prefill ended
-    none = async_inputs.verdict(Plan(budget=128), [early, long0], _alone(early, long0), {})
-    assert (none.status, none.error_kind, none.exit_code) == (Status.ERROR, "inconclusive", 2)
-    assert "--decode-tokens" in none.summary
+    kept = {**MISSED, "sat_out": 0, "uncarried": 0, "preempted": 3}
+    never = async_inputs.verdict(Plan(budget=128), both, alone, {}, kept)
+    assert (never.status, never.error_kind, never.exit_code) == (Status.ERROR, "inconclusive", 2)
+    assert "no decode row missed a step" in never.summary and "3 preemptions" in never.summary
+
+    unloaded = async_inputs.verdict(Plan(budget=128), both, alone, {}, {**MISSED, "loaded": 0})
+    assert "never started" in unloaded.summary and unloaded.exit_code == 2
+    unprobed = async_inputs.verdict(Plan(budget=128), both, alone, {}, None)
+    assert "no scheduler probe" in unprobed.summary and unprobed.exit_code == 2
 
 
 def test_verdict_is_inconclusive_when_long_prompts_fit_in_the_budget() -> None:
     dec = _obs("r0-decoder-0", ["a", "b"], 0.0, 5.0)
     long0 = _obs("r0-long-0", ["l"], 2.0, 3.0)  # 300 prompt tokens
-    result = async_inputs.verdict(Plan(budget=512), [dec, long0], _alone(dec, long0), {})
+    result = async_inputs.verdict(Plan(budget=512), [dec, long0], _alone(dec, long0), {}, MISSED)
     assert (result.status, result.error_kind) == (Status.ERROR, "inconclusive")
     assert "not more than the budget 512" in result.summary
 

@@ -7,8 +7,13 @@ longer than the token budget. Afterwards every request is sent again alone; any 
 greedy tokens is a mismatch. The concurrent pass runs first so a prefix cache cannot have the long
 prompts already computed.
 
+Whether any decode row did miss a step is measured, not assumed: carry's scheduler probe
+(``workers.runner.checks.vllm_probe``, a vLLM plugin) counts the decode rows that were not in the
+previous step. ``--serve`` turns it on; with ``--base-url`` give the file the server's
+``CARRY_VLLM_PROBE`` names as ``--probe-file``. No such row, or no probe: INCONCLUSIVE.
+
     python -m workers.runner.checks.async_inputs --base-url http://127.0.0.1:8000 --model M \
-        --budget 128 [--json OUT]
+        --budget 128 --probe-file /tmp/probe.jsonl [--json OUT]
     python -m workers.runner.checks.async_inputs --serve M --budget 128   # starts vLLM itself
 """
 
@@ -22,8 +27,10 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
+from workers.runner.checks import vllm_probe
 from workers.runner.checks.openai_client import (
     Completion,
     CompletionRequest,
@@ -49,6 +56,8 @@ from workers.runner.checks.vllm_server import (
     add_serve_arguments,
     async_inputs_command,
     spec_from_args,
+    with_env,
+    with_log_dir,
 )
 
 NAME = "async-inputs"
@@ -206,8 +215,10 @@ def verdict(
     concurrent: Sequence[Observation],
     alone: Mapping[str, Completion],
     details: dict[str, Any],
+    measured: Mapping[str, int] | None,
 ) -> CheckResult:
-    """A mismatch fails the check; a clean run passes only if the load did what it should."""
+    """A mismatch fails the check; a clean run passes only if the probe saw decode rows that
+    missed a step (``measured``: the probe's counts over the concurrent pass; None: no probe)."""
     mismatches = compare(alone, concurrent)
     overlap = overlapping_decoders(concurrent)
     long_lengths = [
@@ -218,6 +229,7 @@ def verdict(
     info = {
         **details,
         "overlapping_decoders": overlap,
+        "probe": None if measured is None else dict(measured),
         "long_prompt_tokens": sorted(set(long_lengths)),
         "requests": [_request_row(o, alone[o.name]) for o in concurrent],
     }
@@ -234,17 +246,37 @@ def verdict(
             f"{plan.budget}; raise --long-prompt-factor"
         )
         return error(NAME, Inconclusive(reason), info)
-    if overlap == 0:
-        reason = (
-            "no decoder was still decoding when a long prompt finished its prefill; "
-            "raise --decode-tokens"
-        )
-        return error(NAME, Inconclusive(reason), info)
+    unmeasured = _unmeasured(measured)
+    if unmeasured is not None:
+        return error(NAME, Inconclusive(unmeasured), info)
+    assert measured is not None
     summary = (
         f"{len(concurrent)} greedy outputs identical alone and under load "
-        f"({overlap} decoders overlapped long prefills, budget {plan.budget})"
+        f"({measured['uncarried']} decode rows missed the step before theirs, "
+        f"{measured['sat_out']} sat-out decodes; budget {plan.budget})"
     )
     return passed(NAME, summary, info)
+
+
+def _unmeasured(measured: Mapping[str, int] | None) -> str | None:
+    """Why a clean run proves nothing, or None when decode rows did miss steps."""
+    if measured is None:
+        return (
+            "no scheduler probe, so nothing shows that any decode row missed a step; "
+            "run with --serve, or give --probe-file"
+        )
+    if measured["loaded"] == 0:
+        return (
+            "the scheduler probe never started in vLLM: install carry in vLLM's environment "
+            f"(its vllm.general_plugins entry point) and set {vllm_probe.ENV}"
+        )
+    if measured["uncarried"] == 0:
+        return (
+            f"no decode row missed a step under this load ({measured['sat_out']} sat-out decodes, "
+            f"{measured['preempted']} preemptions): the scheduler kept every running decode in "
+            "every step, so the bug could not show"
+        )
+    return None
 
 
 def _request_row(obs: Observation, alone: Completion) -> dict[str, Any]:
@@ -301,11 +333,17 @@ def run_round(
         return [f.result() for f in futures]
 
 
-def run(client: OpenAIClient, plan: Plan, timeout: float) -> CheckResult:
+def run(client: OpenAIClient, plan: Plan, timeout: float, probe: Path | None = None) -> CheckResult:
     rounds = build_rounds(plan)
+    before = vllm_probe.read(probe) if probe is not None else None
     concurrent = [
         obs for rnd in rounds for obs in run_round(client, rnd, plan.warm_tokens, timeout)
     ]
+    measured = None
+    if probe is not None and before is not None:
+        after = vllm_probe.read(probe)
+        measured = {key: after[key] - before[key] for key in after}
+        measured["loaded"] = after["loaded"]
     alone = {
         obs.name: _with_tokens(obs.planned, client.complete(obs.planned.request))
         for obs in concurrent
@@ -321,7 +359,7 @@ def run(client: OpenAIClient, plan: Plan, timeout: float) -> CheckResult:
         "warm_tokens": plan.warm_tokens,
         "long_prompt_words": plan.long_prompt_words,
     }
-    return verdict(plan, concurrent, alone, details)
+    return verdict(plan, concurrent, alone, details, measured)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -360,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--long-tokens", type=positive_int, default=Plan.long_tokens)
     parser.add_argument("--seed", type=int, default=Plan.seed)
+    parser.add_argument(
+        "--probe-file",
+        type=Path,
+        help=f"with --base-url: the file the server's {vllm_probe.ENV} names (the scheduler probe)",
+    )
     add_serve_arguments(parser)
     return parser
 
@@ -384,20 +427,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
     )
 
+    if args.serve and args.probe_file:
+        parser.error("--probe-file is for --base-url; --serve sets up the probe itself")
+
     def body() -> CheckResult:
         if args.serve:
-            spec = spec_from_args(args)
-            command = async_inputs_command(spec, plan.budget)
-            with VllmServer(command, spec, label=NAME) as server:
-                return _run_against(server.base_url, model, plan, args.timeout)
-        return _run_against(args.base_url, model, plan, args.timeout)
+            spec = with_log_dir(spec_from_args(args))
+            probe = spec.log_dir / f"vllm-{NAME}.probe.jsonl" if spec.log_dir else None
+            assert probe is not None
+            probe.unlink(missing_ok=True)
+            spec = with_env(spec, {vllm_probe.ENV: str(probe)})
+            with VllmServer(async_inputs_command(spec, plan.budget), spec, NAME) as server:
+                return _run_against(server.base_url, model, plan, args.timeout, probe)
+        return _run_against(args.base_url, model, plan, args.timeout, args.probe_file)
 
     return conclude(NAME, body, args.json)
 
 
-def _run_against(base_url: str, model: str, plan: Plan, timeout: float) -> CheckResult:
+def _run_against(
+    base_url: str, model: str, plan: Plan, timeout: float, probe: Path | None
+) -> CheckResult:
     with OpenAIClient(base_url, model, timeout) as client:
-        return run(client, plan, timeout)
+        return run(client, plan, timeout, probe)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -45,6 +46,19 @@ class ServeSpec:
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+def with_log_dir(spec: ServeSpec) -> ServeSpec:
+    """The spec with its log directory chosen now, so files beside the log can be named first."""
+    return (
+        spec
+        if spec.log_dir
+        else replace(spec, log_dir=Path(tempfile.mkdtemp(prefix="carry-vllm-")))
+    )
+
+
+def with_env(spec: ServeSpec, extra: Mapping[str, str]) -> ServeSpec:
+    return replace(spec, env=(*spec.env, *extra.items()))
 
 
 def serve_command(spec: ServeSpec, *check_args: str) -> list[str]:
