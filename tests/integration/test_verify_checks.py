@@ -236,6 +236,25 @@ def test_serve_runs_the_none_reference_then_the_default_server(tmp_path: Path) -
     assert logs == {"vllm-ple-offload-reference.log", "vllm-ple-offload.log"}
 
 
+def test_serve_requires_the_ple_offload_to_show_in_the_log(tmp_path: Path) -> None:
+    argv = ["--serve", MODEL, *SERVE_ARGS, *PLE_ARGS, "--expect-ple-offload"]
+    argv += ["--serve-log-dir", str(tmp_path)]
+    code, report = run(
+        ple_offload.main, [*argv, "--serve-env", "FAKE_VLLM_PLE_LAYERS=1"], tmp_path / "a.json"
+    )
+    assert (code, report["details"]["ple_offload"]) == (0, "active")
+
+    code, report = run(ple_offload.main, argv, tmp_path / "b.json")  # a model without PLE layers
+    assert (code, report["error_kind"]) == (2, "inconclusive")
+    assert "PLE offload is not active on the server under test" in report["summary"]
+
+    with pytest.raises(SystemExit) as refused:
+        ple_offload.main(
+            ["--base-url", "http://127.0.0.1:1", "--model", MODEL, "--expect-ple-offload"]
+        )
+    assert refused.value.code == 2
+
+
 def test_serve_starts_vllm_with_async_scheduling(tmp_path: Path) -> None:
     argv = ["--serve", MODEL, *SERVE_ARGS, "--serve-env", "FAKE_VLLM_BUG=stale-decode-token"]
     code, report = run(async_inputs.main, [*argv, *ASYNC_ARGS], tmp_path / "r.json")

@@ -19,7 +19,9 @@ Bugs (``FakeConfig.bug``):
   the warm-up (graph capture) step.
 
 Run as ``python -m tests.support.fake_vllm_server serve MODEL --port P [vllm serve flags]``;
-``FAKE_VLLM_BUG`` and ``FAKE_VLLM_STEP_DELAY`` set the bug and the simulated step time.
+``FAKE_VLLM_BUG`` and ``FAKE_VLLM_STEP_DELAY`` set the bug and the simulated step time;
+``FAKE_VLLM_PLE_LAYERS=1`` makes the model one with PLE layers, so that ``VLLM_PLE_CPU_OFFLOAD=1``
+logs the offload worker's ready line, as PR #53899 does (without PLE layers nothing is offloaded).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class FakeConfig:
     budget: int = 64
     max_num_seqs: int = 32
     async_scheduling: bool = True
-    cudagraph_mode: str = "PIECEWISE"
+    cudagraph_mode: str = "FULL_AND_PIECEWISE"  # vLLM's default since 0.26
     step_delay_s: float = 0.002
     warmup_rows: int = 32
     request_timeout_s: float = 60.0
@@ -637,13 +639,14 @@ def config_from_argv(argv: Sequence[str], env: dict[str, str]) -> tuple[FakeConf
     parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
     parser.add_argument("--compilation-config", type=json.loads, default={})
     parser.add_argument("--no-enable-prefix-caching", action="store_true")
+    parser.add_argument("--distributed-executor-backend", choices=["mp", "uni", "ray"])
     args = parser.parse_args(list(argv))
     config = FakeConfig(
         model=args.model,
         bug=env.get("FAKE_VLLM_BUG", "correct"),
         budget=args.max_num_batched_tokens,
         async_scheduling=args.async_scheduling,
-        cudagraph_mode=str(args.compilation_config.get("cudagraph_mode", "PIECEWISE")),
+        cudagraph_mode=str(args.compilation_config.get("cudagraph_mode", "FULL_AND_PIECEWISE")),
         step_delay_s=float(env.get("FAKE_VLLM_STEP_DELAY", "0.002")),
         probe_path=env.get("CARRY_VLLM_PROBE") or None,
     )
@@ -653,6 +656,9 @@ def config_from_argv(argv: Sequence[str], env: dict[str, str]) -> tuple[FakeConf
 def main(argv: Sequence[str] | None = None) -> None:
     config, host, port = config_from_argv(sys.argv[1:] if argv is None else argv, dict(os.environ))
     server = FakeVllmServer(config, host, port)
+    if os.environ.get("VLLM_PLE_CPU_OFFLOAD") == "1" and os.environ.get("FAKE_VLLM_PLE_LAYERS"):
+        # as PR #53899's offload worker does, when the model has PLE layers to offload
+        print("Worker ready - 1 PleOffloadLayer(s)", flush=True)
     print(f"fake vLLM serving {config.model} on {server.url} ({config})", flush=True)
     server.serve_forever()
 

@@ -10,6 +10,11 @@ earlier with --record-reference, or (with --serve) a NONE server it starts first
     python -m workers.runner.checks.ple_offload --base-url URL --model M \
         [--reference-url URL | --reference-json FILE] [--json OUT]
     python -m workers.runner.checks.ple_offload --serve M     # NONE reference, then the default
+
+With ``--expect-ple-offload`` (``--serve`` only) both servers get ``VLLM_PLE_CPU_OFFLOAD=1`` and the
+server under test must show the offload running: its log has to report a ``PleOffloadLayer``
+(PR #53899 logs ``Worker ready - N PleOffloadLayer(s)``). A server that never does ran without
+offload, so its single class would prove nothing: the check says so (exit 2), never PASS.
 """
 
 from __future__ import annotations
@@ -50,10 +55,13 @@ from workers.runner.checks.vllm_server import (
     add_serve_arguments,
     ple_offload_command,
     spec_from_args,
+    with_env,
 )
 
 NAME = "ple-offload"
 REFERENCE_FORMAT = 1
+OFFLOAD_ENV = "VLLM_PLE_CPU_OFFLOAD"
+OFFLOAD_ACTIVE = "PleOffloadLayer"  # what the offload worker's ready line names
 
 
 @dataclass(frozen=True)
@@ -341,6 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="identical requests sent to the reference server (default %(default)s)",
     )
     parser.add_argument(
+        "--expect-ple-offload",
+        action="store_true",
+        help=f"with --serve: set {OFFLOAD_ENV}=1 and require the server log to show the offload",
+    )
+    parser.add_argument(
         "--record-reference",
         type=Path,
         metavar="FILE",
@@ -364,6 +377,16 @@ def resolve_reference(
         return reference_run(server.base_url, model, plan, args.timeout)
 
 
+def require_offload(server: VllmServer) -> None:
+    if OFFLOAD_ACTIVE not in server.run_log():
+        raise Inconclusive(
+            f"PLE offload is not active on the server under test: {OFFLOAD_ENV}=1 was set, but "
+            f"its log {server.log_path} never reports a {OFFLOAD_ACTIVE}, so the offload path "
+            "this check verifies did not run (the model must have PLE layers; at TP=1 pass "
+            "--serve-arg=--distributed-executor-backend=mp)"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -377,13 +400,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
     )
 
+    if args.expect_ple_offload and not args.serve:
+        parser.error("--expect-ple-offload needs --serve: the check reads the server's own log")
+
     def body() -> CheckResult:
         spec = spec_from_args(args) if args.serve else None
+        if spec is not None and args.expect_ple_offload:
+            spec = with_env(spec, {OFFLOAD_ENV: "1"})
         reference = resolve_reference(args, plan, model, spec)
         if spec is not None:
             command = ple_offload_command(spec, reference=False)
             with VllmServer(command, spec, label=NAME) as server:
                 classes, details = measure(server.base_url, model, plan, args.timeout)
+                if args.expect_ple_offload:
+                    require_offload(server)
+                    details["ple_offload"] = "active"
         else:
             classes, details = measure(args.base_url, model, plan, args.timeout)
         if args.record_reference is not None and len(classes) == 1:

@@ -116,6 +116,7 @@ class VllmServer:
         self.log_path = log_dir / f"vllm-{label}.log"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._log_start = 0  # the log is appended to: this run's part starts here
 
     @property
     def base_url(self) -> str:
@@ -137,6 +138,7 @@ class VllmServer:
             raise InfraError(f"port {self.spec.port} is already in use; cannot start vLLM there")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
+        self._log_start = self._log.tell()
         try:
             self._proc = subprocess.Popen(
                 self.command,
@@ -186,6 +188,15 @@ class VllmServer:
                 _signal_group(proc, signal.SIGKILL)
                 proc.wait(timeout=STOP_GRACE_S)
         self._close_log()
+
+    def run_log(self) -> str:
+        """What this run of the server wrote to its log (earlier runs' lines excluded)."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def log_tail(self, chars: int = 3000) -> str:
         try:
