@@ -7,9 +7,9 @@ step in which something the async-inputs bug needs happened:
 
     {"step": 812, "sat_out": 3, "uncarried": 1, "preempted": 0}
 
-``uncarried`` counts decode rows (one token, the prompt already computed) of requests that were
-not in the previous step, so their input id cannot come from that step's sampled tokens: the
-rows the bug leaves stale. ``sat_out`` counts decoding requests left out of a step (the usual
+``uncarried`` counts decode rows (one token, the prompt already computed) of requests that
+sampled no token in the previous step (absent from it, or only a non-final prompt chunk there),
+so their input id cannot come from that step's sampled tokens: the rows the bug leaves stale. ``sat_out`` counts decoding requests left out of a step (the usual
 cause), ``preempted`` requests preempted. The check reads the file to say how often it happened.
 This module imports nothing from carry and nothing from vLLM until the plugin is enabled.
 """
@@ -65,7 +65,12 @@ def _probed(schedule: Callable[..., Any], path: Path) -> Callable[..., Any]:
             and before[rid][1] >= before[rid][0].num_prompt_tokens
         )
         preempted = len(output.preempted_req_ids or ())
-        last_scheduled = set(scheduled)
+        # a non-final prompt chunk samples nothing the next step could take its input from
+        last_scheduled = {
+            rid
+            for rid in scheduled
+            if not getattr(self.requests.get(rid), "is_prefill_chunk", False)
+        }
         if sat_out or uncarried or preempted:
             row = {"step": steps, "sat_out": sat_out, "uncarried": uncarried}
             _append(path, {**row, "preempted": preempted})
