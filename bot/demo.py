@@ -578,14 +578,25 @@ def propose(demo: Demo, head: str) -> int:
 
 def ci_rows_done(demo: Demo, head: str) -> SeriesState | None:
     state = demo.state()
-    if state is None:
-        return None
+    return None if state is None else ci_finished(state, head)
+
+
+def ci_finished(state: SeriesState, head: str) -> SeriesState | None:
+    """The state once every CI row of `head` passed; None while they run. A row that failed,
+    or that waits for `/carry approve` (the demo's pushes are all trusted), stops the demo
+    at once with the row's own reason instead of a timeout."""
     rows = [state.ci.get(f"{kind}/{check}") for kind in KINDS for check in CHECKS]
     if all(row and row.head_sha == head and row.state == "success" for row in rows):
         return state
-    failed = [row for row in rows if row and row.head_sha == head and row.state != "success"]
-    if any(row.state in ("failure", "infra-error", "cancelled") for row in failed):
-        details = "; ".join(f"{row.runner}: {row.state} {row.detail}" for row in failed)
+    stuck = [
+        row
+        for row in rows
+        if row
+        and row.head_sha == head
+        and row.state in ("failure", "infra-error", "cancelled", "waiting-approval")
+    ]
+    if stuck:
+        details = "; ".join(f"{row.runner}: {row.state} {row.detail}" for row in stuck)
         raise DemoError(f"CI did not pass: {details}")
     return None
 
