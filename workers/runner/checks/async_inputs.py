@@ -335,15 +335,11 @@ def run_round(
 
 def run(client: OpenAIClient, plan: Plan, timeout: float, probe: Path | None = None) -> CheckResult:
     rounds = build_rounds(plan)
-    before = vllm_probe.read(probe) if probe is not None else None
+    before = vllm_probe.read(probe) if probe is not None else {}
     concurrent = [
         obs for rnd in rounds for obs in run_round(client, rnd, plan.warm_tokens, timeout)
     ]
-    measured = None
-    if probe is not None and before is not None:
-        after = vllm_probe.read(probe)
-        measured = {key: after[key] - before[key] for key in after}
-        measured["loaded"] = after["loaded"]
+    measured = None if probe is None else vllm_probe.since(before, vllm_probe.read(probe))
     alone = {
         obs.name: _with_tokens(obs.planned, client.complete(obs.planned.request))
         for obs in concurrent
@@ -433,8 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> CheckResult:
         if args.serve:
             spec = with_log_dir(spec_from_args(args))
-            probe = spec.log_dir / f"vllm-{NAME}.probe.jsonl" if spec.log_dir else None
-            assert probe is not None
+            assert spec.log_dir is not None
+            probe = spec.log_dir / f"vllm-{NAME}.probe.jsonl"
             probe.unlink(missing_ok=True)
             spec = with_env(spec, {vllm_probe.ENV: str(probe)})
             with VllmServer(async_inputs_command(spec, plan.budget), spec, NAME) as server:

@@ -109,3 +109,11 @@ def read(path: Path) -> dict[str, int]:
         for key in ("sat_out", "uncarried", "preempted"):
             totals[key] += int(row.get(key, 0))
     return totals
+
+
+def since(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What happened between two reads; "loaded" stays the total (the probe loads at start-up)."""
+    return {
+        key: value if key == "loaded" else value - before.get(key, 0)
+        for key, value in after.items()
+    }
