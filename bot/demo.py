@@ -39,7 +39,7 @@ import redis
 import yaml
 
 import bot
-from bot.core.state import SeriesState
+from bot.core.state import CiState, SeriesState
 from bot.emulator import GitHubEmulator
 from bot.local_redis import LocalRedis, LocalRedisError
 from bot.store import series as store
@@ -582,23 +582,32 @@ def ci_rows_done(demo: Demo, head: str) -> SeriesState | None:
 
 
 def ci_finished(state: SeriesState, head: str) -> SeriesState | None:
-    """The state once every CI row of `head` passed; None while they run. A row that failed,
-    or that waits for `/carry approve` (the demo's pushes are all trusted), stops the demo
-    at once with the row's own reason instead of a timeout."""
-    rows = [state.ci.get(f"{kind}/{check}") for kind in KINDS for check in CHECKS]
-    if all(row and row.head_sha == head and row.state == "success" for row in rows):
+    """The state once every CI row of `head` passed; None while they run or wait. A row that
+    failed stops the demo at once, with the row's own reason."""
+    rows = ci_rows(state, head)
+    if len(rows) == len(KINDS) * len(CHECKS) and all(row.state == "success" for row in rows):
         return state
-    stuck = [
-        row
-        for row in rows
-        if row
-        and row.head_sha == head
-        and row.state in ("failure", "infra-error", "cancelled", "waiting-approval")
-    ]
-    if stuck:
-        details = "; ".join(f"{row.runner}: {row.state} {row.detail}" for row in stuck)
-        raise DemoError(f"CI did not pass: {details}")
+    failed = [row for row in rows if row.state in ("failure", "infra-error", "cancelled")]
+    if failed:
+        raise DemoError(f"CI did not pass: {describe(failed)}")
     return None
+
+
+def ci_held(state: SeriesState | None, head: str) -> str:
+    """Why CI on `head` is not done, when rows wait for `/carry approve`: a poll can see a head
+    before its push webhook names the pusher (that release is normal); a wait that outlasts the
+    step is not, and the timeout says which rows and why."""
+    held = [row for row in ci_rows(state, head) if row.state == "waiting-approval"] if state else []
+    return f"; still held: {describe(held)}" if held else ""
+
+
+def ci_rows(state: SeriesState, head: str) -> list[CiState]:
+    rows = [state.ci.get(f"{kind}/{check}") for kind in KINDS for check in CHECKS]
+    return [row for row in rows if row is not None and row.head_sha == head]
+
+
+def describe(rows: list[CiState]) -> str:
+    return "; ".join(f"{row.runner}: {row.state} {row.detail}" for row in rows)
 
 
 def run_ci(demo: Demo, head: str, number: int) -> None:
@@ -607,7 +616,10 @@ def run_ci(demo: Demo, head: str, number: int) -> None:
     say("  patches) and run the series' checks there, shell commands from carry.yaml:")
     for check, code in CHECKS.items():
         say(f"    {check:<15} sh -c 'python -c \"{code}\"'")
-    state = demo.wait(f"CI on {short(head)}", lambda: ci_rows_done(demo, head))
+    try:
+        state = demo.wait(f"CI on {short(head)}", lambda: ci_rows_done(demo, head))
+    except DemoError as timed_out:
+        raise DemoError(f"{timed_out}{ci_held(demo.state(), head)}") from timed_out
     for key, row in sorted(state.ci.items()):
         say(f"  {key}: {row.state} (run {row.run_id}: {demo.dashboard}/runs/{row.run_id})")
     runs = demo.wait("the CI results on the PR", lambda: completed_ci_statuses(demo, number))

@@ -1,12 +1,13 @@
-"""The demo's CI step decides from the series state alone: done, still running, or stopped with
-the row's own reason (a head held for `/carry approve` used to look like a 60 s timeout)."""
+"""The demo's CI step decides from the series state alone: done, still running (a head a poll
+saw before its push webhook waits for its pusher), or stopped with the row's own reason; a
+timeout names the rows still held for `/carry approve` (it used to say only "waiting for CI")."""
 
 from __future__ import annotations
 
 import pytest
 
 from bot.core.state import CiState, SeriesState
-from bot.demo import CHECKS, KINDS, DemoError, ci_finished
+from bot.demo import CHECKS, KINDS, DemoError, ci_finished, ci_held
 
 HEAD = "01a267bbcfb6" + "0" * 28
 
@@ -32,11 +33,19 @@ def test_ci_is_done_when_every_row_of_the_head_passed() -> None:
     assert ci_finished(state, "f" * 40) is None  # rows of another head: still waiting
 
 
-def test_ci_still_running_is_not_an_error() -> None:
-    assert ci_finished(state_with(gaudi="running"), HEAD) is None
+@pytest.mark.parametrize("pending", ["running", "queued", "waiting-approval"])
+def test_ci_still_running_or_held_is_not_an_error(pending: str) -> None:
+    assert ci_finished(state_with(gaudi=pending), HEAD) is None
 
 
-@pytest.mark.parametrize("stuck", ["waiting-approval", "failure", "infra-error"])
+def test_a_timeout_names_the_rows_still_held_for_approval() -> None:
+    held = ci_held(state_with(gb10="waiting-approval"), HEAD)
+    assert held.startswith("; still held: gb10: waiting-approval head 01a267bbcfb6 was pushed")
+    assert ci_held(state_with(gb10="running"), HEAD) == ""
+    assert ci_held(None, HEAD) == ""
+
+
+@pytest.mark.parametrize("stuck", ["failure", "infra-error", "cancelled"])
 def test_a_row_that_cannot_pass_stops_the_demo_with_its_reason(stuck: str) -> None:
     with pytest.raises(DemoError, match=f"gb10: {stuck} head 01a267bbcfb6 was pushed by an author"):
         ci_finished(state_with(gb10=stuck), HEAD)
