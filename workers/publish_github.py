@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 from bot.core import proposal
 from bot.core import transitions as tr
-from bot.core.render import conflict_report
+from bot.core.render import conflict_report, kept_commits_comment
 from bot.core.state import PrInfo, SeriesState
-from bot.git.downstream import Downstream
+from bot.git.downstream import BranchCommit, Downstream
 from bot.github.forge import DraftsNotSupported, Forge, PullInfo
 from bot.store import series as store
 from workers import downstream as downstream_repo
@@ -71,7 +71,7 @@ def publish(
     ):
         pushed = None  # the branch already proposes exactly these patches: no push, no CI run
     else:
-        pushed = _push(downstream, heads, main, branch, directory, plan.files, state)
+        pushed, replaced = _push(downstream, heads, main, branch, directory, plan.files, state)
     body = body + "".join(f"\n> note: {n}" for n in plan.notes)
     if pull is None:
         if not plan.files and branch not in heads:
@@ -84,6 +84,9 @@ def publish(
     if labels:
         forge.add_labels(pull.number, labels)
     _conflict_comment(forge, pull.number, state)
+    if pushed and replaced:
+        backup = backup_branch(state.id, heads[branch])
+        _say_commits_kept(rt, forge, pull.number, state, (branch, backup, main), replaced)
     pr = PrInfo(pull.number, pull.url, branch, "open", pull.draft, pushed or pull.head_sha)
     note = f"PR #{pull.number} {'updated' if pushed else 'report refreshed (nothing pushed)'}"
     new_version = version if version and pushed else None
@@ -147,15 +150,48 @@ def _push(
     directory: str,
     files: dict[str, bytes | None],
     state: SeriesState,
-) -> str | None:
+) -> tuple[str | None, list[BranchCommit]]:
+    """(the commit pushed, or None when the branch already has this tree; the commits of
+    others it replaced, each kept on a backup branch first)."""
     changes = {f"{directory}/{name}": data for name, data in files.items()}
     tree = downstream.tree_with(heads[main], changes)
     if branch in heads and downstream.tree_of(heads[branch]) == tree:
-        return None
+        return None, []
+    replaced = downstream.commits_by_others(heads[main], heads[branch]) if branch in heads else []
+    if replaced:
+        downstream.keep(heads[branch], backup_branch(state.id, heads[branch]))
     message = f"carry({state.id}): refresh on {state.base} {str(state.checked_head)[:12]}\n"
     commit = downstream.commit(tree, heads[main], message)
     downstream.push(commit, branch, heads.get(branch))
-    return commit
+    return commit, replaced
+
+
+def backup_branch(series_id: str, tip: str) -> str:
+    """Outside `carry/`: git cannot hold `carry/<series>` and `carry/<series>/...` at once."""
+    return f"carry-backup/{series_id}/{tip[:12]}"
+
+
+def _say_commits_kept(
+    rt: Runtime,
+    forge: Forge,
+    number: int,
+    state: SeriesState,
+    branches: tuple[str, str, str],
+    replaced: list[BranchCommit],
+) -> None:
+    """branches: (carry's, the backup, main)."""
+    branch, backup, main = branches
+    text = kept_commits_comment(branch, backup, state.checked_head or "", replaced, main)
+    forge.comment(number, text, series=state.id)
+    store.append_history(
+        rt.redis,
+        state.id,
+        "branch-commits-kept",
+        pr=number,
+        backup=backup,
+        commits=[c.sha for c in replaced],
+        authors=sorted({c.author for c in replaced}),
+    )
 
 
 def _conflict_comment(forge: Forge, number: int, state: SeriesState) -> None:

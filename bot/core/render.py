@@ -224,3 +224,24 @@ def _utf8_len(text: str) -> int:
 
 def _utf8_prefix(text: str, max_bytes: int) -> str:
     return text.encode("utf-8")[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def kept_commits_comment(
+    branch: str, backup: str, head: str, commits: Iterable[tuple[str, str, str]], main: str
+) -> str:
+    """What carry tells a PR when its refresh of `branch` replaces commits (sha, author,
+    subject) that it did not make; they are kept on `backup`."""
+    listed = [
+        f"- `{sha[:12]}` {as_code(subject)} by {as_code(author)}"
+        for sha, author, subject in commits
+    ]
+    return "\n".join(
+        [
+            f"carry refreshed `{branch}` on `{head[:12]}`, which replaces commits it did not make:",
+            *listed,
+            "",
+            f"They are kept on the branch `{backup}`. carry rebuilds `{branch}` from the series'",
+            "patches at every refresh, so a change meant to stay belongs in the series: commit it",
+            f"to `{main}` (or ask carry to `/carry pause` this series while you work on its branch).",
+        ]
+    )

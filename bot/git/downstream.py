@@ -13,6 +13,7 @@ import tarfile
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from bot.git.mirror import Mirror
 from bot.git.objects import tree_with
@@ -24,6 +25,12 @@ CARRY_IDENTITY = {
     "GIT_COMMITTER_NAME": "carry",
     "GIT_COMMITTER_EMAIL": "carry@carry.invalid",
 }
+
+
+class BranchCommit(NamedTuple):
+    sha: str
+    author: str
+    subject: str
 
 
 def auth_env(token: str | None) -> dict[str, str]:
@@ -95,3 +102,22 @@ class Downstream:
         """Force-pushes `branch`, but only over the sha carry last saw there."""
         lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
         self.git.run("push", "--quiet", lease, self.mirror.source, f"{commit}:refs/heads/{branch}")
+
+    def commits_by_others(self, base: str, tip: str) -> list[BranchCommit]:
+        """Commits on `tip` but not on `base` that carry did not commit (another committer:
+        a person's push, GitHub's web editor, a merge of main into the branch), oldest first."""
+        log = self.git.out("log", "--reverse", "--format=%H%x00%an%x00%ce%x00%s", f"{base}..{tip}")
+        commits = [line.split("\0") for line in log.splitlines()]
+        return [
+            BranchCommit(sha, author, subject)
+            for sha, author, committer, subject in commits
+            if committer != CARRY_IDENTITY["GIT_COMMITTER_EMAIL"]
+        ]
+
+    def keep(self, commit: str, branch: str) -> None:
+        """Pushes `commit` to a new `branch`; one that already holds it is left as it is."""
+        ref = f"refs/heads/{branch}"
+        if self.mirror.remote_refs(ref).get(ref) == commit:
+            return
+        lease = f"--force-with-lease={ref}:"  # never over a branch of that name someone made
+        self.git.run("push", "--quiet", lease, self.mirror.source, f"{commit}:{ref}")

@@ -580,3 +580,45 @@ def test_a_reply_refused_for_longer_than_a_worker_waits_is_rescheduled_for_then(
         tasks.reply(SERIES, 1, "Paused.")
     assert [a["countdown"] for a in asked] == [600]
     assert isinstance(asked[0]["exc"], forge_module.RateLimited)
+
+
+# -- 10. a person's commits on carry's branch -------------------------------------------------------
+
+
+def _push_to_carry_branch(d: Deployment, tmp_path: Path, who: str) -> tuple[str, str]:
+    """`who` clones the downstream repository, commits on carry's branch and pushes it, as a
+    maintainer fixing a PR by hand would; returns (sha, subject)."""
+    work = tmp_path / f"{who}-clone"
+    git(tmp_path, "clone", "-q", str(d.gh.repo_path(DOWN_OWNER, DOWN_NAME)), str(work))
+    git(work, "checkout", "-q", f"carry/{SERIES}")
+    (work / "NOTES.md").write_text("why the fix needs a follow-up\n")
+    subject = "Note the follow-up the fix needs"
+    git(work, "add", "NOTES.md")
+    git(work, "commit", "-q", "-m", subject)
+    d.gh.push(DOWN_OWNER, DOWN_NAME, work, f"HEAD:refs/heads/carry/{SERIES}", pusher=who)
+    return git(work, "rev-parse", "HEAD"), subject
+
+
+def test_a_persons_commits_on_carrys_branch_are_kept_on_a_backup_branch_and_named_on_the_pr(
+    deploy: Deploy, tmp_path: Path
+) -> None:
+    """Renovate stops when someone else pushed to its branch; carry's branch is derived from the
+    series, so carry refreshes it, but only after keeping the person's commits on a branch of
+    their own and saying so on the PR (they were silently overwritten)."""
+    d = deploy()
+    number = d.open_pr()
+    sha, subject = _push_to_carry_branch(d, tmp_path, "alice")
+    d.propose({"mod.py": "# header\n# second header\n" + BODY}, "Add a second header")
+    backup = f"carry-backup/{SERIES}/{sha[:12]}"
+    assert d.gh.ref(DOWN_OWNER, DOWN_NAME, f"refs/heads/{backup}") == sha
+    branch_head = d.gh.ref(DOWN_OWNER, DOWN_NAME, f"refs/heads/carry/{SERIES}")
+    assert branch_head != sha
+    (entry,) = d.history("branch-commits-kept")
+    assert entry["data"]["backup"] == backup and entry["data"]["commits"] == [sha]
+    (said,) = [
+        c["body"] for c in d.gh.comments(DOWN_OWNER, DOWN_NAME, number) if backup in c["body"]
+    ]
+    assert sha[:12] in said and subject in said
+    # carry's own refresh is not a person's commit: the next head makes no second backup.
+    d.propose({"mod.py": "# header\n# second header\n# third\n" + BODY}, "Add a third header")
+    assert len(d.history("branch-commits-kept")) == 1
