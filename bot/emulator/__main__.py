@@ -25,9 +25,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--webhook", action="append", default=[], metavar="URL[=SECRET]", help="add a webhook"
     )
+    parser.add_argument(
+        "--enterprise", action="store_true", help="an Enterprise Server: the API under /api/v3"
+    )
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="github-emulator-"))
-    gh = GitHubEmulator(root, host=args.host, port=args.port)
+    gh = GitHubEmulator(root, host=args.host, port=args.port, enterprise=args.enterprise)
     for item in args.token:
         token, _, login = item.partition("=")
         gh.add_token(token, login or "octocat")

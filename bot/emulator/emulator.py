@@ -38,6 +38,7 @@ class GitHubEmulator:
         manual_webhooks: bool = False,
         rate_limit: int = 5000,
         token_warmup_s: float = 0.0,
+        enterprise: bool = False,
     ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -54,7 +55,10 @@ class GitHubEmulator:
         self._server = EmulatorHTTPServer((host, port), self._service)
         self.host = host
         self.port = self._server.server_address[1]
-        self.hub.base_url = f"http://{host}:{self.port}"
+        # An Enterprise Server answers its REST API under /api/v3; pages and git are on the host.
+        self.hub.web_url = f"http://{host}:{self.port}"
+        self.hub.api_prefix = "/api/v3" if enterprise else ""
+        self.hub.base_url = self.hub.web_url + self.hub.api_prefix
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -207,7 +211,7 @@ class GitHubEmulator:
         """The http clone URL; with a token it carries `x-access-token:<token>@` credentials."""
         repo = self._repo(owner, name)
         if token is None:
-            return f"{self.base_url}/{repo.full_name}.git"
+            return f"{self.hub.web_url}/{repo.full_name}.git"
         return f"http://x-access-token:{quote(token, safe='')}@{self.host}:{self.port}/{repo.full_name}.git"
 
     def ref(self, owner: str, name: str, ref: str) -> str | None:

@@ -68,7 +68,9 @@ class Hub:
         self.root = root
         self.clock = clock
         self.lock = threading.RLock()
-        self.base_url = "http://127.0.0.1"
+        self.base_url = "http://127.0.0.1"  # the REST API's root
+        self.web_url = "http://127.0.0.1"  # web pages and git (github.com's two hosts are one here)
+        self.api_prefix = ""  # "/api/v3" on an Enterprise Server
         self.views = RestViews(self)
         self.users: dict[str, User] = {}
         self.repos: dict[str, Repo] = {}

@@ -124,6 +124,12 @@ class Service:
     def handle(self, method: str, target: str, headers: dict[str, str], body: bytes) -> Outcome:
         path = urlsplit(target).path
         kind = "git" if GIT_PATH.match(path) else "api"
+        prefix = self.hub.api_prefix
+        if kind == "api" and prefix:
+            if path != prefix and not path.startswith(prefix + "/"):
+                self.record("web", method, target, headers, body).status = 404
+                return Outcome(404, {"Content-Type": "text/html"}, b"<h1>Not Found</h1>")
+            target = target[len(prefix) :] or "/"
         entry = self.record(kind, method, target, headers, body)
         try:
             outcome = (

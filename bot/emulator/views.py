@@ -70,16 +70,20 @@ class RestViews:
     def base(self) -> str:
         return self.hub.base_url
 
+    @property
+    def web(self) -> str:
+        return self.hub.web_url
+
     # -- URLs -----------------------------------------------------------------------------------
 
     def repo_api(self, repo: Repo) -> str:
         return f"{self.base}/repos/{repo.full_name}"
 
     def repo_html(self, repo: Repo) -> str:
-        return f"{self.base}/{repo.full_name}"
+        return f"{self.web}/{repo.full_name}"
 
     def clone_url(self, repo: Repo) -> str:
-        return f"{self.base}/{repo.full_name}.git"
+        return f"{self.web}/{repo.full_name}.git"
 
     # -- users ----------------------------------------------------------------------------------
 
@@ -92,10 +96,10 @@ class RestViews:
             "login": u.login,
             "id": u.id,
             "node_id": legacy_node_id("User", u.id),
-            "avatar_url": f"{self.base}/avatars/u/{u.id}?v=4",
+            "avatar_url": f"{self.web}/avatars/u/{u.id}?v=4",
             "gravatar_id": "",
             "url": api,
-            "html_url": f"{self.base}/{quote(u.login)}",
+            "html_url": f"{self.web}/{quote(u.login)}",
             "followers_url": api + "/followers",
             "following_url": api + "/following{/other_user}",
             "gists_url": api + "/gists{/gist_id}",
@@ -132,7 +136,7 @@ class RestViews:
         data.update(repo_url_fields(self.repo_api(repo), self.repo_html(repo)))
         data.update(
             {
-                "git_url": f"{self.base.replace('http', 'git', 1)}/{repo.full_name}.git",
+                "git_url": f"{self.web.replace('http', 'git', 1)}/{repo.full_name}.git",
                 "ssh_url": f"git@127.0.0.1:{repo.full_name}.git",
                 "clone_url": self.clone_url(repo),
                 "svn_url": self.repo_html(repo),
@@ -458,8 +462,8 @@ class RestViews:
             "owner": self.user(app.owner),
             "name": app.name,
             "description": "",
-            "external_url": f"{self.base}/apps/{app.slug}",
-            "html_url": f"{self.base}/apps/{app.slug}",
+            "external_url": f"{self.web}/apps/{app.slug}",
+            "html_url": f"{self.web}/apps/{app.slug}",
             "created_at": iso(app.created_at),
             "updated_at": iso(app.created_at),
             "permissions": dict(app.permissions),
@@ -514,7 +518,7 @@ class RestViews:
     def status(self, repo: Repo, status: CommitStatus) -> dict[str, Any]:
         return {
             "url": f"{self.repo_api(repo)}/statuses/{status.sha}",
-            "avatar_url": f"{self.base}/avatars/u/{self.hub.user(status.creator).id}?v=4",
+            "avatar_url": f"{self.web}/avatars/u/{self.hub.user(status.creator).id}?v=4",
             "id": status.id,
             "node_id": node_id("SC", status.id),
             "state": status.state,
@@ -562,7 +566,7 @@ class RestViews:
             "repository_selection": "all" if inst.repos is None else "selected",
             "access_tokens_url": f"{self.base}/app/installations/{inst.id}/access_tokens",
             "repositories_url": f"{self.base}/installation/repositories",
-            "html_url": f"{self.base}/settings/installations/{inst.id}",
+            "html_url": f"{self.web}/settings/installations/{inst.id}",
             "app_id": app.id,
             "app_slug": app.slug,
             "target_id": account.id,

@@ -1084,3 +1084,27 @@ def test_bodies_comments_and_check_output_have_githubs_size_limits(
         assert refused("PATCH", f"{r}/check-runs/{made.json()['id']}", too_big, app)
     assert [c["body"] for c in gh.comments(OWNER, NAME, pr["number"])] == [at_limit]
     assert gh.pull(OWNER, NAME, pr["number"])["body"] == at_limit
+
+
+def test_an_enterprise_server_answers_its_api_under_api_v3(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    """GitHub Enterprise Server: "the REST API is at http(s)://HOSTNAME/api/v3" (REST docs,
+    About the REST API; PyGithub's `base_url` for GHE), while web pages and git stay on the host
+    itself. A path without the prefix is not the API."""
+    with GitHubEmulator(tmp_path / "ghe", enterprise=True) as ghe:
+        ghe.create_repo(OWNER, NAME, from_path=upstream.builder.path)
+        ghe.add_token(TOKEN, "alice")
+        ghe.set_permission(OWNER, NAME, "alice", "write")
+        host = f"http://{ghe.host}:{ghe.port}"
+        assert ghe.base_url == f"{host}/api/v3"
+        repo = client(ghe).get_repo(REPO)
+        assert repo.url == f"{host}/api/v3/repos/{REPO}"
+        assert (repo.html_url, repo.clone_url) == (f"{host}/{REPO}", f"{host}/{REPO}.git")
+        assert repo.get_git_ref("heads/main").object.sha == upstream.m1
+        with httpx.Client(headers={"User-Agent": "emulator-tests"}) as http:
+            assert http.get(f"{host}/repos/{REPO}").status_code == 404
+            assert http.get(f"{host}/api/v3/repos/{REPO}").status_code == 200
+        git(tmp_path, "clone", "-q", ghe.git_url(OWNER, NAME), str(tmp_path / "clone"))
+        assert git(tmp_path / "clone", "rev-parse", "HEAD") == upstream.m1
+        assert ghe.errors == []
