@@ -143,6 +143,22 @@ class Upstream(_Model):
     ]
     repo: RepoName
 
+    @property
+    def web_host(self) -> str:
+        """The web root the repository's pages live under (`https://github.com`, a GHE host,
+        with any path before OWNER/NAME); "" for a local path or file:// URL, which has none."""
+        scp = re.fullmatch(r"[\w.-]+@([\w.-]+):(?!//).*", self.url)
+        if scp:
+            return f"https://{scp[1]}"
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https", "ssh", "git") or not parts.hostname:
+            return ""
+        web = parts.scheme in ("http", "https")
+        # ssh:// and git:// name git's user and port; the pages are on https at the host.
+        scheme, host = (parts.scheme, parts.netloc) if web else ("https", parts.hostname)
+        prefix = "/".join(parts.path.strip("/").split("/")[:-2])
+        return f"{scheme}://{host}" + (f"/{prefix}" if prefix else "")
+
 
 BaseKind = Literal["branch", "tag", "tag_pattern", "pull"]
 _BASE_KINDS: tuple[BaseKind, ...] = ("branch", "tag", "tag_pattern", "pull")

@@ -39,9 +39,17 @@ def describe_base(base: BaseSpec) -> str:
 
 def initial_state(rt: Runtime, series: Series) -> SeriesState:
     upstream = rt.config.upstreams[series.upstream]
-    return store.ensure_series(
-        rt.redis, series.id, upstream_repo=upstream.repo, base=describe_base(series.base)
+    named = (upstream.repo, upstream.web_host, describe_base(series.base))
+    state = store.ensure_series(
+        rt.redis,
+        series.id,
+        upstream_repo=named[0],
+        upstream_web_host=named[1],
+        base=named[2],
     )
+    if tr.name_upstream(state, *named):  # the config changed since the state was stored
+        store.update_series(rt.redis, series.id, lambda fresh: tr.name_upstream(fresh, *named))
+    return state
 
 
 def register_series(rt: Runtime) -> None:

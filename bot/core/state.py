@@ -85,6 +85,9 @@ class PrInfo:
 class SeriesState:
     id: str
     upstream_repo: str = ""
+    # where upstream_repo's web pages are (config's upstream URL: github.com, a GHE host); ""
+    # for an upstream with none (a local path); None in a state stored before carry kept it
+    upstream_web_host: str | None = None
     base: str = ""  # how the base is named, e.g. "tag v0.26.0", "pull 53899"
     head_sha: str | None = None
     head_ref: str | None = None

@@ -138,6 +138,15 @@ def record_pusher(state: SeriesState, head: str, actor: str) -> bool:
     return changed
 
 
+def name_upstream(state: SeriesState, repo: str, web_host: str, base: str) -> bool:
+    """The series' upstream and base as the config names them now."""
+    named = (repo, web_host, base)
+    if (state.upstream_repo, state.upstream_web_host, state.base) == named:
+        return False
+    state.upstream_repo, state.upstream_web_host, state.base = named
+    return True
+
+
 def set_paused(state: SeriesState, by: str | None) -> bool:
     """`/carry pause` (by: who) or `/carry resume` (None). Resuming while a job runs leaves
     the phase to that job."""

@@ -324,21 +324,29 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def commit_link(repo: str) -> Callable[[str], str | None]:
-    """Web links to an upstream's commits, when the upstream is a GitHub repository."""
-    on_github = re.fullmatch(r"[\w.-]+/[\w.-]+", repo) is not None
+def web_host(state: SeriesState) -> str:
+    """Where the series' upstream has its web pages; "" where it has none (a local path)."""
+    if state.upstream_web_host is None:
+        return GITHUB_WEB  # stored before carry kept the host, when it assumed github.com
+    return state.upstream_web_host
+
+
+def commit_link(repo: str, host: str) -> Callable[[str], str | None]:
+    """Web links to an upstream's commits, when the upstream has web pages at `host`."""
+    on_web = bool(host) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) is not None
 
     def link(sha: str) -> str | None:
-        return f"{GITHUB_WEB}/{repo}/commit/{sha}" if on_github and sha else None
+        return f"{host}/{repo}/commit/{sha}" if on_web and sha else None
 
     return link
 
 
-def pr_url(ref: str) -> str | None:
+def pr_url(ref: str, host: str) -> str | None:
+    """OWNER/REPO#N on the upstream's web host (a PR ref names a repository on the same one)."""
     repo, sep, number = ref.partition("#")
-    if not sep or not number.isdigit() or repo.count("/") != 1:
+    if not host or not sep or not number.isdigit() or repo.count("/") != 1:
         return None
-    return f"{GITHUB_WEB}/{repo}/pull/{number}"
+    return f"{host}/{repo}/pull/{number}"
 
 
 # --------------------------------------------------------------------------- upstream PRs
@@ -359,7 +367,7 @@ def _upstream_label(state: str, superseded_by: str | None) -> str:
     return f"{words}, superseded by {superseded_by}"
 
 
-def _carry_upstream(entry: dict[str, Any]) -> UpstreamPrOut:
+def _carry_upstream(entry: dict[str, Any], host: str) -> UpstreamPrOut:
     ref = str(entry.get("ref", ""))
     state = _upstream_state(str(entry.get("state", "")))
     by = entry.get("superseded_by")
@@ -367,14 +375,14 @@ def _carry_upstream(entry: dict[str, Any]) -> UpstreamPrOut:
         ref=ref,
         state=state,
         label=_upstream_label(state, str(by) if by else None),
-        url=pr_url(ref),
+        url=pr_url(ref, host),
         merge_commit=entry.get("merge_commit") or None,
         superseded_by=str(by) if by else None,
         source="carry",
     )
 
 
-def _page_upstream(entry: UpstreamEntry) -> UpstreamPrOut:
+def _page_upstream(entry: UpstreamEntry, host: str) -> UpstreamPrOut:
     ref = str(entry.ref) if entry.ref else (entry.repo or "")
     by = str(entry.superseded_by) if entry.superseded_by else None
     state = _upstream_state(entry.state)
@@ -382,17 +390,17 @@ def _page_upstream(entry: UpstreamEntry) -> UpstreamPrOut:
         ref=ref,
         state=state,
         label=_upstream_label(state, by),
-        url=pr_url(ref),
+        url=pr_url(ref, host),
         superseded_by=by,
         source="fix page",
     )
 
 
-def upstream_prs(patch: PatchState, page: FixPage | None) -> list[UpstreamPrOut]:
+def upstream_prs(patch: PatchState, page: FixPage | None, host: str) -> list[UpstreamPrOut]:
     """What carry observed (newest truth) first, then what the fix page lists besides."""
-    observed = [_carry_upstream(e) for e in patch.upstream_prs]
+    observed = [_carry_upstream(e, host) for e in patch.upstream_prs]
     known = {e.ref for e in observed}
-    listed = [_page_upstream(e) for e in page.upstream] if page else []
+    listed = [_page_upstream(e, host) for e in page.upstream] if page else []
     return observed + [e for e in listed if e.ref not in known]
 
 
@@ -452,7 +460,7 @@ class FixPages:
         return FixPageFound(page, text, None)
 
 
-def fix_page_out(page: FixPage, text: str) -> FixPageOut:
+def fix_page_out(page: FixPage, text: str, host: str) -> FixPageOut:
     return FixPageOut(
         name=page.name,
         file=page.file,
@@ -460,7 +468,7 @@ def fix_page_out(page: FixPage, text: str) -> FixPageOut:
         affects=page.affects,
         releases=list(page.releases),
         patches=[PatchFilesOut(patch=p.patch, files=list(p.files)) for p in page.patches],
-        upstream=[_page_upstream(e) for e in page.upstream],
+        upstream=[_page_upstream(e, host) for e in page.upstream],
         test=page.test,
         sections=[SectionOut(title=s.title, body=s.body) for s in page.sections],
         markdown=text,
@@ -483,7 +491,7 @@ def head_out(state: SeriesState, now: datetime | None = None) -> HeadOut:
     )
 
 
-def patch_out(patch: PatchState, page: FixPage | None = None) -> PatchOut:
+def patch_out(patch: PatchState, page: FixPage | None, host: str) -> PatchOut:
     return PatchOut(
         name=patch.name,
         subject=patch.subject,
@@ -494,13 +502,13 @@ def patch_out(patch: PatchState, page: FixPage | None = None) -> PatchOut:
         drop_requested_by=patch.drop_requested_by,
         changed=patch.changed,
         needs_attention=patch.needs_attention,
-        upstream=upstream_prs(patch, page),
+        upstream=upstream_prs(patch, page, host),
     )
 
 
-def patch_state_out(patch: PatchState, page: FixPage | None = None) -> PatchStateOut:
+def patch_state_out(patch: PatchState, page: FixPage | None, host: str) -> PatchStateOut:
     return PatchStateOut(
-        **patch_out(patch, page).model_dump(),
+        **patch_out(patch, page, host).model_dump(),
         evidence=list(patch.evidence),
         interdiff=patch.interdiff,
         conflict=patch.conflict,
@@ -572,7 +580,7 @@ def series_summary(
     state: SeriesState, pages: Mapping[str, FixPage] | None = None
 ) -> SeriesSummaryOut:
     found = pages or {}
-    patches = [patch_out(p, found.get(p.name)) for p in state.patches]
+    patches = [patch_out(p, found.get(p.name), web_host(state)) for p in state.patches]
     return SeriesSummaryOut(**_summary_fields(state), patches=patches)
 
 
@@ -580,7 +588,7 @@ def series_full(state: SeriesState, pages: Mapping[str, FixPage] | None = None) 
     found = pages or {}
     return SeriesOut(
         **_summary_fields(state),
-        patches=[patch_state_out(p, found.get(p.name)) for p in state.patches],
+        patches=[patch_state_out(p, found.get(p.name), web_host(state)) for p in state.patches],
         checked_head=state.checked_head,
         checked_digest=state.checked_digest,
         checked_at=state.checked_at,
@@ -670,11 +678,14 @@ def patch_detail(
     if patch is None:
         raise NotFound(f"unknown patch '{name}' in series '{series_id}'")
     found = fix_pages.lookup(series_id, name)
-    page = fix_page_out(found.page, found.text) if found.page and found.text is not None else None
+    host = web_host(state)
+    page = None
+    if found.page and found.text is not None:
+        page = fix_page_out(found.page, found.text, host)
     entries = history(client, series_id, limit=HISTORY_MAXLEN)
     return PatchDetailOut(
         series=series_id,
-        patch=patch_state_out(patch, found.page),
+        patch=patch_state_out(patch, found.page, host),
         fix_page=page,
         fix_page_note=found.note,
         history=patch_history(entries, name),

@@ -49,6 +49,7 @@ from bot.web.api import (
     series_history,
     series_list,
     series_summary,
+    web_host,
 )
 from bot.web.worksheet import diff_lines, worksheet
 
@@ -500,13 +501,13 @@ class Dashboard:
     def patch(self, series_id: str, name: str) -> HTMLResponse:
         detail = patch_detail(self.client, self.fix_pages, series_id, name)
         state = load_series(self.client, series_id)
-        repo = state.upstream_repo if state is not None else ""
+        repo, host = (state.upstream_repo, web_host(state)) if state is not None else ("", "")
         return self.pages.render(
             "patch.html",
             title=f"{name} · {series_id}",
             json_url=f"/api/v1/series/{quote(series_id, safe='')}/patches/{quote(name, safe='')}",
             d=detail,
-            w=worksheet(detail.patch.evidence, detail.patch.conflict, commit_link(repo)),
+            w=worksheet(detail.patch.evidence, detail.patch.conflict, commit_link(repo, host)),
             interdiff=diff_lines(detail.patch.interdiff),
             live=Live(series=series_id),
         )
@@ -554,9 +555,10 @@ class Dashboard:
     def patch_badge(self, series_id: str, name: str) -> Response:
         state = load_series(self.client, series_id)
         patch = state.patch(name) if state else None
-        if patch is None:
+        if state is None or patch is None:
             return svg_response(name, "unknown", "unknown", status_code=404)
-        return svg_response(name, patch_badge_word(patch_out(patch)), patch.status)
+        word = patch_badge_word(patch_out(patch, None, web_host(state)))
+        return svg_response(name, word, patch.status)
 
 
 def _guarded(handler: Callable[[], HTMLResponse], pages: Pages) -> HTMLResponse:

@@ -265,6 +265,28 @@ def test_series_list_puts_attention_first_with_head_ci_and_patches(site: Site) -
     assert listed[1]["patches"][0]["upstream"][0]["source"] == "carry"
 
 
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("https://ghe.corp.example", "https://ghe.corp.example/vllm-project/vllm-gaudi/pull/1919"),
+        ("", None),  # an upstream without web pages (a local path) gets no link
+        (None, "https://github.com/vllm-project/vllm-gaudi/pull/1919"),  # stored before hosts
+    ],
+)
+def test_upstream_pr_links_go_to_the_upstreams_own_web_host(
+    site: Site, host: str | None, url: str | None
+) -> None:
+    """They were always https://github.com, even for an upstream on GitHub Enterprise."""
+    state = main_series()
+    state.upstream_web_host = host
+    save_series(site.client, state)
+    (listed,) = [s for s in site.get("/api/v1/series").json()["series"] if s["id"] == MAIN]
+    assert [u["url"] for u in listed["patches"][0]["upstream"]] == [url]
+    detail = site.get(f"/api/v1/series/{MAIN}/patches/{PATCH}").json()
+    assert [u["url"] for u in detail["patch"]["upstream"]] == [url]
+    assert [u["url"] for u in detail["fix_page"]["upstream"]] == [url]
+
+
 def test_series_detail_has_decision_reason_and_evidence(site: Site) -> None:
     detail = site.get(f"/api/v1/series/{MAIN}").json()
 

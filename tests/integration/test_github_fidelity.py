@@ -6,6 +6,7 @@ and CI-report code in this process against it, with real git, Redis and PyGithub
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -101,7 +102,8 @@ def pr(state: SeriesState) -> PrInfo:
 def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy]:
     env = CarryEnv(tmp_path, redis_url)
     broker = celery_app.conf.broker_url
-    with GitHubEmulator(tmp_path / "gh") as gh:
+    with contextlib.ExitStack() as running:
+        started: list[GitHubEmulator] = []
 
         def start(
             *,
@@ -109,7 +111,10 @@ def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> I
             private: bool = False,
             plan: str = "free",
             patches: tuple[dict[str, str], ...] = (FIX,),
+            enterprise: bool = False,
         ) -> Deployment:
+            gh = running.enter_context(GitHubEmulator(tmp_path / "gh", enterprise=enterprise))
+            started.append(gh)
             env.carry_patches(list(patches))
             git(env.downstream, "init", "-q", "-b", "main")
             git(env.downstream, "add", "-A")
@@ -147,7 +152,7 @@ def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> I
             return Deployment(env, gh, runtime_module.runtime())
 
         yield start
-        assert gh.errors == []
+        assert [gh.errors for gh in started] == [[] for _ in started]
     celery_app.conf.broker_url = broker
     celery_app.close()
     runtime_module.reset()
@@ -622,3 +627,26 @@ def test_a_persons_commits_on_carrys_branch_are_kept_on_a_backup_branch_and_name
     # carry's own refresh is not a person's commit: the next head makes no second backup.
     d.propose({"mod.py": "# header\n# second header\n# third\n" + BODY}, "Add a third header")
     assert len(d.history("branch-commits-kept")) == 1
+
+
+# -- 9. GitHub Enterprise ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("auth", ["token", "app"])
+def test_carry_works_against_an_enterprise_server(deploy: Deploy, auth: str) -> None:
+    """GITHUB_BASE_URL=http(s)://HOST/api/v3: the REST API under the prefix, the downstream
+    repository cloned and pushed on the host itself; carry opens its PR and reports CI there."""
+    d = deploy(auth=auth, enterprise=True)
+    assert d.rt.settings.github_base_url.endswith("/api/v3")
+    state = d.propose(MOVED, "Add a header")
+    assert d.pull()["head"]["ref"] == f"carry/{SERIES}"
+    d.report(state, CiState(runner=CHECK, state="success", detail="passed in 3 s"))
+    sha = pr(state).head_sha
+    if auth == "app":
+        (run,) = d.gh.check_runs(DOWN_OWNER, DOWN_NAME, sha=sha)
+        assert run["name"] == f"carry/{CHECK}"
+    else:
+        (status,) = d.gh.statuses(DOWN_OWNER, DOWN_NAME, sha)
+        assert status["context"] == f"carry/{CHECK}"
+    assert f"| {CHECK} | success | passed in 3 s |" in d.pull()["body"]
+    assert {e.kind for e in d.gh.requests} <= {"api", "git"}  # nothing missed the prefix

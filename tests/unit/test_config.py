@@ -15,6 +15,7 @@ from bot.config import (
     BaseSpec,
     ConfigError,
     Settings,
+    Upstream,
     load_config,
     load_settings,
     parse_pr_ref,
@@ -517,3 +518,23 @@ def test_credentials_in_an_upstream_url_are_refused(tmp_path):
 
 def test_an_upstream_url_git_would_read_as_an_option_is_refused(tmp_path):
     assert "starts with '-'" in upstream_url_error(tmp_path, "--upload-pack=touch /tmp/pwned")
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("https://github.com/vllm-project/vllm.git", "https://github.com"),
+        ("https://github.com/vllm-project/vllm", "https://github.com"),
+        ("git@github.com:vllm-project/vllm.git", "https://github.com"),
+        ("ssh://git@ghe.corp.example:2222/ml/vllm.git", "https://ghe.corp.example"),
+        ("https://ghe.corp.example/ml/vllm.git", "https://ghe.corp.example"),
+        ("https://acme.ghe.com/ml/vllm.git", "https://acme.ghe.com"),
+        ("https://git.corp.example/mirrors/ml/vllm.git", "https://git.corp.example/mirrors"),
+        ("http://127.0.0.1:8765/upstream-org/engine.git", "http://127.0.0.1:8765"),
+        ("/srv/git/vllm.git", ""),
+        ("file:///srv/git/vllm.git", ""),
+    ],
+)
+def test_an_upstreams_web_host_comes_from_its_url(url: str, host: str) -> None:
+    """Where the dashboard links an upstream's commits and PRs (they were always github.com)."""
+    assert Upstream(url=url, repo="ml/vllm").web_host == host
