@@ -240,6 +240,30 @@ def _latest_decisions(series_ids: list[str]) -> tuple[dict[str, str], str | None
     return decisions, None
 
 
+def cmd_new(args: argparse.Namespace) -> int:
+    from bot.scaffold import (
+        ScaffoldRefused,
+        config_entry,
+        import_command,
+        series_files,
+        write_series,
+    )
+
+    try:
+        files = series_files(args.series, args.fix, args.release, args.patches_dir)
+        directory = write_series(Path(args.patches_dir), args.series, files)
+    except ScaffoldRefused as err:
+        raise UsageError(str(err)) from err
+    written = "\n".join(f"  {directory / name}" for name in files)
+    print(f"wrote\n{written}\n")
+    print("1. Fill in the TODOs of the fix page (its comments say what each field holds).")
+    print("2. Add the series to the config (config/carry.yaml), under series:")
+    print(config_entry(args.series))
+    print("3. Bring in the patches (or --pr OWNER/REPO#N, or --files A.patch ...):")
+    print(f"  {import_command(args.series, args.fix, args.patches_dir)}")
+    return 0
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from bot import importer
 
@@ -346,6 +370,18 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--cache-dir", help=CACHE_HELP)
     imp.add_argument("--dry-run", action="store_true", help="print what would be written")
     imp.set_defaults(func=cmd_import)
+
+    new = sub.add_parser("new", help="start a series: a directory with a fix page template")
+    new.add_argument("series", help="series id (the directory under --patches-dir)")
+    new.add_argument("--fix", required=True, help="name of the fix (its page is FIX.md)")
+    new.add_argument(
+        "--release",
+        action="append",
+        required=True,
+        help="upstream release the fix is carried on (repeatable)",
+    )
+    new.add_argument("--patches-dir", default="patches")
+    new.set_defaults(func=cmd_new)
 
     web = sub.add_parser("web", help="serve webhooks, the API and the dashboard")
     web.add_argument("--host", default="127.0.0.1")

@@ -115,7 +115,7 @@ def load_series(directory: Path, *, root: Path | None = None) -> LoadedSeries:
         message = f"bad series id '{directory.name}' (expected lowercase letters, digits, '.-_')"
         ctx.add(SERIES_FILE, 0, message)
     series = _read_series(ctx)
-    pages = _read_pages(ctx)
+    pages = _read_pages(ctx, patches_pending=series.is_awaiting_import)
     on_disk = sorted(p.name for p in directory.iterdir() if p.suffix == ".patch" and p.is_file())
     _check_listed_files(ctx, series, on_disk)
     _check_page_coverage(ctx, series, pages)
@@ -165,13 +165,15 @@ def _read_series(ctx: _Context) -> SeriesFile:
     return series
 
 
-def _read_pages(ctx: _Context) -> list[FixPage]:
+def _read_pages(ctx: _Context, *, patches_pending: bool) -> list[FixPage]:
     pages: list[FixPage] = []
     for path in sorted(ctx.directory.glob("*.md")):
         text = ctx.read(path.name)
         if text is None:
             continue
-        page, problems = parse_fix_page(text, ctx.show(path.name), expected_name=path.stem)
+        page, problems = parse_fix_page(
+            text, ctx.show(path.name), expected_name=path.stem, patches_pending=patches_pending
+        )
         ctx.problems.extend(problems)
         pages.append(page)
     return pages

@@ -186,15 +186,18 @@ class _Fields:
 
 
 def parse_fix_page(
-    text: str, file: str, *, expected_name: str | None = None
+    text: str, file: str, *, expected_name: str | None = None, patches_pending: bool = False
 ) -> tuple[FixPage, tuple[PageProblem, ...]]:
-    """Parse and validate a page. The page is best effort when problems are reported."""
+    """Parse and validate a page. The page is best effort when problems are reported.
+    `patches_pending`: its series waits for `carry import`, which fills the Patches field, so
+    that field may still be empty."""
     report = _Report(file)
     lines = _lines(text)
     name = _parse_title(lines, expected_name, report)
     preamble_end, headings = _split_headings(lines, report)
     summary, table_rows = _parse_preamble(lines, preamble_end, report)
-    fields = _parse_table(table_rows, report, fallback_line=1)
+    may_be_empty = frozenset({"Patches"} if patches_pending else ())
+    fields = _parse_table(table_rows, report, fallback_line=1, may_be_empty=may_be_empty)
     sections = _parse_sections(lines, headings, report)
     page = FixPage(
         name=name,
@@ -309,13 +312,19 @@ def _split_headings(lines: Sequence[str], report: _Report) -> tuple[int, list[tu
 def _parse_preamble(
     lines: Sequence[str], end: int, report: _Report
 ) -> tuple[str, list[tuple[int, str]]]:
-    """Read the summary paragraph and the field table between the title and the first section."""
+    """Read the summary paragraph and the field table between the title and the first section.
+    Lines of HTML comments are skipped, as Markdown hides them (`carry new` explains the fields
+    in comments)."""
     summary: list[str] = []
     table: list[tuple[int, str]] = []
     state = "before-summary"  # -> "summary" -> "after-summary" -> "table" -> "after-table"
+    in_comment = False
     for index in range(1, end):
         line = lines[index]
         number = index + 1
+        if in_comment or line.lstrip().startswith("<!--"):
+            in_comment = "-->" not in line
+            continue
         is_row = line.lstrip().startswith("|")
         blank = not line.strip()
         if is_row and state in ("before-summary", "summary", "after-summary"):
@@ -354,7 +363,12 @@ def _is_delimiter(cells: Sequence[str]) -> bool:
     return bool(cells) and all(_DELIMITER_CELL.match(cell) for cell in cells)
 
 
-def _parse_table(rows: Sequence[tuple[int, str]], report: _Report, fallback_line: int) -> _Fields:
+def _parse_table(
+    rows: Sequence[tuple[int, str]],
+    report: _Report,
+    fallback_line: int,
+    may_be_empty: frozenset[str] = frozenset(),
+) -> _Fields:
     fields = _Fields(start=rows[0][0] if rows else fallback_line)
     body = list(rows)
     if len(body) >= 2 and _is_delimiter(_cells(body[1][1]) or []):
@@ -368,21 +382,29 @@ def _parse_table(rows: Sequence[tuple[int, str]], report: _Report, fallback_line
         elif len(cells) != 2:
             report.add(number, f"field row must have 2 columns (found {len(cells)})")
         else:
-            _add_field(fields, number, cells[0], cells[1], report)
+            _add_field(fields, number, cells[0], cells[1], report, may_be_empty)
     for name in FIELDS:
         if name not in fields.values:
             report.add(fields.start, f"missing field '{name}'")
     return fields
 
 
-def _add_field(fields: _Fields, number: int, name: str, value: str, report: _Report) -> None:
+def _add_field(
+    fields: _Fields,
+    number: int,
+    name: str,
+    value: str,
+    report: _Report,
+    may_be_empty: frozenset[str],
+) -> None:
     if name not in FIELDS:
         report.add(number, f"unknown field '{name}' (expected one of: {', '.join(FIELDS)})")
     elif name in fields.values:
         report.add(number, f"duplicate field '{name}' (first on line {fields.values[name][0]})")
     elif not value:
         fields.values[name] = (number, value)
-        report.add(number, f"field '{name}' is empty")
+        if name not in may_be_empty:
+            report.add(number, f"field '{name}' is empty")
     else:
         fields.values[name] = (number, value)
 
