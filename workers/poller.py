@@ -8,6 +8,7 @@ from collections import defaultdict
 
 from bot import metrics
 from bot.config import Series, parse_pr_ref
+from bot.core import transitions as tr
 from bot.core.events import ZERO_SHA, HeadMoved, PrStateChanged
 from bot.core.state import SeriesState
 from bot.git.mirror import Mirror, MirrorError
@@ -21,7 +22,7 @@ log = logging.getLogger("carry.poller")
 def _patterns(series: list[Series]) -> list[str]:
     out = []
     for s in series:
-        ref = s.base.ref or f"refs/tags/{s.base.tag_pattern}"
+        ref = _wanted_ref(s)
         out.append(ref)
         if ref.startswith("refs/tags/") and s.base.ref:
             # ls-remote prints an annotated tag's peeled line only for a pattern matching
@@ -61,6 +62,28 @@ def _set_upstream_error(rt: Runtime, series_id: str, error: str | None) -> None:
     store.update_series(rt.redis, series_id, change)
 
 
+def _wanted_ref(series: Series) -> str:
+    return series.base.ref or f"refs/tags/{series.base.tag_pattern}"
+
+
+def _set_waiting(rt: Runtime, series: Series, ref: str | None) -> None:
+    """Says once (state and history), not at every poll, that the watched ref is missing
+    upstream (a release tag not cut yet) and, later, that it appeared."""
+    was: dict[str, str | None] = {"ref": None}
+
+    def change(state: SeriesState) -> bool:
+        was["ref"] = state.waiting_for_ref
+        return tr.wait_for_ref(state, ref)
+
+    def history(pipe: object) -> None:
+        if ref is not None:
+            store.queue_history(pipe, series.id, "waiting-for-ref", ref=ref)
+        else:
+            store.queue_history(pipe, series.id, "ref-appeared", ref=was["ref"])
+
+    store.update_series(rt.redis, series.id, change, create={}, also=history)
+
+
 def head_events(rt: Runtime) -> list[HeadMoved]:
     by_upstream: dict[str, list[Series]] = defaultdict(list)
     for series in rt.config.series:
@@ -76,11 +99,9 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
         for series in members:
             _set_upstream_error(rt, series.id, None)
             found = _watched(series, refs)
+            _set_waiting(rt, series, None if found else _wanted_ref(series))
             state = store.load_series(rt.redis, series.id)
             if found is None:
-                store.append_history(
-                    rt.redis, series.id, "poll", result="watched ref not found upstream"
-                )
                 continue
             ref, sha = found
             if state is not None and state.head_sha == sha:

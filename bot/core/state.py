@@ -113,6 +113,8 @@ class SeriesState:
     # belongs to a SHA and its pusher, whichever event about the SHA came first
     pushers: dict[str, str] = field(default_factory=dict)
     base_pr_state: str | None = None  # for pull bases: open | merged | closed_unmerged
+    # the watched ref upstream has not created (a release tag not cut yet); polls wait for it
+    waiting_for_ref: str | None = None
     updated_at: str = ""
 
     @property

@@ -147,6 +147,14 @@ def name_upstream(state: SeriesState, repo: str, web_host: str, base: str) -> bo
     return True
 
 
+def wait_for_ref(state: SeriesState, ref: str | None) -> bool:
+    """A poll found the watched ref missing upstream (ref), or present again (None)."""
+    if state.waiting_for_ref == ref:
+        return False
+    state.waiting_for_ref = ref
+    return True
+
+
 def set_paused(state: SeriesState, by: str | None) -> bool:
     """`/carry pause` (by: who) or `/carry resume` (None). Resuming while a job runs leaves
     the phase to that job."""

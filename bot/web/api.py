@@ -168,6 +168,7 @@ class _SeriesFields(ApiModel):
     upstream_repo: str
     base: str
     base_pr_state: str | None
+    waiting_for_ref: str | None
     head: HeadOut
     phase: str
     outcome: str
@@ -561,6 +562,7 @@ def _summary_fields(state: SeriesState) -> dict[str, Any]:
         "upstream_repo": state.upstream_repo,
         "base": state.base,
         "base_pr_state": state.base_pr_state,
+        "waiting_for_ref": state.waiting_for_ref,
         "head": head_out(state),
         "phase": state.phase,
         "outcome": state.outcome,

@@ -383,8 +383,19 @@ def _environment() -> jinja2.Environment:
         ago=lambda iso: age_text(age_seconds(iso)) or iso,
     )
     env.filters["short"] = lambda sha: (sha or "")[:12]
+    env.filters["ref_words"] = ref_words
     env.filters["compact_json"] = lambda value: json.dumps(value, default=str)
     return env
+
+
+def ref_words(ref: str) -> str:
+    """refs/tags/v1 -> 'tag v1' (a pattern: 'a tag matching v1.*'), refs/heads/b -> 'branch b'."""
+    if ref.startswith("refs/tags/"):
+        tag = ref.removeprefix("refs/tags/")
+        return f"a tag matching {tag}" if any(c in tag for c in "*?[") else f"tag {tag}"
+    if ref.startswith("refs/heads/"):
+        return f"branch {ref.removeprefix('refs/heads/')}"
+    return ref
 
 
 @dataclass(frozen=True)
