@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from bot.core.report import PatchReport, SeriesReport
+    from bot.core.state import SeriesState
+    from bot.fixes import Carrier
     from bot.git.engine import PatchInput
 
 DEFAULT_BASE_BRANCH = "main"  # bot.importer.DEFAULT_BASE_BRANCH, without importing it
@@ -208,16 +210,25 @@ def cmd_fixes(args: argparse.Namespace) -> int:
         series = load_all(Path(args.patches_dir))
     except SeriesInvalid as err:
         raise UsageError("; ".join(str(p) for p in err.problems)) from err
-    decisions, problem = _latest_decisions([loaded.series_id for loaded in series])
-    if problem:
-        print(f"carry: {problem}", file=sys.stderr)
-    sys.stdout.write(render_fix_table(fix_rows(series, decisions, unknown=problem is not None)))
+    states, problem = _service_states([loaded.series_id for loaded in series])
+    carriers, no_config = _carriers(states or {})
+    for said in (problem, no_config):
+        if said:
+            print(f"carry: {said}", file=sys.stderr)
+    decisions = {
+        f"{series_id}/{patch.name}": patch.decision
+        for series_id, state in (states or {}).items()
+        for patch in state.patches
+        if patch.decision != "none"
+    }
+    rows = fix_rows(series, decisions, unknown=states is None, carriers=carriers)
+    sys.stdout.write(render_fix_table(rows))
     return 0
 
 
-def _latest_decisions(series_ids: list[str]) -> tuple[dict[str, str], str | None]:
-    """'<series>/<patch>' -> the decision of the service's last check, read from its Redis;
-    or why they cannot be known (no Redis answering: the table then says "unknown")."""
+def _service_states(series_ids: list[str]) -> tuple[dict[str, SeriesState] | None, str | None]:
+    """series id -> the service's stored state (SeriesState), read from its Redis; or None and
+    why they cannot be known (no Redis answering: decisions then say "unknown")."""
     import redis
 
     from bot.config import ConfigError, load_settings, redact_url
@@ -226,18 +237,33 @@ def _latest_decisions(series_ids: list[str]) -> tuple[dict[str, str], str | None
     try:
         url = load_settings().redis_url.get_secret_value()
     except ConfigError as err:
-        return {}, f"latest decisions unknown: {err}"
+        return None, f"latest decisions unknown: {err}"
     client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)
-    decisions = {}
+    states = {}
     try:
         for series_id in series_ids:
             state = store.load_series(client, series_id)
-            for patch in state.patches if state else []:
-                if patch.decision != "none":
-                    decisions[f"{series_id}/{patch.name}"] = patch.decision
+            if state is not None:
+                states[series_id] = state
     except redis.RedisError as err:
-        return {}, f"latest decisions unknown: Redis at {redact_url(url)} did not answer ({err})"
-    return decisions, None
+        return None, f"latest decisions unknown: Redis at {redact_url(url)} did not answer ({err})"
+    return states, None
+
+
+def _carriers(states: dict[str, SeriesState]) -> tuple[list[Carrier] | None, str | None]:
+    """The configured series as release carriers, or None and why (no config to read)."""
+    from bot.config import ConfigError, load_config, load_settings
+    from bot.fixes import carrier_of
+
+    try:
+        config = load_config(load_settings().config_path, check_dirs=False)
+    except ConfigError as err:
+        return None, f"release lines unknown: {err}"
+    carriers = [
+        carrier_of(series.id, Path(series.patches).name, series.base, states.get(series.id))
+        for series in config.series
+    ]
+    return carriers, None
 
 
 def cmd_new(args: argparse.Namespace) -> int:

@@ -23,9 +23,10 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from bot.config import CarryConfig
+from bot.config import BaseSpec, CarryConfig
 from bot.core.fixpage import FixPage, UpstreamEntry
 from bot.core.state import CiState, PatchState, PrInfo, SeriesState
+from bot.fixes import carrier_of, release_line
 from bot.series_loader import LoadedSeries, SeriesInvalid
 from bot.series_loader import load_series as load_series_dir
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series, runlog, runners
@@ -223,12 +224,20 @@ class SectionOut(ApiModel):
     body: str
 
 
+class ReleaseLineOut(ApiModel):
+    release: str
+    carried: bool
+    mark: str  # "" when carried, "waiting" (not cut upstream yet) or "not carried"
+    reason: str | None  # why, when it is not carried
+
+
 class FixPageOut(ApiModel):
     name: str
     file: str
     summary: str
     affects: str
     releases: list[str]
+    release_lines: list[ReleaseLineOut]  # each release: is a configured series on it?
     patches: list[PatchFilesOut]
     upstream: list[UpstreamPrOut]
     test: str
@@ -421,6 +430,7 @@ class FixPages:
 
     root: Path | None
     directories: dict[str, str] = field(default_factory=dict)  # series id -> directory name
+    bases: dict[str, BaseSpec] = field(default_factory=dict)  # series id -> its base
 
     @classmethod
     def from_config(cls, config: CarryConfig | None, root: Path | None = None) -> FixPages:
@@ -428,7 +438,24 @@ class FixPages:
             return cls(None)
         # Resolved now: later requests must not depend on the working directory.
         base = (root if root is not None else Path(config.downstream.patches_dir)).resolve()
-        return cls(base, {series.id: series.patches for series in config.series})
+        directories = {series.id: series.patches for series in config.series}
+        return cls(base, directories, {series.id: series.base for series in config.series})
+
+    def release_lines(self, client: redis.Redis, page: FixPage) -> list[ReleaseLineOut]:
+        """Each release the page lists, and whether a configured series with a page of the
+        same fix sits on it (from the config and the series' stored state)."""
+        carriers = []
+        for series_id, directory in self.directories.items():
+            loaded = self._load(series_id)
+            if isinstance(loaded, str) or all(p.name != page.name for p in loaded.pages):
+                continue
+            state = load_series(client, series_id)
+            carriers.append(carrier_of(series_id, directory, self.bases[series_id], state))
+        lines = [release_line(page.name, release, carriers) for release in page.releases]
+        return [
+            ReleaseLineOut(release=x.release, carried=not x.mark, mark=x.mark, reason=x.reason)
+            for x in lines
+        ]
 
     def _load(self, series_id: str) -> LoadedSeries | str:
         """The series directory, or why there is none to show."""
@@ -461,13 +488,16 @@ class FixPages:
         return FixPageFound(page, text, None)
 
 
-def fix_page_out(page: FixPage, text: str, host: str) -> FixPageOut:
+def fix_page_out(
+    page: FixPage, text: str, host: str, release_lines: list[ReleaseLineOut]
+) -> FixPageOut:
     return FixPageOut(
         name=page.name,
         file=page.file,
         summary=page.summary,
         affects=page.affects,
         releases=list(page.releases),
+        release_lines=release_lines,
         patches=[PatchFilesOut(patch=p.patch, files=list(p.files)) for p in page.patches],
         upstream=[_page_upstream(e, host) for e in page.upstream],
         test=page.test,
@@ -683,7 +713,8 @@ def patch_detail(
     host = web_host(state)
     page = None
     if found.page and found.text is not None:
-        page = fix_page_out(found.page, found.text, host)
+        lines = fix_pages.release_lines(client, found.page)
+        page = fix_page_out(found.page, found.text, host, lines)
     entries = history(client, series_id, limit=HISTORY_MAXLEN)
     return PatchDetailOut(
         series=series_id,

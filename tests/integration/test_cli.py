@@ -295,3 +295,34 @@ def test_text_output_of_a_partial_says_which_hunk_upstream_lacks(make_repo, tmp_
     assert result.returncode == 1 and " partial " in result.stdout, result.stdout
     assert "      in the head: a.txt @@ -2,7 +2,7 @@ (applied" in result.stdout
     assert "      not in the head: b.txt @@ -2,7 +2,7 @@ (pending" in result.stdout
+
+
+def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
+    """The async-inputs page lists v0.30.0, which upstream has not cut: its series waits for the
+    tag, and `carry fixes` says so. A release no configured series sits on is named with why;
+    without a config the releases are listed as they are, and stderr says why."""
+    import redis
+
+    from bot.core.state import SeriesState
+    from bot.store import series as store
+
+    client = redis.Redis.from_url(redis_url)
+    store.save_series(
+        client, SeriesState(id="async-inputs-v0.30.0", waiting_for_ref="refs/tags/v0.30.0")
+    )
+    patches_dir = str(REPO_ROOT / "patches")
+    result = carry("fixes", "--patches-dir", patches_dir, env={"REDIS_URL": redis_url})
+    assert result.returncode == 0, result.stderr
+    row = next(line for line in result.stdout.splitlines() if "async-inputs-main" in line)
+    assert "v0.26.0, v0.30.0 (waiting)" in row
+    assert (
+        "async-inputs v0.30.0: waiting: upstream has not cut it yet "
+        "(async-inputs-v0.30.0 waits for refs/tags/v0.30.0)"
+    ) in result.stdout
+    # The PLE page lists 20260906.1 (a carry VERSION, not an upstream release): said, not hidden.
+    assert "ple-offload-semaphore 20260906.1: not carried" in result.stdout
+
+    env = {"REDIS_URL": redis_url, "CARRY_CONFIG": str(tmp_path / "missing.yaml")}
+    bare = carry("fixes", "--patches-dir", patches_dir, env=env)
+    assert bare.returncode == 0 and "release lines unknown" in bare.stderr
+    assert "(waiting)" not in bare.stdout and "not carried" not in bare.stdout

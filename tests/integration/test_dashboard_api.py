@@ -287,6 +287,19 @@ def test_upstream_pr_links_go_to_the_upstreams_own_web_host(
     assert [u["url"] for u in detail["fix_page"]["upstream"]] == [url]
 
 
+def test_the_fix_page_panel_says_which_listed_releases_a_series_carries(site: Site) -> None:
+    """The async-inputs page lists v0.26.0 and v0.30.0; this config's series sit on v0.26.0 and
+    main only, so v0.30.0 is shown as not carried, with why (it used to go unsaid)."""
+    detail = site.get(f"/api/v1/series/{MAIN}/patches/{PATCH}").json()
+    lines = {x["release"]: x for x in detail["fix_page"]["release_lines"]}
+    assert (lines["v0.26.0"]["carried"], lines["v0.30.0"]["carried"]) == (True, False)
+    assert lines["v0.30.0"]["mark"] == "not carried"
+    assert "no configured series with a page of async-inputs" in lines["v0.30.0"]["reason"]
+    page = site.get(f"/series/{MAIN}/patches/{PATCH}").text
+    assert "<li>v0.26.0: carried</li>" in page
+    assert "<li>v0.30.0: not carried: no configured series with a page of async-inputs" in page
+
+
 def test_series_detail_has_decision_reason_and_evidence(site: Site) -> None:
     detail = site.get(f"/api/v1/series/{MAIN}").json()
 

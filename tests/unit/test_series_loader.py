@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.core.fixpage import UpstreamEntry, UpstreamRef
-from bot.fixes import NO_DECISION, FixRow, fix_rows, render_fix_table
+from bot.fixes import NO_DECISION, Carrier, FixRow, fix_rows, release_line, render_fix_table
 from bot.series_loader import (
     AWAITING_IMPORT,
     READY,
@@ -471,3 +471,25 @@ def test_real_ple_page_never_calls_53899_merged() -> None:
             "vllm-project/vllm", 53899, "closed", UpstreamRef("vllm-project/vllm", 54371)
         ),
     )
+
+
+@pytest.mark.parametrize(
+    ("carriers", "mark", "note"),
+    [
+        ([Carrier("a", "dir-a", "v1")], "", None),
+        ([Carrier("a", "dir-a", "v1", waiting_for="refs/tags/v1")], "waiting", "a waits for"),
+        (
+            [Carrier("a", "dir-a", "v1", waiting_for="refs/tags/v1"), Carrier("b", "dir-b", "v1")],
+            "",
+            None,
+        ),
+        ([Carrier("a", "dir-a", "v0.9")], "not carried", "no configured series"),
+        ([], "not carried", "no configured series"),
+    ],
+)
+def test_a_listed_release_is_carried_waited_for_or_not_carried(
+    carriers: list[Carrier], mark: str, note: str | None
+) -> None:
+    line = release_line("fix", "v1", carriers)
+    assert (line.release, line.mark) == ("v1", mark)
+    assert (line.reason is None) if note is None else (note in (line.reason or ""))
