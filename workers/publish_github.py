@@ -79,10 +79,11 @@ def publish(
             return
         pull = _open_pull(rt, forge, main, branch, title, body, state)
     else:
-        forge.update_pull(pull.number, title, body + _not_a_draft(state, pull), series=state.id)
+        text = body + _not_a_draft(state, pull)
+        forge.update_pull(pull.number, title, text, current=pull, series=state.id)
     labels = [label for outcome, label in LABELS.items() if state.outcome == outcome]
     if labels:
-        forge.add_labels(pull.number, labels)
+        forge.add_labels(pull.number, labels, current=pull)
     _conflict_comment(forge, pull.number, state)
     if pushed and replaced:
         backup = backup_branch(state.id, heads[branch])

@@ -76,6 +76,9 @@ class PullInfo:
     state: str
     draft: bool
     merged: bool
+    title: str = ""
+    body: str = ""
+    labels: tuple[str, ...] = ()
 
 
 class CappedRetry(GithubRetry):
@@ -291,13 +294,17 @@ class Forge:
             seconds_between_requests=None,
             seconds_between_writes=None,
             timeout=30,
+            # An object is fetched only when one of its fields is read: editing a PR, or
+            # commenting on it, needs its URL, not a GET of it first.
+            lazy=True,
+            per_page=100,  # GitHub's maximum: fewer pages of comments (its default is 30)
         )
         return cls(github, repo_name, auth)
 
     @property
     def repo(self) -> Repository:
         if self._repo is None:
-            self._repo = self._call("get repository", self.github.get_repo, self.repo_name)
+            self._repo = self.github.get_repo(self.repo_name)  # lazy: no request
         return self._repo
 
     @property
@@ -412,13 +419,31 @@ class Forge:
             raise
         return _info(pull)
 
-    def update_pull(self, number: int, title: str, body: str, *, series: str | None = None) -> None:
-        pull = self._call("get pull", self.repo.get_pull, number)
-        self._call("edit pull", pull.edit, title=title, body=fit_for_github(body, series))
+    def update_pull(
+        self,
+        number: int,
+        title: str,
+        body: str,
+        *,
+        current: PullInfo | None = None,
+        series: str | None = None,
+    ) -> bool:
+        """Edits the PR's title and body; sends nothing (False) when `current`, the PR as just
+        read, already has them."""
+        fitted = fit_for_github(body, series)
+        if current is not None and (current.title, current.body) == (title, fitted):
+            return False
+        pull = self.repo.get_pull(number)  # lazy: no request
+        self._call("edit pull", pull.edit, title=title, body=fitted)
+        return True
 
-    def add_labels(self, number: int, labels: list[str]) -> None:
-        pull = self._call("get pull", self.repo.get_pull, number)
-        self._call("add labels", pull.add_to_labels, *labels)
+    def add_labels(
+        self, number: int, labels: list[str], *, current: PullInfo | None = None
+    ) -> None:
+        """Adds the labels `current` (the PR as just read) does not have yet."""
+        missing = [label for label in labels if current is None or label not in current.labels]
+        if missing:
+            self._call("add labels", self.repo.get_issue(number).add_to_labels, *missing)
 
     def upsert_comment(
         self,
@@ -432,20 +457,19 @@ class Forge:
         """Edits carry's comment holding `marker`, or creates it (unless `only_existing`):
         one report per PR, updated in place."""
         body = fit_for_github(body, series)
-        pull = self._call("get pull", self.repo.get_pull, number)
-        for comment in self._call("list comments", pull.get_issue_comments):
+        issue = self.repo.get_issue(number)  # lazy: no request
+        for comment in self._call("list comments", issue.get_comments):
             if marker in (comment.body or ""):
                 if comment.body != body:
                     self._call("edit comment", comment.edit, body)
                 return int(comment.id)
         if only_existing:
             return None
-        return int(self._call("comment", pull.create_issue_comment, body).id)
+        return int(self._call("comment", issue.create_comment, body).id)
 
     def comment(self, number: int, body: str, *, series: str | None = None) -> int:
-        pull = self._call("get pull", self.repo.get_pull, number)
         text = fit_for_github(body, series)
-        return int(self._call("comment", pull.create_issue_comment, text).id)
+        return int(self._call("comment", self.repo.get_issue(number).create_comment, text).id)
 
     def permission(self, user: str) -> str:
         """The user's role on the repository (admin, maintain, write, triage, read, none),
@@ -546,7 +570,9 @@ class Forge:
 
     @property
     def rate_remaining(self) -> int | None:
-        remaining, _limit = self.github.rate_limiting
+        # The requester's figures from the last answer; Github.rate_limiting would send a
+        # GET /rate_limit of its own before the first request.
+        remaining, _limit = self.github.requester.rate_limiting
         return remaining if remaining >= 0 else None
 
 
@@ -578,7 +604,15 @@ def _refuses_drafts(cause: BaseException | None) -> bool:
 
 def _info(pull: PullRequest) -> PullInfo:
     return PullInfo(
-        pull.number, pull.html_url, pull.head.sha, pull.state, bool(pull.draft), bool(pull.merged)
+        pull.number,
+        pull.html_url,
+        pull.head.sha,
+        pull.state,
+        bool(pull.draft),
+        pull.merged_at is not None,  # `merged` is not in a listed PR: reading it costs a GET
+        pull.title or "",
+        pull.body or "",
+        tuple(label.name for label in pull.labels),
     )
 
 

@@ -395,7 +395,8 @@ def test_a_fresh_installation_token_that_gets_401_is_retried_once_after_a_pause(
     d.gh.hub.token_warmup_s = 0.5
     forge = d.forge()
     assert forge.find_open_pull("carry/nothing") is None
-    statuses = [r.status for r in d.gh.api_requests() if r.operation == "/repos/{owner}/{repo}"]
+    listed = "/repos/{owner}/{repo}/pulls"
+    statuses = [r.status for r in d.gh.api_requests() if r.operation == listed]
     assert statuses == [401, 200]
     # An older token that gets 401 was refused (here: revoked): no retry, and the next task
     # mints a new one.
@@ -552,7 +553,7 @@ def test_a_primary_limit_an_hour_away_is_not_slept_on(deploy: Deploy, waits: lis
     d.gh.inject_fault("primary_rate_limit", method="GET", reset_in=3600)
     forge = d.forge()
     started = time.monotonic()
-    with pytest.raises(forge_module.RateLimited, match=r"get repository .*rate limit") as raised:
+    with pytest.raises(forge_module.RateLimited, match=r"list pulls .*rate limit") as raised:
         forge.find_open_pull("carry/nothing")
     assert time.monotonic() - started < 10
     assert all(wait <= forge_module.MAX_WAIT_S for wait in waits)
@@ -650,3 +651,29 @@ def test_carry_works_against_an_enterprise_server(deploy: Deploy, auth: str) -> 
         assert status["context"] == f"carry/{CHECK}"
     assert f"| {CHECK} | success | passed in 3 s |" in d.pull()["body"]
     assert {e.kind for e in d.gh.requests} <= {"api", "git"}  # nothing missed the prefix
+
+
+# -- 10. requests per publish cycle -----------------------------------------------------------------
+
+
+def _api_calls(d: Deployment, since: int) -> list[str]:
+    return [f"{r.method} {r.operation or r.path}" for r in d.gh.requests[since:] if r.kind == "api"]
+
+
+@pytest.mark.parametrize("auth", ["token", "app"])
+def test_a_publish_that_changes_nothing_sends_no_write_and_reads_the_pr_once(
+    deploy: Deploy, auth: str
+) -> None:
+    """A publish retried with nothing new (same head, same patches, same report) used to PATCH
+    the PR with the body it already had and fetch the same PR three times."""
+    d = deploy(auth=auth, patches=(FIX, SECOND))
+    state = d.propose(CONFLICTING, "Rework 10")  # a conflict: labels and the report comment too
+    assert state.outcome == "conflict"
+    since = len(d.gh.requests)
+    publish.publish(d.rt, SERIES, state.checked_head or "", state.checked_digest or "", False)
+    # Before: GET the repository, list pulls, GET the PR 4 times, PATCH it with the body it
+    # had, POST the labels it had, list comments: 9 calls, 2 of them writes.
+    assert _api_calls(d, since) == [
+        "GET /repos/{owner}/{repo}/pulls",  # carry's open PR, with its title, body and labels
+        "GET /repos/{owner}/{repo}/issues/{issue_number}/comments",  # the conflict report
+    ]
