@@ -119,6 +119,8 @@ def _block(lines: list[str], index: int, out: list[str], offset: int) -> int:
         return index + 1
     if _FENCE.match(line):
         return _fenced(lines, index, out)
+    if line.lstrip().startswith("<!--"):
+        return _past_comment(lines, index)
     if heading:
         level = min(6, len(heading.group(1)) + offset)
         out.append(f"<h{level}>{inline_markdown(heading.group(2))}</h{level}>")
@@ -128,6 +130,14 @@ def _block(lines: list[str], index: int, out: list[str], offset: int) -> int:
     if _BULLET.match(line) or _ORDERED.match(line):
         return _list(lines, index, out)
     return _paragraph(lines, index, out)
+
+
+def _past_comment(lines: list[str], index: int) -> int:
+    """Lines of an HTML comment are not shown, as Markdown renderers hide them (a fix page
+    from `carry new` explains its fields in comments)."""
+    while index < len(lines) and "-->" not in lines[index]:
+        index += 1
+    return index + 1
 
 
 def _starts_block(line: str) -> bool:

@@ -526,6 +526,16 @@ def test_markdown_renderer_is_safe_and_covers_the_fix_page_subset() -> None:
     assert "<pre><code>&lt;raw&gt;</code></pre>" in html
 
 
+def test_html_comments_of_a_new_fix_page_are_not_shown() -> None:
+    """`carry new` explains each field in HTML comments; the dashboard escaped them into text."""
+    from bot.scaffold import series_files
+
+    page = series_files("widget", "widget-fix", ["v1.0"])["widget-fix.md"]
+    html = str(render_markdown(page))
+    assert "&lt;!--" not in html and "Affects:" not in html
+    assert "<th" in html and "TODO: one paragraph" in html  # the rest is still there
+
+
 # --------------------------------------------------------------------------- badges
 
 
