@@ -65,6 +65,9 @@ def publish(
             rt.redis, state.id, "published", result="nothing to propose", head=state.checked_head
         )
         return
+    if not plan.files and pull is None and branch not in heads:
+        _report_without_pr(rt, state)  # a conflict or review with no file to propose
+        return
     on_branch = downstream.read_dir(heads[branch], directory) if branch in heads else None
     if on_branch is not None and proposal.same_patches(
         proposal.applied(current, plan.files), on_branch
@@ -74,9 +77,6 @@ def publish(
         pushed, replaced = _push(downstream, heads, main, branch, directory, plan.files, state)
     body = body + "".join(f"\n> note: {n}" for n in plan.notes)
     if pull is None:
-        if not plan.files and branch not in heads:
-            _report_without_pr(rt, state)
-            return
         pull = _open_pull(rt, forge, main, branch, title, body, state)
     else:
         text = body + _not_a_draft(state, pull)

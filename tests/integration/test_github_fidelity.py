@@ -677,3 +677,23 @@ def test_a_publish_that_changes_nothing_sends_no_write_and_reads_the_pr_once(
         "GET /repos/{owner}/{repo}/pulls",  # carry's open PR, with its title, body and labels
         "GET /repos/{owner}/{repo}/issues/{issue_number}/comments",  # the conflict report
     ]
+
+
+def test_a_conflict_with_nothing_to_propose_pushes_no_branch_and_opens_no_pr(
+    deploy: Deploy,
+) -> None:
+    """The only patch conflicts: there is no file to propose. carry said so in history but
+    pushed carry/<series> with main's tree anyway, and the next publish opened a PR with an
+    empty diff from it."""
+    d = deploy(patches=(FIX,))
+    head = d.env.upstream.commit("Rework 10", CONFLICTING)
+    for n in range(2):
+        finished = rebase_series(d.rt, SERIES, head, "refs/heads/main", force=n > 0)
+        assert finished is not None
+        publish.publish(
+            d.rt, SERIES, finished.head_sha, finished.digest, finished.changed, finished.result_tree
+        )
+    assert d.gh.ref(DOWN_OWNER, DOWN_NAME, f"refs/heads/carry/{SERIES}") is None
+    assert d.gh.pulls(DOWN_OWNER, DOWN_NAME) == []
+    said = [e["data"]["result"] for e in d.history("published")]
+    assert said == ["needs attention, but nothing to push: see the dashboard"] * 2
