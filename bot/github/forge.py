@@ -545,6 +545,10 @@ class Forge:
                 )
             except RateLimitExceededExceedsMaxWait as err:
                 raise _too_long(f"get {repo}#{number}", err.wait or MAX_WAIT_S) from err
+            except requests.RequestException as err:  # after the retries: this PR only
+                raise ForgeError(
+                    f"GitHub: get {repo}#{number} failed: {type(err).__name__}: {err}"
+                ) from err
 
         status, answer_headers, body = get()
         if status == 401 and self._wait_for_new_token():

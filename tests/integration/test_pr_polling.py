@@ -92,3 +92,26 @@ def test_every_new_etag_is_kept_so_a_pr_changed_elsewhere_is_polled_with_304s(po
     assert poller.pr_events(rt) == []
     (request,) = gh.api_requests(path=path)
     assert (request.status, request.headers["if-none-match"]) == (304, etag)
+
+
+def test_a_dropped_connection_on_one_pr_does_not_stop_the_others(polled):
+    """Issue 15 item 10: a connection closed without an answer (after PyGithub's retries) was
+    not a ForgeError, so it escaped pr_events and no later PR of the cycle was polled."""
+    env, gh, number, rt = polled
+    env.upstream.checkout("main", new_branch="fix-two")
+    env.upstream.commit("Second upstream fix", {"two.py": "fixed = 2\n"})
+    env.upstream.checkout("main")
+    gh.push(*UP, env.upstream.path, "fix-two:refs/heads/fix-two", pusher="dev")
+    second = gh.open_pull(*UP, head="fix-two", base="main", title="Second fix", user="dev")
+    config = json.loads(env.config_path.read_text())
+    (links,) = [s["links"] for s in config["series"]]
+    links[next(iter(links))].append(f"{UP[0]}/{UP[1]}#{second}")
+    env.config_path.write_text(json.dumps(config))
+    runtime_module.reset()
+    rt = runtime_module.runtime()
+    gh.inject_fault("disconnect", times=50, method="GET", path=f"/repos/*/pulls/{number}")
+    events = poller.pr_events(rt)
+    assert [(e.number, e.state) for e in events] == [(second, "open")]
+    (failed,) = [e for e in store.history(rt.redis) if e["kind"] == "poll-failed"]
+    assert failed["data"]["pr"] == f"{UP[0]}/{UP[1]}#{number}"
+    assert "ConnectionError" in failed["data"]["error"] or "connection" in failed["data"]["error"]
