@@ -194,6 +194,7 @@ class RestApi:
         add("GET", r + "/issues/{issue_number}", self.get_issue)
         add("POST", r + "/issues/{issue_number}/comments", self.create_comment)
         add("GET", r + "/issues/{issue_number}/comments", self.list_comments)
+        add("GET", r + "/issues/{issue_number}/timeline", self.timeline)
         add("POST", r + "/issues/{issue_number}/labels", self.add_labels)
         add("POST", r + "/check-runs", self.create_check_run)
         add("GET", r + "/check-runs/{check_run_id}", self.get_check_run)
@@ -476,6 +477,12 @@ class RestApi:
             comments = [c for c in comments if c.updated_at >= cutoff]
         page, headers = paginate(req, comments)
         return Reply(200, [self.views.comment(found, c) for c in page], headers)
+
+    def timeline(self, req: Request, owner: str, repo: str, issue_number: str) -> Reply:
+        found = self.repo_for(req, owner, repo)
+        events = self.views.timeline(found, self.hub.issue(found, int(issue_number)))
+        page, headers = paginate(req, events)
+        return Reply(200, page, headers)
 
     def get_comment(self, req: Request, owner: str, repo: str, comment_id: str) -> Reply:
         found = self.repo_for(req, owner, repo)

@@ -8,6 +8,7 @@ pull requests and sends push / synchronize / closed webhooks.
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 from collections.abc import Callable
@@ -567,6 +568,25 @@ class Hub:
             for c in self.comments.values()
             if c.repo == repo.full_name and c.issue_number == number
         ]
+
+    def cross_references(self, repo: Repo, number: int) -> list[tuple[float, str, Issue]]:
+        """(when, who, the referring issue) for each body or comment of another issue of the
+        repository that mentions #number (or OWNER/NAME#number), as GitHub's timeline has
+        them."""
+        pattern = re.compile(
+            rf"(?:(?<![\w/#]){re.escape(repo.full_name)}|(?<![\w/]))#{number}\b", re.IGNORECASE
+        )
+        found = [
+            (other.created_at, other.user, other)
+            for other in repo.issues.values()
+            if other.number != number and pattern.search(other.body or "")
+        ]
+        found += [
+            (c.created_at, c.user, repo.issues[c.issue_number])
+            for c in self.comments.values()
+            if c.repo == repo.full_name and c.issue_number != number and pattern.search(c.body)
+        ]
+        return sorted(found, key=lambda item: item[0])
 
     def add_comment(self, repo: Repo, issue: Issue, user: str, body: str) -> Comment:
         if not isinstance(body, str) or not body:

@@ -364,6 +364,27 @@ class RestViews:
             "reactions": self.reactions(api + "/reactions"),
         }
 
+    def timeline(self, repo: Repo, issue: Issue) -> list[dict[str, Any]]:
+        """The `commented` and `cross-referenced` events of an issue's timeline, oldest first
+        (the emulator keeps no other timeline events)."""
+        events: list[tuple[float, dict[str, Any]]] = []
+        for comment in self.hub.comments_of(repo, issue.number):
+            data = self.comment(repo, comment)
+            events.append(
+                (comment.created_at, {**data, "event": "commented", "actor": data["user"]})
+            )
+        for when, who, source in self.hub.cross_references(repo, issue.number):
+            stamp = iso(when)
+            reference = {
+                "event": "cross-referenced",
+                "actor": self.user(who),
+                "created_at": stamp,
+                "updated_at": stamp,
+                "source": {"type": "issue", "issue": self.issue(repo, source)},
+            }
+            events.append((when, reference))
+        return [event for _, event in sorted(events, key=lambda item: item[0])]
+
     def _branch(self, repo: Repo, ref: str, sha: str) -> dict[str, Any]:
         return {
             "label": f"{repo.owner}:{ref}",

@@ -1108,3 +1108,36 @@ def test_an_enterprise_server_answers_its_api_under_api_v3(
         git(tmp_path, "clone", "-q", ghe.git_url(OWNER, NAME), str(tmp_path / "clone"))
         assert git(tmp_path / "clone", "rev-parse", "HEAD") == upstream.m1
         assert ghe.errors == []
+
+
+def test_an_issue_timeline_lists_cross_references_and_comments(
+    gh: GitHubEmulator, upstream: Upstream
+) -> None:
+    """REST docs, "List timeline events for an issue" and "Issue event types": a
+    `cross-referenced` event (no id or url; `source: {type: issue, issue}`) appears on an issue
+    when another issue or PR of the repository mentions it, in its body or a comment; comments
+    are `commented` events. A PR's timeline is its issue's."""
+    closed = gh.open_pull(OWNER, NAME, head="topic", title="First try", user="alice")
+    gh.add_comment(OWNER, NAME, closed, "Closing in favor of the next one.", user="alice")
+    successor = gh.open_pull(
+        OWNER, NAME, head="conflict", title="Second try", body=f"Continues #{closed}.", user="bob"
+    )
+    gh.open_issue(OWNER, NAME, title="Unrelated", body=f"Not #{closed}0 or x#{closed}")
+    gh.close_pull(OWNER, NAME, closed)
+    with raw(gh) as http:
+        answer = http.get(
+            f"/repos/{REPO}/issues/{closed}/timeline", headers={"Authorization": f"token {TOKEN}"}
+        )
+    assert answer.status_code == 200
+    events = answer.json()
+    assert [e["event"] for e in events] == ["commented", "cross-referenced"]
+    commented, referenced = events
+    assert commented["body"] == "Closing in favor of the next one."
+    assert commented["user"]["login"] == "alice" and commented["actor"]["login"] == "alice"
+    assert set(referenced) == {"event", "actor", "created_at", "updated_at", "source"}
+    assert referenced["actor"]["login"] == "bob" and referenced["source"]["type"] == "issue"
+    source = referenced["source"]["issue"]
+    assert source["number"] == successor and "pull_request" in source
+    # PyGithub reads the same answer.
+    issue = client(gh).get_repo(REPO).get_issue(closed)
+    assert [e.event for e in issue.get_timeline()] == ["commented", "cross-referenced"]
