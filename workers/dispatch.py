@@ -61,9 +61,23 @@ def _note(rt: Runtime, action: Action, send: Sender) -> None:
 
 def _rebase(rt: Runtime, action: Action, send: Sender) -> None:
     assert action.series_id
-    store.set_wanted(rt.redis, action.series_id, action.args["head_sha"])
+    args = dict(action.args)
+    if args.get("force"):  # a re-check (`/carry rebase`) is of the newest head, never older
+        args["head_sha"] = _newest_head(rt, action.series_id, args["head_sha"])
+    else:
+        store.set_wanted(rt.redis, action.series_id, args["head_sha"])
     store.update_series(rt.redis, action.series_id, tr.queue_check)
-    send("carry.rebase", {"series_id": action.series_id, **action.args})
+    send("carry.rebase", {"series_id": action.series_id, **args})
+
+
+def _newest_head(rt: Runtime, series_id: str, known: str) -> str:
+    """The head a re-check must use: the newest one asked for (its rebase may not have run
+    yet), else `known`. Setting `wanted` back to an older head would make the newer head's
+    rebase skip itself as superseded."""
+    newest = store.wanted(rt.redis, series_id)
+    if newest is None:
+        store.set_wanted(rt.redis, series_id, known)
+    return newest or known
 
 
 def _change(rt: Runtime, action: Action, change: Callable[[SeriesState], bool]) -> bool:
@@ -127,13 +141,12 @@ def _pin(rt: Runtime, action: Action, send: Sender, *, keep: bool) -> None:
             f"series {action.series_id} has no patch {name!r} (its patches: {known or 'none'})"
         )
     (state,) = seen
-    if state.head_sha:  # re-decide with the override on the same head
-        store.set_wanted(rt.redis, action.series_id, state.head_sha)
+    if state.head_sha:  # re-decide with the override, on the newest head
         send(
             "carry.rebase",
             {
                 "series_id": action.series_id,
-                "head_sha": state.head_sha,
+                "head_sha": _newest_head(rt, action.series_id, state.head_sha),
                 "head_ref": state.head_ref or "",
                 "force": True,
                 "trigger": action.key,

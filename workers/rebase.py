@@ -92,7 +92,9 @@ def rebase_series(
     series = rt.config.series_by_id(series_id)
     state = initial_state(rt, series)
     newest = store.wanted(client, series_id)
-    if not force and newest not in (None, head_sha):
+    # Forced or not: a check of an older head would move the series back (its result and
+    # proposal replaced by an older one); the newest head's own rebase covers it.
+    if newest not in (None, head_sha):
         store.append_history(client, series_id, "superseded", head=head_sha, newest=newest)
         return None
     rt.refresh_downstream()

@@ -180,3 +180,68 @@ def test_two_writers_creating_a_state_at_once_keep_both_changes(
     stored = real_load(client, "s-new")
     assert raced and stored is not None
     assert (stored.paused_by, created.paused_by) == ("alice", "alice")
+
+
+def queued_rebases(rt: Runtime) -> list[dict[str, Any]]:
+    """The kwargs of every carry.rebase task waiting in the broker, oldest first."""
+    import base64
+
+    found = []
+    for raw in reversed(rt.redis.lrange("carry", 0, -1)):
+        message = json.loads(raw)
+        if message["headers"]["task"] == "carry.rebase":
+            _args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            found.append(kwargs)
+    return found
+
+
+def push(rt: Runtime, env: CarryEnv, head: str, before: str) -> None:
+    tasks.handle_event(
+        rt,
+        ev.HeadMoved(
+            repo="upstream-org/engine",
+            ref="refs/heads/main",
+            before=before,
+            after=head,
+            actor="maintainer",
+            delivery_id=f"push-{head[:8]}",
+        ),
+    )
+
+
+def test_a_pin_after_a_push_rechecks_the_new_head_not_the_one_it_read(env: CarryEnv) -> None:
+    """bench/reliability.py --scenario override-race found it: a `/carry keep` that lands after
+    a push's rebase was asked for (not yet run) set `wanted` back to the older head it read
+    from the state, so the new head's rebase was skipped as superseded and never checked."""
+    rt = runtime_module.runtime()
+    first = env.upstream.head()
+    assert rebase_series(rt, SERIES, first, "refs/heads/main") is not None
+    newer = env.upstream.commit("move on", {"other.py": "x = 1\n"})
+    push(rt, env, newer, first)
+    comment(rt, f"/carry keep {env.names[1]}", comment_id=201)  # type: ignore[attr-defined]
+    assert store.wanted(rt.redis, SERIES) == newer
+    assert [k["head_sha"] for k in queued_rebases(rt)] == [newer, newer]
+    for kwargs in queued_rebases(rt):  # as the workers would run them
+        rebase_series(rt, **{k: v for k, v in kwargs.items() if k != "series_id"}, series_id=SERIES)
+    state = store.load_series(rt.redis, SERIES)
+    assert state is not None and state.checked_head == newer
+
+
+def test_a_forced_recheck_of_an_older_head_never_moves_the_series_back(env: CarryEnv) -> None:
+    """The pin's re-check (or a `/carry rebase`) of head 1 ran after head 2 was checked: the
+    series went back to head 1 and carry published the older result."""
+    rt = runtime_module.runtime()
+    first = env.upstream.head()
+    assert rebase_series(rt, SERIES, first, "refs/heads/main") is not None
+    comment(rt, f"/carry keep {env.names[1]}", comment_id=202)  # type: ignore[attr-defined]
+    (recheck,) = queued_rebases(rt)
+    newer = env.upstream.commit("move on", {"other.py": "x = 1\n"})
+    store.set_wanted(rt.redis, SERIES, newer)
+    assert rebase_series(rt, SERIES, newer, "refs/heads/main") is not None
+    late = rebase_series(
+        rt, **{k: v for k, v in recheck.items() if k != "series_id"}, series_id=SERIES
+    )
+    assert late is None
+    state = store.load_series(rt.redis, SERIES)
+    assert state is not None and (state.checked_head, state.head_sha) == (newer, newer)
+    assert env.history("superseded")[0]["data"]["newest"] == newer
