@@ -110,6 +110,12 @@ def _record_base_pr(rt: Runtime, action: Action, send: Sender) -> None:
     _change(rt, action, lambda s: tr.record_base_pr(s, action.args["state"], action.reason))
 
 
+def _retarget(rt: Runtime, action: Action, send: Sender) -> None:
+    base, words = action.args["base"], action.args["words"]
+    if _change(rt, action, lambda s: tr.retarget(s, base, words)):
+        send("carry.poll", {})  # the new base's head, now rather than at the next interval
+
+
 def _record_upstream_pr(rt: Runtime, action: Action, send: Sender) -> None:
     assert action.series_id
     entry = {k: action.args[k] for k in ("ref", "state", "merge_commit")}
@@ -167,6 +173,8 @@ _HANDLERS: dict[str, Callable[[Runtime, Action, Sender], None]] = {
     "record_head": _record_head,
     "record_pusher": _record_pusher,
     "record_base_pr": _record_base_pr,
+    "retarget": _retarget,
+    "find_successor": _send_task("carry.find_successor"),
     "record_upstream_pr": _record_upstream_pr,
     "record_carry_pr": _record_carry_pr,
     "set_paused": _set_paused,

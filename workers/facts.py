@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from bot.config import CarryConfig, Series, parse_pr_ref
+from bot.config import BaseSpec, CarryConfig, Series, parse_pr_ref
 from bot.core.planner import Facts, SeriesFacts
 from bot.core.state import SeriesState
 from bot.series_loader import SeriesInvalid, load_series
@@ -12,20 +12,29 @@ from bot.store.series import load_series as load_state
 from workers.runtime import Runtime
 
 
+def base_of(series: Series, state: SeriesState | None) -> BaseSpec:
+    """The base the series sits on: the config's, unless `/carry retarget` (or a merged base
+    PR) moved it; the stored override was validated when it was made."""
+    if state is not None and state.base_override:
+        return BaseSpec.model_validate(state.base_override)
+    return series.base
+
+
 def series_facts(
     series: Series, config: CarryConfig, state: SeriesState | None, awaiting: bool
 ) -> SeriesFacts:
     upstream = config.upstreams[series.upstream]
     linked = frozenset(parse_pr_ref(ref) for refs in series.links.values() for ref in refs)
+    base = base_of(series, state)
     current_tag = None
-    if series.base.tag_pattern and state and state.head_ref:
+    if base.tag_pattern and state and state.head_ref:
         current_tag = state.head_ref.removeprefix("refs/tags/")
     return SeriesFacts(
         id=series.id,
         upstream_repo=upstream.repo,
-        watched_ref=series.base.ref,
-        tag_pattern=series.base.tag_pattern,
-        pull=series.base.pull,
+        watched_ref=base.ref,
+        tag_pattern=base.tag_pattern,
+        pull=base.pull,
         current_tag=current_tag,
         paused_by_policy=series.policy.paused,
         paused_by=state.paused_by if state else None,

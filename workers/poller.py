@@ -7,36 +7,37 @@ import logging
 from collections import defaultdict
 
 from bot import metrics
-from bot.config import Series, parse_pr_ref
+from bot.config import BaseSpec, Series, parse_pr_ref
 from bot.core import transitions as tr
 from bot.core.events import ZERO_SHA, HeadMoved, PrStateChanged
 from bot.core.state import SeriesState
 from bot.git.mirror import Mirror, MirrorError
 from bot.github.forge import Forge, ForgeError
 from bot.store import series as store
+from workers.facts import base_of
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.poller")
 
 
-def _patterns(series: list[Series]) -> list[str]:
+def _patterns(bases: list[BaseSpec]) -> list[str]:
     out = []
-    for s in series:
-        ref = _wanted_ref(s)
+    for base in bases:
+        ref = _wanted_ref(base)
         out.append(ref)
-        if ref.startswith("refs/tags/") and s.base.ref:
+        if ref.startswith("refs/tags/") and base.ref:
             # ls-remote prints an annotated tag's peeled line only for a pattern matching
             # `<ref>^{}`: without it a fixed tag would be polled as its tag object.
             out.append(f"{ref}^{{}}")
     return sorted(set(out))
 
 
-def _watched(series: Series, refs: dict[str, str]) -> tuple[str, str] | None:
-    if series.base.ref is not None:
-        sha = refs.get(series.base.ref)
-        return (series.base.ref, sha) if sha else None
+def _watched(base: BaseSpec, refs: dict[str, str]) -> tuple[str, str] | None:
+    if base.ref is not None:
+        sha = refs.get(base.ref)
+        return (base.ref, sha) if sha else None
     tags = [r.removeprefix("refs/tags/") for r in refs if r.startswith("refs/tags/")]
-    newest = series.base.newest_tag(tags)
+    newest = base.newest_tag(tags)
     return (f"refs/tags/{newest}", refs[f"refs/tags/{newest}"]) if newest else None
 
 
@@ -62,8 +63,8 @@ def _set_upstream_error(rt: Runtime, series_id: str, error: str | None) -> None:
     store.update_series(rt.redis, series_id, change)
 
 
-def _wanted_ref(series: Series) -> str:
-    return series.base.ref or f"refs/tags/{series.base.tag_pattern}"
+def _wanted_ref(base: BaseSpec) -> str:
+    return base.ref or f"refs/tags/{base.tag_pattern}"
 
 
 def _set_waiting(rt: Runtime, series: Series, ref: str | None) -> None:
@@ -91,15 +92,16 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
     events = []
     for name, members in by_upstream.items():
         upstream = rt.config.upstreams[name]
+        bases = {s.id: base_of(s, store.load_series(rt.redis, s.id)) for s in members}
         try:
-            refs = Mirror(upstream.url, rt.cache_dir).remote_refs(*_patterns(members))
+            refs = Mirror(upstream.url, rt.cache_dir).remote_refs(*_patterns(list(bases.values())))
         except MirrorError as err:
             _poll_failed(rt, name, members, str(err))
             continue
         for series in members:
             _set_upstream_error(rt, series.id, None)
-            found = _watched(series, refs)
-            _set_waiting(rt, series, None if found else _wanted_ref(series))
+            found = _watched(bases[series.id], refs)
+            _set_waiting(rt, series, None if found else _wanted_ref(bases[series.id]))
             state = store.load_series(rt.redis, series.id)
             if found is None:
                 continue
@@ -128,8 +130,9 @@ def watched_prs(rt: Runtime) -> list[tuple[str, int]]:
         for refs in series.links.values():
             for ref in refs:
                 found[parse_pr_ref(ref)] = None
-        if series.base.pull is not None:
-            found[(rt.config.upstreams[series.upstream].repo, series.base.pull)] = None
+        base = base_of(series, store.load_series(rt.redis, series.id))
+        if base.pull is not None:
+            found[(rt.config.upstreams[series.upstream].repo, base.pull)] = None
     return list(found)
 
 

@@ -26,6 +26,7 @@ from bot.metrics import observe_rebase
 from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
 from workers import downstream as downstream_repo
+from workers.facts import base_of
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.rebase")
@@ -47,6 +48,7 @@ def initial_state(rt: Runtime, series: Series) -> SeriesState:
         upstream_web_host=named[1],
         base=named[2],
     )
+    named = (*named[:2], describe_base(base_of(series, state)))  # a retargeted series stays so
     if tr.name_upstream(state, *named):  # the config changed since the state was stored
         store.update_series(rt.redis, series.id, lambda fresh: tr.name_upstream(fresh, *named))
     return state
@@ -207,7 +209,7 @@ def _check(
     head_ref: str,
 ) -> SeriesReport:
     upstream = rt.config.upstreams[series.upstream]
-    engine, engine_lock = _engine_for(upstream.url, rt.cache_dir)
+    engine, engine_lock = engine_for(upstream.url, rt.cache_dir)
     mirror = engine.mirror
     mirror.ensure()
     mirror.widened = False  # each rebase may fetch every branch once for missing pre-images
@@ -243,7 +245,7 @@ _ENGINES: dict[tuple[str, str], tuple[Engine, threading.Lock]] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def _engine_for(url: str, cache_dir: Path) -> tuple[Engine, threading.Lock]:
+def engine_for(url: str, cache_dir: Path) -> tuple[Engine, threading.Lock]:
     """One engine per upstream mirror in a worker process: it keeps its `git cat-file` process
     and its content-keyed caches (trees, commits read, patch ids) from one rebase to the next."""
     key = (url, str(cache_dir))

@@ -28,6 +28,7 @@ from workers.dispatch import carry_out
 from workers.facts import gather
 from workers.rebase import rebase_series, register_series
 from workers.runtime import Runtime, runtime
+from workers.successor import find_successor
 
 log = logging.getLogger("carry.tasks")
 
@@ -221,6 +222,17 @@ def reply(self: Task, series_id: str, number: int, body: str) -> None:
         except RateLimited as err:  # longer than a worker waits: the broker holds it meanwhile
             log.warning("%s", err)
             raise self.retry(exc=err, countdown=err.retry_after_s) from err
+
+
+@app.task(name="carry.find_successor", bind=True, acks_late=True, max_retries=5)
+def find_successor_task(self: Task, series_id: str, repo: str, number: int) -> None:
+    """The series' base PR closed unmerged: propose its successor, with the evidence."""
+    rt = runtime()
+    with correlated(task_id=self.request.id, series=series_id):
+        try:
+            find_successor(rt, series_id, repo, number)
+        except ForgeError as err:
+            _visible_failure(rt, self, series_id, f"finding the successor of {repo}#{number}", err)
 
 
 def github_forge(rt: Runtime) -> Forge:

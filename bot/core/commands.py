@@ -8,6 +8,9 @@ from dataclasses import dataclass
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# `/carry retarget`: a PR (#N or OWNER/REPO#N) or a branch (git's ref-name rules, simplified)
+_PULL = re.compile(r"^(?:(?P<repo>[\w.-]+/[\w.-]+))?#(?P<number>[1-9][0-9]*)$")
+_BRANCH = re.compile(r"^(?!.*\.\.)(?!.*//)[A-Za-z0-9][A-Za-z0-9._/-]*(?<![/.])$")
 
 HELP = """\
 carry understands these commands in a comment on its pull requests (write access needed):
@@ -20,13 +23,16 @@ carry understands these commands in a comment on its pull requests (write access
 | `/carry keep NAME` | pin patch NAME: it is never dropped automatically |
 | `/carry approve [sha]` | let an untrusted upstream head (default: the current one) reach the hardware |
 | `/carry pause` / `/carry resume` | stop or restart automatic work on this series |
+| `/carry retarget BRANCH` / `/carry retarget #N` | move the series onto an upstream branch or PR (its base PR closed) |
 | `/carry help` | show this text |
 """
 
 
 @dataclass(frozen=True)
 class Command:
-    verb: str  # rebase | retest | drop | keep | approve | pause | resume | help | unknown
+    verb: (
+        str  # rebase | retest | drop | keep | approve | pause | resume | retarget | help | unknown
+    )
     arg: str | None = None
     raw: str = ""
     problem: str | None = None  # why the line could not be understood (verb "unknown")
@@ -98,6 +104,11 @@ def parse_line(text: str) -> Command:
         if len(args) != 1 or not _NAME.match(args[0]):
             return Command("unknown", raw=text, problem=f"`/carry {verb}` needs one patch name")
         return Command(verb, args[0], text)
+    if verb == "retarget":
+        if len(args) != 1 or not (_PULL.match(args[0]) or _BRANCH.match(args[0])):
+            problem = "`/carry retarget` needs one upstream branch or PR (`main`, `#54371`)"
+            return Command("unknown", raw=text, problem=problem)
+        return Command(verb, args[0], text)
     if verb == "approve":
         if len(args) > 1 or (args and not _SHA.match(args[0].lower())):
             return Command("unknown", raw=text, problem="`/carry approve` takes an optional SHA")
@@ -119,3 +130,14 @@ def _optional_name(verb: str, args: list[str], text: str, what: str) -> Command:
 
 def may_command(permission: str | None) -> bool:
     return (permission or "none") in WRITE_PERMISSIONS
+
+
+def retarget_base(arg: str, repo: str) -> tuple[dict[str, str | int] | None, str]:
+    """The base `/carry retarget ARG` names for a series on `repo`: ({"pull": N} or
+    {"branch": B}, how the config writes it), or (None, why not)."""
+    pull = _PULL.match(arg)
+    if pull is None:
+        return {"branch": arg}, f"branch {arg}"
+    if pull["repo"] and pull["repo"].lower() != repo.lower():
+        return None, f"{arg} is not a PR of {repo}, the series' upstream"
+    return {"pull": int(pull["number"])}, f"pull {pull['number']}"

@@ -12,7 +12,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from bot.core import events as ev
-from bot.core.commands import HELP, Command, may_command, parse_commands
+from bot.core.commands import HELP, Command, may_command, parse_commands, retarget_base
 from bot.core.versions import version_key
 
 
@@ -158,6 +158,17 @@ def _base_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
     args = {"state": event.state, "merge_commit": event.merge_commit_sha}
     why = f"base PR {event.repo}#{event.number} is {event.state.replace('_', ' ')}"
     actions = [Action("record_base_pr", f"basepr:{series.id}:{event.key}", why, series.id, args)]
+    if event.state == "merged":
+        # Its work is on the branch it merged into now: the series follows it there.
+        base = {"branch": event.base_ref}
+        moved = {"base": base, "words": f"branch {event.base_ref}", "by": None}
+        key = f"retarget:{series.id}:{event.key}"
+        actions.append(Action("retarget", key, f"{why} into {event.base_ref}", series.id, moved))
+    elif event.state == "closed_unmerged":
+        look = {"repo": event.repo, "number": event.number}
+        key = f"successor:{series.id}:{event.key}"
+        why_look = f"{why}: look for the PR that carries its work on"
+        actions.append(Action("find_successor", key, why_look, series.id, look))
     if event.moves_head:
         actions.append(
             _on_head(series, event.head_sha, event.head_ref, _pusher(series, event), why)
@@ -271,6 +282,8 @@ def _command_action(
         )
     if command.verb in ("keep", "drop") and command.arg not in series.patch_names:
         return None, _unknown_patch(series, command)
+    if command.verb == "retarget":
+        return _retarget(series, command, key, who)
     simple: dict[str, tuple[str, dict[str, Any], str]] = {
         "pause": (
             "set_paused",
@@ -298,6 +311,20 @@ def _command_action(
         kind, args, line = simple[command.verb]
         return Action(kind, key, f"/carry {command.verb} by @{who}", series.id, args), line
     return _approve(series, event, command, key)
+
+
+def _retarget(
+    series: SeriesFacts, command: Command, key: str, who: str
+) -> tuple[Action | None, str]:
+    base, words = retarget_base(command.arg or "", series.upstream_repo)
+    if base is None:
+        return None, f"Not done: {words}."
+    args = {"base": base, "words": words, "by": who}
+    line = (
+        f"Retargeted: the series now sits on {words} of {series.upstream_repo}; carry checks "
+        "it on that head at its next poll."
+    )
+    return Action("retarget", key, f"/carry retarget by @{who}", series.id, args), line
 
 
 def _unknown_patch(series: SeriesFacts, command: Command) -> str:

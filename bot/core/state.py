@@ -115,6 +115,11 @@ class SeriesState:
     base_pr_state: str | None = None  # for pull bases: open | merged | closed_unmerged
     # the watched ref upstream has not created (a release tag not cut yet); polls wait for it
     waiting_for_ref: str | None = None
+    # the base the series sits on instead of the config's, after `/carry retarget` or a merged
+    # base PR: {"branch": "main"} or {"pull": 54371}; None: the config's base
+    base_override: dict[str, Any] | None = None
+    # a base PR closed unmerged: its likely successor, why, and how the patches fare on it
+    successor: dict[str, Any] | None = None
     updated_at: str = ""
 
     @property
@@ -144,7 +149,8 @@ class SeriesState:
         if self.upstream_error:
             reasons.append(f"upstream unreachable: {self.upstream_error}")
         if self.base_pr_state == "closed_unmerged":
-            reasons.append("base PR was closed without being merged")
+            found = self.successor.get("summary") if self.successor else None
+            reasons.append(found or "base PR was closed without being merged")
         return reasons
 
     def patch(self, name: str) -> PatchState | None:

@@ -155,6 +155,24 @@ def wait_for_ref(state: SeriesState, ref: str | None) -> bool:
     return True
 
 
+def propose_successor(state: SeriesState, proposal: dict[str, Any]) -> bool:
+    """What the closed base PR's records name as its successor (or that they name none)."""
+    if state.successor == proposal:
+        return False
+    state.successor = proposal
+    return True
+
+
+def retarget(state: SeriesState, base: dict[str, Any], words: str) -> bool:
+    """The series sits on `base` from now on (`words`: how the config would write it); the
+    old base PR's state and its successor proposal are history."""
+    if state.base_override == base and state.base == words:
+        return False
+    state.base_override, state.base = dict(base), words
+    state.base_pr_state, state.successor = None, None
+    return True
+
+
 def set_paused(state: SeriesState, by: str | None) -> bool:
     """`/carry pause` (by: who) or `/carry resume` (None). Resuming while a job runs leaves
     the phase to that job."""

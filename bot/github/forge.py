@@ -572,6 +572,17 @@ class Forge:
         )
         return found, answer_headers.get("etag")
 
+    def timeline(self, repo: str, number: int) -> list[dict[str, Any]]:
+        """The first 100 events of an issue's or PR's timeline (cross-references, comments)."""
+        _headers, data = self._call(
+            f"timeline of {repo}#{number}",
+            self.github.requester.requestJsonAndCheck,
+            "GET",
+            f"/repos/{repo}/issues/{number}/timeline",
+            parameters={"per_page": 100},
+        )
+        return list(data or [])
+
     @property
     def rate_remaining(self) -> int | None:
         # The requester's figures from the last answer; Github.rate_limiting would send a

@@ -188,12 +188,28 @@ class SeriesSummaryOut(_SeriesFields):
     patches: list[PatchOut]
 
 
+class SuccessorOut(ApiModel):
+    """A base PR closed unmerged: the PR GitHub's records name as carrying its work on."""
+
+    closed: str
+    summary: str
+    ref: str | None = None
+    state: str | None = None
+    commit: str | None = None
+    reasons: list[str] = []
+    command: str | None = None
+    evidence: dict[str, str] = {}
+    candidates: list[int] = []
+
+
 class SeriesOut(_SeriesFields):
     patches: list[PatchStateOut]
     checked_head: str | None
     checked_digest: str | None
     checked_at: str | None
     approvals: list[str]
+    base_override: dict[str, Any] | None
+    successor: SuccessorOut | None
 
 
 class SeriesListOut(ApiModel):
@@ -625,7 +641,17 @@ def series_full(state: SeriesState, pages: Mapping[str, FixPage] | None = None) 
         checked_digest=state.checked_digest,
         checked_at=state.checked_at,
         approvals=list(state.approvals),
+        base_override=state.base_override,
+        successor=successor_out(state.successor),
     )
+
+
+def successor_out(found: dict[str, Any] | None) -> SuccessorOut | None:
+    if not found:
+        return None
+    command = (found.get("retarget") or {}).get("command")
+    fields = ("closed", "summary", "ref", "state", "commit", "reasons", "evidence", "candidates")
+    return SuccessorOut(command=command, **{k: found[k] for k in fields if k in found})
 
 
 def series_list(client: redis.Redis, fix_pages: FixPages) -> SeriesListOut:

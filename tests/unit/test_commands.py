@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.commands import Command, parse_commands
+from bot.core.commands import Command, parse_commands, retarget_base
 
 
 def verbs(body: str) -> list[tuple[str, str | None]]:
@@ -51,3 +51,38 @@ def test_bad_commands_keep_their_problem() -> None:
     assert command == Command(
         "unknown", raw="/carry keep", problem="`/carry keep` needs one patch name"
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "verb", "arg"),
+    [
+        ("/carry retarget main", "retarget", "main"),
+        ("/carry retarget releases/v0.30", "retarget", "releases/v0.30"),
+        ("/carry retarget #54371", "retarget", "#54371"),
+        ("/carry retarget vllm-project/vllm#54371", "retarget", "vllm-project/vllm#54371"),
+        ("/carry retarget", "unknown", None),
+        ("/carry retarget main extra", "unknown", None),
+        ("/carry retarget a..b", "unknown", None),
+        ("/carry retarget -main", "unknown", None),
+        ("/carry retarget #0", "unknown", None),
+    ],
+)
+def test_retarget_names_one_branch_or_pr(line: str, verb: str, arg: str | None) -> None:
+    assert verbs(line) == [(verb, arg)]
+
+
+@pytest.mark.parametrize(
+    ("arg", "base", "words"),
+    [
+        ("main", {"branch": "main"}, "branch main"),
+        ("#54371", {"pull": 54371}, "pull 54371"),
+        ("Vllm-Project/vllm#54371", {"pull": 54371}, "pull 54371"),
+        (
+            "other/vllm#5",
+            None,
+            "other/vllm#5 is not a PR of vllm-project/vllm, the series' upstream",
+        ),
+    ],
+)
+def test_retarget_base(arg: str, base: dict | None, words: str) -> None:
+    assert retarget_base(arg, "vllm-project/vllm") == (base, words)
