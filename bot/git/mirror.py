@@ -222,9 +222,15 @@ class Mirror:
         ref = self._remote_ref_for(base, refs)
         if ref is not None:
             local = f"refs/carry/{ref.removeprefix('refs/')}"
-            if not self._holds(local, refs[ref]):
+            held = self._holds(local, refs[ref])
+            if not held:
                 self.fetch(f"+{ref}:{local}")
             sha = self.git.rev_parse(local + suffix)
+            if sha is None and held:  # its ref is there, its commit is not: a damaged store
+                with self.locked():
+                    self._recreate("missing objects its refs name")
+                self.fetch(f"+{ref}:{local}")
+                sha = self.git.rev_parse(local + suffix)
             if sha is None:
                 raise MirrorError(f"revision {rev!r} does not name a commit in {self.source}")
             return ResolvedHead(sha, ref if not suffix else None)
