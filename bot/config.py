@@ -714,6 +714,11 @@ class Settings(BaseSettings):
     bot_login: Annotated[str, Field(min_length=1)] = Field(
         default="carry[bot]", validation_alias="CARRY_BOT_LOGIN"
     )
+    # GitHub asks for at least a second between mutative requests (REST best practices);
+    # 0 sends writes back to back (tests, the demo's emulator).
+    github_write_pause_s: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = Field(
+        default=1.0, validation_alias="CARRY_GITHUB_WRITE_PAUSE_S"
+    )
     config_path: Path = Field(default=DEFAULT_CONFIG_PATH, validation_alias="CARRY_CONFIG")
     cache_dir: Path = Field(
         default_factory=lambda: Path("~/.cache/carry").expanduser(),

@@ -843,6 +843,7 @@ def process_env(options: Options, redis_url: str, gh: GitHubEmulator) -> dict[st
         "CARRY_CI_DEBOUNCE_S": "1",
         "CARRY_BUSY_RETRY_S": "0.5",
         "CARRY_HEARTBEAT_S": "5",
+        "CARRY_GITHUB_WRITE_PAUSE_S": "0",  # its own emulator: no rate to respect
     }
 
 

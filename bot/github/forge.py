@@ -292,7 +292,7 @@ class Forge:
             auth=auth,
             retry=_retry(),
             seconds_between_requests=None,
-            seconds_between_writes=None,
+            seconds_between_writes=settings.github_write_pause_s or None,
             timeout=30,
             # An object is fetched only when one of its fields is read: editing a PR, or
             # commenting on it, needs its URL, not a GET of it first.

@@ -7,6 +7,7 @@ and CI-report code in this process against it, with real git, Redis and PyGithub
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -697,3 +698,20 @@ def test_a_conflict_with_nothing_to_propose_pushes_no_branch_and_opens_no_pr(
     assert d.gh.pulls(DOWN_OWNER, DOWN_NAME) == []
     said = [e["data"]["result"] for e in d.history("published")]
     assert said == ["needs attention, but nothing to push: see the dashboard"] * 2
+
+
+def test_writes_within_a_task_are_spaced_as_github_asks(
+    deploy: Deploy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitHub's REST best practices: "wait at least one second between each" mutative request.
+    carry's PyGithub client had its write pause off (seconds_between_writes=None)."""
+    d = deploy(patches=(FIX, SECOND))
+    monkeypatch.setenv("CARRY_GITHUB_WRITE_PAUSE_S", "0.4")
+    runtime_module.reset()
+    d.rt = runtime_module.runtime()
+    since = len(d.gh.requests)
+    d.propose(CONFLICTING, "Rework 10")  # opens the PR, labels it, posts the conflict report
+    writes = [r.at for r in d.gh.requests[since:] if r.kind == "api" and r.method != "GET"]
+    assert len(writes) >= 3
+    gaps = [later - earlier for earlier, later in itertools.pairwise(writes)]
+    assert min(gaps) >= 0.39, gaps

@@ -168,6 +168,7 @@ class CarryEnv:
             "CARRY_CACHE_DIR": str(self.root / "cache"),
             "CARRY_WEBHOOK_SECRET": SECRET,
             "CARRY_BUSY_RETRY_S": "0.2",
+            "CARRY_GITHUB_WRITE_PAUSE_S": "0",  # the emulator needs no pause between writes
             "PYTHONPATH": str(REPO_ROOT),
             **self.extra_env,
         }
