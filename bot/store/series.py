@@ -150,23 +150,40 @@ def queue_history(pipe: Any, series_id: str | None, kind: str, **fields: Any) ->
 
 
 def history(
-    client: redis.Redis, series_id: str | None = None, limit: int = 100
+    client: redis.Redis,
+    series_id: str | None = None,
+    limit: int = 100,
+    *,
+    before: str | None = None,
+    kind: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Newest first."""
+    """Newest first: up to `limit` entries older than stream id `before` (when given), of
+    `kind` (when given). A kind filter reads at most HISTORY_MAXLEN entries to find them."""
     key = f"{PREFIX}history:{series_id}" if series_id else f"{PREFIX}history"
-    out = []
-    for entry_id, raw in client.xrevrange(key, count=limit):
-        fields = {_text(k): _text(v) for k, v in raw.items()}
-        out.append(
-            {
-                "id": _text(entry_id),
-                "at": fields.get("at", ""),
-                "series": fields.get("series", ""),
-                "kind": fields.get("kind", ""),
-                "data": json.loads(fields.get("data") or "{}"),
-            }
-        )
-    return out
+    out: list[dict[str, Any]] = []
+    newest, read = f"({before}" if before else "+", 0
+    while len(out) < limit and read < HISTORY_MAXLEN:
+        batch = client.xrevrange(key, max=newest, count=limit if kind is None else 200)
+        if not batch:
+            break
+        read += len(batch)
+        for entry_id, raw in batch:
+            entry = _history_entry(entry_id, raw)
+            if kind is None or entry["kind"] == kind:
+                out.append(entry)
+        newest = f"({_text(batch[-1][0])}"
+    return out[:limit]
+
+
+def _history_entry(entry_id: Any, raw: dict[Any, Any]) -> dict[str, Any]:
+    fields = {_text(k): _text(v) for k, v in raw.items()}
+    return {
+        "id": _text(entry_id),
+        "at": fields.get("at", ""),
+        "series": fields.get("series", ""),
+        "kind": fields.get("kind", ""),
+        "data": json.loads(fields.get("data") or "{}"),
+    }
 
 
 def set_wanted(client: redis.Redis, series_id: str, head: str) -> None:

@@ -37,6 +37,7 @@ _SESSION_LABEL: Final = b"carry dashboard session v1"
 # Celery's Redis transport keeps one list per priority step beside the plain queue name.
 _PRIORITY_KEYS: Final = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 _STREAM_ID = r"^(-|[0-9]+(-[0-9]+)?)$"
+_ENTRY_ID = r"^[0-9]+-[0-9]+$"  # one history entry's stream id
 _SUMMARY_LIMIT: Final = 300
 
 # --------------------------------------------------------------------------- access
@@ -227,7 +228,10 @@ class HistoryEntryOut(ApiModel):
 
 class HistoryOut(ApiModel):
     series: str | None
+    kind: str | None = None
     entries: list[HistoryEntryOut]
+    # pass as `before` for the next (older) page; None when this page is the last
+    next_before: str | None = None
 
 
 class PatchFilesOut(ApiModel):
@@ -683,11 +687,20 @@ def _entry_out(entry: dict[str, Any]) -> HistoryEntryOut:
     )
 
 
-def series_history(client: redis.Redis, series_id: str | None, limit: int) -> HistoryOut:
+def series_history(
+    client: redis.Redis,
+    series_id: str | None,
+    limit: int,
+    *,
+    before: str | None = None,
+    kind: str | None = None,
+) -> HistoryOut:
     if series_id is not None:
         require_series(client, series_id)
-    entries = [_entry_out(e) for e in history(client, series_id, limit=limit)]
-    return HistoryOut(series=series_id, entries=entries)
+    found = history(client, series_id, limit=limit, before=before, kind=kind)
+    entries = [_entry_out(e) for e in found]
+    more = entries[-1].id if len(entries) == limit else None
+    return HistoryOut(series=series_id, kind=kind, entries=entries, next_before=more)
 
 
 # --------------------------------------------------------------------------- patch view
@@ -831,9 +844,14 @@ def api_router(
             return not_found_json(exc)
 
     @router.get("/series/{series_id}/history", response_model=HistoryOut, responses=_NOT_FOUND)
-    def get_history(series_id: SeriesId, limit: Limit = 100) -> HistoryOut | JSONResponse:
+    def get_history(
+        series_id: SeriesId,
+        limit: Limit = 100,
+        kind: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+        before: Annotated[str | None, Query(pattern=_ENTRY_ID, max_length=40)] = None,
+    ) -> HistoryOut | JSONResponse:
         try:
-            return series_history(client, series_id, limit)
+            return series_history(client, series_id, limit, before=before, kind=kind)
         except NotFound as exc:
             return not_found_json(exc)
 
@@ -846,9 +864,19 @@ def api_router(
         except NotFound as exc:
             return not_found_json(exc)
 
-    @router.get("/history", response_model=HistoryOut)
-    def get_all_history(limit: Limit = 100) -> HistoryOut:
-        return series_history(client, None, limit)
+    @router.get("/history", response_model=HistoryOut, responses=_NOT_FOUND)
+    def get_all_history(
+        limit: Limit = 100,
+        series: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        kind: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+        before: Annotated[str | None, Query(pattern=_ENTRY_ID, max_length=40)] = None,
+    ) -> HistoryOut | JSONResponse:
+        """Every series' history (or one's, with `series`), newest first, of one `kind` if
+        given; `before` (a page's next_before) pages back."""
+        try:
+            return series_history(client, series, limit, before=before, kind=kind)
+        except NotFound as exc:
+            return not_found_json(exc)
 
     @router.get("/runners", response_model=RunnersOut)
     def get_runners() -> RunnersOut:

@@ -14,21 +14,21 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from html import escape as xml_escape
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 from urllib.parse import quote, urlencode
 
 import anyio
 import jinja2
 import redis
 import redis.asyncio as aioredis
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, params
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, params
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from markupsafe import Markup, escape
 
 from bot.config import CarryConfig
 from bot.store.deliveries import recent_deliveries
-from bot.store.series import UPDATES_CHANNEL, load_series
+from bot.store.series import UPDATES_CHANNEL, all_series, load_series
 from bot.web.api import (
     SESSION_COOKIE,
     Access,
@@ -57,6 +57,7 @@ HERE: Final = Path(__file__).parent
 TEMPLATES: Final = HERE / "templates"
 STATIC: Final = HERE / "static"
 RUN_LOG_LINES: Final = 5000
+EVENTS_PAGE: Final = 100  # history entries per page of /events
 _HEADERS: Final = {
     "Cache-Control": "no-cache",
     "Content-Security-Policy": (
@@ -554,16 +555,30 @@ class Dashboard:
             live=Live(poll_s=15),
         )
 
-    def events(self) -> HTMLResponse:
-        deliveries = [d.to_json() for d in recent_deliveries(self.client, 50)]
+    def events(self, series: str | None, kind: str | None, before: str | None) -> HTMLResponse:
+        """The history of every series (or one), newest first, a page at a time; webhook
+        deliveries on the first page."""
+        found = series_history(self.client, series, EVENTS_PAGE, before=before, kind=kind)
+        first = before is None
+        deliveries = [d.to_json() for d in recent_deliveries(self.client, 50)] if first else []
+        shown = {"series": series, "kind": kind}
+        query = urlencode({k: v for k, v in shown.items() if v})
+        older = None
+        if found.next_before:
+            chosen = {k: v for k, v in shown.items() if v}
+            older = "/events?" + urlencode({**chosen, "before": found.next_before})
         return self.pages.render(
             "events.html",
             title="Events",
             nav="events",
-            json_url="/api/v1/history",
-            entries=series_history(self.client, None, 100).entries,
+            json_url=f"/api/v1/history?{query}" if query else "/api/v1/history",
+            entries=found.entries,
             deliveries=deliveries,
-            live=Live(poll_s=15),
+            first_page=first,
+            shown=shown,
+            series_ids=sorted(s.id for s in all_series(self.client)),
+            older=older,
+            live=Live(poll_s=15) if first else Live(),
         )
 
     def series_badge(self, series_id: str) -> Response:
@@ -624,8 +639,12 @@ def dashboard_router(
         return board.runners()
 
     @router.get("/events", dependencies=pages)
-    def events() -> HTMLResponse:
-        return board.events()
+    def events(
+        series: Annotated[str | None, Query(max_length=200)] = None,
+        kind: Annotated[str | None, Query(max_length=100)] = None,
+        before: Annotated[str | None, Query(pattern=r"^[0-9]+-[0-9]+$", max_length=40)] = None,
+    ) -> HTMLResponse:
+        return _guarded(lambda: board.events(series or None, kind or None, before), board.pages)
 
     @router.get("/events/stream", dependencies=[access.dependency()])
     async def event_stream() -> StreamingResponse:

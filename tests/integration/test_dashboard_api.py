@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import html as html_module
 import json
 import re
 import shutil
@@ -298,6 +299,44 @@ def test_the_fix_page_panel_says_which_listed_releases_a_series_carries(site: Si
     page = site.get(f"/series/{MAIN}/patches/{PATCH}").text
     assert "<li>v0.26.0: carried</li>" in page
     assert "<li>v0.30.0: not carried: no configured series with a page of async-inputs" in page
+
+
+def test_history_is_filtered_by_series_and_kind_and_paged(site: Site) -> None:
+    """Issue 17 item 7: the events page was the newest 100 entries of everything, unfiltered."""
+    for n in range(130):
+        append_history(
+            site.client, MAIN if n % 2 else RELEASE, "decision" if n % 3 else "poll", n=n
+        )
+    wanted = [n for n in reversed(range(130)) if n % 2 and n % 3]  # MAIN's decisions, newest first
+    seen: list[int] = []
+    before = None
+    while True:
+        query = {
+            "series": MAIN,
+            "kind": "decision",
+            "limit": 20,
+            **({"before": before} if before else {}),
+        }
+        page = site.get("/api/v1/history", params=query).json()
+        assert {(e["series"], e["kind"]) for e in page["entries"]} <= {(MAIN, "decision")}
+        seen += [e["data"]["n"] for e in page["entries"] if "n" in e["data"]]
+        before = page["next_before"]
+        if before is None:
+            break
+    assert seen == wanted
+    assert site.get("/api/v1/history", params={"before": "x"}).status_code == 422
+    assert site.get("/api/v1/history", params={"series": "nope"}).status_code == 404
+
+    html = site.get("/events", params={"series": MAIN, "kind": "decision"}).text
+    assert f'<option value="{MAIN}" selected>' in html and 'value="decision"' in html
+    assert "Older events" not in html  # its 44 entries fit on one page
+    everything = site.get("/events").text  # 135 entries: a page of 100, then the rest
+    assert "Older events" in everything and "Webhook deliveries" in everything
+    older = re.search(r'<a href="([^"]+)" rel="next">', everything)
+    assert older is not None
+    second = site.get(html_module.unescape(older[1])).text
+    assert "Webhook deliveries" not in second and "all, newest first" in second
+    assert "Older events" not in second
 
 
 def test_series_detail_has_decision_reason_and_evidence(site: Site) -> None:
