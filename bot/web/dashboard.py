@@ -435,22 +435,15 @@ class Pages:
 
 @dataclass(frozen=True)
 class Matrix:
-    """The overview: series (rows) × patches, plus CI per runner kind."""
+    """The overview: one row per series, its patches and CI rows as chips in their own cells
+    (a column per patch name made a cross-product of every series' patches)."""
 
     series: list[SeriesSummaryOut]
-    patch_names: list[str]
-    runner_kinds: list[str]
     attention: list[AttentionOut]
 
     @classmethod
     def of(cls, series: list[SeriesSummaryOut]) -> Matrix:
-        names = sorted({p.name for s in series for p in s.patches})
-        kinds = sorted({kind for s in series for kind in s.ci})
-        attention = [item for s in series for item in s.attention]
-        return cls(series, names, kinds, attention)
-
-    def cell(self, series: SeriesSummaryOut, name: str) -> PatchOut | None:
-        return next((p for p in series.patches if p.name == name), None)
+        return cls(series, [item for s in series for item in s.attention])
 
 
 # --------------------------------------------------------------------------- access for pages
