@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from bot.fixes import carrier_of, release_line
 from bot.series_loader import LoadedSeries, SeriesInvalid
 from bot.series_loader import load_series as load_series_dir
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series, runlog, runners
+from bot.web.timeline import describe
 
 SESSION_COOKIE: Final = "carry_session"
 GITHUB_WEB: Final = "https://github.com"
@@ -38,7 +38,6 @@ _SESSION_LABEL: Final = b"carry dashboard session v1"
 _PRIORITY_KEYS: Final = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 _STREAM_ID = r"^(-|[0-9]+(-[0-9]+)?)$"
 _ENTRY_ID = r"^[0-9]+-[0-9]+$"  # one history entry's stream id
-_SUMMARY_LIMIT: Final = 300
 
 # --------------------------------------------------------------------------- access
 
@@ -340,18 +339,6 @@ def age_text(seconds: int | None) -> str | None:
         if seconds >= size:
             return f"{seconds // size} {unit} ago"
     return f"{seconds} s ago"
-
-
-def summarize(data: dict[str, Any]) -> str:
-    """One line for people: `key: value` pairs, long values shortened."""
-    parts = [f"{key}: {_short(value)}" for key, value in data.items()]
-    text = ", ".join(parts)
-    return text if len(text) <= _SUMMARY_LIMIT else text[: _SUMMARY_LIMIT - 1] + "…"
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def web_host(state: SeriesState) -> str:
@@ -682,7 +669,7 @@ def _entry_out(entry: dict[str, Any]) -> HistoryEntryOut:
         at=entry["at"],
         series=entry["series"],
         kind=entry["kind"],
-        summary=summarize(data),
+        summary=describe(entry["kind"], data),
         data=data,
     )
 

@@ -379,7 +379,8 @@ def test_history_is_newest_first_and_limited(site: Site) -> None:
 
     assert [e["kind"] for e in entries] == ["ci-check", "decision", "head-moved"]
     assert newest == entries[:1]
-    assert entries[0]["summary"] == f"run_id: {FAILED_RUN}, runner: gaudi, state: failure"
+    assert entries[0]["summary"] == "gaudi: failure"  # in words; the fields stay in `data`
+    assert entries[0]["data"]["run_id"] == FAILED_RUN
     assert site.get(f"/api/v1/series/{MAIN}/history", params={"limit": 0}).status_code == 422
 
 

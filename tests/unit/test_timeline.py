@@ -1,0 +1,69 @@
+"""History entries in words (table test): known kinds read as sentences, any other entry as
+its fields without the machine-only ones (idempotency keys, digests), numbers rounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.web.timeline import describe
+
+HEAD, NEWER = "3f2a1c9d8e7f" + "0" * 28, "9c1e22aa33bb" + "1" * 28
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "said"),
+    [
+        (
+            "rebased",
+            {"head": HEAD, "digest": "d" * 64, "outcome": "changed", "summary": "2 apply, 1 drop"},
+            "checked on 3f2a1c9d8e7f, outcome changed: 2 apply, 1 drop",
+        ),
+        (
+            "decision",
+            {
+                "patch": "0001-x.patch",
+                "status": "contained",
+                "decision": "drop",
+                "reason": "merged in #1919",
+            },
+            "0001-x.patch contained, decided drop: merged in #1919",
+        ),
+        (
+            "superseded",
+            {"head": HEAD, "newest": NEWER},
+            "3f2a1c9d8e7f not checked: a newer head 9c1e22aa33bb came",
+        ),
+        (
+            "published",
+            {"pr": 12, "pushed": True, "head": HEAD, "files": ["a", "b"]},
+            "PR #12 updated for 3f2a1c9d8e7f: 2 file(s) pushed",
+        ),
+        ("published", {"result": "nothing to propose", "head": HEAD}, "nothing to propose"),
+        ("ci-check", {"run_id": "r1", "runner": "gaudi", "state": "failure"}, "gaudi: failure"),
+        (
+            "rebase",
+            {"reason": "refs/heads/main moved to 3f2a1c9d8e7f", "key": "rebase:s:" + HEAD},
+            "refs/heads/main moved to 3f2a1c9d8e7f",
+        ),
+        # Unknown kinds: their fields, without idempotency keys or digests, numbers rounded.
+        (
+            "other",
+            {"key": "k:1", "tree_key": "t" * 64, "duration_s": 0.09065809499998068},
+            "duration_s: 0.09",
+        ),
+        # An older entry of a known kind, missing what its sentence needs, still says something.
+        (
+            "decision",
+            {"reason": "kept by /carry keep"},
+            "kept by /carry keep",
+        ),
+    ],
+)
+def test_entries_read_as_sentences(kind: str, data: dict[str, Any], said: str) -> None:
+    assert describe(kind, data) == said
+
+
+def test_a_long_sentence_is_cut() -> None:
+    assert len(describe("waiting-for-ref", {"ref": "r" * 1000})) == 300
