@@ -71,6 +71,19 @@ def world(
         assert gh.errors == []
 
 
+def maintainer_says(rt: Runtime, body: str, comment_id: int) -> None:
+    """A comment with write permission, as carry.check_permission hands it on."""
+    command = ev.CommandAuthorized(
+        series_id=SERIES,
+        number=1,
+        comment_id=comment_id,
+        author="maintainer",
+        permission="write",
+        body=body,
+    )
+    handle_event(rt, command)
+
+
 def queued(rt: Runtime) -> list[dict[str, Any]]:
     return [json.loads(m) for m in rt.redis.lrange("carry", 0, -1)]
 
@@ -106,15 +119,7 @@ def test_a_closed_base_pr_gets_a_successor_proposal_and_a_retarget_moves_the_ser
     assert "<code>/carry retarget main</code>" in page
     assert detail["successor"]["command"] == "/carry retarget main"
 
-    command = ev.CommandAuthorized(
-        series_id=SERIES,
-        number=1,
-        comment_id=7,
-        author="maintainer",
-        permission="write",
-        body="/carry retarget main",
-    )
-    handle_event(rt, command)
+    maintainer_says(rt, "/carry retarget main", comment_id=7)
     state = store.load_series(rt.redis, SERIES)
     assert state is not None
     assert (state.base_override, state.base) == ({"branch": "main"}, "branch main")
@@ -138,15 +143,7 @@ def test_without_a_successor_in_the_records_the_series_says_so(world):
 
 def test_a_retarget_to_a_pr_of_another_repository_is_refused(world):
     rt = world[-1]
-    command = ev.CommandAuthorized(
-        series_id=SERIES,
-        number=1,
-        comment_id=8,
-        author="maintainer",
-        permission="write",
-        body="/carry retarget other-org/engine#3",
-    )
-    handle_event(rt, command)
+    maintainer_says(rt, "/carry retarget other-org/engine#3", comment_id=8)
     state = store.load_series(rt.redis, SERIES)
     assert state is None or state.base_override is None
     (reply,) = [m for m in queued(rt) if m["headers"]["task"] == "carry.reply"]
