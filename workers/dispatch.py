@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.core import transitions as tr
 from bot.core.planner import Action
-from bot.core.state import SeriesState
+from bot.core.state import Phase, SeriesState
 from bot.store import series as store
 from workers import ci
 from workers.runtime import Runtime
@@ -21,6 +21,10 @@ from workers.runtime import Runtime
 log = logging.getLogger("carry.dispatch")
 
 Sender = Callable[[str, dict[str, Any]], None]  # (task name, kwargs) -> enqueue
+
+
+class Skipped(Exception):
+    """An adapter found nothing to do (the message says why): recorded as skipped."""
 
 
 def carry_out(rt: Runtime, action: Action, send: Sender) -> None:
@@ -38,7 +42,14 @@ def carry_out(rt: Runtime, action: Action, send: Sender) -> None:
     handler = _HANDLERS.get(action.kind)
     if handler is None:
         raise ValueError(f"no adapter for action kind {action.kind!r}")
-    handler(rt, action, send)
+    try:
+        handler(rt, action, send)
+    except Skipped as why:
+        store.claim(client, action.key)
+        store.append_history(
+            client, action.series_id, "skipped", action=action.kind, key=action.key, reason=str(why)
+        )
+        return
     if action.kind != "note":
         store.claim(client, action.key)
     store.append_history(
@@ -64,6 +75,10 @@ def _rebase(rt: Runtime, action: Action, send: Sender) -> None:
     args = dict(action.args)
     if args.get("force"):  # a re-check (`/carry rebase`) is of the newest head, never older
         args["head_sha"] = _newest_head(rt, action.series_id, args["head_sha"])
+        state = store.load_series(rt.redis, action.series_id)
+        if state is not None and state.phase == Phase.QUEUED:
+            # A burst of `/carry rebase` is one re-check: this head's is waiting already.
+            raise Skipped(f"a check of {args['head_sha'][:12]} is already queued")
     else:
         store.set_wanted(rt.redis, action.series_id, args["head_sha"])
     store.update_series(rt.redis, action.series_id, tr.queue_check)

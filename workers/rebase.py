@@ -106,6 +106,7 @@ def rebase_series(
     patches = [PatchInput(p.name, p.read_bytes()) for p in loaded.patch_paths]
     digest = series_digest((p.name, p.data) for p in patches)
     if not force and (state.checked_head, state.checked_digest) == (head_sha, digest):
+        store.update_series(client, series_id, tr.unqueue)
         store.append_history(
             client,
             series_id,

@@ -108,6 +108,15 @@ def queue_check(state: SeriesState) -> bool:
     return True
 
 
+def unqueue(state: SeriesState) -> bool:
+    """The rebase that was queued found nothing to do: the series rests again (it showed
+    "queued" until the next check, and a `/carry rebase` took it for a check waiting)."""
+    if state.phase != Phase.QUEUED:
+        return False
+    state.phase = resting_phase(state)
+    return True
+
+
 def record_head(
     state: SeriesState, head: str, ref: str, actor: str | None, reason: str, now: str
 ) -> bool:
@@ -266,4 +275,6 @@ def published(state: SeriesState, pr: PrInfo | None, version: str | None, last_e
     if version is not None:
         state.version = version
     state.last_event = last_event
+    if state.phase == Phase.QUEUED and state.error:  # a retried publish got through
+        state.phase, state.error = resting_phase(state), None
     return True

@@ -245,3 +245,35 @@ def test_a_forced_recheck_of_an_older_head_never_moves_the_series_back(env: Carr
     state = store.load_series(rt.redis, SERIES)
     assert state is not None and (state.checked_head, state.head_sha) == (newer, newer)
     assert env.history("superseded")[0]["data"]["newest"] == newer
+
+
+def test_a_burst_of_rebase_commands_queues_one_recheck(env: CarryEnv) -> None:
+    """Issue 14: 200 `/carry rebase` comments from a writer gave 200 forced rebases. A re-check
+    of the head already queued is not queued again (each comment is still answered)."""
+    rt = runtime_module.runtime()
+    head = env.upstream.head()
+    assert rebase_series(rt, SERIES, head, "refs/heads/main") is not None
+    for n in range(20):
+        comment(rt, "/carry rebase", comment_id=300 + n)
+    assert [k["head_sha"] for k in queued_rebases(rt)] == [head]
+    skipped = [e for e in env.history("skipped") if "already queued" in e["data"]["reason"]]
+    assert len(skipped) == 19
+    replies = [json.loads(m)["headers"]["task"] for m in rt.redis.lrange("carry", 0, -1)]
+    assert replies.count("carry.reply") == 20
+    # Once it ran, a new `/carry rebase` queues a new re-check.
+    (kwargs,) = queued_rebases(rt)
+    rebase_series(rt, **{k: v for k, v in kwargs.items() if k != "series_id"}, series_id=SERIES)
+    comment(rt, "/carry rebase", comment_id=400)
+    assert len(queued_rebases(rt)) == 2
+
+
+def test_a_queued_rebase_with_nothing_to_do_leaves_the_series_resting(env: CarryEnv) -> None:
+    """A push of a head already checked queues a rebase that finds it unchanged: the series
+    showed "queued" from then on (and a `/carry rebase` would take it for a check waiting)."""
+    rt = runtime_module.runtime()
+    head = env.upstream.head()
+    assert rebase_series(rt, SERIES, head, "refs/heads/main") is not None
+    push(rt, env, head, "0" * 40)
+    assert store.load_series(rt.redis, SERIES).phase == "queued"  # type: ignore[union-attr]
+    assert rebase_series(rt, SERIES, head, "refs/heads/main") is None  # unchanged
+    assert store.load_series(rt.redis, SERIES).phase == "idle"  # type: ignore[union-attr]

@@ -170,3 +170,33 @@ def test_a_pusher_belongs_to_its_sha_whichever_event_came_first() -> None:
     for n in range(tr.MAX_PUSHERS + 5):
         tr.record_pusher(many, f"{n:040x}", "maintainer")
     assert len(many.pushers) == tr.MAX_PUSHERS and f"{0:040x}" not in many.pushers
+
+
+@pytest.mark.parametrize(
+    ("phase", "error", "after"),
+    [
+        (Phase.QUEUED, "publish failed (attempt 1): 502", (Phase.IDLE, None)),  # retry got through
+        (
+            Phase.RUNNING,
+            "publish failed (attempt 1): 502",
+            (Phase.RUNNING, "publish failed (attempt 1): 502"),
+        ),
+        (Phase.QUEUED, None, (Phase.QUEUED, None)),  # a rebase waits: not this publish's to end
+    ],
+)
+def test_a_publish_that_got_through_after_a_retry_ends_the_retry(
+    phase: Phase, error: str | None, after: tuple[Phase, str | None]
+) -> None:
+    """A failed publish showed the series as queued (its retry) and kept that forever: a later
+    `/carry rebase` then took it for a check already waiting."""
+    state = SeriesState(id="s", phase=phase, error=error)
+    tr.published(state, None, None, "PR #1 updated")
+    assert (state.phase, state.error) == after
+
+
+def test_a_queued_rebase_that_found_nothing_to_do_rests() -> None:
+    state = SeriesState(id="s", phase=Phase.QUEUED)
+    assert tr.unqueue(state) and state.phase == Phase.IDLE
+    paused = SeriesState(id="s", phase=Phase.QUEUED, paused_by="alice")
+    assert tr.unqueue(paused) and paused.phase == Phase.PAUSED
+    assert not tr.unqueue(SeriesState(id="s", phase=Phase.RUNNING))
