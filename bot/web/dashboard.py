@@ -51,6 +51,7 @@ from bot.web.api import (
     series_summary,
     web_host,
 )
+from bot.web.timeline import by_head
 from bot.web.worksheet import diff_lines, worksheet
 
 HERE: Final = Path(__file__).parent
@@ -509,6 +510,7 @@ class Dashboard:
             json_url=f"/api/v1/series/{quote(series_id, safe='')}",
             s=series_detail(self.client, series_id, self.fix_pages),
             timeline=timeline,
+            heads=by_head(timeline),
             proposal=next((e for e in timeline if e.kind == "proposal"), None),
             live=Live(series=series_id),
         )

@@ -8,8 +8,9 @@ entry gets its fields without the machine-only ones, numbers rounded.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
 
 LIMIT: Final = 300
 # Fields for machines (idempotency keys, content digests, delivery ids): shown under details.
@@ -86,3 +87,40 @@ def _value(value: Any) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= LIMIT else text[: LIMIT - 1] + "…"
+
+
+class Entry(Protocol):
+    """What grouping needs of a history entry (HistoryEntryOut has it)."""
+
+    @property
+    def data(self) -> Mapping[str, Any]: ...
+
+
+@dataclass
+class HeadGroup:
+    """The entries about one upstream head, newest first (head "" : entries before any head)."""
+
+    head: str
+    entries: list[Any] = field(default_factory=list)
+
+
+def _head_of(data: Mapping[str, Any]) -> str:
+    for name in ("head", "head_sha", "after"):
+        value = data.get(name)
+        if isinstance(value, str) and len(value) >= 7:
+            return value
+    return ""
+
+
+def by_head(entries: Iterable[Entry]) -> Sequence[HeadGroup]:
+    """Newest-first entries grouped by the upstream head they are about: an entry naming a head
+    starts (or continues) its group; one naming none belongs to the group it sits in."""
+    groups: list[HeadGroup] = []
+    for entry in entries:
+        head = _head_of(entry.data)
+        if not groups or (head and head != groups[-1].head and groups[-1].head):
+            groups.append(HeadGroup(head))
+        elif head and not groups[-1].head:
+            groups[-1].head = head
+        groups[-1].entries.append(entry)
+    return groups

@@ -339,6 +339,14 @@ def test_history_is_filtered_by_series_and_kind_and_paged(site: Site) -> None:
     assert "Older events" not in second
 
 
+def test_the_series_timeline_is_grouped_by_head_and_reads_as_sentences(site: Site) -> None:
+    html = site.get(f"/series/{MAIN}").text
+    timeline = html[html.index('id="timeline-title"') :]
+    assert f"Head <code>{MAIN_HEAD[:12]}</code>" in timeline
+    assert "gaudi: failure" in timeline  # the CI entry in words, not `run_id: ..., runner: ...`
+    assert '<details class="raw"><summary>fields</summary>' in timeline
+
+
 def test_series_detail_has_decision_reason_and_evidence(site: Site) -> None:
     detail = site.get(f"/api/v1/series/{MAIN}").json()
 

@@ -3,11 +3,12 @@ its fields without the machine-only ones (idempotency keys, digests), numbers ro
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from bot.web.timeline import describe
+from bot.web.timeline import by_head, describe
 
 HEAD, NEWER = "3f2a1c9d8e7f" + "0" * 28, "9c1e22aa33bb" + "1" * 28
 
@@ -67,3 +68,27 @@ def test_entries_read_as_sentences(kind: str, data: dict[str, Any], said: str) -
 
 def test_a_long_sentence_is_cut() -> None:
     assert len(describe("waiting-for-ref", {"ref": "r" * 1000})) == 300
+
+
+@dataclass
+class Row:
+    kind: str
+    data: dict[str, Any]
+
+
+def test_a_timeline_is_grouped_by_the_head_its_entries_are_about() -> None:
+    h1, h2 = "1" * 40, "2" * 40
+    newest_first = [
+        Row("record_carry_pr", {"state": "open"}),  # no head: joins the group it sits in
+        Row("published", {"pr": 1, "head": h2}),
+        Row("decision", {"patch": "p", "status": "applies", "decision": "keep", "head": h2}),
+        Row("rebase", {"reason": "moved", "head_sha": h2}),
+        Row("superseded", {"head": h1, "newest": h2}),
+        Row("rebased", {"head": h1, "outcome": "clean"}),
+    ]
+    groups = by_head(newest_first)
+    assert [(g.head, [r.kind for r in g.entries]) for g in groups] == [
+        (h2, ["record_carry_pr", "published", "decision", "rebase"]),
+        (h1, ["superseded", "rebased"]),
+    ]
+    assert [g.head for g in by_head([Row("note", {"reason": "x"})])] == [""]
