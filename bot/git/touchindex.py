@@ -287,7 +287,12 @@ class TouchIndex:
         try:
             if self._db is None:
                 # mode=rw: never creates the file (a reader does not index).
-                self._db = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True)
+                # Any thread may ask (a worker's threads share one engine, which serializes
+                # its checks) where the SQLite library is serialized (threadsafety 3).
+                shared = sqlite3.threadsafety == 3
+                self._db = sqlite3.connect(
+                    f"file:{self.path}?mode=rw", uri=True, check_same_thread=not shared
+                )
             return self._db.execute(sql, parameters).fetchall()
         except sqlite3.Error as err:  # unknown, so the caller asks git
             log.warning("cannot read touch index %s: %s", self.path, err)

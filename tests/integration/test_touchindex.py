@@ -415,3 +415,25 @@ def test_local_fetch_links_objects_and_a_url_fetch_gets_the_same(up, mirror, tmp
     assert git(mirror.path, "rev-list", "--objects", head) == git(
         by_url.path, "rev-list", "--objects", head
     )
+
+
+def test_an_index_opened_in_one_thread_answers_in_another(up, mirror, caplog):
+    """Its SQLite reader was bound to the thread that first read it: a worker thread asking
+    next got 'objects created in a thread can only be used in that same thread', and the
+    index went unused (every walk fell back to git)."""
+    import threading
+
+    head = mirror.resolve("main").sha
+    index = loaded(mirror)
+    fork = up.head("main~4")
+    assert index.touching_range(fork, head, frozenset({CORE}))  # opens the reader here
+    answers: list[object] = []
+    other = up.head("main~8")
+    thread = threading.Thread(
+        target=lambda: answers.append(index.touching_range(other, head, frozenset({CORE})))
+    )
+    thread.start()
+    thread.join(30)
+    assert answers == [log_touching(up, other, head, {CORE})]
+    assert "cannot read touch index" not in caplog.text
+    assert index.rows_read > 5  # it read the rows, not git
