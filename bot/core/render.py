@@ -97,7 +97,8 @@ def _interdiff(p: PatchState) -> str:
 
 def _drop(p: PatchState) -> str:
     evidence = "; ".join(_evidence_line(e) for e in p.evidence if _evidence_line(e))
-    return f"- `{p.name}` ({as_code(p.subject)}): {p.reason}. Evidence: {evidence or 'see the dashboard'}."
+    subject = f" ({as_code(p.subject)})" if p.subject.strip() else ""
+    return f"- `{p.name}`{subject}: {p.reason}. Evidence: {evidence or 'see the dashboard'}."
 
 
 def _evidence_line(entry: dict[str, Any]) -> str:

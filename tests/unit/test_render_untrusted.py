@@ -52,3 +52,9 @@ def test_the_pr_body_shows_upstream_subjects_as_code():
     interpreted = outside_code_spans(text)
     for active in ("<img", "@octocat", "#12", "](https://evil"):
         assert active not in interpreted
+
+
+def test_a_dropped_patch_without_a_subject_shows_no_empty_parentheses():
+    dropped = PatchState(name="0003-e.patch", status="contained", decision="drop", reason="merged")
+    text = pr_body(SeriesState(id="s", upstream_repo="o/r", patches=[dropped]), "2026.12.1")
+    assert "- `0003-e.patch`: merged." in text and "()" not in text
