@@ -742,6 +742,14 @@ class Settings(BaseSettings):
     rebase_time_limit_s: PositiveInt = Field(
         default=900, validation_alias="CARRY_REBASE_TIME_LIMIT_S"
     )
+    # Checked before a rebase starts: a series over either is refused (shown as a problem of
+    # the series), not checked for minutes while the others wait.
+    max_patch_bytes: PositiveInt = Field(
+        default=8 * 1024 * 1024, validation_alias="CARRY_MAX_PATCH_BYTES"
+    )
+    max_series_patches: PositiveInt = Field(
+        default=1000, validation_alias="CARRY_MAX_SERIES_PATCHES"
+    )
     busy_retry_s: Seconds = Field(default=2.0, validation_alias="CARRY_BUSY_RETRY_S")
     ci_debounce_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
         default=30.0, validation_alias="CARRY_CI_DEBOUNCE_S"

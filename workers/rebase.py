@@ -16,7 +16,7 @@ from typing import Any
 from bot.config import BaseSpec, Series
 from bot.core import events as ev
 from bot.core import transitions as tr
-from bot.core.policy import series_digest
+from bot.core.policy import over_budget, series_digest
 from bot.core.report import PatchReport, SeriesReport
 from bot.core.state import Phase, SeriesState
 from bot.git.engine import Engine, LinkedPr, PatchInput
@@ -103,6 +103,11 @@ def rebase_series(
     loaded = _load(rt, series, state)
     if loaded is None:
         return None
+    sizes = [(p.name, p.stat().st_size) for p in loaded.patch_paths]
+    too_big = over_budget(sizes, rt.settings.max_patch_bytes, rt.settings.max_series_patches)
+    if too_big:
+        _refuse(rt, series, state, too_big)
+        return None
     patches = [PatchInput(p.name, p.read_bytes()) for p in loaded.patch_paths]
     digest = series_digest((p.name, p.data) for p in patches)
     if not force and (state.checked_head, state.checked_digest) == (head_sha, digest):
@@ -144,16 +149,7 @@ def _load(rt: Runtime, series: Series, state: SeriesState) -> LoadedSeries | Non
     try:
         loaded = load_series(rt.patches_root / series.patches, root=rt.downstream_dir)
     except SeriesInvalid as err:
-        problems = [str(p) for p in err.problems]
-        store.update_series(
-            rt.redis,
-            series.id,
-            lambda fresh: tr.series_invalid(fresh, problems),
-            also=lambda pipe: store.queue_history(
-                pipe, series.id, "series-invalid", problems=problems
-            ),
-        )
-        _report_invalid(rt, state, problems)
+        _refuse(rt, series, state, [str(p) for p in err.problems])
         return None
     if loaded.is_awaiting_import:
         names, reason = _page_patches(loaded), f"waiting for import: {loaded.awaiting_import}"
@@ -167,6 +163,18 @@ def _load(rt: Runtime, series: Series, state: SeriesState) -> LoadedSeries | Non
         )
         return None
     return loaded
+
+
+def _refuse(rt: Runtime, series: Series, state: SeriesState, problems: list[str]) -> None:
+    """The series cannot be checked as it is: its problems are its error, its history's and
+    its PR's; nothing is checked, changed or dropped until the downstream repository is fixed."""
+    store.update_series(
+        rt.redis,
+        series.id,
+        lambda fresh: tr.series_invalid(fresh, problems),
+        also=lambda pipe: store.queue_history(pipe, series.id, "series-invalid", problems=problems),
+    )
+    _report_invalid(rt, state, problems)
 
 
 INVALID_MARKER = "<!-- carry:series-invalid -->"

@@ -6,7 +6,7 @@ The engine says what the content shows; this says what carry may do about it aut
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -50,3 +50,20 @@ def outcome(statuses: Iterable[str], decisions: Iterable[str], changed: bool) ->
     if changed or "drop" in decisions:
         return "changed"
     return "clean"
+
+
+def over_budget(
+    sizes: Sequence[tuple[str, int]], max_patch_bytes: int, max_patches: int
+) -> list[str]:
+    """Why a series is too big to check (one line per problem, naming the limit), or []."""
+    problems = [
+        f"{name} is {size:,} bytes, over the limit of {max_patch_bytes:,} (CARRY_MAX_PATCH_BYTES)"
+        for name, size in sizes
+        if size > max_patch_bytes
+    ]
+    if len(sizes) > max_patches:
+        problems.append(
+            f"the series has {len(sizes):,} patches, over the limit of {max_patches:,} "
+            "(CARRY_MAX_SERIES_PATCHES)"
+        )
+    return problems
