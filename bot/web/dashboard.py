@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from html import escape as xml_escape
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 from urllib.parse import quote, urlencode
 
 import anyio
@@ -446,6 +446,28 @@ class Matrix:
     def of(cls, series: list[SeriesSummaryOut]) -> Matrix:
         return cls(series, [item for s in series for item in s.attention])
 
+    def shown(self, text: str, sort: str) -> list[SeriesSummaryOut]:
+        """The rows whose series, base, state, patches or CI rows contain `text` (any case),
+        in `sort` order; "attention" (the default) keeps those that need attention first."""
+        needle = text.strip().lower()
+        rows = [s for s in self.series if not needle or needle in _row_words(s)]
+        if sort == "id":
+            return sorted(rows, key=lambda s: s.id)
+        if sort == "head":  # the head seen most recently first; none yet last
+            return sorted(rows, key=lambda s: (s.head.age_s is None, s.head.age_s or 0, s.id))
+        return rows
+
+
+OVERVIEW_SORTS: Final = ("attention", "id", "head")
+
+
+def _row_words(series: SeriesSummaryOut) -> str:
+    words = [series.id, series.base, series.phase, series.outcome, *series.needs_attention]
+    for patch in series.patches:
+        words += [patch.name, patch.status, patch.decision, *(u.ref for u in patch.upstream)]
+    words += [f"{kind} {row.state}" for kind, row in series.ci.items()]
+    return " ".join(words).lower()
+
 
 # --------------------------------------------------------------------------- access for pages
 
@@ -491,14 +513,17 @@ class Dashboard:
     fix_pages: FixPages
     pages: Pages = field(default_factory=Pages)
 
-    def overview(self) -> HTMLResponse:
-        listing = series_list(self.client, self.fix_pages)
+    def overview(self, text: str = "", sort: str = "attention") -> HTMLResponse:
+        matrix = Matrix.of(series_list(self.client, self.fix_pages).series)
         return self.pages.render(
             "overview.html",
             title="Overview",
             nav="overview",
             json_url="/api/v1/series",
-            matrix=Matrix.of(listing.series),
+            matrix=matrix,
+            rows=matrix.shown(text, sort),
+            shown={"q": text, "sort": sort},
+            sorts=OVERVIEW_SORTS,
             recent=series_history(self.client, None, 10).entries,
         )
 
@@ -614,8 +639,11 @@ def dashboard_router(
     pages = [page_access(access)]
 
     @router.get("/", dependencies=pages)
-    def overview() -> HTMLResponse:
-        return board.overview()
+    def overview(
+        q: Annotated[str, Query(max_length=200)] = "",
+        sort: Annotated[Literal["attention", "id", "head"], Query()] = "attention",
+    ) -> HTMLResponse:
+        return board.overview(q, sort)
 
     @router.get("/series/{series_id}", dependencies=pages)
     def series(series_id: str) -> HTMLResponse:

@@ -347,6 +347,22 @@ def test_the_series_timeline_is_grouped_by_head_and_reads_as_sentences(site: Sit
     assert '<details class="raw"><summary>fields</summary>' in timeline
 
 
+def test_the_overview_filters_and_sorts_its_rows(site: Site) -> None:
+    """Issue 17 item 7: the overview had neither a filter nor a sort."""
+
+    def rows(**query: str) -> list[str]:
+        return re.findall(r'<tr id="series-([^"]+)"', site.get("/", params=query).text)
+
+    assert rows() == [MAIN, RELEASE, PLE]  # needs attention first, then by id
+    assert rows(sort="id") == sorted([MAIN, RELEASE, PLE])
+    assert rows(q="CONFLICT") == [MAIN]  # any case, over patches' status and decision
+    assert rows(q="v0.26.0") == [RELEASE]  # the base
+    assert rows(q="53899") == [PLE]
+    html = site.get("/", params={"q": "no-such-thing"}).text
+    assert "No series matches “no-such-thing”." in html and 'href="/">all series</a>' in html
+    assert site.get("/", params={"sort": "sideways"}).status_code == 422
+
+
 def test_series_detail_has_decision_reason_and_evidence(site: Site) -> None:
     detail = site.get(f"/api/v1/series/{MAIN}").json()
 
