@@ -26,10 +26,18 @@ log = logging.getLogger("carry.successor")
 
 def find_successor(rt: Runtime, series_id: str, repo: str, number: int) -> dict[str, Any]:
     """Looks the successor up, stores the proposal (or that there is none) and returns it."""
+    closed = f"{repo}#{number}"
+    if rt.settings.github_auth == "none":
+        proposal: dict[str, Any] = {
+            "closed": closed,
+            "candidates": [],
+            "summary": f"base PR {closed} was closed without being merged; without GitHub "
+            "credentials carry cannot read its records to find a successor",
+        }
+        return _store(rt, series_id, proposal)
     forge = Forge.connect(rt.settings, rt.config.downstream.repo)
     found = core.candidates(repo, number, forge.timeline(repo, number))
-    closed = f"{repo}#{number}"
-    proposal: dict[str, Any] = {"closed": closed, "candidates": [c.number for c in found]}
+    proposal = {"closed": closed, "candidates": [c.number for c in found]}
     if not found:
         proposal["summary"] = core.summary(closed, None, None, None)
     else:
@@ -48,13 +56,18 @@ def find_successor(rt: Runtime, series_id: str, repo: str, number: int) -> dict[
             "summary": core.summary(closed, best, pull.state, retarget),
             "evidence": _evidence(rt, series_id, best.number, pull),
         }
+    return _store(rt, series_id, proposal)
+
+
+def _store(rt: Runtime, series_id: str, proposal: dict[str, Any]) -> dict[str, Any]:
     store.update_series(
         rt.redis,
         series_id,
         lambda fresh: tr.propose_successor(fresh, proposal),
+        create={},
         also=lambda pipe: store.queue_history(pipe, series_id, "successor-proposed", **proposal),
     )
-    log.info("base PR %s of %s: %s", closed, series_id, proposal["summary"])
+    log.info("base PR %s of %s: %s", proposal["closed"], series_id, proposal["summary"])
     return proposal
 
 

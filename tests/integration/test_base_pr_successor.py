@@ -148,3 +148,17 @@ def test_a_retarget_to_a_pr_of_another_repository_is_refused(world):
     assert state is None or state.base_override is None
     (reply,) = [m for m in queued(rt) if m["headers"]["task"] == "carry.reply"]
     assert "is not a PR of upstream-org/engine" in json.dumps(reply)
+
+
+def test_without_credentials_the_series_says_why_no_successor_was_looked_for(
+    world, monkeypatch: pytest.MonkeyPatch
+):
+    """Read-only mode: the task used to die on the missing credentials, leaving nothing said."""
+    _env, _gh, closed, _successor, _rt = world
+    monkeypatch.delenv("GITHUB_TOKEN")
+    runtime_module.reset()
+    rt = runtime_module.runtime()
+    proposal = find_successor(rt, SERIES, REPO, closed)
+    assert "without GitHub credentials" in proposal["summary"]
+    state = store.load_series(rt.redis, SERIES)
+    assert state is not None and state.successor == proposal
