@@ -11,6 +11,7 @@ Layout (all keys prefixed `carry:`):
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, get_args
@@ -34,22 +35,35 @@ DEFAULT_RETENTION_S: Final = 35 * 24 * 3600
 _RECORD = """
 local first = redis.call('HGET', KEYS[1], 'outcome')
 if first then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*',
-    'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', 'duplicate',
-    'reason', 'delivery id seen before (first outcome: ' .. first .. ')',
-    'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', '')
-  return 0
+  local handed = redis.call('HGET', KEYS[1], 'handed')
+  local since = tonumber(redis.call('HGET', KEYS[1], 'pending_since') or '0')
+  local stale = handed == '0' and tonumber(ARGV[12]) - since >= tonumber(ARGV[13])
+  if not stale then
+    if handed == '0' then
+      return 2
+    end
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*',
+      'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', 'duplicate',
+      'reason', 'delivery id seen before (first outcome: ' .. first .. ')',
+      'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', '')
+    return 0
+  end
 end
 redis.call('HSET', KEYS[1],
   'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', ARGV[6],
   'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', ARGV[9], 'reason', ARGV[10],
-  'body', ARGV[11])
+  'body', ARGV[11], 'pending_since', ARGV[12], 'handed', ARGV[14])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*',
   'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', ARGV[6],
   'reason', ARGV[10], 'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', ARGV[9])
 return 1
 """
+
+# A delivery recorded but never marked handed off (the hand-off failed and so did un-recording
+# it, e.g. Redis went away in between) is taken over by a redelivery this much later; sooner,
+# the redelivery is told to come back (the first attempt may still be handing off).
+HANDOFF_TAKEOVER_S = 10.0
 
 # Un-dedups a delivery whose hand-off failed, so that GitHub's redelivery is processed again.
 _FORGET = """
@@ -121,6 +135,8 @@ def record_delivery(
     retention_s: int = DEFAULT_RETENTION_S,
 ) -> bool:
     """Store a delivery once. True when new; False for a duplicate id (logged as 'duplicate').
+    An outcome of "accepted" is pending until mark_handed_off(): a redelivery of a pending one
+    raises DeliveryInFlight, or, HANDOFF_TAKEOVER_S later, is recorded anew (True).
 
     Raises redis.RedisError when Redis cannot be reached: the caller must not acknowledge.
     """
@@ -144,8 +160,22 @@ def record_delivery(
         event_json or "",
         reason or "",
         body_bytes,
+        time.time(),
+        HANDOFF_TAKEOVER_S,
+        "0" if outcome == "accepted" else "1",
     )
+    if result == 2:
+        raise DeliveryInFlight(delivery_id)
     return bool(result)
+
+
+class DeliveryInFlight(Exception):
+    """An earlier attempt of this delivery is still being handed off."""
+
+
+def mark_handed_off(client: redis.Redis, delivery_id: str) -> None:
+    """The delivery's event reached the queue: a redelivery of it is a duplicate from now."""
+    client.hset(_delivery_key(delivery_id), "handed", "1")
 
 
 def forget_delivery(

@@ -30,7 +30,13 @@ from starlette.requests import ClientDisconnect
 
 from bot.core.events import Event, Ignored, PayloadError, Ping, event_to_dict, normalize
 from bot.log import correlated
-from bot.store.deliveries import Outcome, forget_delivery, record_delivery
+from bot.store.deliveries import (
+    DeliveryInFlight,
+    Outcome,
+    forget_delivery,
+    mark_handed_off,
+    record_delivery,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,8 @@ _MAX_DELIVERY_ID_LEN = 128
 BODY_DEADLINE_S = 10.0
 # Bodies read at once; past that, 503 at once (GitHub redelivers) rather than memory for all.
 MAX_CONCURRENT_READS = 64
+# How long a delivery waits for an earlier attempt of the same id that is being handed off.
+IN_FLIGHT_WAIT_S = 2.0
 
 DELIVERIES = Counter("carry_webhook_deliveries_total", "Webhook deliveries by outcome", ["outcome"])
 REJECTED = Counter(
@@ -165,6 +173,10 @@ class WebhookIntake:
 
     async def _answer(self, event: Event, meta: _Meta) -> JSONResponse:
         with correlated(event_key=event.key):
+            if not isinstance(event, (Ping, Ignored)):
+                await self._dispatch(event, meta)
+            if not isinstance(event, Ignored):  # recorded as pending until now
+                await self._handed_off(meta)
             if isinstance(event, Ping):
                 log.info("ping", extra={"fields": {"hook_id": event.hook_id}})
                 return JSONResponse({"status": "pong", "delivery_id": meta.delivery_id})
@@ -174,7 +186,6 @@ class WebhookIntake:
                     {"status": "ignored", "reason": event.reason, "delivery_id": meta.delivery_id},
                     status_code=202,
                 )
-            await self._dispatch(event, meta)
             log.info("delivery accepted", extra={"fields": {"event": event.kind}})
             return JSONResponse(
                 {
@@ -202,6 +213,12 @@ class WebhookIntake:
                 log.exception("could not un-record the delivery after a failed hand-off")
             raise Unavailable(reason) from exc
 
+    async def _handed_off(self, meta: _Meta) -> None:
+        try:
+            await run_in_threadpool(mark_handed_off, self.client, meta.delivery_id)
+        except redis.RedisError:  # a redelivery then takes over later: processed twice, not lost
+            log.warning("could not mark the delivery handed off", exc_info=True)
+
     async def _reject(self, meta: _Meta, rejection: Rejection) -> JSONResponse:
         await self._record(meta, "rejected_payload", None, rejection.message)
         DELIVERIES.labels(outcome="rejected_payload").inc()
@@ -209,6 +226,22 @@ class WebhookIntake:
         return rejection.response()
 
     async def _record(
+        self, meta: _Meta, outcome: Outcome, event: Event | None, reason: str | None
+    ) -> bool:
+        # An earlier attempt of the same id being handed off right now: wait for it briefly
+        # (then this one is a duplicate); one still pending after that is told to retry.
+        deadline = asyncio.get_running_loop().time() + IN_FLIGHT_WAIT_S
+        while True:
+            try:
+                return await self._record_once(meta, outcome, event, reason)
+            except DeliveryInFlight as exc:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise Unavailable(
+                        "an earlier attempt of this delivery is still being handed off; retry"
+                    ) from exc
+                await asyncio.sleep(0.05)
+
+    async def _record_once(
         self, meta: _Meta, outcome: Outcome, event: Event | None, reason: str | None
     ) -> bool:
         event_json = json.dumps(event_to_dict(event)) if event is not None else None

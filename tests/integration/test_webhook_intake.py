@@ -604,3 +604,35 @@ def test_bodies_read_at_once_are_bounded(client: redis.Redis) -> None:
             assert _status(third) == 503
         for sock in held:
             sock.close()
+
+
+def test_a_delivery_whose_hand_off_and_un_recording_both_failed_is_processed_when_redelivered(
+    intake: Intake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/reliability.py's redis-restart scenario caught it: Redis went down between the
+    record and the hand-off, so un-recording failed too; the redelivery was answered
+    'duplicate' and the event never reached a worker."""
+    from bot.store import deliveries
+    from bot.web import webhooks
+
+    def redis_down(*_: object, **__: object) -> bool:
+        raise redis.ConnectionError("Connection refused")
+
+    body = example_body("push.json")
+    delivery = new_id()
+    intake.recorder.fail_with = redis.ConnectionError("broker down")
+    monkeypatch.setattr(webhooks, "forget_delivery", redis_down)
+    failed = intake.post(body, delivery=delivery)
+    intake.recorder.fail_with = None
+    # Soon after, the first attempt may still be handing off: not a duplicate, come back.
+    monkeypatch.setattr(webhooks, "IN_FLIGHT_WAIT_S", 0.2)
+    soon = intake.post(body, delivery=delivery)
+    assert soon.status_code == 503 and "still being handed off" in soon.json()["error"]
+    monkeypatch.setattr(deliveries, "HANDOFF_TAKEOVER_S", 0)  # GitHub redelivers much later
+    redelivered = intake.post(body, delivery=delivery)
+
+    assert failed.status_code == 503
+    assert redelivered.status_code == 202, redelivered.text
+    assert len(intake.recorder.events) == 2  # the first hand-off raised; the second went
+    stored = get_delivery(intake.client, delivery)
+    assert stored is not None and stored.outcome == "accepted"
