@@ -13,6 +13,7 @@ from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
 from workers import rebase
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series
+from workers.runtime import Runtime
 
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 BIG = {"mod.py": FIX["mod.py"] + "".join(f"extra_{n} = {n}\n" for n in range(3000))}
@@ -27,12 +28,17 @@ def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iter
         yield carry
 
 
+def limited(monkeypatch: pytest.MonkeyPatch, variable: str, value: int) -> Runtime:
+    """A fresh runtime whose settings have `variable` set to `value`."""
+    monkeypatch.setenv(variable, str(value))
+    runtime_module.reset()
+    return runtime_module.runtime()
+
+
 def test_a_patch_over_the_size_limit_is_refused_before_the_engine_runs(
     env: CarryEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CARRY_MAX_PATCH_BYTES", "20000")
-    runtime_module.reset()
-    rt = runtime_module.runtime()
+    rt = limited(monkeypatch, "CARRY_MAX_PATCH_BYTES", 20000)
     ran: list[str] = []
     monkeypatch.setattr(rebase, "_check", lambda *a, **k: ran.append("engine"))
     assert rebase_series(rt, SERIES, env.upstream.head(), "refs/heads/main") is None
@@ -48,13 +54,9 @@ def test_a_patch_over_the_size_limit_is_refused_before_the_engine_runs(
 def test_too_many_patches_are_refused_and_within_the_limits_it_checks(
     env: CarryEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CARRY_MAX_SERIES_PATCHES", "1")
-    runtime_module.reset()
-    rt = runtime_module.runtime()
+    rt = limited(monkeypatch, "CARRY_MAX_SERIES_PATCHES", 1)
     assert rebase_series(rt, SERIES, env.upstream.head(), "refs/heads/main") is None
     assert "2 patches, over the limit of 1" in (store.load_series(rt.redis, SERIES).error or "")  # type: ignore[union-attr]
-    monkeypatch.setenv("CARRY_MAX_SERIES_PATCHES", "2")
-    runtime_module.reset()
-    rt = runtime_module.runtime()
+    rt = limited(monkeypatch, "CARRY_MAX_SERIES_PATCHES", 2)
     finished = rebase_series(rt, SERIES, env.upstream.head(), "refs/heads/main", force=True)
     assert finished is not None and finished.outcome != "error"
