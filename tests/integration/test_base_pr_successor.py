@@ -12,12 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.core import events as ev
 from bot.emulator import GitHubEmulator
 from bot.store import series as store
 from bot.web.app import create_app
 from tests.support.asgi import serve
-from tests.support.carry_env import BODY, SERIES, CarryEnv
+from tests.support.carry_env import BODY, SERIES, CarryEnv, authorized_comment
 from workers import poller
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
@@ -71,19 +70,6 @@ def world(
         assert gh.errors == []
 
 
-def maintainer_says(rt: Runtime, body: str, comment_id: int) -> None:
-    """A comment with write permission, as carry.check_permission hands it on."""
-    command = ev.CommandAuthorized(
-        series_id=SERIES,
-        number=1,
-        comment_id=comment_id,
-        author="maintainer",
-        permission="write",
-        body=body,
-    )
-    handle_event(rt, command)
-
-
 def queued(rt: Runtime) -> list[dict[str, Any]]:
     return [json.loads(m) for m in rt.redis.lrange("carry", 0, -1)]
 
@@ -119,7 +105,7 @@ def test_a_closed_base_pr_gets_a_successor_proposal_and_a_retarget_moves_the_ser
     assert "<code>/carry retarget main</code>" in page
     assert detail["successor"]["command"] == "/carry retarget main"
 
-    maintainer_says(rt, "/carry retarget main", comment_id=7)
+    authorized_comment(rt, "/carry retarget main", comment_id=7)
     state = store.load_series(rt.redis, SERIES)
     assert state is not None
     assert (state.base_override, state.base) == ({"branch": "main"}, "branch main")
@@ -143,7 +129,7 @@ def test_without_a_successor_in_the_records_the_series_says_so(world):
 
 def test_a_retarget_to_a_pr_of_another_repository_is_refused(world):
     rt = world[-1]
-    maintainer_says(rt, "/carry retarget other-org/engine#3", comment_id=8)
+    authorized_comment(rt, "/carry retarget other-org/engine#3", comment_id=8)
     state = store.load_series(rt.redis, SERIES)
     assert state is None or state.base_override is None
     (reply,) = [m for m in queued(rt) if m["headers"]["task"] == "carry.reply"]

@@ -21,7 +21,7 @@ from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.state import SeriesState
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv
+from tests.support.carry_env import BODY, SERIES, CarryEnv, authorized_comment
 from workers import ci, rebase, tasks
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
@@ -89,19 +89,6 @@ def meanwhile_in_engine(monkeypatch: pytest.MonkeyPatch, work: Callable[[], None
     return errors
 
 
-def comment(rt: Runtime, body: str, comment_id: int) -> None:
-    """A maintainer's comment after its permission lookup: the planner, then the dispatcher."""
-    event = ev.CommandAuthorized(
-        series_id=SERIES,
-        number=1,
-        comment_id=comment_id,
-        author="alice",
-        permission="write",
-        body=body,
-    )
-    tasks.handle_event(rt, event)
-
-
 def ci_row(rt: Runtime, state: SeriesState) -> None:
     spec = TreeSpec(
         upstream_url=str(state.head_sha),
@@ -128,7 +115,7 @@ def test_overrides_and_ci_written_during_a_rebase_survive_it(
     seen: list[SeriesState] = []
 
     def maintainer_and_runner() -> None:
-        comment(rt, f"/carry pause\n/carry keep {drop_candidate}", comment_id=101)
+        authorized_comment(rt, f"/carry pause\n/carry keep {drop_candidate}", comment_id=101)
         running = store.load_series(rt.redis, SERIES)
         assert running is not None and running.phase == "paused"
         ci_row(rt, running)
@@ -218,7 +205,7 @@ def test_a_pin_after_a_push_rechecks_the_new_head_not_the_one_it_read(env: Carry
     assert rebase_series(rt, SERIES, first, "refs/heads/main") is not None
     newer = env.upstream.commit("move on", {"other.py": "x = 1\n"})
     push(rt, env, newer, first)
-    comment(rt, f"/carry keep {env.names[1]}", comment_id=201)  # type: ignore[attr-defined]
+    authorized_comment(rt, f"/carry keep {env.names[1]}", comment_id=201)  # type: ignore[attr-defined]
     assert store.wanted(rt.redis, SERIES) == newer
     assert [k["head_sha"] for k in queued_rebases(rt)] == [newer, newer]
     for kwargs in queued_rebases(rt):  # as the workers would run them
@@ -233,7 +220,7 @@ def test_a_forced_recheck_of_an_older_head_never_moves_the_series_back(env: Carr
     rt = runtime_module.runtime()
     first = env.upstream.head()
     assert rebase_series(rt, SERIES, first, "refs/heads/main") is not None
-    comment(rt, f"/carry keep {env.names[1]}", comment_id=202)  # type: ignore[attr-defined]
+    authorized_comment(rt, f"/carry keep {env.names[1]}", comment_id=202)  # type: ignore[attr-defined]
     (recheck,) = queued_rebases(rt)
     newer = env.upstream.commit("move on", {"other.py": "x = 1\n"})
     store.set_wanted(rt.redis, SERIES, newer)
@@ -254,7 +241,7 @@ def test_a_burst_of_rebase_commands_queues_one_recheck(env: CarryEnv) -> None:
     head = env.upstream.head()
     assert rebase_series(rt, SERIES, head, "refs/heads/main") is not None
     for n in range(20):
-        comment(rt, "/carry rebase", comment_id=300 + n)
+        authorized_comment(rt, "/carry rebase", comment_id=300 + n)
     assert [k["head_sha"] for k in queued_rebases(rt)] == [head]
     skipped = [e for e in env.history("skipped") if "already queued" in e["data"]["reason"]]
     assert len(skipped) == 19
@@ -263,7 +250,7 @@ def test_a_burst_of_rebase_commands_queues_one_recheck(env: CarryEnv) -> None:
     # Once it ran, a new `/carry rebase` queues a new re-check.
     (kwargs,) = queued_rebases(rt)
     rebase_series(rt, **{k: v for k, v in kwargs.items() if k != "series_id"}, series_id=SERIES)
-    comment(rt, "/carry rebase", comment_id=400)
+    authorized_comment(rt, "/carry rebase", comment_id=400)
     assert len(queued_rebases(rt)) == 2
 
 

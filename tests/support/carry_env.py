@@ -97,6 +97,23 @@ def in_this_process(carry: CarryEnv, monkeypatch: Any) -> Iterator[CarryEnv]:
     runtime_module.reset()
 
 
+def authorized_comment(rt: Any, body: str, comment_id: int, author: str = "alice") -> None:
+    """A comment by someone with write access, as carry.check_permission hands it on: the
+    planner, then the dispatcher, in this process."""
+    from bot.core.events import CommandAuthorized
+    from workers.tasks import handle_event
+
+    event = CommandAuthorized(
+        series_id=SERIES,
+        number=1,
+        comment_id=comment_id,
+        author=author,
+        permission="write",
+        body=body,
+    )
+    handle_event(rt, event)
+
+
 def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
