@@ -16,9 +16,9 @@ the actions out and records every step. Keys (all under `carry:ci:`):
 
 Each check's row is a CiState in SeriesState.ci under ci_plan.ci_key(kind, check), e.g.
 "gaudi/async-inputs" (its `runner` field holds the same key, so tables name the check). Every
-change is appended to the series history and handed to the `on_result` hook: in-process where
-it is set (the service), or forwarded as the `carry.ci.report` task (runner hosts, which hold
-no GitHub credentials, set `forward_reports`).
+change is appended to the series history and sent to the service as a `carry.ci.report` task,
+from the service and from runner hosts alike (runners hold no GitHub credentials): one path,
+whose reports workers.hardware puts on GitHub.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -114,13 +114,6 @@ def _default_debounce_s() -> float:
 def lease_s() -> int:
     """CARRY_CI_LEASE_S: how long a run's lease lives without renewal."""
     return load_settings().ci_lease_s
-
-
-ResultHook = Callable[[str, CiState], None]
-# Set by the GitHub layer (check runs); called on every change of a CI row.
-on_result: ResultHook | None = None
-# Runner hosts forward rows to the service (carry.ci.report) instead of calling on_result.
-forward_reports = False
 
 
 # --------------------------------------------------------------------------- targets
@@ -297,23 +290,31 @@ def _apply(
             cancel_run(client, celery_app, run_id, action.reason)
         return []
     if action.verb == "reuse":
-        return _reuse(client, job, action.run_ids[0])
+        return _reuse(client, celery_app, job, action.run_ids[0])
     if action.verb == "join":
         joined = _load_run(client, action.run_ids[0])
         return _rows(joined) if joined else []
     if action.run_ids:  # releasing the run that waited for approval: keep its id
         job = replace(job, run_id=action.run_ids[0])
     if action.verb == "wait-approval":
-        return _record_run(client, job, "waiting-approval", action.reason, dispatched=False)
+        return _record_run(
+            client, celery_app, job, "waiting-approval", action.reason, dispatched=False
+        )
     if action.verb == "over-budget":
-        rows = _record_run(client, job, "queued", action.reason, dispatched=False)
+        rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
         client.zadd(f"{CI}deferred:{job.kind}", {job.run_id: time.time()})
         return rows
     return _dispatch(client, celery_app, job, "waiting for a runner", debounce_s)
 
 
 def _record_run(
-    client: redis.Redis, job: JobPayload, state: str, detail: str, *, dispatched: bool
+    client: redis.Redis,
+    celery_app: Celery,
+    job: JobPayload,
+    state: str,
+    detail: str,
+    *,
+    dispatched: bool,
 ) -> list[CiState]:
     key = _run_key(job.run_id)
     values: dict[str | bytes, str] = {
@@ -334,14 +335,14 @@ def _record_run(
     pipe.set(_current_key(job.series_id, job.kind), job.run_id)
     pipe.execute()
     rows = _rows(_must_load(client, job.run_id))
-    _publish(client, job.series_id, rows, replace_rows=True)
+    _publish(client, celery_app, job.series_id, rows, replace_rows=True)
     return rows
 
 
 def _dispatch(
     client: redis.Redis, celery_app: Celery, job: JobPayload, detail: str, countdown: float
 ) -> list[CiState]:
-    rows = _record_run(client, job, "queued", detail, dispatched=True)
+    rows = _record_run(client, celery_app, job, "queued", detail, dispatched=True)
     client.zadd(f"{CI}inflight:{job.kind}", {job.run_id: time.time()})
     client.zrem(f"{CI}deferred:{job.kind}", job.run_id)
     try:
@@ -355,12 +356,14 @@ def _dispatch(
     except Exception as err:
         run = _load_run(client, job.run_id)
         if run is not None:
-            _finish(client, run, "infra-error", f"could not enqueue the job: {err}")
+            _finish(client, celery_app, run, "infra-error", f"could not enqueue the job: {err}")
         raise
     return rows
 
 
-def _reuse(client: redis.Redis, job: JobPayload, source_run: str) -> list[CiState]:
+def _reuse(
+    client: redis.Redis, celery_app: Celery, job: JobPayload, source_run: str
+) -> list[CiState]:
     result = stored_result(client, job.kind, job.tree_key) or {}
     checks: Mapping[str, Mapping[str, Any]] = result.get("checks", {})
     rows = []
@@ -370,7 +373,7 @@ def _reuse(client: redis.Redis, job: JobPayload, source_run: str) -> list[CiStat
         detail = reused_detail(verdict, source_run, str(check.get("reason", "")))
         rows.append(_row(key, "reused", source_run, job, detail, int(result.get("attempt", 1))))
     client.delete(_current_key(job.series_id, job.kind))
-    _publish(client, job.series_id, rows, replace_rows=True)
+    _publish(client, celery_app, job.series_id, rows, replace_rows=True)
     return rows
 
 
@@ -386,7 +389,7 @@ def cancel_run(client: redis.Redis, celery_app: Celery, run_id: str, reason: str
         return False
     if run.dispatched and run.state == "queued":
         celery_app.control.revoke(run_id)
-    _finish(client, run, "cancelled", reason)
+    _finish(client, celery_app, run, "cancelled", reason)
     return True
 
 
@@ -613,7 +616,7 @@ def _in_flight(client: redis.Redis, kind: str) -> int:
     return len(members) - len(stale)
 
 
-def _finish(client: redis.Redis, run: _Run, state: str, detail: str) -> bool:
+def _finish(client: redis.Redis, celery_app: Celery, run: _Run, state: str, detail: str) -> bool:
     """Ends a run (once): its unfinished rows take `state`; budget entries are dropped."""
     if not _transition(client, run.run_id, state, ACTIVE_STATES, detail=detail):
         return False
@@ -631,7 +634,7 @@ def _finish(client: redis.Redis, run: _Run, state: str, detail: str) -> bool:
     )
     finished = _load_run(client, run.run_id)
     if finished is not None:
-        _publish(client, run.series, _rows(finished), replace_rows=False)
+        _publish(client, celery_app, run.series, _rows(finished), replace_rows=False)
     return True
 
 
@@ -648,6 +651,7 @@ def _row(key: str, state: str, run_id: str, job: JobPayload, detail: str, attemp
         detail=detail,
         updated_at=now_iso(),
         attempt=max(1, attempt),
+        commit_sha=job.tree.downstream_sha,
     )
 
 
@@ -666,7 +670,12 @@ def _rows(run: _Run) -> list[CiState]:
 
 
 def _publish(
-    client: redis.Redis, series_id: str, rows: list[CiState], *, replace_rows: bool
+    client: redis.Redis,
+    celery_app: Celery,
+    series_id: str,
+    rows: list[CiState],
+    *,
+    replace_rows: bool,
 ) -> None:
     """Stores rows in SeriesState.ci and reports them. A runner's late update never overwrites
     the row of a newer run (replace_rows=False keeps rows that another run owns)."""
@@ -683,25 +692,15 @@ def _publish(
 
     update_series(client, series_id, update)
     # A row that lost its place (an old run ending) is still reported: its check run ends too.
-    _notify(series_id, rows)
+    _notify(celery_app, series_id, rows)
 
 
-def _notify(series_id: str, rows: list[CiState]) -> None:
+def _notify(celery_app: Celery, series_id: str, rows: list[CiState]) -> None:
     for row in rows:
         try:
-            if forward_reports:
-                app.send_task(REPORT_TASK, args=[series_id, asdict(row)], queue=SERVICE_QUEUE)
-            elif on_result is not None:
-                on_result(series_id, row)
+            celery_app.send_task(REPORT_TASK, args=[series_id, asdict(row)], queue=SERVICE_QUEUE)
         except Exception:  # reporting must never break a run; the row is stored regardless
             log.exception("reporting CI row %s of %s failed", row.runner, series_id)
-
-
-@app.task(name=REPORT_TASK, acks_late=True)
-def report(series_id: str, row: dict[str, Any]) -> None:
-    """Service side of forwarded rows: hands them to the on_result hook (GitHub check runs)."""
-    if on_result is not None:
-        on_result(series_id, CiState(**row))
 
 
 # --------------------------------------------------------------------------- the runner task
@@ -732,28 +731,29 @@ def run_job(self: Task, payload: dict[str, Any]) -> str:
     """Executes one hardware run (on a runner host, queue hw.<kind>). Returns how it ended."""
     job = JobPayload.from_dict(payload)
     client = _client()
+    celery_app = self.app
     runner = runner_name(self)
     with correlated(run_id=job.run_id, task_id=str(self.request.id)):
         refusal = _refusal(job)
         if refusal is not None:
-            _refuse(client, job, runner, refusal)
-            _release_budget(client, job)
+            _refuse(client, celery_app, job, runner, refusal)
+            _release_budget(client, celery_app, job)
             return "refused"
-        admitted = _admit(client, job, runner)
+        admitted = _admit(client, celery_app, job, runner)
         if isinstance(admitted, str):
-            _release_budget(client, job)
+            _release_budget(client, celery_app, job)
             return admitted
         if isinstance(admitted, float):
             raise self.retry(countdown=admitted)
         watch = _Watch(client, job, runner)
         heartbeat(client, runner, {"state": "busy", "run": job.run_id, "series": job.series_id})
         try:
-            result = _execute(client, job, runner, admitted, watch)
+            result = _execute(client, celery_app, job, runner, admitted, watch)
         finally:
             watch.release()
             heartbeat(client, runner, {"state": "idle", "run": "", "series": ""})
         ended = _conclude(self, client, job, admitted, result)  # raises Retry to retry
-        _release_budget(client, job)
+        _release_budget(client, celery_app, job)
         return ended
 
 
@@ -772,7 +772,9 @@ def _refusal(job: JobPayload) -> str | None:
     return job_mismatch(job, kind, runner)
 
 
-def _refuse(client: redis.Redis, job: JobPayload, runner: str, reason: str) -> None:
+def _refuse(
+    client: redis.Redis, celery_app: Celery, job: JobPayload, runner: str, reason: str
+) -> None:
     """Ends a job that names commands this runner's config does not: it runs nothing, and says
     so in the run's log, the history and (when the run is known) its verdict."""
     log.warning("refused run %s: %s", job.run_id, reason)
@@ -785,7 +787,7 @@ def _refuse(client: redis.Redis, job: JobPayload, runner: str, reason: str) -> N
     run = _load_run(client, job.run_id)
     # A copy of a run that a runner is executing now leaves that execution alone.
     if run is not None and not client.exists(f"{CI}lease:{job.run_id}"):
-        _finish(client, run, "infra-error", f"refused by {runner}: {reason}")
+        _finish(client, celery_app, run, "infra-error", f"refused by {runner}: {reason}")
 
 
 def runner_config() -> CarryConfig | None:
@@ -808,7 +810,9 @@ def _load_runner_config(path: str, mtime_ns: int, size: int) -> CarryConfig:
     return load_config(path, check_dirs=False)  # a runner host has no copy of patches/
 
 
-def _admit(client: redis.Redis, job: JobPayload, runner: str) -> int | float | str:
+def _admit(
+    client: redis.Redis, celery_app: Celery, job: JobPayload, runner: str
+) -> int | float | str:
     """The attempt number when this delivery may run; a reason (str) when it must not run at
     all; seconds (float) to try again later when another live runner holds the run."""
     run = _load_run(client, job.run_id)
@@ -819,10 +823,10 @@ def _admit(client: redis.Redis, job: JobPayload, runner: str) -> int | float | s
         return f"already {run.state}"
     cancel = _cancel_reason(client, job.run_id)
     if cancel is not None:
-        _finish(client, run, "cancelled", cancel)
+        _finish(client, celery_app, run, "cancelled", cancel)
         return "cancelled"
     if not job.force and stored_result(client, job.kind, job.tree_key):
-        _finish_reused(client, run)
+        _finish_reused(client, celery_app, run)
         return "reused"
     holder = _acquire_lease(client, job.run_id, _holder(runner))
     if holder is not None:
@@ -835,10 +839,10 @@ def _admit(client: redis.Redis, job: JobPayload, runner: str) -> int | float | s
             holder=holder,
         )
         return float(max(1, client.ttl(f"{CI}lease:{job.run_id}")))
-    return _start_attempt(client, run, runner)
+    return _start_attempt(client, celery_app, run, runner)
 
 
-def _start_attempt(client: redis.Redis, run: _Run, runner: str) -> int | str:
+def _start_attempt(client: redis.Redis, celery_app: Celery, run: _Run, runner: str) -> int | str:
     attempt = int(client.hincrby(_run_key(run.run_id), "attempt", 1))
     if run.state == "running":  # the previous attempt never concluded: its runner was lost
         lost = classify_outcome("job", None, lost=True, name=run.runner)
@@ -854,10 +858,14 @@ def _start_attempt(client: redis.Redis, run: _Run, runner: str) -> int | str:
         if attempt > run.payload.retry.max_attempts:
             _release_lease(client, run.run_id, _holder(runner))
             _finish(
-                client, run, "infra-error", f"{lost.reason}; gave up after {attempt - 1} attempts"
+                client,
+                celery_app,
+                run,
+                "infra-error",
+                f"{lost.reason}; gave up after {attempt - 1} attempts",
             )
             return "gave up"
-    if not _wait_for_slot(client, run, runner):
+    if not _wait_for_slot(client, celery_app, run, runner):
         _release_lease(client, run.run_id, _holder(runner))
         return "cancelled"
     _transition(
@@ -880,14 +888,14 @@ def _start_attempt(client: redis.Redis, run: _Run, runner: str) -> int | str:
     )
     started = _load_run(client, run.run_id)
     if started is not None:
-        _publish(client, run.series, _rows(started), replace_rows=False)
+        _publish(client, celery_app, run.series, _rows(started), replace_rows=False)
     return attempt
 
 
-def _finish_reused(client: redis.Redis, run: _Run) -> None:
+def _finish_reused(client: redis.Redis, celery_app: Celery, run: _Run) -> None:
     result = stored_result(client, run.kind, run.tree_key) or {}
     detail = reused_detail(str(result.get("state", "")), str(result.get("run_id", "")))
-    _finish(client, run, "reused", detail)
+    _finish(client, celery_app, run, "reused", detail)
 
 
 def _cancel_reason(client: redis.Redis, run_id: str) -> str | None:
@@ -896,7 +904,12 @@ def _cancel_reason(client: redis.Redis, run_id: str) -> str | None:
 
 
 def _execute(
-    client: redis.Redis, job: JobPayload, runner: str, attempt: int, watch: _Watch
+    client: redis.Redis,
+    celery_app: Celery,
+    job: JobPayload,
+    runner: str,
+    attempt: int,
+    watch: _Watch,
 ) -> JobResult:
     workdir = runner_workdir()
     logfile = artifacts_dir(workdir, job.run_id) / "logs" / f"attempt-{attempt}.log"
@@ -910,7 +923,7 @@ def _execute(
         workdir=workdir,
         log=runlog,
         cancelled=watch.cancelled,
-        on_check=lambda result: _record_check(client, job, attempt, runner, result),
+        on_check=lambda result: _record_check(client, celery_app, job, attempt, runner, result),
         on_phase=lambda phase: _note_phase(client, job.run_id, f"{phase} on {runner}"),
         done=done,
         env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
@@ -948,7 +961,12 @@ def _done_checks(run: _Run | None) -> dict[str, CheckResult]:
 
 
 def _record_check(
-    client: redis.Redis, job: JobPayload, attempt: int, runner: str, result: CheckResult
+    client: redis.Redis,
+    celery_app: Celery,
+    job: JobPayload,
+    attempt: int,
+    runner: str,
+    result: CheckResult,
 ) -> None:
     data = {**asdict(result), "attempt": attempt, "runner": runner}
     if result.final:
@@ -958,18 +976,19 @@ def _record_check(
         run = _load_run(client, job.run_id)
         if run is not None:
             rows = [r for r in _rows(run) if r.runner == result.key]
-            _publish(client, job.series_id, rows, replace_rows=False)
+            _publish(client, celery_app, job.series_id, rows, replace_rows=False)
 
 
 def _conclude(
     task: Task, client: redis.Redis, job: JobPayload, attempt: int, result: JobResult
 ) -> str:
+    celery_app = task.app
     run = _load_run(client, job.run_id)
     if run is None or run.state in FINAL_STATES:
         return run.state if run else "unknown run"
     cancelled = [c for c in result.checks if c.verdict == "cancelled"]
     if cancelled:
-        _finish(client, run, "cancelled", cancelled[0].reason)
+        _finish(client, celery_app, run, "cancelled", cancelled[0].reason)
         return "cancelled"
     unresolved = result.unresolved
     if not unresolved:
@@ -977,12 +996,12 @@ def _conclude(
         # run's verdict is about the carried tree.
         verdict = overall(c.verdict for c in result.checks if not c.variant)
         _store_result(client, job, run, verdict, attempt)
-        _finish(client, run, verdict, _summary(result))
+        _finish(client, celery_app, run, verdict, _summary(result))
         return verdict
     why = "; ".join(dict.fromkeys(c.reason for c in unresolved))
     decision = next_attempt(job.retry, "infra-error", attempt)
     if not decision.retry:
-        _finish(client, run, "infra-error", f"{why} ({decision.reason})")
+        _finish(client, celery_app, run, "infra-error", f"{why} ({decision.reason})")
         return "infra-error"
     detail = f"infra error on attempt {attempt}: {why}; {decision.reason}"
     _transition(client, job.run_id, "queued", ("running",), detail=detail)
@@ -997,7 +1016,7 @@ def _conclude(
     )
     retried = _load_run(client, job.run_id)
     if retried is not None:
-        _publish(client, job.series_id, _rows(retried), replace_rows=False)
+        _publish(client, celery_app, job.series_id, _rows(retried), replace_rows=False)
     raise task.retry(countdown=decision.delay_s)
 
 
@@ -1025,10 +1044,10 @@ def _store_result(
     client.set(key, json.dumps(body), ex=RESULT_TTL_S, nx=not job.force)
 
 
-def _release_budget(client: redis.Redis, job: JobPayload) -> None:
+def _release_budget(client: redis.Redis, celery_app: Celery, job: JobPayload) -> None:
     """A run ended: runs the budget held back may start now."""
     try:
-        release_deferred(client, app, job.kind)
+        release_deferred(client, celery_app, job.kind)
     except Exception:
         log.exception("releasing deferred %s runs failed", job.kind)
 
@@ -1094,7 +1113,7 @@ def _take_slot(client: redis.Redis, kind: str, run_id: str, limit: int) -> bool:
     return bool(client.eval(_SLOT, 1, f"{CI}slots:{kind}", run_id, limit, lease_s()))
 
 
-def _wait_for_slot(client: redis.Redis, run: _Run, runner: str) -> bool:
+def _wait_for_slot(client: redis.Redis, celery_app: Celery, run: _Run, runner: str) -> bool:
     """Blocks until the kind's running budget has room for this run; False if cancelled."""
     limit = run.payload.budget.running
     noted = False
@@ -1108,7 +1127,7 @@ def _wait_for_slot(client: redis.Redis, run: _Run, runner: str) -> bool:
             noted = True
         reason = _cancel_reason(client, run.run_id)
         if reason is not None:
-            _finish(client, run, "cancelled", reason)
+            _finish(client, celery_app, run, "cancelled", reason)
             return False
         time.sleep(POLL_S)
     return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from functools import cache
+from typing import Any
 
 from bot.core.ci_plan import check_run_status
 from bot.core.render import pr_body, pr_title
@@ -80,54 +81,100 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
     )
 
 
+@app.task(name=ci.REPORT_TASK, acks_late=True)
+def report(series_id: str, row: dict[str, Any]) -> None:
+    """workers.ci sends this task for every change of a CI row, on the service and on runners."""
+    report_on_github(series_id, CiState.from_dict(row))
+
+
 def report_on_github(series_id: str, row: CiState) -> None:
-    """The hook workers.ci calls on every CI row change: the row's result on the PR head (a check
-    run as an App, a commit status with a token: GitHub lets only Apps write check runs), then
-    the PR's CI table, whatever became of the first. Without credentials the dashboard is the
-    only report."""
+    """What the `carry.ci.report` task does for a changed CI row: the row's result on the commit its run
+    tested (a check run as an App, a commit status with a token: GitHub lets only Apps write
+    check runs), then the PR's CI table, whatever became of the first. Without credentials the
+    dashboard is the only report.
+
+    Reports can arrive late and out of order (runner hosts forward theirs as tasks). GitHub shows
+    the newest status or check run of a name, so a stale report is not sent: one that a newer
+    row of its run replaced, or an old run's end on a commit a newer run now owns. Each report
+    sent is checked against the store once more afterwards, in case a newer row was reported
+    while it was on its way."""
     rt = runtime()
     state = store.load_series(rt.redis, series_id)
     if rt.settings.github_auth == "none" or state is None or state.pr is None:
         return
     forge = Forge.connect(rt.settings, rt.config.downstream.repo)
+    sent = _post_result(rt, forge, state, row)
+    for _ in range(_RECHECKS):
+        state = store.load_series(rt.redis, series_id)
+        newer = state.ci.get(row.runner) if state is not None else None
+        if sent is None or newer is None or newer == sent or not _owns(newer, sent):
+            break
+        assert state is not None
+        sent = _post_result(rt, forge, state, newer)
+    _update_table(rt, forge, series_id, row.runner)
+
+
+_RECHECKS = 2
+
+
+def _owns(stored: CiState, row: CiState) -> bool:
+    """Whether the stored row speaks for the check where `row` would be reported: the same run,
+    or a newer run on the same commit (a retest)."""
+    return stored.run_id == row.run_id or (
+        bool(stored.commit_sha) and (stored.commit_sha == row.commit_sha)
+    )
+
+
+def _post_result(rt: Runtime, forge: Forge, state: SeriesState, row: CiState) -> CiState | None:
+    """Posts the row unless the store holds a newer word for its check; returns what was sent."""
+    stored = state.ci.get(row.runner)
+    if stored is not None and stored != row and _owns(stored, row):
+        return None  # the stored row was (or will be) reported by its own change
+    if not row.commit_sha and (stored is None or stored.run_id != row.run_id):
+        return None  # a row from before carry kept the commit: nowhere sure to put it
+    assert state.pr is not None
+    sha = row.commit_sha or state.pr.head_sha
     try:
         if rt.settings.github_auth == "app":
-            _check_run(forge, state, row)
+            _check_run(forge, sha, state.id, row)
         else:
-            _commit_status(forge, state, row)
+            _commit_status(forge, sha, row)
     except ForgeError as err:
         store.append_history(
-            rt.redis, series_id, "ci-report-failed", runner=row.runner, error=str(err)
+            rt.redis, state.id, "ci-report-failed", runner=row.runner, error=str(err)
         )
+    return row
+
+
+def _update_table(rt: Runtime, forge: Forge, series_id: str, runner: str) -> None:
+    state = store.load_series(rt.redis, series_id)
+    if state is None or state.pr is None:
+        return
     try:
         forge.update_pull(
             state.pr.number, pr_title(state), pr_body(state, state.version), series=state.id
         )
     except ForgeError as err:
-        store.append_history(
-            rt.redis, series_id, "ci-table-failed", runner=row.runner, error=str(err)
-        )
+        store.append_history(rt.redis, series_id, "ci-table-failed", runner=runner, error=str(err))
 
 
-def _check_run(forge: Forge, state: SeriesState, row: CiState) -> None:
-    assert state.pr is not None
+def _check_run(forge: Forge, sha: str, series_id: str, row: CiState) -> None:
     status, conclusion = check_run_status(row.state, row.detail)
     forge.create_check_run(
-        state.pr.head_sha,
+        sha,
         f"carry/{row.runner}",
         status,
         conclusion,
         f"{row.runner}: {row.state}",
         row.detail or row.state,
-        series=state.id,
+        series=series_id,
     )
 
 
-def _commit_status(forge: Forge, state: SeriesState, row: CiState) -> None:
-    assert state.pr is not None
+def _commit_status(forge: Forge, sha: str, row: CiState) -> None:
     _say_statuses_once()
     forge.create_status(
-        state.pr.head_sha,
+        sha,
         f"carry/{row.runner}",
         commit_status_state(row.state, row.detail),
         f"{row.state}: {row.detail}" if row.detail else row.state,
@@ -159,6 +206,3 @@ def _say_statuses_once() -> None:
         "GitHub token mode: hardware CI is reported as commit statuses; "
         "check runs need a GitHub App (GITHUB_APP_ID)"
     )
-
-
-ci.on_result = report_on_github

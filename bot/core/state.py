@@ -69,6 +69,14 @@ class CiState:
     url: str = ""
     updated_at: str = ""
     attempt: int = 1
+    # the commit of carry's branch the run tested (the PR head it reports on); "" in a row
+    # stored before carry kept it
+    commit_sha: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CiState:
+        built: CiState = _build(cls, data)
+        return built
 
 
 @dataclass
@@ -164,7 +172,7 @@ class SeriesState:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["patches"] = [_build(PatchState, p) for p in data.get("patches", [])]
-        values["ci"] = {k: _build(CiState, v) for k, v in (data.get("ci") or {}).items()}
+        values["ci"] = {k: CiState.from_dict(v) for k, v in (data.get("ci") or {}).items()}
         values["pr"] = _build(PrInfo, data["pr"]) if data.get("pr") else None
         return cls(**values)
 

@@ -196,6 +196,71 @@ def test_as_an_app_ci_is_reported_as_check_runs(deploy: Deploy) -> None:
     assert f"| {CHECK} | running |" in d.pull()["body"]
 
 
+# -- 1b. a result goes on the commit it tested, and only the newest word on a run counts ------------
+
+
+def _latest(d: Deployment, sha: str) -> tuple[str, str]:
+    """What GitHub shows for carry's check on a commit: the newest status of the context, or the
+    newest check run of the name."""
+    name = f"carry/{CHECK}"
+    runs = [r for r in d.gh.check_runs(DOWN_OWNER, DOWN_NAME, sha=sha) if r["name"] == name]
+    if runs:
+        return runs[-1]["status"], str(runs[-1]["conclusion"])
+    statuses = [s for s in d.gh.statuses(DOWN_OWNER, DOWN_NAME, sha) if s["context"] == name]
+    return ("status", statuses[-1]["state"]) if statuses else ("none", "")
+
+
+@pytest.mark.parametrize("auth", ["token", "app"])
+def test_an_old_runs_late_end_goes_on_the_commit_it_tested_not_on_the_new_head(
+    deploy: Deploy, auth: str
+) -> None:
+    d = deploy(auth=auth)
+    first = d.propose(MOVED, "Add a header")
+    old_head = pr(first).head_sha
+    d.report(first, CiState(runner=CHECK, state="running", run_id="r1", commit_sha=old_head))
+    second = d.propose({"mod.py": "# header\n# more\n" + BODY}, "Add another header")
+    new_head = pr(second).head_sha
+    assert new_head != old_head
+    d.report(second, CiState(runner=CHECK, state="success", run_id="r2", commit_sha=new_head))
+    shown = _latest(d, new_head)
+    # The old run is cancelled late (its runner was killing the step): workers.ci keeps the
+    # newer run's row and reports the old one, which lost its place.
+    ended = CiState(runner=CHECK, state="cancelled", run_id="r1", commit_sha=old_head)
+    hardware.report_on_github(SERIES, ended)
+    assert _latest(d, new_head) == shown  # the new head still shows its own run's success
+    assert _latest(d, old_head) != ("status", "pending")  # the old commit's check ended there
+    assert _latest(d, old_head) != ("in_progress", "None")
+
+
+@pytest.mark.parametrize("auth", ["token", "app"])
+def test_a_report_that_arrives_after_a_newer_one_of_its_run_does_not_undo_it(
+    deploy: Deploy, auth: str
+) -> None:
+    d = deploy(auth=auth)
+    state = d.propose(MOVED, "Add a header")
+    head = pr(state).head_sha
+    running = CiState(runner=CHECK, state="running", run_id="r1", commit_sha=head)
+    d.report(state, CiState(runner=CHECK, state="success", run_id="r1", commit_sha=head))
+    shown = _latest(d, head)
+    hardware.report_on_github(SERIES, running)  # its task ran late: the row is success by now
+    assert _latest(d, head) == shown
+    assert f"| {CHECK} | success |" in d.pull()["body"]
+
+
+def test_a_retest_on_the_same_commit_owns_its_check_against_the_older_runs_late_end(
+    deploy: Deploy,
+) -> None:
+    d = deploy(auth="app")
+    state = d.propose(MOVED, "Add a header")
+    head = pr(state).head_sha
+    d.report(state, CiState(runner=CHECK, state="running", run_id="r1", commit_sha=head))
+    d.report(state, CiState(runner=CHECK, state="queued", run_id="r2", commit_sha=head))
+    hardware.report_on_github(
+        SERIES, CiState(runner=CHECK, state="cancelled", run_id="r1", commit_sha=head)
+    )
+    assert _latest(d, head) == ("queued", "None")
+
+
 # -- 5. drafts on private Free/Pro repositories ---------------------------------------------------
 
 

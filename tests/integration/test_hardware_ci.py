@@ -19,6 +19,7 @@ it before asking for runs; the runners read it again when it changes.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -374,6 +375,18 @@ def log_text(client: redis.Redis, run_id: str) -> str:
     return "\n".join(f"{e['stream']}: {e['text']}" for e in runlog(client, run_id, limit=5000))
 
 
+def reported(client: redis.Redis) -> list[dict[str, Any]]:
+    """The CI rows sent to the service's queue as carry.ci.report tasks, oldest first (the
+    queue is a Redis list that kombu pushes on the left)."""
+    sent = []
+    for raw in reversed(client.lrange("carry", 0, -1)):
+        message = json.loads(raw)
+        if message["headers"]["task"] == "carry.ci.report":
+            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            sent.append(args[1])
+    return sent
+
+
 def rows(client: redis.Redis) -> dict[str, CiState]:
     state = load_series(client, SERIES)
     assert state is not None
@@ -402,23 +415,22 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
     )
     setup = (StepSpec("prepare", sh("echo preparing; echo to-stderr >&2")),)
     other = StepSpec("gb10-check", sh("grep -q fixed fixed.txt && echo gb10 ok"))
-    seen: list[tuple[str, str]] = []
-    ci.on_result = lambda series, row: seen.append((row.runner, row.state))
-    try:
-        out = request(
-            client,
-            celery_app,
-            world,
-            head,
-            [target("gaudi", check, setup=setup, artifacts=("out/*.txt",)), target("gb10", other)],
-        )
-    finally:
-        ci.on_result = None
+    out = request(
+        client,
+        celery_app,
+        world,
+        head,
+        [target("gaudi", check, setup=setup, artifacts=("out/*.txt",)), target("gb10", other)],
+    )
     assert [(r.runner, r.state) for r in out] == [
         ("gaudi/fixed", "queued"),
         ("gb10/gb10-check", "queued"),
     ]
-    assert seen == [("gaudi/fixed", "queued"), ("gb10/gb10-check", "queued")]
+    # Each row change is sent to the service's queue as a carry.ci.report task.
+    assert [(row["runner"], row["state"]) for row in reported(client)] == [
+        ("gaudi/fixed", "queued"),
+        ("gb10/gb10-check", "queued"),
+    ]
     gaudi_run, gb10_run = out[0].run_id, out[1].run_id
 
     # Live: the first line is readable while the check still runs.
@@ -450,9 +462,12 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
         registered[gaudi.name]["kind"] == "gaudi" and registered[gaudi.name]["queue"] == "hw.gaudi"
     )
     assert registered[gb10.name]["kind"] == "gb10"
-    # Runner-side rows go to the service as carry.ci.report tasks (runners hold no GitHub token).
+    # Runner-side rows go the same way (runners hold no GitHub token), with the commit tested.
     forwarded = [json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)]
-    assert forwarded and set(forwarded) == {"carry.ci.report"}
+    assert set(forwarded) == {"carry.ci.report"}
+    ended = [row for row in reported(client) if row["run_id"] == gaudi_run][-1]
+    assert ended["state"] == "success"
+    assert ended["commit_sha"] == world.downstream.head("carry/s1")
 
 
 # --------------------------------------------------------------------------- 2 timeout

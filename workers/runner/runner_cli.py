@@ -38,7 +38,7 @@ from bot.config import (
     log_level,
 )
 from bot.store.series import PREFIX, heartbeat, now_iso
-from workers import ci  # registers carry.ci.run_job on `app`
+from workers import ci  # noqa: F401  (registers carry.ci.run_job on `app`)
 from workers.celery_app import app
 from workers.runner.job import reap_idle
 
@@ -130,7 +130,6 @@ def _prepare_process(kind: str, node: str, workdir: Path, visibility_timeout_s: 
     os.environ.update(
         CARRY_RUNNER_KIND=kind, CARRY_RUNNER_NAME=node, CARRY_RUNNER_WORKDIR=str(workdir)
     )
-    ci.forward_reports = True  # runners hold no GitHub credentials: the service reports
     # A runner host needs only the hardware task, not the service's tasks or their config.
     app.conf.include = ["workers.ci"]
     sweep = max(1, min(60, visibility_timeout_s // 4))
