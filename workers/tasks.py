@@ -15,7 +15,7 @@ from celery.signals import worker_ready
 
 from bot.core import events as ev
 from bot.core import transitions as tr
-from bot.core.planner import plan
+from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import Forge, ForgeError, PermissionUnknown, RateLimited
@@ -43,6 +43,9 @@ def handle_event(rt: Runtime, event: ev.Event) -> None:
     with correlated(event_key=event.key, delivery_id=event.delivery_id or None):
         if store.is_claimed(rt.redis, f"event:{event.key}"):
             store.append_history(rt.redis, None, "duplicate-event", key=event.key)
+            if isinstance(event, ev.HeadMoved) and event.actor is not None:
+                for action in plan_duplicate(event, gather(rt)):  # a pusher a poll lacked
+                    carry_out(rt, action, send)
             return
         count_event(rt.redis, event.kind)
         for action in plan(event, gather(rt)):

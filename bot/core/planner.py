@@ -66,16 +66,24 @@ def plan(event: ev.Event, facts: Facts) -> list[Action]:
     return handler(event, facts)
 
 
+def plan_duplicate(event: ev.Event, facts: Facts) -> list[Action]:
+    """An event already handled can still bring one new fact: a push webhook that a poll of the
+    same head beat (same key) names the head's pusher, which the poll could not know."""
+    if not isinstance(event, ev.HeadMoved) or event.actor is None:
+        return []
+    late = (_late_pusher(s, event) for s in _watching(event, facts))
+    return [action for action in late if action is not None]
+
+
 def _note(event: ev.Event, reason: str, series_id: str | None = None) -> Action:
     return Action("note", f"note:{event.key}", reason, series_id)
 
 
 def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.HeadMoved)
-    watching = [s for s in facts.series if s.upstream_repo == event.repo and _watches(s, event.ref)]
     actions = [
         action
-        for s in watching
+        for s in _watching(event, facts)
         for action in (
             _late_pusher(s, event),
             _on_head(
@@ -98,6 +106,10 @@ def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
     why = f"@{event.actor} pushed {event.after[:12]}, which a poll saw first"
     key = f"pusher:{series.id}:{event.after}"
     return Action("record_pusher", key, why, series.id, args)
+
+
+def _watching(event: ev.HeadMoved, facts: Facts) -> list[SeriesFacts]:
+    return [s for s in facts.series if s.upstream_repo == event.repo and _watches(s, event.ref)]
 
 
 def _watches(series: SeriesFacts, ref: str) -> bool:

@@ -96,3 +96,42 @@ def test_a_trusted_push_webhook_after_a_poll_releases_the_runs_that_waited(rt: R
     assert after is not None and after.head_actor == "maintainer"
     assert after.ci and all(row.state != "waiting-approval" for row in after.ci.values())
     assert [h["kind"] for h in store.history(rt.redis, "s1") if h["kind"] == "ci-trusted-pusher"]
+
+
+def test_a_trusted_push_webhook_that_a_poll_beat_still_releases_the_runs(rt: Runtime) -> None:
+    """As it happens in a deployment: the poll's event for OLD is handled first and claims the
+    head's event key; the push webhook for the same head and ref comes second. It is a
+    duplicate as an event, but the pusher it names is a new fact: it is recorded and the runs
+    start (the demo stalled for 60 s on this, waiting for an approval nobody needed)."""
+    from bot.core import events as ev
+    from workers.tasks import handle_event
+
+    polled = ev.HeadMoved(
+        repo="up/stream",
+        ref="refs/heads/main",
+        before="0" * 40,
+        after=OLD,
+        actor=None,
+        source="poll",
+        delivery_id="poll:s1:111111111111",
+    )
+    store.save_series(rt.redis, SeriesState(id="s1"))  # registered, as carry does at start
+    handle_event(rt, polled)  # claims the head's event key and queues its rebase
+    state = store.load_series(rt.redis, "s1")
+    assert state is not None and state.head_actor is None
+    # ... which checks OLD with no pusher known
+    state.head_sha, state.head_ref, state.checked_head = OLD, "refs/heads/main", OLD
+    state.checked_digest = "d" * 64
+    store.save_series(rt.redis, state)
+    assert request(rt, state) == "waiting-approval"
+
+    pushed = ev.HeadMoved(
+        repo="up/stream", ref="refs/heads/main", before="0" * 40, after=OLD, actor="maintainer"
+    )
+    assert pushed.key == polled.key
+    handle_event(rt, pushed)
+    after = store.load_series(rt.redis, "s1")
+    assert after is not None and after.pushers.get(OLD) == "maintainer"
+    assert after.ci and all(row.state != "waiting-approval" for row in after.ci.values())
+    kinds = [h["kind"] for h in store.history(rt.redis, "s1")]
+    assert "ci-trusted-pusher" in kinds

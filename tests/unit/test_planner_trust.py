@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.core import events as ev
-from bot.core.planner import Action, Facts, SeriesFacts, plan
+from bot.core.planner import Action, Facts, SeriesFacts, plan, plan_duplicate
 
 OLD, NEW = "a" * 40, "b" * 40
 DOWN = "acme/carry"
@@ -167,3 +169,22 @@ def test_a_rebase_that_finished_after_a_pause_is_not_published() -> None:
     (note,) = plan(done, facts(paused_by="alice"))
     assert note.kind == "note" and "paused by @alice" in note.reason
     assert [a.kind for a in plan(done, facts(paused_by_policy=True))] == ["note"]
+
+
+@pytest.mark.parametrize(
+    ("actor", "known_pusher", "ref", "recorded"),
+    [
+        ("maintainer", None, "refs/heads/main", [("maintainer", True)]),  # a poll saw it first
+        ("stranger", None, "refs/heads/main", [("stranger", False)]),  # recorded, releases nothing
+        (None, None, "refs/heads/main", []),  # a poll's own duplicate names nobody
+        ("maintainer", "stranger", "refs/heads/main", []),  # the head's pusher is known
+        ("maintainer", None, "refs/heads/other", []),  # no series watches that ref
+    ],
+)
+def test_a_duplicate_head_event_brings_only_the_pusher_a_poll_lacked(
+    actor: str | None, known_pusher: str | None, ref: str, recorded: list[tuple[str, bool]]
+) -> None:
+    pushed = ev.HeadMoved(repo="up/stream", ref=ref, before="0" * 40, after=OLD, actor=actor)
+    actions = plan_duplicate(pushed, facts(head_actor=known_pusher))
+    assert [a.kind for a in actions] == ["record_pusher"] * len(recorded)
+    assert [(a.args["actor"], a.args["trusted"]) for a in actions] == recorded
