@@ -233,6 +233,9 @@ class Command(_Model):
     run: Argv
     timeout_s: PositiveInt = 3600
     env: dict[EnvName, str] = Field(default_factory=dict)
+    # The host's network for this step (say, one that downloads a model or packages). Without it
+    # a sandboxed step has only its own loopback: no route to the broker or anywhere else.
+    network: bool = False
 
 
 class SetupStep(Command):
@@ -245,6 +248,14 @@ class Runner(_Model):
     workdir: Annotated[str, Field(min_length=1)]
     setup: list[SetupStep] = Field(default_factory=list)
     checks: dict[Name, Command] = Field(default_factory=dict)
+    # How steps are isolated from the runner and the host (workers/runner/sandbox.py): auto uses
+    # namespaces where the host gives them, namespaces insists on them, none runs steps bare.
+    sandbox: Literal["auto", "namespaces", "none"] = "auto"
+
+    def networked(self) -> frozenset[tuple[str, str]]:
+        """(step kind, name) of the steps that get the host's network."""
+        setup = {("setup", step.name) for step in self.setup if step.network}
+        return frozenset(setup | {("check", n) for n, c in self.checks.items() if c.network})
 
 
 class Polling(_Model):

@@ -85,6 +85,7 @@ from workers.runner.job import (
     execute,
     host_env_for_steps,
 )
+from workers.runner.sandbox import resolve as resolve_sandbox
 from workers.runner.spec import (
     JobPayload,
     LogLimits,
@@ -919,17 +920,22 @@ def _execute(
         f"[carry] run {job.run_id} attempt {attempt} on {runner}: {job.kind} "
         f"tree {short(job.tree_key)} upstream {short(job.head_sha)}"
     )
-    ctx = JobContext(
-        workdir=workdir,
-        log=runlog,
-        cancelled=watch.cancelled,
-        on_check=lambda result: _record_check(client, celery_app, job, attempt, runner, result),
-        on_phase=lambda phase: _note_phase(client, job.run_id, f"{phase} on {runner}"),
-        done=done,
-        env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
-        attempt=attempt,
-    )
     try:
+        configured = runner_config()
+        own = configured.runners.get(job.kind) if configured else None
+        ctx = JobContext(
+            workdir=workdir,
+            log=runlog,
+            cancelled=watch.cancelled,
+            on_check=lambda result: _record_check(client, celery_app, job, attempt, runner, result),
+            on_phase=lambda phase: _note_phase(client, job.run_id, f"{phase} on {runner}"),
+            done=done,
+            env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
+            attempt=attempt,
+            # job_mismatch let the job in, so this runner's config names its kind
+            sandbox=resolve_sandbox(own.sandbox if own else "auto"),
+            networked=own.networked() if own else frozenset(),
+        )
         return execute(job, ctx)
     except Exception as err:  # a bug or an I/O error in the runner itself: infra, retried
         log.exception("run %s failed inside the runner", job.run_id)

@@ -83,6 +83,36 @@ def alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in ("Z", "X")
 
 
+def host_pid(ns_pid: int, marker: str) -> int:
+    """The host's pid of a live step process that knows itself as `ns_pid` ($$ in the step's
+    own PID namespace), found by `marker` (NAME=value) in its environment."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        nspid = next(
+            (line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), []
+        )
+        if marker.encode() in environ and nspid and int(nspid[-1]) == ns_pid:
+            return int(nspid[0])
+    raise AssertionError(f"no live process with {marker} is pid {ns_pid} in its namespace")
+
+
+def runner_process_of(pid: int) -> int:
+    """The runner (pool) process that started a step: its nearest ancestor running runner_cli
+    (the step itself cannot see it from its own PID namespace)."""
+    while pid > 1:
+        if b"workers.runner.runner_cli" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat[stat.rfind(")") + 2 :].split()[1])
+    raise AssertionError("the step has no runner process among its ancestors")
+
+
 # --------------------------------------------------------------------------- repositories
 
 
@@ -93,6 +123,7 @@ class RunnerConfig:
 
     path: Path
     runners: dict[str, dict[str, Any]] = field(default_factory=dict)
+    networked: set[str] = field(default_factory=set)  # steps whose config says network: true
 
     def add_kind(self, kind: str) -> None:
         workdir = str(self.path.parent / "runners")
@@ -104,9 +135,18 @@ class RunnerConfig:
         for t in targets:
             self.add_kind(t.kind)
             runner = self.runners[t.kind]
-            runner["setup"] = [{"name": s.name, **_command(s)} for s in t.setup]
-            runner["checks"].update({c.name: _command(c) for c in t.checks})
+            runner["setup"] = [{"name": s.name, **self._command(s)} for s in t.setup]
+            runner["checks"].update({c.name: self._command(c) for c in t.checks})
         self._write()
+
+    def set(self, kind: str, **settings: Any) -> None:
+        """Runner settings of a kind, e.g. sandbox="none"."""
+        self.add_kind(kind)
+        self.runners[kind].update(settings)
+        self._write()
+
+    def _command(self, step: StepSpec) -> dict[str, Any]:
+        return {**_command(step), **({"network": True} if step.name in self.networked else {})}
 
     def _write(self) -> None:
         config = {
@@ -480,12 +520,14 @@ def test_timeout_kills_the_process_group_and_is_a_test_failure(
     script = 'sleep 300 & echo $! > "$MARK/bg"; echo $$ > "$MARK/sh"; echo started; wait'
     slow = StepSpec("slow", sh(script), timeout_s=2, env={"MARK": str(marks)})
     out = request(client, celery_app, world, world.head(), [target("gaudi", slow)])
+    wait_for(lambda: (marks / "sh").exists(), "the step to start")
+    marker = f"MARK={marks}"
+    pids = [host_pid(int((marks / name).read_text()), marker) for name in ("sh", "bg")]
     info = finished(client, out[0].run_id)
 
     assert info["state"] == "failure" and info["attempt"] == 1  # a timeout is not retried
     row = rows(client)["gaudi/slow"]
     assert row.state == "failure" and "timed out after 2s" in row.detail
-    pids = [int((marks / name).read_text()) for name in ("sh", "bg")]
     assert not [pid for pid in pids if alive(pid)], "the whole process group is gone"
     assert "timed out, process group killed" in log_text(client, out[0].run_id)
     assert not events(client, "ci-retry")
@@ -506,8 +548,8 @@ def test_newer_head_cancels_the_running_job(
     old_head = world.head({"block": "x\n"})
     old = request(client, celery_app, world, old_head, [target("gaudi", check)])[0].run_id
     pid_file = marks / f"pid-{old}"
-    wait_for(pid_file.exists, "the old run's check to start")
-    old_pid = int(pid_file.read_text())
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), "the old run's check to start")
+    old_pid = host_pid(int(pid_file.read_text()), f"MARK={marks}")
 
     new_head = world.head({"block": None})
     new = request(client, celery_app, world, new_head, [target("gaudi", check)])[0].run_id
@@ -538,10 +580,10 @@ def test_runner_killed_mid_job_is_retried_on_another_runner(
     check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
     run_id = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
     attempts = marks / "attempts"
-    wait_for(attempts.exists, "attempt 1 to start its check")
+    wait_for(lambda: attempts.exists() and attempts.read_text(), "attempt 1 to start its check")
     holder = ci.run_info(client, run_id)["runner"]
     lost, survivor = (first, second) if holder == first.name else (second, first)
-    step_pid = int(attempts.read_text().split()[1])
+    step_pid = host_pid(int(attempts.read_text().split()[1]), f"MARK={marks}")
 
     lost.kill_host()
 
@@ -567,14 +609,15 @@ def test_lost_pool_process_is_requeued_at_once_and_retried(
     requeues the job at once (task_reject_on_worker_lost); its new pool process retries it."""
     start_runners(("gaudi", "gaudi1@%h"))
     script = (
-        'echo "$CARRY_ATTEMPT $PPID" >> "$MARK/attempts"; '
+        'echo "$CARRY_ATTEMPT $$" >> "$MARK/attempts"; '
         '[ "$CARRY_ATTEMPT" = 1 ] && exec sleep 300; test -f fixed.txt'
     )
     check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
     run_id = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
     attempts = marks / "attempts"
-    wait_for(attempts.exists, "attempt 1 to start its check")
-    os.kill(int(attempts.read_text().split()[1]), signal.SIGKILL)  # the pool process
+    wait_for(lambda: attempts.exists() and attempts.read_text(), "attempt 1 to start its check")
+    step = host_pid(int(attempts.read_text().split()[1]), f"MARK={marks}")
+    os.kill(runner_process_of(step), signal.SIGKILL)  # the pool process
 
     info = finished(client, run_id)
     assert (info["state"], info["attempt"]) == ("success", 2)
@@ -893,6 +936,125 @@ def test_check_code_gets_none_of_the_runners_credentials(
     assert secrets["GITHUB_TOKEN"] not in text
     # What a step prints of a secret it was given is redacted before it is stored.
     assert "stdout: token is [redacted]" in text and secrets["HF_TOKEN"] not in text
+
+
+# A check that tries, as hostile code would, to reach what the runner holds. Each attempt prints
+# one line, "<attempt>: achieved" or "<attempt>: blocked (why)"; the check fails if any was achieved.
+HOSTILE = r"""
+import os, socket, sys
+port = int(os.environ["BROKER_PORT"])
+secret = os.environ["LOOK_FOR_REVERSED"][::-1].encode()  # not itself in any environment
+achieved = False
+
+def report(attempt, got, why=""):
+    global achieved
+    achieved = achieved or got
+    print(f"{attempt}: " + ("achieved" if got else f"blocked ({why})"), flush=True)
+
+pids = [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
+found, readable = [], 0
+for pid in pids:
+    for part in ("environ", "cmdline"):
+        try:
+            data = open(f"/proc/{pid}/{part}", "rb").read()
+        except OSError:
+            continue
+        readable += 1
+        if secret in data or f"127.0.0.1:{port}".encode() in data:
+            found.append(pid)
+report("read the runner's secrets from /proc", bool(found),
+       f"{len(pids)} other process(es) visible, none holds them")
+runner = [p for p in pids if b"runner_cli" in open(f"/proc/{p}/cmdline", "rb").read()]
+report("see the runner process", bool(runner), "not in this PID namespace")
+try:
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.sendall(b"PING\r\n")
+        reply = sock.recv(64)
+    report("talk to the broker", reply.startswith((b"+PONG", b"-NOAUTH")), repr(reply))
+except OSError as err:
+    report("talk to the broker", False, str(err))
+sys.exit(1 if achieved else 0)
+"""
+
+
+def _hostile_check(marks: Path, url: str, secret: str, name: str = "hostile") -> StepSpec:
+    script = marks / "hostile.py"
+    script.write_text(HOSTILE)
+    port = url.rsplit(":", 1)[1].split("/", 1)[0]
+    return StepSpec(
+        name,
+        (sys.executable, "-I", str(script)),
+        env={"BROKER_PORT": port, "LOOK_FOR_REVERSED": secret[::-1]},
+    )
+
+
+def test_check_code_cannot_see_the_runner_or_reach_the_broker(
+    client: redis.Redis,
+    celery_app: Celery,
+    world: World,
+    marks: Path,
+    url: str,
+    start_runners: Any,
+) -> None:
+    """Stripping the step's environment is not enough: a step running as the runner's user
+    (root on many hosts) could read the runner's own environment in /proc, or just connect to
+    the broker. In its own namespaces it sees neither the runner nor any route out."""
+    secret = "ghp_runnerhostsecret0002"
+    start_runners(("gaudi", "gaudi1@%h"), env={"GITHUB_TOKEN": secret})
+    check = _hostile_check(marks, url, secret)
+    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(client, run.run_id)
+    text = log_text(client, run.run_id)
+    assert info["state"] == "success", text
+    for attempt in (
+        "read the runner's secrets from /proc",
+        "see the runner process",
+        "talk to the broker",
+    ):
+        assert f"stdout: {attempt}: blocked" in text, text
+    assert "runs in its own PID, mount, IPC and UTS namespaces, with no network" in text
+
+
+def test_a_step_gets_the_network_only_where_the_runners_config_says_so(
+    client: redis.Redis,
+    celery_app: Celery,
+    world: World,
+    marks: Path,
+    url: str,
+    start_runners: Any,
+) -> None:
+    """`network: true` on a step (say, one that downloads a model) gives it the host's network,
+    and with it a route to the broker: still not the runner's process or its environment."""
+    secret = "ghp_runnerhostsecret0003"
+    start_runners(("gaudi", "gaudi1@%h"), env={"GITHUB_TOKEN": secret})
+    world.runner_config.networked.add("online")
+    check = _hostile_check(marks, url, secret, name="online")
+    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    assert finished(client, run.run_id)["state"] == "failure"
+    text = log_text(client, run.run_id)
+    assert "stdout: talk to the broker: achieved" in text, text
+    assert "stdout: read the runner's secrets from /proc: blocked" in text
+    assert "with the host's network" in text
+
+
+def test_a_runner_configured_without_a_sandbox_says_so_in_every_run_log(
+    client: redis.Redis,
+    celery_app: Celery,
+    world: World,
+    marks: Path,
+    url: str,
+    start_runners: Any,
+) -> None:
+    """sandbox: none is the runner's owner's choice, and the hostile check shows what it costs."""
+    secret = "ghp_runnerhostsecret0004"
+    world.runner_config.set("gaudi", sandbox="none")
+    start_runners(("gaudi", "gaudi1@%h"), env={"GITHUB_TOKEN": secret})
+    check = _hostile_check(marks, url, secret)
+    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    assert finished(client, run.run_id)["state"] == "failure"
+    text = log_text(client, run.run_id)
+    assert "runs without a sandbox (the runner's config says sandbox: none)" in text
+    assert "stdout: see the runner process: achieved" in text, text
 
 
 def test_a_job_cannot_plant_hooks_or_config_for_the_next(

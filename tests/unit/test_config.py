@@ -240,9 +240,21 @@ BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
         [f"series[0].polcy: unknown key (allowed: {ALLOWED_SERIES_KEYS})"],
     ),
     (
+        "unknown step sandbox",
+        [("runners/gaudi/sandbox", "docker")],
+        ["runners.gaudi.sandbox: input should be 'auto', 'namespaces' or 'none'"],
+    ),
+    (
+        "step network not a boolean",
+        [("runners/gaudi/checks/async-inputs/network", "maybe")],
+        ["runners.gaudi.checks.async-inputs.network: expected true or false"],
+    ),
+    (
         "misspelled nested key",
         [("runners/gaudi/checks/async-inputs/timeout", 5)],
-        ["runners.gaudi.checks.async-inputs.timeout: unknown key (allowed: run, timeout_s, env)"],
+        [
+            "runners.gaudi.checks.async-inputs.timeout: unknown key (allowed: run, timeout_s, env, network)"
+        ],
     ),
     (
         "missing section",

@@ -25,6 +25,7 @@ from bot.core.ci_plan import (
     should_rerun,
 )
 from bot.git.runner import GitError
+from workers.runner.sandbox import Isolation, Sandbox
 from workers.runner.spec import JobPayload, StepSpec
 from workers.runner.steps import CancelCheck, RunLog, StepResult, reap_orphans, run_step
 from workers.runner.tree import Materialized, TreeError, clone_lock, clone_path, materialize
@@ -77,6 +78,8 @@ class JobContext:
     done: Mapping[str, CheckResult] = field(default_factory=dict)  # from earlier attempts
     env: Mapping[str, str] = field(default_factory=dict)  # host_env_for_steps(): all they get
     attempt: int = 1
+    sandbox: Sandbox = field(default_factory=lambda: Sandbox(Isolation.NONE, "none configured"))
+    networked: frozenset[tuple[str, str]] = frozenset()  # (step kind, name): host network
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def _setup(
     job: JobPayload, ctx: JobContext, built: Materialized, step: StepSpec, variant: str
 ) -> None:
     ctx.on_phase(f"setup {step.name}" + (f" ({variant})" if variant else ""))
-    result = _run(job, ctx, built, step, variant)
+    result = _run(job, ctx, built, "setup", step, variant)
     outcome = _classify("setup", step, result)
     if outcome.verdict != "success":
         raise _Stop(outcome)
@@ -211,7 +214,7 @@ def _check(
     ctx.on_phase(f"check {check.name}" + (f" ({variant})" if variant else ""))
     reruns = 0
     while True:
-        result = _run(job, ctx, built, check, variant)
+        result = _run(job, ctx, built, "check", check, variant)
         outcome = _classify("check", check, result)
         if outcome.verdict == "cancelled":
             raise _Stop(outcome)
@@ -253,12 +256,19 @@ def _classify(kind: StepKind, step: StepSpec, result: StepResult) -> Outcome:
 
 
 def _run(
-    job: JobPayload, ctx: JobContext, built: Materialized, step: StepSpec, variant: str
+    job: JobPayload,
+    ctx: JobContext,
+    built: Materialized,
+    kind: StepKind,
+    step: StepSpec,
+    variant: str,
 ) -> StepResult:
     env = {**ctx.env, **_job_env(job, ctx, built, step, variant), **step.env}
+    network = (kind, step.name) in ctx.networked
     ctx.log.note(f"[carry] $ {' '.join(step.run)}  (timeout {step.timeout_s:g}s)")
+    ctx.log.note(f"[carry] {step.name} {ctx.sandbox.describe(network=network)}")
     result = run_step(
-        step.run,
+        ctx.sandbox.wrap(step.run, network=network),
         cwd=built.path,
         env=env,
         timeout_s=step.timeout_s,
