@@ -2111,6 +2111,298 @@ def scenario_override_race(root: Path, scale: Scale, seed: int) -> Row:
     )
 
 
+# =========================================================================== hostile check
+
+
+HOSTILE_KIND, HOSTILE_CHECK = "gaudi", "hostile"
+HOSTILE_TOKEN = "ghp_hostile" + "7" * 29  # in the runner host's environment, as a careless host has
+
+# What the hostile check's code tries; it prints one "|"-separated line per attempt:
+#   attempt | achieved or blocked | what happened
+HOSTILE_SCRIPT = r"""
+import json, os, socket, sys, urllib.parse
+port = int(os.environ["BROKER_PORT"])
+marks = os.environ["MARKS"]
+# What to look for, reversed in a file of the test's: in no environment, in no command line.
+with open(os.path.join(marks, "needles.json")) as needles:
+    secrets = {name: value[::-1].encode() for name, value in json.load(needles).items()}
+
+def say(attempt, achieved, how):
+    print(f"{attempt}|{'achieved' if achieved else 'blocked'}|{how}", flush=True)
+
+def proc_files(part):
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                yield pid, open(f"/proc/{pid}/{part}", "rb").read()
+            except OSError:
+                pass
+
+own = "\0".join(f"{k}={v}" for k, v in os.environ.items()).encode()
+say("find the broker's password in the step's environment", secrets["password"] in own,
+    f"{len(os.environ)} variables, none of carry's")
+say("find a GitHub token in the step's environment", secrets["token"] in own,
+    "not passed on")
+others = list(proc_files("environ"))
+leaks = [pid for pid, data in others if any(v in data for v in secrets.values())]
+say("read the runner's environment in /proc", bool(leaks),
+    f"the secrets are in the environment of pids {leaks}" if leaks
+    else f"{len(others)} other process(es) visible, none holds a secret")
+# The broker's URL as the code under test would find it: in another process's environment.
+found = [
+    entry[len(b"REDIS_URL="):].decode(errors="replace")
+    for _, data in others for entry in data.split(b"\0") if entry.startswith(b"REDIS_URL=")
+]
+password = urllib.parse.urlsplit(found[0]).password if found else None
+runner = [
+    pid for pid, data in proc_files("cmdline") if b"bot.cli\0runner" in data or b"runner_cli" in data
+]
+signalled = []
+for pid in runner:
+    try:
+        os.kill(int(pid), 0)
+        signalled.append(pid)
+    except OSError:
+        pass
+say("see or signal the runner process", bool(runner or signalled),
+    "not in the step's PID namespace" if not runner else f"pids {runner}, signalled {signalled}")
+
+def broker(command):
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.sendall(command)
+        return sock.recv(256)
+
+auth = f"AUTH {password}\r\n".encode() if password else b""
+for attempt, command in (
+    ("connect to the broker", b"PING\r\n"),
+    ("write an approval into carry's store", auth + b"SADD carry:hostile:approvals deadbeef\r\n"),
+    ("queue a task for carry's workers", auth + b"LPUSH carry hostile-task\r\n"),
+):
+    try:
+        reply = broker(command)
+    except OSError as err:
+        say(attempt, False, f"{err.strerror or err}: no route out of the step's network namespace")
+        continue
+    wrote = attempt == "connect to the broker" or b"-" not in reply
+    used = password and command.startswith(b"AUTH")
+    say(attempt, wrote, f"the broker answered {reply[:40]!r}"
+        + (" (with the password from the runner's environment)" if used else ""))
+
+hooks = os.path.join(".git", "hooks")
+os.makedirs(hooks, exist_ok=True)
+for hook in ("post-checkout", "post-merge", "pre-commit"):
+    path = os.path.join(hooks, hook)
+    with open(path, "w") as out:
+        out.write(f"#!/bin/sh\ntouch {marks}/hook-ran-{hook}\n")
+    os.chmod(path, 0o755)
+os.system(f"git config core.hooksPath {hooks} && git config core.fsmonitor 'touch {marks}/fsmonitor-ran'")
+print("planted hooks for the next job", flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    attempt: str
+    achieved: bool
+    how: str
+
+
+def render_attempts(attempts: list[Attempt]) -> str:
+    lines = ["| attempt by the check's code | result | how |", "|---|---|---|"]
+    for a in attempts:
+        lines.append(f"| {a.attempt} | {'ACHIEVED' if a.achieved else 'blocked'} | {a.how} |")
+    return "\n".join(lines)
+
+
+def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
+    """A runner process (as `carry runner` starts it, sandbox: auto) runs a check whose code
+    tries everything check code could want with carry: the broker's password and a GitHub token
+    (in the step's environment, in the runner's in /proc), the runner process, the broker
+    itself (a write, a queued task), hooks for the next job; then a job nobody issued is put
+    in the runner's queue. One row per attempt, from the check's own output and the marks.
+    `sandbox` is the runner's setting (none shows what the sandbox keeps out)."""
+    password = secrets.token_hex(12)
+    port = free_port()
+    (root / "redis").mkdir(parents=True)
+    server = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--dir",
+            str(root / "redis"),
+            "--requirepass",
+            password,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+    wait_for(lambda: _pings(client), 20, "redis-server")
+    marks = root / "marks"
+    marks.mkdir()
+    script = root / "hostile.py"
+    script.write_text(HOSTILE_SCRIPT)
+    env = CarryEnv(root / "carry", url)
+    env.carry_patches([FIX])
+    check = StepSpec(
+        HOSTILE_CHECK,
+        (sys.executable, "-I", str(script)),
+        120,
+        {"BROKER_PORT": str(port), "MARKS": str(marks)},
+    )
+    needles = {"password": password[::-1], "token": HOSTILE_TOKEN[::-1]}
+    (marks / "needles.json").write_text(json.dumps(needles))
+    _hostile_config(env, check, sandbox)
+    env.extra_env["GITHUB_TOKEN"] = HOSTILE_TOKEN
+    try:
+        env.start_runner(HOSTILE_KIND)
+        with _carry_in_this_process(env) as rt:
+            return _hostile_attempts(env, rt, check, marks)
+    finally:
+        env.stop()
+        server.kill()
+        server.wait()
+
+
+def _hostile_config(env: CarryEnv, check: StepSpec, sandbox: str) -> None:
+    env.write_config()
+    config = json.loads(env.config_path.read_text())
+    command = {"run": list(check.run), "timeout_s": int(check.timeout_s), "env": dict(check.env)}
+    config["runners"] = {
+        HOSTILE_KIND: {
+            "queue": f"hw.{HOSTILE_KIND}",
+            "workdir": str(env.root / "runner"),
+            "checks": {HOSTILE_CHECK: command},
+            "sandbox": sandbox,
+        }
+    }
+    env.config_path.write_text(json.dumps(config, indent=2))
+
+
+def _hostile_attempts(env: CarryEnv, rt: Runtime, check: StepSpec, marks: Path) -> list[Attempt]:
+    target = ci.CiTarget(
+        HOSTILE_KIND, f"hw.{HOSTILE_KIND}", checks=(check,), retry=RetryPolicy(max_attempts=1)
+    )
+    tree = _hostile_tree(env)
+    first = _hostile_run(rt, target, tree, force=False)
+    lines = [e["text"] for e in store.runlog(rt.redis, first, limit=10_000)]
+    attempts = _reported_attempts(lines)
+    if not any("planted hooks" in line for line in lines):
+        raise AssertionError("the hostile check did not run to its end:\n" + "\n".join(lines))
+    _hostile_run(rt, target, tree, force=True)  # the next job, in the same clone
+    ran = sorted(p.name for p in marks.iterdir() if p.name.startswith(("hook-ran", "fsmonitor")))
+    attempts.append(
+        Attempt(
+            "leave git hooks and config that run in the next job",
+            bool(ran),
+            f"ran: {', '.join(ran)}"
+            if ran
+            else "the next job's clone got a fresh config, no hooks",
+        )
+    )
+    attempts.append(_forged_job(rt, marks, first))
+    return attempts
+
+
+def _reported_attempts(lines: list[str]) -> list[Attempt]:
+    found = []
+    for line in lines:
+        parts = line.strip().split("|", 2)
+        if len(parts) == 3 and parts[1] in ("achieved", "blocked"):
+            found.append(Attempt(parts[0], parts[1] == "achieved", parts[2]))
+    return found
+
+
+def _hostile_tree(env: CarryEnv) -> TreeSpec:
+    head = git(env.upstream.path, "rev-parse", "main")
+    scratch = RepoBuilder(env.root / "scratch")
+    scratch.git("fetch", "-q", str(env.upstream.path), head)
+    scratch.git("checkout", "-q", "--detach", "--force", head)
+    patches = sorted((env.downstream / "patches" / SERIES).glob("*.patch"))
+    scratch.git("am", "-q", "-3", "--keep-cr", *(str(p) for p in patches))
+    git(env.downstream, "init", "-q", "-b", "main")
+    git(env.downstream, "add", "-A")
+    git(env.downstream, "commit", "-q", "--allow-empty", "-m", "carry the series")
+    return TreeSpec(
+        upstream_url=str(env.upstream.path),
+        upstream_sha=head,
+        downstream_url=str(env.downstream),
+        downstream_ref="refs/heads/main",
+        downstream_sha=git(env.downstream, "rev-parse", "HEAD"),
+        patches_dir=f"patches/{SERIES}",
+        series_digest="d" * 64,
+        expected_tree=scratch.git("rev-parse", "HEAD^{tree}"),
+    )
+
+
+def _hostile_run(rt: Runtime, target: ci.CiTarget, tree: TreeSpec, *, force: bool) -> str:
+    (row,) = ci.request_ci(
+        rt.redis,
+        celery_app,
+        SERIES,
+        [target],
+        tree,
+        trusted_authors=["alice"],
+        actor="alice",
+        force=force,
+        debounce_s=0,
+    )
+
+    def ended() -> bool:
+        info = ci.run_info(rt.redis, row.run_id)
+        return info is not None and info["state"] in FINAL_STATES
+
+    wait_for(ended, 120, f"hostile run {row.run_id}")
+    return row.run_id
+
+
+def _forged_job(rt: Runtime, marks: Path, model_run: str) -> Attempt:
+    """Whoever can write to the broker can queue any payload: a copy of a real job whose check
+    runs another command."""
+    info = ci.run_info(rt.redis, model_run)
+    assert info is not None
+    payload = copy.deepcopy(info["payload"])
+    forged = f"forged-{uuid.uuid4().hex[:8]}"
+    payload["run_id"] = forged
+    payload["checks"][0]["run"] = ["sh", "-c", f"touch {marks}/forged-ran"]
+    celery_app.send_task(ci.TASK_NAME, args=[payload], queue=payload["queue"], task_id=forged)
+
+    def refused() -> list[dict[str, Any]]:
+        entries = store.history(rt.redis, SERIES, limit=200)
+        return [e for e in entries if e["kind"] == "ci-refused" and e["data"]["run_id"] == forged]
+
+    entry = wait_for(refused, 60, "the runner to refuse the forged job")
+    ran = (marks / "forged-ran").exists()
+    return Attempt(
+        "have the runner run a job nobody issued (a forged run_job in its queue)",
+        ran,
+        "it ran" if ran else f"refused, ran nothing: {entry[0]['data']['reason']}",
+    )
+
+
+def scenario_hostile_check(root: Path, _scale: Scale) -> Row:
+    attempts = run_hostile_check(root)
+    print(render_attempts(attempts), flush=True)
+    achieved = [a.attempt for a in attempts if a.achieved]
+    return Row(
+        "hostile check code on a runner",
+        f"a check's code tried {len(attempts)} things against carry's control plane "
+        "(secrets, the runner, the broker, the next job) and a forged job was queued",
+        f"{len(achieved)} of {len(attempts)} achieved"
+        + (f": {'; '.join(achieved)}" if achieved else ""),
+        "-",
+        "nothing to recover: the step ran in its own namespaces with a clean environment; the "
+        "runner ran only its own config's commands",
+        ok=not achieved and len(attempts) >= 9,
+    )
+
+
 # =========================================================================== main
 
 
@@ -2126,6 +2418,7 @@ SCENARIOS: dict[str, Callable[[Path, Scale, int], Row]] = {
     "fuzz-webhooks": scenario_fuzz_webhooks,
     "fuzz-parser": scenario_fuzz_parser,
     "override-race": scenario_override_race,
+    "hostile-check": lambda root, scale, _seed: scenario_hostile_check(root, scale),
 }
 
 

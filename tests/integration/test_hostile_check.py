@@ -1,0 +1,62 @@
+"""bench/reliability.py's hostile-check scenario (issue 14): a check whose code tries every
+thing check code could want with carry (the broker's password and a GitHub token, the runner
+process, the broker itself, hooks for the next job) and a forged job in the runner's queue.
+Every attempt must be blocked.
+
+It starts its own password-protected redis-server and a `carry runner` process (about 10 s).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.reliability import render_attempts, run_hostile_check
+from workers.runner.sandbox import namespaces_unavailable
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+]
+
+ATTEMPTS = [
+    "find the broker's password in the step's environment",
+    "find a GitHub token in the step's environment",
+    "read the runner's environment in /proc",
+    "see or signal the runner process",
+    "connect to the broker",
+    "write an approval into carry's store",
+    "queue a task for carry's workers",
+    "leave git hooks and config that run in the next job",
+    "have the runner run a job nobody issued (a forged run_job in its queue)",
+]
+
+
+@pytest.mark.skipif(namespaces_unavailable() is not None, reason=str(namespaces_unavailable()))
+def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path) -> None:
+    attempts = run_hostile_check(tmp_path)
+    shown = render_attempts(attempts)
+    assert [a.attempt for a in attempts] == ATTEMPTS, shown
+    assert [a.attempt for a in attempts if a.achieved] == [], shown
+    how = {a.attempt: a.how for a in attempts}
+    assert "no route out of the step's network namespace" in how["connect to the broker"], shown
+    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-1]], shown
+
+
+def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
+    tmp_path: Path,
+) -> None:
+    """The scenario can fail: on a runner configured with sandbox: none (carry before the
+    sandbox), the step, running as the runner's user, finds the password in the runner's
+    /proc environment and writes to the broker with it."""
+    attempts = run_hostile_check(tmp_path, sandbox="none")
+    achieved = {a.attempt for a in attempts if a.achieved}
+    assert {
+        "read the runner's environment in /proc",
+        "see or signal the runner process",
+        "connect to the broker",
+    } <= achieved, render_attempts(attempts)
+    # What the clean environment, the fresh clone and the runner's own config keep out.
+    assert not achieved & {ATTEMPTS[0], ATTEMPTS[1], ATTEMPTS[7], ATTEMPTS[8]}
