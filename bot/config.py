@@ -748,6 +748,9 @@ class Settings(BaseSettings):
         default=6 * 3600, validation_alias="CARRY_VISIBILITY_TIMEOUT_S"
     )
     lock_ttl_s: PositiveInt = Field(default=600, validation_alias="CARRY_LOCK_TTL_S")
+    # A git fetch, ls-remote or push that gets no answer for this long is stopped: a hung
+    # upstream or downstream is a visible failure, not a worker waiting forever.
+    git_timeout_s: PositiveInt = Field(default=600, validation_alias="CARRY_GIT_TIMEOUT_S")
     # One slow series must not hold the others behind it: a rebase past this is stopped and
     # shown as timed out (hard limit: a minute more).
     rebase_time_limit_s: PositiveInt = Field(

@@ -19,7 +19,12 @@ def url(settings: Settings, config: CarryConfig) -> str:
 def refresh(settings: Settings, config: CarryConfig, target: Path) -> None:
     """Exports the patches directory of the downstream default branch into `target`."""
     forge = Forge.connect(settings, config.downstream.repo)
-    downstream = Downstream(url(settings, config), settings.cache_dir, forge.token)
+    downstream = Downstream(
+        url(settings, config),
+        settings.cache_dir,
+        forge.token,
+        network_timeout_s=settings.git_timeout_s,
+    )
     heads = downstream.fetch(config.downstream.branch)
     target.mkdir(parents=True, exist_ok=True)
     patches = config.downstream.patches_dir

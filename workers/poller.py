@@ -94,7 +94,8 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
         upstream = rt.config.upstreams[name]
         bases = {s.id: base_of(s, store.load_series(rt.redis, s.id)) for s in members}
         try:
-            refs = Mirror(upstream.url, rt.cache_dir).remote_refs(*_patterns(list(bases.values())))
+            mirror = Mirror(upstream.url, rt.cache_dir, network_timeout_s=rt.settings.git_timeout_s)
+            refs = mirror.remote_refs(*_patterns(list(bases.values())))
         except MirrorError as err:
             _poll_failed(rt, name, members, str(err))
             continue

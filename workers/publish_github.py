@@ -46,7 +46,12 @@ def publish(
 ) -> None:
     series = rt.config.series_by_id(state.id)
     forge = Forge.connect(rt.settings, rt.config.downstream.repo)
-    downstream = Downstream(downstream_repo.url(rt.settings, rt.config), rt.cache_dir, forge.token)
+    downstream = Downstream(
+        downstream_repo.url(rt.settings, rt.config),
+        rt.cache_dir,
+        forge.token,
+        network_timeout_s=rt.settings.git_timeout_s,
+    )
     main, branch = rt.config.downstream.branch, f"carry/{state.id}"
     heads = downstream.fetch(main, branch)
     if main not in heads:

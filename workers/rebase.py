@@ -218,7 +218,7 @@ def _check(
     head_ref: str,
 ) -> SeriesReport:
     upstream = rt.config.upstreams[series.upstream]
-    engine, engine_lock = engine_for(upstream.url, rt.cache_dir)
+    engine, engine_lock = engine_for(upstream.url, rt.cache_dir, rt.settings.git_timeout_s)
     mirror = engine.mirror
     mirror.ensure()
     mirror.widened = False  # each rebase may fetch every branch once for missing pre-images
@@ -254,13 +254,16 @@ _ENGINES: dict[tuple[str, str], tuple[Engine, threading.Lock]] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
-def engine_for(url: str, cache_dir: Path) -> tuple[Engine, threading.Lock]:
+def engine_for(
+    url: str, cache_dir: Path, network_timeout_s: float
+) -> tuple[Engine, threading.Lock]:
     """One engine per upstream mirror in a worker process: it keeps its `git cat-file` process
     and its content-keyed caches (trees, commits read, patch ids) from one rebase to the next."""
     key = (url, str(cache_dir))
     with _ENGINES_LOCK:
         if key not in _ENGINES:
-            _ENGINES[key] = (Engine(Mirror(url, cache_dir)), threading.Lock())
+            mirror = Mirror(url, cache_dir, network_timeout_s=network_timeout_s)
+            _ENGINES[key] = (Engine(mirror), threading.Lock())
         return _ENGINES[key]
 
 

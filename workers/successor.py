@@ -81,7 +81,8 @@ def _evidence(rt: Runtime, series_id: str, number: int, pull: PullState) -> dict
         return {"(series)": f"not checked: the series has problems ({err.problems[0]})"}
     if not loaded.patch_paths:
         return {"(series)": "not checked: the series has no patches yet"}
-    engine, lock = engine_for(rt.config.upstreams[series.upstream].url, rt.cache_dir)
+    upstream_url = rt.config.upstreams[series.upstream].url
+    engine, lock = engine_for(upstream_url, rt.cache_dir, rt.settings.git_timeout_s)
     commit = pull.merge_commit or pull.head_sha
     ref = f"refs/heads/{pull.base_ref}" if pull.merge_commit else f"refs/pull/{number}/head"
     patches = [PatchInput(p.name, p.read_bytes()) for p in loaded.patch_paths]

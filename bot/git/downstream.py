@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from bot.git.mirror import Mirror
 from bot.git.objects import tree_with
-from bot.git.runner import Git
+from bot.git.runner import DEFAULT_NETWORK_TIMEOUT_S, Git
 
 CARRY_IDENTITY = {
     "GIT_AUTHOR_NAME": "carry",
@@ -45,9 +45,18 @@ def auth_env(token: str | None) -> dict[str, str]:
 
 
 class Downstream:
-    def __init__(self, url: str, cache_dir: Path, token: str | None = None):
+    def __init__(
+        self,
+        url: str,
+        cache_dir: Path,
+        token: str | None = None,
+        *,
+        network_timeout_s: float = DEFAULT_NETWORK_TIMEOUT_S,
+    ):
         self.url = url
-        self.mirror = Mirror(url, cache_dir / "downstream", env=auth_env(token))
+        self.mirror = Mirror(
+            url, cache_dir / "downstream", env=auth_env(token), network_timeout_s=network_timeout_s
+        )
         self.git: Git = self.mirror.git
 
     def fetch(self, *branches: str) -> dict[str, str]:

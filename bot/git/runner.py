@@ -46,6 +46,20 @@ class GitError(RuntimeError):
         return self.stderr.decode("utf-8", "replace")
 
 
+class GitTimeout(GitError):
+    """A network command (fetch, ls-remote, push) got no answer in time and was stopped."""
+
+    def __init__(self, args: Sequence[str], timeout_s: float, stdout: bytes, stderr: bytes):
+        self.timeout_s = timeout_s
+        said = f"git {args[0]} got no answer in {timeout_s:g} s and was stopped"
+        super().__init__(args, -1, stdout, stderr + f"\n{said} (CARRY_GIT_TIMEOUT_S)".encode())
+
+
+# The commands that wait on another machine: a hung remote must not hold a worker forever.
+NETWORK_COMMANDS = frozenset({"fetch", "ls-remote", "push", "clone"})
+DEFAULT_NETWORK_TIMEOUT_S = 600.0
+
+
 @dataclass(frozen=True)
 class GitResult:
     returncode: int
@@ -72,9 +86,10 @@ class Git:
     git_dir: Path | None = None
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    network_timeout_s: float = DEFAULT_NETWORK_TIMEOUT_S  # for NETWORK_COMMANDS
 
     def with_env(self, **extra: str) -> Git:
-        return Git(self.git_dir, self.cwd, {**self.env, **extra})
+        return Git(self.git_dir, self.cwd, {**self.env, **extra}, self.network_timeout_s)
 
     def run(
         self,
@@ -86,19 +101,28 @@ class Git:
     ) -> GitResult:
         argv = self._argv(args)
         full_env = self._env(env)
+        if timeout is None and args and args[0] in NETWORK_COMMANDS:
+            timeout = self.network_timeout_s
         started = time.perf_counter()
-        proc = subprocess.run(
-            argv,
-            input=input,
-            capture_output=True,
-            # Never whatever directory carry was started from: a conflicted `apply --3way`
-            # writes files into its working directory even in a bare repository (TreeApplier
-            # gives it a scratch directory for that reason).
-            cwd=self.cwd or self.git_dir,
-            env=full_env,
-            timeout=timeout,
-            check=False,
-        )
+        try:
+            proc = subprocess.run(
+                argv,
+                input=input,
+                capture_output=True,
+                # Never whatever directory carry was started from: a conflicted `apply
+                # --3way` writes files into its working directory even in a bare repository
+                # (TreeApplier gives it a scratch directory for that reason).
+                cwd=self.cwd or self.git_dir,
+                env=full_env,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as err:
+            assert timeout is not None
+            log.warning(
+                "git %s stopped after %g s without an answer", " ".join(args)[:300], timeout
+            )
+            raise GitTimeout(args, timeout, err.stdout or b"", err.stderr or b"") from err
         elapsed_ms = (time.perf_counter() - started) * 1000
         log.debug(
             "git %s -> %d (%.1f ms)",

@@ -3,8 +3,14 @@ answers again (real git, real Redis)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,3 +78,51 @@ def test_beat_polls_at_start_up_not_after_a_full_interval(env: CarryEnv) -> None
     finally:
         env.stop()
     assert queued == {"carry.poll", "carry.poll_prs"}, (env.root / "beat.log").read_text()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """An HTTP 'upstream' that accepts connections and never answers (a hung proxy, a
+    firewall that drops replies): git waits for it forever unless carry stops waiting."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError, OSError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}/engine.git"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    listener.close()
+
+
+def test_an_upstream_that_never_answers_is_a_poll_failure_after_the_git_timeout(
+    env: CarryEnv, silent_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One hung upstream must not hold the poll (and every other series behind it) forever:
+    git's network commands stop after CARRY_GIT_TIMEOUT_S, and the poll says why."""
+    config = json.loads(env.config_path.read_text())
+    config["upstreams"]["engine"]["url"] = silent_server
+    env.config_path.write_text(json.dumps(config))
+    monkeypatch.setenv("CARRY_GIT_TIMEOUT_S", "2")
+    runtime_module.reset()
+    rt = runtime_module.runtime()
+    polled: list[object] = []
+    thread = threading.Thread(target=lambda: polled.append(poller.head_events(rt)), daemon=True)
+    started = time.monotonic()
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the poll still waits for an upstream that never answers"
+    assert polled == [[]] and time.monotonic() - started < 20
+    (entry,) = [h for h in store.history(rt.redis, SERIES) if h["kind"] == "poll-failed"]
+    assert "got no answer in 2 s and was stopped (CARRY_GIT_TIMEOUT_S)" in entry["data"]["error"]
+    state = store.load_series(rt.redis, SERIES)
+    assert state is not None and state.upstream_error
