@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
 from bot.core.ci_plan import check_run_status
 from bot.core.render import pr_body, pr_title
+from bot.core.seriesfile import parse_series
 from bot.core.state import CiState, SeriesState
 from bot.github.forge import Forge, ForgeError
 from bot.store import series as store
@@ -27,8 +29,11 @@ def request(
     branch: str,
     branch_sha: str,
     patches_dir: str,
+    series_files: Mapping[str, bytes] | None = None,
 ) -> list[CiState]:
-    """Runs of the exact tree (upstream head + the series on carry's branch) on each runner."""
+    """Runs of the exact tree (upstream head + the series on carry's branch) on each runner.
+    `series_files` are the series directory's files at `branch_sha`: the job carries the
+    patches, so a runner (which holds no credential) can test a private downstream."""
     series = rt.config.series_by_id(state.id)
     upstream = rt.config.upstreams[series.upstream]
     spec = TreeSpec(
@@ -42,6 +47,9 @@ def request(
         expected_tree=tree,
         upstream_ref=state.head_ref,
     )
+    carried = carried_series(series_files or {})
+    if carried is not None:
+        spec = spec.with_series(carried)
     store.set_ci_tree(rt.redis, state.id, spec.to_dict())
     targets = ci.targets_from_config(rt.config, state.id)
     return ci.request_ci(
@@ -54,6 +62,19 @@ def request(
         # No actor: state.head_actor is the pusher of state.head_sha, which may be a newer head
         # than the tree's; request_ci takes it only when the two are the same SHA.
     )
+
+
+def carried_series(files: Mapping[str, bytes]) -> list[tuple[str, bytes]] | None:
+    """The patches the `series` file lists, in order, from the series directory's files; None
+    when one is missing or the file is unusable (the runner then reads the branch itself, and
+    says what is wrong there)."""
+    listing = files.get("series")
+    if listing is None:
+        return None
+    parsed, problems = parse_series(listing.decode("utf-8", "replace"))
+    if problems or parsed.is_awaiting_import or any(n not in files for n in parsed.patches):
+        return None
+    return [(name, files[name]) for name in parsed.patches]
 
 
 def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiState]:

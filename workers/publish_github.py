@@ -115,7 +115,8 @@ def publish(
     if tree is not None:
         branch_sha = pushed or heads.get(branch) or pull.head_sha
         url = downstream_repo.url(rt.settings, rt.config)
-        hardware.request(rt, state, tree, url, branch, branch_sha, directory)
+        files = downstream.read_dir(branch_sha, directory)
+        hardware.request(rt, state, tree, url, branch, branch_sha, directory, files)
 
 
 def _open_pull(

@@ -85,7 +85,9 @@ def _flow(tmp_path: Path, redis_url: str, *, runners: bool):
     git(downstream, "commit", "-q", "-m", "carry the fix")
     with GitHubEmulator(tmp_path / "gh") as gh:
         gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
-        gh.create_repo(DOWN_OWNER, DOWN_NAME, from_path=downstream)
+        # With runners, the downstream is private, as a team's release repository is: the
+        # runner holds no credential, so the job must carry the series itself.
+        gh.create_repo(DOWN_OWNER, DOWN_NAME, from_path=downstream, private=runners, plan="team")
         gh.add_user("carry[bot]", type="Bot")
         gh.add_token("carry-token", "carry[bot]")
         gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")

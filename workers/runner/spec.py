@@ -20,10 +20,11 @@ repeated from its payload alone. Shape (version 1)::
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from bot.config import Command, Runner
@@ -81,13 +82,30 @@ class TreeSpec:
     series_digest: str
     expected_tree: str
     upstream_ref: str | None = None  # fetched when the server refuses a bare SHA
+    # The series as downstream_sha holds it, in order: (file name, base64 of its bytes). The
+    # runner then needs no access to the downstream repository, which may be private (runners
+    # hold no credential); the tree comparison still proves them. None in a job from before
+    # carry sent them, or a spec only kept for `/carry retest`: the runner fetches downstream.
+    patches: tuple[tuple[str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TreeSpec:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        carried = data.get("patches")
+        values["patches"] = None if carried is None else tuple((str(n), str(b)) for n, b in carried)
+        return cls(**values)
+
+    def with_series(self, named: Sequence[tuple[str, bytes]]) -> TreeSpec:
+        return replace(self, patches=tuple((n, base64.b64encode(b).decode()) for n, b in named))
+
+    def series(self) -> tuple[list[str], list[bytes]] | None:
+        """The patches the job carries (names, bytes), or None when it carries none."""
+        if self.patches is None:
+            return None
+        return [n for n, _ in self.patches], [base64.b64decode(b) for _, b in self.patches]
 
 
 @dataclass(frozen=True)

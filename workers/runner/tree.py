@@ -102,8 +102,15 @@ def materialize(
     if plain_upstream:
         _checkout_clean(git, spec.upstream_sha)
         return _verified(git, path, git.out("rev-parse", f"{spec.upstream_sha}^{{tree}}"), ())
-    _fetch_downstream(git, spec, note)
-    names, patches = _read_series(git, spec)
+    carried = spec.series()
+    if carried is None:  # a job that names the series only by its commit: read it there
+        _fetch_downstream(git, spec, note)
+        carried = _read_series(git, spec)
+    else:
+        note(
+            f"[carry] the job carries the series ({len(carried[0])} patch(es)) of {spec.downstream_ref} at {short(spec.downstream_sha)}"
+        )
+    names, patches = carried
     _checkout_clean(git, spec.upstream_sha)
     _apply(git, path, names, patches, note)
     return _verified(git, path, spec.expected_tree, tuple(names))
