@@ -64,6 +64,20 @@ def request(
     )
 
 
+def note_rename(rt: Runtime, series_id: str, forge: Forge) -> None:
+    """GitHub moved carry's repository to a new name and the forge followed it: said in the
+    series' history, with what to change, so the config is put right."""
+    if forge.renamed_from is not None:
+        store.append_history(
+            rt.redis,
+            series_id,
+            "downstream-renamed",
+            was=forge.renamed_from,
+            now=forge.repo_name,
+            action=f"set downstream.repo to {forge.repo_name} in the config",
+        )
+
+
 def carried_series(files: Mapping[str, bytes]) -> list[tuple[str, bytes]] | None:
     """The patches the `series` file lists, in order, from the series directory's files; None
     when one is missing or the file is unusable (the runner then reads the branch itself, and
@@ -133,6 +147,7 @@ def report_on_github(series_id: str, row: CiState) -> None:
         assert state is not None
         sent = _post_result(rt, forge, state, newer)
     _update_table(rt, forge, series_id, row.runner)
+    note_rename(rt, series_id, forge)
 
 
 _RECHECKS = 2

@@ -93,6 +93,7 @@ def publish(
     if pushed and replaced:
         backup = backup_branch(state.id, heads[branch])
         _say_commits_kept(rt, forge, pull.number, state, (branch, backup, main), replaced)
+    hardware.note_rename(rt, state.id, forge)
     pr = PrInfo(pull.number, pull.url, branch, "open", pull.draft, pushed or pull.head_sha)
     note = f"PR #{pull.number} {'updated' if pushed else 'report refreshed (nothing pushed)'}"
     new_version = version if version and pushed else None

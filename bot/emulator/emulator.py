@@ -204,6 +204,13 @@ class GitHubEmulator:
             )
             return repo.path
 
+    def rename_repo(self, owner: str, name: str, new_name: str) -> Path:
+        """Renames owner/name to owner/new_name, as the repository's settings page does: API
+        calls and git requests that use the old name are redirected (GitHub: 301 for GET and
+        HEAD, 307 for other methods, to /repositories/<id>); returns the new path."""
+        with self.hub.lock:
+            return self.hub.rename_repo(owner, name, new_name).path
+
     def repo_path(self, owner: str, name: str) -> Path:
         return self._repo(owner, name).path
 

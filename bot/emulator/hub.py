@@ -75,6 +75,9 @@ class Hub:
         self.views = RestViews(self)
         self.users: dict[str, User] = {}
         self.repos: dict[str, Repo] = {}
+        # old full name (lower case) -> id of the repository renamed away from it: GitHub
+        # redirects requests that use the old name (301 for GET/HEAD, 307 for other methods)
+        self.moved: dict[str, int] = {}
         self.comments: dict[int, Comment] = {}
         self.check_runs: dict[int, CheckRun] = {}
         self.check_suites: dict[tuple[str, str, int], int] = {}
@@ -187,6 +190,34 @@ class Hub:
         repo.ref_snapshot = git.refs("refs/heads/", "refs/tags/")
         self.repos[repo.full_name.lower()] = repo
         return repo
+
+    def rename_repo(self, owner: str, name: str, new_name: str) -> Repo:
+        """Renames a repository (its git directory too); the old name redirects."""
+        repo = self.repo(owner, name)
+        if f"{owner}/{new_name}".lower() in self.repos:
+            raise ValueError(f"repository {owner}/{new_name} exists")
+        old = repo.full_name.lower()
+        target = repo.git.path.with_name(f"{new_name}.git")
+        repo.git.path.rename(target)
+        repo.git.path = target
+        repo.name = new_name
+        del self.repos[old]
+        self.repos[repo.full_name.lower()] = repo
+        self.moved[old] = repo.id
+        return repo
+
+    def repo_by_id(self, repo_id: int) -> Repo:
+        found = next((r for r in self.repos.values() if r.id == repo_id), None)
+        if found is None:
+            raise not_found()
+        return found
+
+    def moved_repo(self, owner: str, name: str) -> Repo | None:
+        """The repository that was renamed away from owner/name, if one was."""
+        repo_id = self.moved.get(f"{owner}/{name}".lower())
+        if repo_id is None or f"{owner}/{name}".lower() in self.repos:
+            return None
+        return self.repo_by_id(repo_id)
 
     def repo(self, owner: str, name: str) -> Repo:
         found = self.repos.get(f"{owner}/{name}".lower())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 import traceback
@@ -38,6 +39,9 @@ UA_MESSAGE = (
 )
 RATE_DOCS = "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+REDIRECT_DOCS = "https://docs.github.com/rest/using-the-rest-api/best-practices-for-using-the-rest-api#follow-redirects"
+REPO_PATH = re.compile(r"^/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)(?P<rest>/.*)?$")
+BY_ID = re.compile(r"^/repositories/(?P<id>\d+)(?P<rest>/.*)?$")
 
 
 @dataclass
@@ -132,11 +136,16 @@ class Service:
                 self.record("web", method, target, headers, body).status = 404
                 return Outcome(404, {"Content-Type": "text/html"}, b"<h1>Not Found</h1>")
             target = target[len(prefix) :] or "/"
+        target = self._by_id(target) if kind == "api" else target
         entry = self.record(kind, method, target, headers, body)
         try:
-            outcome = (
-                self._git(entry, target, headers) if kind == "git" else self._api(entry, headers)
-            )
+            moved = self._moved(kind, method, target)
+            if moved is not None:
+                outcome = moved
+            elif kind == "git":
+                outcome = self._git(entry, target, headers)
+            else:
+                outcome = self._api(entry, headers)
         except Exception as exc:  # an emulator bug: answer 500 and keep the traceback for tests
             self.errors.append(traceback.format_exc())
             body_json = {"message": f"Emulator error: {type(exc).__name__}: {exc}"}
@@ -146,6 +155,46 @@ class Service:
         entry.status = None if outcome.disconnect else outcome.status
         entry.response_headers = dict(outcome.headers)
         return outcome
+
+    # -- renamed repositories ---------------------------------------------------------------------
+
+    def _by_id(self, target: str) -> str:
+        """/repositories/<id>/... is the repository's current /repos/<owner>/<name>/..."""
+        parts = urlsplit(target)
+        match = BY_ID.match(parts.path)
+        if match is None:
+            return target
+        with self.hub.lock:
+            try:
+                repo = self.hub.repo_by_id(int(match["id"]))
+            except ApiError:
+                return target
+        path = f"/repos/{repo.full_name}{match['rest'] or ''}"
+        return path + (f"?{parts.query}" if parts.query else "")
+
+    def _moved(self, kind: str, method: str, target: str) -> Outcome | None:
+        """GitHub's answer to a request that names a repository by a name it was renamed away
+        from: 301 for GET and HEAD, 307 (repeat the request there) for other methods."""
+        parts = urlsplit(target)
+        match = (GIT_PATH if kind == "git" else REPO_PATH).match(parts.path)
+        if match is None:
+            return None
+        with self.hub.lock:
+            repo = self.hub.moved_repo(match["owner"], match["name"])
+        if repo is None:
+            return None
+        rest = match["rest"] or ""
+        if kind == "git":
+            location = f"{self.hub.web_url}/{repo.full_name}.git{rest}"
+        else:
+            location = f"{self.hub.base_url}/repositories/{repo.id}{rest}"
+        if parts.query:
+            location += f"?{parts.query}"
+        status = 301 if method in ("GET", "HEAD") else 307
+        message = "Moved Permanently" if status == 301 else "Temporary Redirect"
+        body = {"message": message, "url": location, "documentation_url": REDIRECT_DOCS}
+        headers = {"Content-Type": "application/json; charset=utf-8", "Location": location}
+        return Outcome(status, headers, json.dumps(body).encode())
 
     # -- REST -------------------------------------------------------------------------------------
 

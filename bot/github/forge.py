@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -81,11 +82,34 @@ class PullInfo:
     labels: tuple[str, ...] = ()
 
 
+REDIRECTS = frozenset({301, 302, 307, 308})
+_MOVED_TO = re.compile(r"/repositories/(?P<id>\d+)(?:[/?]|$)")
+
+
+class Redirected(Exception):
+    """GitHub answered with a redirect, which carry follows itself (see Forge._moving): a
+    repository asked for by an old name answers 301 (GET) or 307 (other methods, which
+    PyGithub takes for success, so a write would be lost without a word)."""
+
+    def __init__(self, status: int, location: str) -> None:
+        super().__init__(f"{status} redirect to {location or '(no Location)'}")
+        self.status, self.location = status, location
+
+    @property
+    def repository_id(self) -> int | None:
+        match = _MOVED_TO.search(urlparse(self.location).path)
+        return int(match["id"]) if match else None
+
+
 class CappedRetry(GithubRetry):
     """PyGithub's retry (5xx, 429 with Retry-After and rate-limit 403s, for idempotent methods)
     with no wait over MAX_WAIT_S, and its waits through this module's `sleep`. PyGithub's own
     cap (max_rate_limit_wait) covers the reset of a primary limit and the wait for a secondary
     one; a Retry-After over the cap is refused here, as urllib3 would sleep it out."""
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        # A redirect goes to increment (any method), which raises Redirected.
+        return status_code in REDIRECTS or super().is_retry(method, status_code, has_retry_after)
 
     def increment(  # type: ignore[override]
         self,
@@ -95,6 +119,8 @@ class CappedRetry(GithubRetry):
         *args: Any,
         **kwargs: Any,
     ) -> Retry:
+        if response is not None and response.status in REDIRECTS:
+            raise Redirected(response.status, response.headers.get("Location", ""))
         if response is not None and response.status in (403, 429):
             wait = _retry_after(response.headers.get("Retry-After"))
             if wait is not None and wait > MAX_WAIT_S:
@@ -276,12 +302,18 @@ class PermissionCache:
 PERMISSIONS = PermissionCache()
 
 
+# (API base URL, configured name in lower case) -> the name GitHub moved the repository to, as
+# this process found it: later connections use the new name from their first request.
+RENAMES: dict[tuple[str, str], str] = {}
+
+
 class Forge:
     def __init__(self, github: Github, repo_name: str, auth: Auth.Auth):
         self.github = github
         self.repo_name = repo_name
         self._auth = auth
         self._repo: Repository | None = None
+        self.renamed_from: str | None = None  # the configured name, once GitHub moved it
 
     @classmethod
     def connect(cls, settings: Settings, repo_name: str) -> Forge:
@@ -299,7 +331,8 @@ class Forge:
             lazy=True,
             per_page=100,  # GitHub's maximum: fewer pages of comments (its default is 30)
         )
-        return cls(github, repo_name, auth)
+        known = RENAMES.get((github.requester.base_url, repo_name.lower()), repo_name)
+        return cls(github, known, auth)
 
     @property
     def repo(self) -> Repository:
@@ -308,15 +341,21 @@ class Forge:
         return self._repo
 
     @property
+    def owner(self) -> str:
+        return self.repo_name.split("/")[0]
+
+    @property
     def token(self) -> str:
         """A token for git over HTTPS (the installation token for an App)."""
         return str(getattr(self._auth, "token", ""))
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Runs one PyGithub call; lists are read in full here, so every failure (GitHub's
-        answer, or a connection that died after the retries) becomes a ForgeError."""
+        answer, or a connection that died after the retries) becomes a ForgeError. `fn`
+        reaches the repository through self.repo, so that it can run again once a rename of
+        the repository has been followed."""
         try:
-            result = self._limited(what, fn, *args, **kwargs)
+            result = self._moving(what, lambda: self._limited(what, fn, *args, **kwargs))
         except RateLimitExceededExceedsMaxWait as err:
             raise _too_long(what, err.wait or MAX_WAIT_S) from err
         except GithubException as err:
@@ -325,6 +364,37 @@ class Forge:
             raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
         record_rate_limit(self.rate_remaining)
         return result
+
+    def _moving(self, what: str, run: Callable[[], Any]) -> Any:
+        """Runs `run`; when GitHub says this repository has a new name, follows it (once) and
+        runs it again there. Any other redirect is a ForgeError that names it."""
+        try:
+            return run()
+        except Redirected as err:
+            moved_to = self._new_name(err)
+            if moved_to is None or self.renamed_from is not None:
+                raise ForgeError(f"GitHub: {what} was redirected ({err}); not followed") from err
+        log.warning(
+            "GitHub: %s is now %s; carry follows the rename (set downstream.repo to it)",
+            self.repo_name,
+            moved_to,
+        )
+        RENAMES[(self.github.requester.base_url, self.repo_name.lower())] = moved_to
+        self.renamed_from, self.repo_name, self._repo = self.repo_name, moved_to, None
+        return run()
+
+    def _new_name(self, err: Redirected) -> str | None:
+        """The repository's name now, when `err` is GitHub's redirect for a renamed one."""
+        if err.repository_id is None:
+            return None
+        try:
+            _headers, data = self.github.requester.requestJsonAndCheck(
+                "GET", f"/repositories/{err.repository_id}"
+            )
+        except (GithubException, Redirected, requests.RequestException):
+            return None
+        name = str((data or {}).get("full_name") or "")
+        return name if name and name.lower() != self.repo_name.lower() else None
 
     def _limited(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Sends a call again after a rate-limit refusal, waiting as GitHub asks. PyGithub has
@@ -384,9 +454,9 @@ class Forge:
         return True
 
     def find_open_pull(self, branch: str) -> PullInfo | None:
-        owner = self.repo_name.split("/")[0]
         pulls = self._call(
-            "list pulls", self.repo.get_pulls, state="open", head=f"{owner}:{branch}"
+            "list pulls",
+            lambda: self.repo.get_pulls(state="open", head=f"{self.owner}:{branch}"),
         )
         for pull in pulls:
             return _info(pull)
@@ -404,14 +474,12 @@ class Forge:
     ) -> PullInfo:
         """Opens a PR; DraftsNotSupported when GitHub refuses a draft in this repository."""
         try:
+            fitted = fit_for_github(body, series)
             pull = self._call(
                 "create pull",
-                self.repo.create_pull,
-                base=base,
-                head=branch,
-                title=title,
-                body=fit_for_github(body, series),
-                draft=draft,
+                lambda: self.repo.create_pull(
+                    base=base, head=branch, title=title, body=fitted, draft=draft
+                ),
             )
         except ForgeError as err:
             if draft and _refuses_drafts(err.__cause__):
@@ -433,8 +501,8 @@ class Forge:
         fitted = fit_for_github(body, series)
         if current is not None and (current.title, current.body) == (title, fitted):
             return False
-        pull = self.repo.get_pull(number)  # lazy: no request
-        self._call("edit pull", pull.edit, title=title, body=fitted)
+        # lazy: get_pull sends no request, edit sends the PATCH
+        self._call("edit pull", lambda: self.repo.get_pull(number).edit(title=title, body=fitted))
         return True
 
     def add_labels(
@@ -443,7 +511,7 @@ class Forge:
         """Adds the labels `current` (the PR as just read) does not have yet."""
         missing = [label for label in labels if current is None or label not in current.labels]
         if missing:
-            self._call("add labels", self.repo.get_issue(number).add_to_labels, *missing)
+            self._call("add labels", lambda: self.repo.get_issue(number).add_to_labels(*missing))
 
     def upsert_comment(
         self,
@@ -457,19 +525,24 @@ class Forge:
         """Edits carry's comment holding `marker`, or creates it (unless `only_existing`):
         one report per PR, updated in place."""
         body = fit_for_github(body, series)
-        issue = self.repo.get_issue(number)  # lazy: no request
-        for comment in self._call("list comments", issue.get_comments):
+        # get_issue is lazy (no request); the comments listed carry their own URLs
+        comments = self._call("list comments", lambda: self.repo.get_issue(number).get_comments())
+        for comment in comments:
             if marker in (comment.body or ""):
                 if comment.body != body:
                     self._call("edit comment", comment.edit, body)
                 return int(comment.id)
         if only_existing:
             return None
-        return int(self._call("comment", issue.create_comment, body).id)
+        return int(
+            self._call("comment", lambda: self.repo.get_issue(number).create_comment(body)).id
+        )
 
     def comment(self, number: int, body: str, *, series: str | None = None) -> int:
         text = fit_for_github(body, series)
-        return int(self._call("comment", self.repo.get_issue(number).create_comment, text).id)
+        return int(
+            self._call("comment", lambda: self.repo.get_issue(number).create_comment(text)).id
+        )
 
     def permission(self, user: str) -> str:
         """The user's role on the repository (admin, maintain, write, triage, read, none),
@@ -479,7 +552,8 @@ class Forge:
 
     def _look_up_permission(self, user: str) -> str:
         try:
-            return str(self.repo.get_collaborator_permission(user))
+            what = f"permission of {user}"
+            return str(self._moving(what, lambda: self.repo.get_collaborator_permission(user)))
         except GithubException as err:
             if err.status == 404:
                 return "none"
@@ -505,7 +579,7 @@ class Forge:
     ) -> int:
         """A check run (GitHub Apps only: a personal token gets 403)."""
         fitted = fit_for_github(summary, series, limit=GITHUB_MAX_CHECK_OUTPUT_BYTES, in_bytes=True)
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "name": name,
             "head_sha": head_sha,
             "status": status,
@@ -513,7 +587,7 @@ class Forge:
         }
         if conclusion:
             kwargs["conclusion"] = conclusion
-        return int(self._call("create check run", self.repo.create_check_run, **kwargs).id)
+        return int(self._call("create check run", lambda: self.repo.create_check_run(**kwargs)).id)
 
     def create_status(
         self, sha: str, context: str, state: str, description: str, target_url: str = ""
@@ -524,10 +598,9 @@ class Forge:
             data["target_url"] = target_url
         self._call(
             "create status",
-            self.github.requester.requestJsonAndCheck,
-            "POST",
-            f"/repos/{self.repo_name}/statuses/{sha}",
-            input=data,
+            lambda: self.github.requester.requestJsonAndCheck(
+                "POST", f"/repos/{self.repo_name}/statuses/{sha}", input=data
+            ),
         )
 
     def pull_state(
@@ -545,6 +618,8 @@ class Forge:
                 )
             except RateLimitExceededExceedsMaxWait as err:
                 raise _too_long(f"get {repo}#{number}", err.wait or MAX_WAIT_S) from err
+            except Redirected as err:  # another repository than carry's: its name is config
+                raise self._moved_elsewhere(repo, err) from err
             except requests.RequestException as err:  # after the retries: this PR only
                 raise ForgeError(
                     f"GitHub: get {repo}#{number} failed: {type(err).__name__}: {err}"
@@ -571,6 +646,17 @@ class Forge:
             merged_by=(data.get("merged_by") or {}).get("login"),
         )
         return found, answer_headers.get("etag")
+
+    def _moved_elsewhere(self, repo: str, err: Redirected) -> ForgeError:
+        """A repository named in carry's config (an upstream) answers with a redirect."""
+        saved, self.repo_name = self.repo_name, repo
+        try:
+            now = self._new_name(err)
+        finally:
+            self.repo_name = saved
+        if now is None:
+            return ForgeError(f"GitHub: {repo} was redirected ({err}); not followed")
+        return ForgeError(f"GitHub: {repo} is now {now}: update the config's upstream repo")
 
     def timeline(self, repo: str, number: int) -> list[dict[str, Any]]:
         """The first 100 events of an issue's or PR's timeline (cross-references, comments)."""

@@ -780,3 +780,66 @@ def test_writes_within_a_task_are_spaced_as_github_asks(
     assert len(writes) >= 3
     gaps = [later - earlier for earlier, later in itertools.pairwise(writes)]
     assert min(gaps) >= 0.39, gaps
+
+
+# -- renamed repositories -----------------------------------------------------------------------
+
+
+def test_the_emulator_redirects_a_renamed_repository_as_github_does(tmp_path: Path) -> None:
+    """GitHub's repository redirects (developer.github.com/changes/2015-04-17-preview-
+    repository-redirects): a request by the old name gets 301 for GET and HEAD and 307 for
+    other methods, to /repositories/<id>; git follows the web host's redirect."""
+    with GitHubEmulator(tmp_path / "gh") as gh:
+        gh.create_repo(DOWN_OWNER, DOWN_NAME)
+        gh.add_user("maint")
+        gh.add_token("maint-token", "maint")
+        gh.set_permission(DOWN_OWNER, DOWN_NAME, "maint", "write")
+        repo_id = _get(gh, f"/repos/{DOWN_OWNER}/{DOWN_NAME}").json()["id"]
+        old_git_url = gh.git_url(DOWN_OWNER, DOWN_NAME)
+        gh.rename_repo(DOWN_OWNER, DOWN_NAME, "carry-renamed")
+        auth = {"User-Agent": "carry-test", "Authorization": "token maint-token"}
+        old = f"{gh.base_url}/repos/{DOWN_OWNER}/{DOWN_NAME}"
+        moved = requests.get(f"{old}/pulls?state=open", headers=auth, allow_redirects=False)
+        assert moved.status_code == 301 and moved.json()["message"] == "Moved Permanently"
+        assert moved.headers["Location"] == f"{gh.base_url}/repositories/{repo_id}/pulls?state=open"
+        write = requests.post(
+            f"{old}/issues/1/comments", json={"body": "x"}, headers=auth, allow_redirects=False
+        )
+        assert write.status_code == 307
+        assert (
+            write.headers["Location"] == f"{gh.base_url}/repositories/{repo_id}/issues/1/comments"
+        )
+        followed = requests.get(moved.headers["Location"], headers=auth, timeout=10)
+        assert followed.status_code == 200 and followed.json() == []
+        assert _get(gh, f"/repositories/{repo_id}").json()["full_name"] == (
+            f"{DOWN_OWNER}/carry-renamed"
+        )
+        clone = tmp_path / "clone"
+        git(tmp_path, "clone", "-q", old_git_url, str(clone))
+        assert clone.is_dir()
+        assert gh.errors == []
+
+
+def test_carry_goes_on_publishing_to_a_renamed_downstream_and_says_so(deploy: Deploy) -> None:
+    d = deploy(auth="token")
+    number = d.open_pr()
+    d.gh.rename_repo(DOWN_OWNER, DOWN_NAME, "carry-renamed")
+    state = d.propose({"mod.py": "# header\n# more\n" + BODY}, "Add another header")
+    assert pr(state).number == number
+    (pull,) = d.gh.pulls(DOWN_OWNER, "carry-renamed")
+    assert pull["head"]["sha"] == pr(state).head_sha
+    # The PATCH of the PR's body reached it: by the old name GitHub answers 307, which PyGithub
+    # takes for success, so the new head's report was lost without a word.
+    assert str(state.checked_head)[:12] in pull["body"]
+    d.report(state, CiState(runner=CHECK, state="success", commit_sha=pr(state).head_sha))
+    (status,) = d.gh.statuses(DOWN_OWNER, "carry-renamed", pr(state).head_sha)
+    assert status["state"] == "success"
+    # Said once, by the first task that met the rename; later ones use the new name at once.
+    (moved,) = d.history("downstream-renamed")
+    assert moved["data"]["now"] == f"{DOWN_OWNER}/carry-renamed"
+    assert (
+        moved["data"]["action"]
+        == f"set downstream.repo to {DOWN_OWNER}/carry-renamed in the config"
+    )
+    followed = [r for r in d.gh.requests if r.status in (301, 307) and "/repos/" in r.path]
+    assert len(followed) == 1, [(r.method, r.path) for r in followed]
