@@ -33,6 +33,12 @@ NO_DRAFTS_NOTE = (
 NOT_A_DRAFT_NOTE = (
     "\n> note: this pull request needs a human before merging: see the `{label}` label."
 )
+# GitHub's REST API cannot turn a draft into a ready pull request (only its GraphQL API and
+# the web page can), so carry says so instead.
+STILL_A_DRAFT_NOTE = (
+    "\n> note: carry opened this pull request as a draft because an earlier head needed a "
+    'human; this one does not. Press "Ready for review" to take it out of draft.'
+)
 
 
 def publish(
@@ -89,6 +95,7 @@ def publish(
     labels = [label for outcome, label in LABELS.items() if state.outcome == outcome]
     if labels:
         forge.add_labels(pull.number, labels, current=pull)
+    _drop_stale_labels(rt, forge, state, pull, labels)
     _conflict_comment(forge, pull.number, state)
     if pushed and replaced:
         backup = backup_branch(state.id, heads[branch])
@@ -120,6 +127,19 @@ def publish(
         hardware.request(rt, state, tree, url, branch, branch_sha, directory, files)
 
 
+def _drop_stale_labels(
+    rt: Runtime, forge: Forge, state: SeriesState, pull: PullInfo, wanted: list[str]
+) -> None:
+    """carry's outcome labels that no longer hold (a conflict resolved upstream) come off the
+    PR; labels carry does not own stay."""
+    for label in LABELS.values():
+        if label in pull.labels and label not in wanted:
+            forge.remove_label(pull.number, label)
+            store.append_history(
+                rt.redis, state.id, "label-removed", pr=pull.number, label=label, now=state.outcome
+            )
+
+
 def _open_pull(
     rt: Runtime,
     forge: Forge,
@@ -146,8 +166,11 @@ def _open_pull(
 
 
 def _not_a_draft(state: SeriesState, pull: PullInfo) -> str:
+    """What the PR's draft state does not say: that it needs a human, or no longer does."""
     label = LABELS.get(state.outcome)
-    return NOT_A_DRAFT_NOTE.format(label=label) if label and not pull.draft else ""
+    if label and not pull.draft:
+        return NOT_A_DRAFT_NOTE.format(label=label)
+    return STILL_A_DRAFT_NOTE if pull.draft and not label else ""
 
 
 def _push(

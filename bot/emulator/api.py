@@ -196,6 +196,7 @@ class RestApi:
         add("GET", r + "/issues/{issue_number}/comments", self.list_comments)
         add("GET", r + "/issues/{issue_number}/timeline", self.timeline)
         add("POST", r + "/issues/{issue_number}/labels", self.add_labels)
+        add("DELETE", r + "/issues/{issue_number}/labels/{name}", self.remove_label)
         add("POST", r + "/check-runs", self.create_check_run)
         add("GET", r + "/check-runs/{check_run_id}", self.get_check_run)
         add("PATCH", r + "/check-runs/{check_run_id}", self.update_check_run)
@@ -508,6 +509,14 @@ class RestApi:
                 raise validation_failed("Label", "name", "invalid")
             names.append(name)
         self.hub.add_labels(found, issue, names)
+        return Reply(200, self.views.labels_of(found, issue))
+
+    def remove_label(
+        self, req: Request, owner: str, repo: str, issue_number: str, name: str
+    ) -> Reply:
+        found = self.repo_for(req, owner, repo)
+        issue = self.hub.issue(found, int(issue_number))
+        self.hub.remove_label(found, issue, unquote(name))
         return Reply(200, self.views.labels_of(found, issue))
 
     # -- checks and statuses ---------------------------------------------------------------------

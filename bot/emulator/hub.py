@@ -657,6 +657,14 @@ class Hub:
                 issue.labels.append(canonical)
         issue.updated_at = self.clock.now()
 
+    def remove_label(self, repo: Repo, issue: Issue, name: str) -> None:
+        """GitHub: 404 "Label does not exist" when the issue does not have it."""
+        found = next((n for n in issue.labels if n.lower() == name.lower()), None)
+        if found is None:
+            raise ApiError(404, "Label does not exist")
+        issue.labels.remove(found)
+        issue.updated_at = self.clock.now()
+
     # -- checks and statuses ----------------------------------------------------------------------
 
     def actions_app(self) -> App:

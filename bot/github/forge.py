@@ -513,6 +513,9 @@ class Forge:
         if missing:
             self._call("add labels", lambda: self.repo.get_issue(number).add_to_labels(*missing))
 
+    def remove_label(self, number: int, label: str) -> None:
+        self._call("remove label", lambda: self.repo.get_issue(number).remove_from_labels(label))
+
     def upsert_comment(
         self,
         number: int,

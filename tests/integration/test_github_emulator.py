@@ -147,6 +147,7 @@ EXPECTED_STATUSES = {
     "POST /repos/{owner}/{repo}/git/refs": {201, 422},
     "POST /repos/{owner}/{repo}/issues/{issue_number}/comments": {201, 404, 422},
     "POST /repos/{owner}/{repo}/issues/{issue_number}/labels": {200, 404, 422},
+    "DELETE /repos/{owner}/{repo}/issues/{issue_number}/labels/{name}": {200, 404},
     "POST /repos/{owner}/{repo}/pulls": {201, 401, 422},
     "POST /repos/{owner}/{repo}/statuses/{sha}": {201, 422},
     "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge": {200, 405, 409, 422},
@@ -214,6 +215,8 @@ def test_every_response_matches_its_rest_schema(
         call("POST", f"{r}/issues/{n}/labels", 200, {"labels": [{"name": "ci"}]})
         call("POST", f"{r}/issues/{n}/labels", 422, [])
         call("POST", f"{r}/issues/999/labels", 404, ["bug"])
+        call("DELETE", f"{r}/issues/{n}/labels/ui", 200)
+        call("DELETE", f"{r}/issues/{n}/labels/ui", 404)  # GitHub: "Label does not exist"
         call("GET", f"{r}/issues/999/comments", 404)
         call("GET", f"{r}/pulls?state=bogus", 422)
         call(

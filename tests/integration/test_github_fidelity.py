@@ -278,6 +278,34 @@ def test_where_github_refuses_drafts_a_labelled_ready_pr_says_why(deploy: Deploy
     assert "needs a human before merging: see the `carry:conflict` label" in d.pull()["body"]
 
 
+def test_a_conflict_label_goes_once_the_series_applies_again(deploy: Deploy) -> None:
+    """carry:conflict tells a maintainer the PR needs a human; once a later head applies
+    cleanly, the label must not keep saying so."""
+    d = deploy(patches=(FIX, SECOND))
+    state = d.propose(CONFLICTING, "Rework 10")
+    assert state.outcome == "conflict"
+    assert [label["name"] for label in d.pull()["labels"]] == ["carry:conflict"]
+    d.gh.add_user("maint")
+    d.gh.add_token("maint-token", "maint")
+    d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "maint", "write")
+    labelled = requests.post(
+        f"{d.gh.base_url}/repos/{DOWN_OWNER}/{DOWN_NAME}/issues/{pr(state).number}/labels",
+        json=["keep-me"],
+        headers={"User-Agent": "carry-test", "Authorization": "token maint-token"},
+        timeout=10,
+    )
+    assert labelled.status_code == 200
+    again = d.propose({"mod.py": "# header\n# back\n" + BODY}, "Undo the rework")
+    assert again.outcome != "conflict"
+    # carry's own outcome label goes; a label someone else set stays.
+    assert [label["name"] for label in d.pull()["labels"]] == ["keep-me"]
+    assert d.history("label-removed")[0]["data"]["label"] == "carry:conflict"
+    # The PR is still the draft carry opened for the conflict; GitHub's REST API cannot make
+    # it ready, so the body says to.
+    assert d.pull()["draft"] is True
+    assert 'Press "Ready for review" to take it out of draft.' in d.pull()["body"]
+
+
 # -- 6. size limits ---------------------------------------------------------------------------------
 
 
