@@ -415,7 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
     web.set_defaults(func=cmd_web)
 
     worker = sub.add_parser("worker", help="run a Celery worker for carry's own tasks")
-    worker.add_argument("--queues", default="carry")
+    worker.add_argument(
+        "--queues",
+        default="carry,carry.git",
+        help="lanes to consume (default both; `make run` runs one worker per lane)",
+    )
     worker.add_argument("--concurrency", type=int, default=1)
     worker.set_defaults(func=cmd_worker)
 

@@ -59,7 +59,7 @@ def web(host: str, port: int) -> None:
     uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None)
 
 
-def worker(queues: str = "carry", concurrency: int = 1) -> None:
+def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> None:
     settings()
     from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
     from workers.celery_app import app as celery_app
@@ -187,7 +187,7 @@ def redis_database(url: str) -> str:
 
 
 def run(host: str, port: int) -> int:
-    """web + worker + beat in one command, until Ctrl-C."""
+    """web, a worker per lane and beat in one command, until Ctrl-C."""
     checked = settings()
     try:
         _check_config()
@@ -210,7 +210,9 @@ def run(host: str, port: int) -> int:
     cli = [sys.executable, "-m", "bot.cli"]
     procs = {
         "web": subprocess.Popen([*cli, "web", "--host", host, "--port", str(port)], env=env),
-        "worker": subprocess.Popen([*cli, "worker"], env=env),
+        # One worker per lane (workers/celery_app.py): a slow rebase holds up no reply.
+        "worker": subprocess.Popen([*cli, "worker", "--queues", "carry"], env=env),
+        "git-worker": subprocess.Popen([*cli, "worker", "--queues", "carry.git"], env=env),
         "beat": subprocess.Popen([*cli, "beat"], env=env),
     }
     print(f"carry: dashboard at http://{host}:{port}/", file=sys.stderr)

@@ -1,7 +1,11 @@
 """The Celery application: Redis broker, at-least-once delivery, one task at a time per worker.
 
-Queues:
-  carry        ingest, rebase, publish, poll (the service's own workers)
+Queues (lanes):
+  carry        the quick work: webhook intake, commands and their replies, permission
+               lookups, CI reports, PR-state polls (GitHub calls only)
+  carry.git    the git work, which can take minutes: rebase, publish, head polls, successor
+               checks. `make run` and the compose file give it a worker of its own, so a slow
+               series holds no webhook, reply or CI report behind it
   hw.<kind>    hardware jobs, consumed only by runner hosts of that kind (`carry runner --kind`)
 
 Nothing here reads the environment at import: the broker URL and the visibility timeout come
@@ -18,6 +22,11 @@ from typing import Any
 from celery import Celery
 
 from bot.config import ConfigError, load_settings
+
+QUICK_QUEUE = "carry"
+GIT_QUEUE = "carry.git"
+SERVICE_QUEUES = f"{QUICK_QUEUE},{GIT_QUEUE}"  # what one `carry worker` consumes by default
+GIT_TASKS = ("carry.rebase", "carry.publish", "carry.poll", "carry.find_successor")
 
 
 def redis_url() -> str:
@@ -49,14 +58,17 @@ def make_app(broker: str | None = None) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_default_queue="carry",
+        task_default_queue=QUICK_QUEUE,
         task_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
         task_ignore_result=True,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
-        task_routes={"carry.ci.run_job": {"queue": "hw.default"}},
+        task_routes={
+            "carry.ci.run_job": {"queue": "hw.default"},
+            **{name: {"queue": GIT_QUEUE} for name in GIT_TASKS},
+        },
     )
     # A promise: evaluated when the configuration is first read, not at import.
     app.add_defaults(lambda: _checked_broker_settings(broker))

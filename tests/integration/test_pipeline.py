@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv, slow_git_shim, wait_for
 
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
@@ -171,3 +173,32 @@ def test_a_rebase_past_its_time_limit_is_stopped_and_shown_as_timed_out(carry, t
     state = carry.state()
     assert state is not None and state.phase == "error" and "timed out after 1 s" in state.error
     assert carry.history("rebased") == []
+
+
+def test_a_slow_rebase_holds_no_webhook_or_reply_behind_it(carry, tmp_path):
+    """`make run` and the compose file run two workers: one for git work (rebase, publish,
+    polls), one for everything quick (webhook intake, commands and replies, CI reports). A
+    rebase that takes minutes then delays no other event: here the push of another repository
+    is taken in while the rebase is still inside the engine."""
+    url = carry.start_web()
+    marker = tmp_path / "in-engine"
+    shim = slow_git_shim(tmp_path / "shim", marker)  # each check waits 3 s inside the engine
+    carry.start_carry_worker("git-work", path_prefix=str(shim), queues="carry.git")
+    carry.start_carry_worker("quick", queues="carry")
+    before, after = move_upstream(carry, 1)
+    assert carry.deliver(url, "push", carry.push_payload(after, before)).status_code == 202
+    wait_for(marker.exists, 60, "the rebase to be inside the engine")
+    other = carry.push_payload(after, before)
+    other["repository"] = {**other["repository"], "full_name": "elsewhere-org/other"}
+    started = time.monotonic()
+    assert carry.deliver(url, "push", other).status_code == 202
+
+    def noted() -> bool:
+        notes = [e for e in store.history(carry.client, None, limit=200) if e["kind"] == "note"]
+        return any("elsewhere-org/other" in e["data"].get("reason", "") for e in notes)
+
+    wait_for(noted, 30, "the other push to be taken in")
+    taken_in_s = time.monotonic() - started
+    assert carry.history("rebased") == [], "the rebase had already finished: nothing was shown"
+    assert taken_in_s < 2.5, f"the other push waited {taken_in_s:.1f} s behind the rebase"
+    wait_for(lambda: carry.history("rebased"), 60, "the slow rebase to finish on its own worker")

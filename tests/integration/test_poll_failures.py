@@ -73,7 +73,11 @@ def test_beat_polls_at_start_up_not_after_a_full_interval(env: CarryEnv) -> None
         deadline = time.monotonic() + 20
         queued: set[str] = set()
         while time.monotonic() < deadline and queued != {"carry.poll", "carry.poll_prs"}:
-            queued = {json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)}
+            queued = {
+                json.loads(m)["headers"]["task"]
+                for lane in ("carry", "carry.git")  # head polls are git work (celery_app)
+                for m in client.lrange(lane, 0, -1)
+            }
             time.sleep(0.2)
     finally:
         env.stop()

@@ -28,6 +28,7 @@ from bot.store import series as store
 from tests.support.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
 from workers import runtime as runtime_module
+from workers.celery_app import SERVICE_QUEUES
 
 SECRET = "test-webhook-secret"
 UPSTREAM_REPO = "upstream-org/engine"
@@ -223,19 +224,23 @@ class CarryEnv:
         env = self.env
         if path_prefix:
             env["PATH"] = f"{path_prefix}:{env['PATH']}"
-        argv = ["celery", "-A", "workers.celery_app", "worker", "-Q", "carry", "-c", "1"]
+        argv = ["celery", "-A", "workers.celery_app", "worker", "-Q", SERVICE_QUEUES, "-c", "1"]
         argv += ["--pool", "solo", "-n", f"{name}@carry-test", "--without-mingle"]
         argv += ["--without-gossip", "--loglevel", "INFO"]
         proc, log_path = self.spawn(argv, f"worker-{name}.log", env=env)
         self.wait_logged(proc, log_path, b"ready")
         return proc
 
-    def start_carry_worker(self, name: str = "worker", *, path_prefix: str | None = None) -> Path:
-        """`carry --log-level INFO worker` (what docker-compose runs); returns its log file."""
+    def start_carry_worker(
+        self, name: str = "worker", *, path_prefix: str | None = None, queues: str | None = None
+    ) -> Path:
+        """`carry --log-level INFO worker` (what docker-compose runs), on every lane or only
+        on `queues`; returns its log file."""
         env = self.env
         if path_prefix:
             env["PATH"] = f"{path_prefix}:{env['PATH']}"
         argv = ["bot.cli", "--log-level", "INFO", "worker"]
+        argv += ["--queues", queues] if queues else []
         proc, log_path = self.spawn(argv, f"{name}.log", env=env)
         self.wait_logged(proc, log_path, b"ready.")
         return log_path

@@ -19,7 +19,7 @@ from tests.support.paths import REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
-CORE = ("redis", "web", "worker", "beat")
+CORE = ("redis", "web", "worker", "git-worker", "beat")
 RUNNERS = {"runner-gaudi": "gaudi", "runner-gb10": "gb10"}
 # Named by the deployment issue besides the Settings fields.
 REQUIRED_VARIABLES = {
@@ -52,10 +52,12 @@ def command_text(service: dict[str, Any]) -> str:
 def test_core_services_exist_and_run_the_carry_image(compose: dict[str, Any]) -> None:
     found = services(compose)
     assert set(CORE) <= set(found)
-    for name in ("web", "worker", "beat", *RUNNERS):
+    for name in ("web", "worker", "git-worker", "beat", *RUNNERS):
         assert found[name]["build"] == ".", name
         assert found[name]["image"] == "carry:latest", name
-    assert command_text(found["worker"]) == "worker"
+    # One worker per lane (workers/celery_app.py): the quick work and the git work.
+    assert command_text(found["worker"]) == "worker --queues carry"
+    assert command_text(found["git-worker"]) == "worker --queues carry.git"
     assert command_text(found["beat"]) == "beat"
     assert command_text(found["web"]).endswith("web --host 0.0.0.0 --port 8000")
 
@@ -64,7 +66,7 @@ def test_each_service_starts_only_once_its_dependencies_are_healthy(
     compose: dict[str, Any],
 ) -> None:
     found = services(compose)
-    for name in ("web", "worker", "beat", *RUNNERS):
+    for name in ("web", "worker", "git-worker", "beat", *RUNNERS):
         depends = found[name]["depends_on"]
         assert isinstance(depends, dict), f"{name}: depends_on needs conditions"
         assert "redis" in depends, name
@@ -111,7 +113,7 @@ def test_volumes_are_declared_and_the_mirror_cache_is_shared(compose: dict[str, 
         if not volume.startswith((".", "/"))
     }
     assert used == declared
-    for name in ("worker", "beat"):
+    for name in ("worker", "git-worker", "beat"):
         service = services(compose)[name]
         assert "carry-cache:/var/cache/carry" in service["volumes"], name
         assert service["environment"]["CARRY_CACHE_DIR"] == "/var/cache/carry"
@@ -120,10 +122,10 @@ def test_volumes_are_declared_and_the_mirror_cache_is_shared(compose: dict[str, 
 def test_containers_reach_compose_redis_and_the_service_reads_dot_env(
     compose: dict[str, Any],
 ) -> None:
-    for name in ("web", "worker", "beat", *RUNNERS):
+    for name in ("web", "worker", "git-worker", "beat", *RUNNERS):
         service = services(compose)[name]
         assert "@redis:6379/" in service["environment"]["REDIS_URL"], name
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker", "git-worker", "beat"):
         assert services(compose)[name]["env_file"] == [{"path": ".env", "required": False}], name
 
 
