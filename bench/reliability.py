@@ -88,6 +88,7 @@ from tests.support.carry_env import (  # noqa: E402
     SERIES,
     UPSTREAM_REPO,
     CarryEnv,
+    lanes_empty,
     slow_git_shim,
     wait_for,
 )
@@ -522,7 +523,7 @@ def _processed(env: CarryEnv, acked: list[str]) -> tuple[list[str], bool]:
     client = env.client
 
     def drained() -> bool:
-        return client.llen("carry") == 0 and client.hlen("unacked") == 0
+        return lanes_empty(client) and client.hlen("unacked") == 0
 
     try:
         wait_for(drained, 90, "the queue to drain")
@@ -2119,6 +2120,8 @@ HOSTILE_TOKEN = "ghp_hostile" + "7" * 29  # in the runner host's environment, as
 
 # What the hostile check's code tries; it prints one "|"-separated line per attempt:
 #   attempt | achieved or blocked | what happened
+# and fails (exit 1) when any attempt was achieved. tests/integration/test_hardware_ci.py runs
+# it too.
 HOSTILE_SCRIPT = r"""
 import json, os, socket, sys, urllib.parse
 port = int(os.environ["BROKER_PORT"])
@@ -2127,7 +2130,11 @@ marks = os.environ["MARKS"]
 with open(os.path.join(marks, "needles.json")) as needles:
     secrets = {name: value[::-1].encode() for name, value in json.load(needles).items()}
 
+ACHIEVED = []
+
 def say(attempt, achieved, how):
+    if achieved:
+        ACHIEVED.append(attempt)
     print(f"{attempt}|{'achieved' if achieved else 'blocked'}|{how}", flush=True)
 
 def proc_files(part):
@@ -2197,6 +2204,7 @@ for hook in ("post-checkout", "post-merge", "pre-commit"):
     os.chmod(path, 0o755)
 os.system(f"git config core.hooksPath {hooks} && git config core.fsmonitor 'touch {marks}/fsmonitor-ran'")
 print("planted hooks for the next job", flush=True)
+sys.exit(1 if ACHIEVED else 0)  # a check that got anywhere fails
 """
 
 

@@ -16,7 +16,7 @@ from bot.emulator import GitHubEmulator
 from bot.store import series as store
 from bot.web.app import create_app
 from tests.support.asgi import serve
-from tests.support.carry_env import BODY, SERIES, CarryEnv, authorized_comment
+from tests.support.carry_env import BODY, SERIES, CarryEnv, authorized_comment, queued_tasks
 from workers import poller
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
@@ -71,7 +71,7 @@ def world(
 
 
 def queued(rt: Runtime) -> list[dict[str, Any]]:
-    return [json.loads(m) for m in rt.redis.lrange("carry", 0, -1)]
+    return queued_tasks(rt.redis)
 
 
 def test_a_closed_base_pr_gets_a_successor_proposal_and_a_retarget_moves_the_series(world):

@@ -25,7 +25,7 @@ from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
 from bot.github import forge as forge_module
 from bot.github.forge import Forge, ForgeError
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv
+from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_tasks
 from tests.support.gitrepo import git
 from workers import hardware, poller, publish, tasks
 from workers import runtime as runtime_module
@@ -439,7 +439,7 @@ def test_an_annotated_tag_is_peeled_so_webhook_and_poller_rebase_it_once(
 
         for polled in poller.head_events(rt):
             tasks.handle_event(rt, polled)
-        queued = [json.loads(m) for m in rt.redis.lrange("carry", 0, -1)]
+        queued = queued_tasks(rt.redis)
         rebases = [m for m in queued if m["headers"]["task"] == "carry.rebase"]
         assert len(rebases) == 1, rebases
         assert isinstance(pushed, HeadMoved) and pushed.after == commit

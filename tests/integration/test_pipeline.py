@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv, slow_git_shim, wait_for
+from tests.support.carry_env import BODY, SERIES, CarryEnv, lanes_empty, slow_git_shim, wait_for
 
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 
@@ -63,7 +63,7 @@ def test_forged_delivery_queues_nothing(carry):
         },
     )
     assert response.status_code == 401
-    assert carry.client.llen("carry") == 0  # the Celery queue stays empty
+    assert lanes_empty(carry.client)  # the Celery queues stay empty
     assert carry.state() is None
 
 
@@ -99,7 +99,7 @@ def test_burst_of_twenty_heads_collapses_to_the_newest(carry):
     carry.start_worker()  # the worker starts after the burst: all 20 are queued
     newest = heads[-1][1]
     state = carry.wait_checked(newest, timeout=90)
-    wait_for(lambda: carry.client.llen("carry") == 0, 60, "queue drained")
+    wait_for(lambda: lanes_empty(carry.client), 60, "queue drained")
     rebases = carry.history("rebased")
     assert 1 <= len(rebases) <= 2
     assert state.head_sha == newest and rebases[0]["data"]["head"] == newest

@@ -9,7 +9,7 @@ import pytest
 
 from bot.emulator import GitHubEmulator
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv
+from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_names
 from workers import poller
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
@@ -72,7 +72,7 @@ def test_unchanged_pr_costs_a_304_and_a_merge_reevaluates_the_series(polled):
     ]
     rebases = [e for e in store.history(rt.redis, SERIES) if e["kind"] == "rebase"]
     assert rebases and "merged" in rebases[0]["data"]["reason"]
-    queued = [json.loads(m)["headers"]["task"] for m in rt.redis.lrange("carry", 0, -1)]
+    queued = queued_names(rt.redis)
     assert "carry.rebase" in queued  # the dependent series is re-evaluated on its current head
 
 

@@ -21,7 +21,14 @@ from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.state import SeriesState
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv, authorized_comment
+from tests.support.carry_env import (
+    BODY,
+    SERIES,
+    CarryEnv,
+    authorized_comment,
+    queued_names,
+    queued_tasks,
+)
 from workers import ci, rebase, tasks
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
@@ -174,8 +181,7 @@ def queued_rebases(rt: Runtime) -> list[dict[str, Any]]:
     import base64
 
     found = []
-    for raw in reversed(rt.redis.lrange("carry", 0, -1)):
-        message = json.loads(raw)
+    for message in queued_tasks(rt.redis):
         if message["headers"]["task"] == "carry.rebase":
             _args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
             found.append(kwargs)
@@ -245,7 +251,7 @@ def test_a_burst_of_rebase_commands_queues_one_recheck(env: CarryEnv) -> None:
     assert [k["head_sha"] for k in queued_rebases(rt)] == [head]
     skipped = [e for e in env.history("skipped") if "already queued" in e["data"]["reason"]]
     assert len(skipped) == 19
-    replies = [json.loads(m)["headers"]["task"] for m in rt.redis.lrange("carry", 0, -1)]
+    replies = queued_names(rt.redis)
     assert replies.count("carry.reply") == 20
     # Once it ran, a new `/carry rebase` queues a new re-check.
     (kwargs,) = queued_rebases(rt)

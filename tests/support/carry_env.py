@@ -115,6 +115,24 @@ def authorized_comment(rt: Any, body: str, comment_id: int, author: str = "alice
     handle_event(rt, event)
 
 
+def queued_tasks(client: Any) -> list[dict[str, Any]]:
+    """The messages waiting in carry's own lanes (workers/celery_app.py), oldest first in each
+    lane: the quick lane's, then the git lane's."""
+    return [
+        json.loads(raw)
+        for lane in SERVICE_QUEUES.split(",")
+        for raw in reversed(client.lrange(lane, 0, -1))
+    ]
+
+
+def queued_names(client: Any) -> list[str]:
+    return [message["headers"]["task"] for message in queued_tasks(client)]
+
+
+def lanes_empty(client: Any) -> bool:
+    return all(client.llen(lane) == 0 for lane in SERVICE_QUEUES.split(","))
+
+
 def wait_for(condition: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
