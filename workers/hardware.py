@@ -123,10 +123,10 @@ def report(series_id: str, row: dict[str, Any]) -> None:
 
 
 def report_on_github(series_id: str, row: CiState) -> None:
-    """What the `carry.ci.report` task does for a changed CI row: the row's result on the commit its run
-    tested (a check run as an App, a commit status with a token: GitHub lets only Apps write
-    check runs), then the PR's CI table, whatever became of the first. Without credentials the
-    dashboard is the only report.
+    """What the `carry.ci.report` task does for a changed CI row: the row's result on the
+    commit its run tested (a check run as an App, a commit status with a token: GitHub lets
+    only Apps write check runs), then the PR's CI table, whatever became of the first. Without
+    credentials the dashboard is the only report.
 
     Reports can arrive late and out of order (runner hosts forward theirs as tasks). GitHub shows
     the newest status or check run of a name, so a stale report is not sent: one that a newer
