@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.paths import REPO_ROOT
 from tests.vllm import harness
+from workers.runner import sandbox
 
 VLLM_ENV = REPO_ROOT / ".venv-vllm"
 
@@ -37,6 +38,8 @@ def test_the_check_gives_its_expected_verdict_on_real_vllm(
     report = harness.run_variant(variant, model, VLLM_ENV, work)
     word = harness.verdict_word(report)
     assert word == variant.expect, f"{report.get('summary')} (logs: {report['log_dir']})"
+    if sandbox.namespaces_unavailable() is None:  # as a runner runs it: no network at all
+        assert report["sandbox"].endswith("with no network (loopback only)"), report["sandbox"]
     details = report["details"]
     if variant.check == "async-inputs":
         probe = details["probe"]

@@ -30,6 +30,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # `python tests/vllm/harness.py` as well as `-m`
+    sys.path.insert(0, str(REPO))
+
+from workers.runner import sandbox  # noqa: E402
+
 PREFILL_FIRST = "carry_vllm_bugs.scheduler.PrefillFirstAsyncScheduler"
 BUDGET = 64
 STATUS = {"passed": "PASS", "failed": "FAIL"}
@@ -87,12 +92,17 @@ def run_variant(variant: Variant, model: Path, vllm_env: Path, work: Path) -> di
     command += ["--serve-arg=--dtype=float32", "--serve-arg=--max-model-len=2048"]
     command += ["--serve-env", "VLLM_CPU_KVCACHE_SPACE=1", "--startup-timeout", "600"]
     command += ["--timeout", "300", *variant.args, "--json", str(report)]
+    # As a runner runs a check by default: in the step sandbox, with no network but its own
+    # loopback (where vllm serve listens), where this machine gives namespaces.
+    box = sandbox.resolve("auto")
+    command = box.wrap(command, network=False)
     started = time.monotonic()
     proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_env())
     seconds = time.monotonic() - started
     data = json.loads(report.read_text()) if report.exists() else {}
     data.setdefault("summary", (proc.stdout + proc.stderr).strip()[-2000:])
     data["seconds"] = round(seconds, 1)
+    data["sandbox"] = box.describe(network=False)
     data["log_dir"] = str(out)
     return data
 
