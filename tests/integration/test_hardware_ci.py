@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -955,24 +956,44 @@ def _hostile_check(marks: Path, url: str, secret: str, name: str = "hostile") ->
     )
 
 
-def test_check_code_cannot_see_the_runner_or_reach_the_broker(
+HostileRun = Callable[..., tuple[str, str]]
+
+
+@pytest.fixture
+def hostile_run(
     client: redis.Redis,
     celery_app: Celery,
     world: World,
     marks: Path,
     url: str,
     start_runners: Any,
-) -> None:
+) -> HostileRun:
+    """Runs the hostile check on a gaudi runner whose environment holds a GitHub token;
+    returns the run's final state and its log. `sandbox` and `networked` are the runner's
+    own config for it."""
+
+    def run(*, sandbox: str | None = None, networked: bool = False) -> tuple[str, str]:
+        secret = "ghp_runnerhostsecret" + uuid.uuid4().hex[:8]
+        name = "online" if networked else "hostile"
+        if sandbox is not None:
+            world.runner_config.set("gaudi", sandbox=sandbox)
+        if networked:
+            world.runner_config.networked.add(name)
+        start_runners(("gaudi", "gaudi1@%h"), env={"GITHUB_TOKEN": secret})
+        check = _hostile_check(marks, url, secret, name=name)
+        row = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+        state = str(finished(client, row.run_id)["state"])
+        return state, log_text(client, row.run_id)
+
+    return run
+
+
+def test_check_code_cannot_see_the_runner_or_reach_the_broker(hostile_run: HostileRun) -> None:
     """Stripping the step's environment is not enough: a step running as the runner's user
     (root on many hosts) could read the runner's own environment in /proc, or just connect to
     the broker. In its own namespaces it sees neither the runner nor any route out."""
-    secret = "ghp_runnerhostsecret0002"
-    start_runners(("gaudi", "gaudi1@%h"), env={"GITHUB_TOKEN": secret})
-    check = _hostile_check(marks, url, secret)
-    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-    info = finished(client, run.run_id)
-    text = log_text(client, run.run_id)
-    assert info["state"] == "success", text
+    state, text = hostile_run()
+    assert state == "success", text
     for attempt in (
         "read the runner's environment in /proc",
         "see or signal the runner process",
@@ -983,43 +1004,23 @@ def test_check_code_cannot_see_the_runner_or_reach_the_broker(
 
 
 def test_a_step_gets_the_network_only_where_the_runners_config_says_so(
-    client: redis.Redis,
-    celery_app: Celery,
-    world: World,
-    marks: Path,
-    url: str,
-    start_runners: Any,
+    hostile_run: HostileRun,
 ) -> None:
     """`network: true` on a step (say, one that downloads a model) gives it the host's network,
     and with it a route to the broker: still not the runner's process or its environment."""
-    secret = "ghp_runnerhostsecret0003"
-    start_runners(("gaudi", "gaudi1@%h"), env={"GITHUB_TOKEN": secret})
-    world.runner_config.networked.add("online")
-    check = _hostile_check(marks, url, secret, name="online")
-    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-    assert finished(client, run.run_id)["state"] == "failure"
-    text = log_text(client, run.run_id)
+    state, text = hostile_run(networked=True)
+    assert state == "failure", text
     assert "stdout: connect to the broker|achieved|" in text, text
     assert "stdout: read the runner's environment in /proc|blocked|" in text
     assert "with the host's network" in text
 
 
 def test_a_runner_configured_without_a_sandbox_says_so_in_every_run_log(
-    client: redis.Redis,
-    celery_app: Celery,
-    world: World,
-    marks: Path,
-    url: str,
-    start_runners: Any,
+    hostile_run: HostileRun,
 ) -> None:
     """sandbox: none is the runner's owner's choice, and the hostile check shows what it costs."""
-    secret = "ghp_runnerhostsecret0004"
-    world.runner_config.set("gaudi", sandbox="none")
-    start_runners(("gaudi", "gaudi1@%h"), env={"GITHUB_TOKEN": secret})
-    check = _hostile_check(marks, url, secret)
-    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-    assert finished(client, run.run_id)["state"] == "failure"
-    text = log_text(client, run.run_id)
+    state, text = hostile_run(sandbox="none")
+    assert state == "failure", text
     assert "runs without a sandbox (the runner's config says sandbox: none)" in text
     assert "stdout: see or signal the runner process|achieved|" in text, text
 
