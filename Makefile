@@ -79,6 +79,11 @@ browser: ## chromium for the dashboard's browser tests: installed as root or in 
 	  fi; \
 	fi
 
+.PHONY: screenshots
+screenshots: $(STAMP) ## the dashboard PNGs that docs/dashboard.md shows, into docs/screenshots/
+	@$(MAKE) --no-print-directory browser
+	$(PY) -m tests.e2e.screenshots docs/screenshots
+
 test: $(STAMP) ## lint, then the test suite (each test session starts its own redis-server)
 	$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory browser

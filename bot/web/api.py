@@ -29,7 +29,7 @@ from bot.fixes import carrier_of, release_line
 from bot.series_loader import LoadedSeries, SeriesInvalid
 from bot.series_loader import load_series as load_series_dir
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series, runlog, runners
-from bot.web.timeline import describe
+from bot.web.timeline import Outcome, describe, outcome_of
 
 SESSION_COOKIE: Final = "carry_session"
 GITHUB_WEB: Final = "https://github.com"
@@ -222,12 +222,14 @@ class HistoryEntryOut(ApiModel):
     series: str
     kind: str
     summary: str
+    outcome: Outcome  # problem | changed | routine | nothing: bot.web.timeline.outcome_of
     data: dict[str, Any]
 
 
 class HistoryOut(ApiModel):
     series: str | None
     kind: str | None = None
+    outcome: Outcome | None = None
     entries: list[HistoryEntryOut]
     # pass as `before` for the next (older) page; None when this page is the last
     next_before: str | None = None
@@ -670,6 +672,7 @@ def _entry_out(entry: dict[str, Any]) -> HistoryEntryOut:
         series=entry["series"],
         kind=entry["kind"],
         summary=describe(entry["kind"], data),
+        outcome=outcome_of(entry["kind"], data),
         data=data,
     )
 
@@ -681,13 +684,47 @@ def series_history(
     *,
     before: str | None = None,
     kind: str | None = None,
+    outcome: Outcome | None = None,
 ) -> HistoryOut:
     if series_id is not None:
         require_series(client, series_id)
-    found = history(client, series_id, limit=limit, before=before, kind=kind)
-    entries = [_entry_out(e) for e in found]
+    if outcome is None:
+        found = history(client, series_id, limit=limit, before=before, kind=kind)
+        entries = [_entry_out(e) for e in found]
+    else:
+        entries = _entries_of_outcome(client, series_id, limit, before, kind, outcome)
     more = entries[-1].id if len(entries) == limit else None
-    return HistoryOut(series=series_id, kind=kind, entries=entries, next_before=more)
+    return HistoryOut(
+        series=series_id, kind=kind, outcome=outcome, entries=entries, next_before=more
+    )
+
+
+_OUTCOME_BATCH: Final = 500
+
+
+def _entries_of_outcome(
+    client: redis.Redis,
+    series_id: str | None,
+    limit: int,
+    before: str | None,
+    kind: str | None,
+    wanted: Outcome,
+) -> list[HistoryEntryOut]:
+    """Up to `limit` entries of one outcome, newest first, older than `before`. Like the
+    store's kind filter, it reads at most HISTORY_MAXLEN entries to find them."""
+    found: list[HistoryEntryOut] = []
+    read = 0
+    while len(found) < limit and read < HISTORY_MAXLEN:
+        batch = history(client, series_id, limit=_OUTCOME_BATCH, before=before, kind=kind)
+        if not batch:
+            break
+        read += len(batch)
+        for entry in batch:
+            shown = _entry_out(entry)
+            if shown.outcome == wanted:
+                found.append(shown)
+        before = batch[-1]["id"]
+    return found[:limit]
 
 
 # --------------------------------------------------------------------------- patch view
@@ -856,12 +893,13 @@ def api_router(
         limit: Limit = 100,
         series: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
         kind: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+        outcome: Annotated[Outcome | None, Query()] = None,
         before: Annotated[str | None, Query(pattern=_ENTRY_ID, max_length=40)] = None,
     ) -> HistoryOut | JSONResponse:
-        """Every series' history (or one's, with `series`), newest first, of one `kind` if
-        given; `before` (a page's next_before) pages back."""
+        """Every series' history (or one's, with `series`), newest first, of one `kind` and
+        one `outcome` if given; `before` (a page's next_before) pages back."""
         try:
-            return series_history(client, series, limit, before=before, kind=kind)
+            return series_history(client, series, limit, before=before, kind=kind, outcome=outcome)
         except NotFound as exc:
             return not_found_json(exc)
 

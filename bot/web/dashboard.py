@@ -51,7 +51,7 @@ from bot.web.api import (
     series_summary,
     web_host,
 )
-from bot.web.timeline import by_head
+from bot.web.timeline import OUTCOME_WORDS, Outcome, by_head, field_words
 from bot.web.worksheet import diff_lines, worksheet
 
 HERE: Final = Path(__file__).parent
@@ -63,7 +63,7 @@ _HEADERS: Final = {
     "Cache-Control": "no-cache",
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
@@ -73,7 +73,7 @@ _HEADERS: Final = {
 
 _TONES: Final = {
     "bad": {"conflict", "invalid", "failure", "infra-error", "error", "closed_unmerged"}
-    | {"rejected_signature", "rejected_payload", "dispatch_failed"},
+    | {"rejected_signature", "rejected_payload", "dispatch_failed", "problem"},
     "warn": {"upstream-version", "partial", "review", "waiting-approval", "paused", "reverted"},
     "info": {"running", "queued", "pending", "awaiting-import", "drop", "draft", "superseded"},
     "good": {"applies", "applies-moved", "contained", "keep", "clean", "changed", "success"}
@@ -397,6 +397,7 @@ def _environment() -> jinja2.Environment:
     env.filters["short"] = lambda sha: (sha or "")[:12]
     env.filters["ref_words"] = ref_words
     env.filters["compact_json"] = lambda value: json.dumps(value, default=str)
+    env.filters["words"] = field_words
     return env
 
 
@@ -575,17 +576,25 @@ class Dashboard:
             live=Live(poll_s=15),
         )
 
-    def events(self, series: str | None, kind: str | None, before: str | None) -> HTMLResponse:
+    def events(
+        self,
+        series: str | None,
+        kind: str | None,
+        before: str | None,
+        outcome: Outcome | None = None,
+    ) -> HTMLResponse:
         """The history of every series (or one), newest first, a page at a time; webhook
         deliveries on the first page."""
-        found = series_history(self.client, series, EVENTS_PAGE, before=before, kind=kind)
+        found = series_history(
+            self.client, series, EVENTS_PAGE, before=before, kind=kind, outcome=outcome
+        )
         first = before is None
         deliveries = [d.to_json() for d in recent_deliveries(self.client, 50)] if first else []
-        shown = {"series": series, "kind": kind}
-        query = urlencode({k: v for k, v in shown.items() if v})
+        shown = {"series": series, "kind": kind, "outcome": outcome}
+        chosen = {k: v for k, v in shown.items() if v}
+        query = urlencode(chosen)
         older = None
         if found.next_before:
-            chosen = {k: v for k, v in shown.items() if v}
             older = "/events?" + urlencode({**chosen, "before": found.next_before})
         return self.pages.render(
             "events.html",
@@ -596,6 +605,7 @@ class Dashboard:
             deliveries=deliveries,
             first_page=first,
             shown=shown,
+            outcomes=OUTCOME_WORDS,
             series_ids=sorted(s.id for s in all_series(self.client)),
             older=older,
             live=Live(poll_s=15) if first else Live(),
@@ -665,9 +675,13 @@ def dashboard_router(
     def events(
         series: Annotated[str | None, Query(max_length=200)] = None,
         kind: Annotated[str | None, Query(max_length=100)] = None,
+        outcome: Annotated[Outcome | Literal[""] | None, Query()] = None,  # "": any outcome
         before: Annotated[str | None, Query(pattern=r"^[0-9]+-[0-9]+$", max_length=40)] = None,
     ) -> HTMLResponse:
-        return _guarded(lambda: board.events(series or None, kind or None, before), board.pages)
+        chosen = outcome or None
+        return _guarded(
+            lambda: board.events(series or None, kind or None, before, chosen), board.pages
+        )
 
     @router.get("/events/stream", dependencies=[access.dependency()])
     async def event_stream() -> StreamingResponse:

@@ -7,10 +7,9 @@ entry gets its fields without the machine-only ones, numbers rounded.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol, get_args
 
 LIMIT: Final = 300
 # Fields for machines (idempotency keys, content digests, delivery ids): shown under details.
@@ -24,8 +23,15 @@ def _short(sha: Any) -> str:
 
 
 def _rebased(d: Mapping[str, Any]) -> str:
-    summary = f": {d['summary']}" if d.get("summary") else ""
+    summary = f": {_counts(d['summary'])}" if d.get("summary") else ""
     return f"checked on {_short(d['head'])}, outcome {d['outcome']}{summary}"
+
+
+def _counts(summary: Any) -> str:
+    """A rebase's summary, patches by status ({"applies": 2, "contained": 1}), in words."""
+    if isinstance(summary, Mapping):
+        return ", ".join(f"{count} {status}" for status, count in summary.items())
+    return str(summary)
 
 
 def _decision(d: Mapping[str, Any]) -> str:
@@ -57,6 +63,11 @@ SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
     "waiting-for-ref": lambda d: f"waiting for upstream to create {d.get('ref')}",
     "ref-appeared": lambda d: f"{d.get('ref')} appeared upstream",
     "successor-proposed": lambda d: str(d.get("summary", "")),
+    "proposal": lambda d: f"PR proposed (read-only mode, nothing pushed): {d['title']}",
+    "ci-started": lambda d: (
+        f"{d['run_id']} started on {d['runner']}"
+        + (f" (attempt {d['attempt']})" if d.get("attempt", 1) > 1 else "")
+    ),
     "branch-commits-kept": lambda d: (
         f"{len(d.get('commits') or [])} commit(s) of others on carry's branch kept on "
         f"{d.get('backup')}"
@@ -79,10 +90,28 @@ def describe(kind: str, data: Mapping[str, Any]) -> str:
 
 
 def _value(value: Any) -> str:
+    text = field_words(value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def field_words(value: Any) -> str:
+    """A field's value for people: no JSON braces, quotes, true/false or null."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "none"
     if isinstance(value, float):
         return f"{value:.2f}"
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= 80 else text[:79] + "…"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{key} {_nested(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_nested(item) for item in value)
+    return str(value)
+
+
+def _nested(value: Any) -> str:
+    text = field_words(value)
+    return f"({text})" if isinstance(value, Mapping | list | tuple) and text else text
 
 
 def _cut(text: str) -> str:
@@ -124,3 +153,80 @@ def by_head(entries: Iterable[Entry]) -> Sequence[HeadGroup]:
             groups[-1].head = head
         groups[-1].entries.append(entry)
     return groups
+
+
+# --------------------------------------------------------------------------- outcomes
+
+Outcome = Literal["problem", "changed", "routine", "nothing"]
+OUTCOMES: Final[tuple[Outcome, ...]] = get_args(Outcome)
+# What each outcome holds, for the events page's filter.
+OUTCOME_WORDS: Final[dict[Outcome, str]] = {
+    "problem": "problem: failed, conflict, refused",
+    "changed": "changed: rebased, published, dropped",
+    "routine": "routine: heads seen, checks passed",
+    "nothing": "nothing: notes, duplicates, skips",
+}
+
+_PROBLEM_KINDS: Final = frozenset(
+    {"poll-failed", "series-invalid", "downstream-renamed", "draft-refused", "ci-refused"}
+    | {"ci-runner-lost", "ci-retry", "ci-failure", "ci-infra-error", "successor-proposed"}
+    | {"command-not-checked"}
+)
+_CHANGED_KINDS: Final = frozenset(
+    {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}
+    | {"branch-commits-kept", "ci-approved", "ci-trusted-pusher"}
+)
+_NOTHING_KINDS: Final = frozenset(
+    {"note", "record_ci", "skipped", "unchanged", "superseded", "publish-skipped"}
+    | {"duplicate-event", "ci-duplicate-delivery", "ci-orphan-job", "ci-cancelled"}
+)
+_PROBLEM_SUFFIXES: Final = ("-failed", "-timed-out")
+_BAD_VERDICTS: Final = frozenset({"failure", "infra-error"})
+
+
+def _rebased_outcome(d: Mapping[str, Any]) -> Outcome:
+    found = d.get("outcome")
+    if found in ("conflict", "review", "error"):
+        return "problem"
+    return "changed" if found == "changed" else "routine"
+
+
+def _decision_outcome(d: Mapping[str, Any]) -> Outcome:
+    if d.get("status") in ("conflict", "invalid") or d.get("decision") == "review":
+        return "problem"
+    return "changed" if d.get("decision") == "drop" else "routine"
+
+
+def _ci_check_outcome(d: Mapping[str, Any]) -> Outcome:
+    verdict = d.get("verdict", d.get("state"))
+    if verdict in _BAD_VERDICTS:
+        return "problem"
+    return "nothing" if verdict == "cancelled" else "routine"
+
+
+# Kinds whose outcome depends on their fields. A `result` on a published or retest entry is
+# carry saying why it did nothing ("nothing to propose", "no proposed tree to test yet").
+_BY_FIELDS: Final[dict[str, Callable[[Mapping[str, Any]], Outcome]]] = {
+    "rebased": _rebased_outcome,
+    "decision": _decision_outcome,
+    "ci-check": _ci_check_outcome,
+    "published": lambda d: "changed" if d.get("pushed") else "nothing",
+    "proposal": lambda d: "changed" if d.get("changed") else "nothing",
+    "retest": lambda d: "nothing" if d.get("result") else "routine",
+}
+
+
+def outcome_of(kind: str, data: Mapping[str, Any]) -> Outcome:
+    """What a history entry amounts to, for people scanning the events: a problem, a change
+    carry made, a routine step, or nothing done. Kinds not named here are routine unless they
+    report a failure or carry an `error`."""
+    by_fields = _BY_FIELDS.get(kind)
+    if by_fields is not None:
+        return by_fields(data)
+    if kind in _PROBLEM_KINDS or kind.endswith(_PROBLEM_SUFFIXES) or data.get("error"):
+        return "problem"
+    if kind in _CHANGED_KINDS:
+        return "changed"
+    if kind in _NOTHING_KINDS:
+        return "nothing"
+    return "routine"

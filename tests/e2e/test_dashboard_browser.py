@@ -15,6 +15,8 @@ import redis
 from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect, sync_playwright
 
 from bot.store.series import append_history, append_runlog, save_series
+from tests.e2e import screenshots as docs
+from tests.e2e.screenshots import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_dashboard_api import (
     DASHBOARD_TOKEN,
     FAILED_RUN,
@@ -22,26 +24,32 @@ from tests.integration.test_dashboard_api import (
     PATCH,
     PLE,
     RELEASE,
+    RELEASE_HEAD,
     dashboard,
     release_series,
     seed,
 )
 from tests.support.paths import REPO_ROOT
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
 DESKTOP: ViewportSize = {"width": 1280, "height": 800}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 WAIT_MS = 10_000
+PAGES = {
+    "overview": "/",
+    "series": f"/series/{MAIN}",
+    "patch": f"/series/{MAIN}/patches/{PATCH}",
+    "run": f"/runs/{FAILED_RUN}",
+    "runners": "/runners",
+    "events": "/events",
+}
+# What a page must not show as text: data as the program holds it, not as words.
+RAW_VALUES = (
+    re.compile(r"[{\[]\s*[\"']"),  # a JSON object or list, a Python dict or list of strings
+    re.compile(r"\b(?:None|True|False|null)\b"),  # Python's and JSON's words for values
+    re.compile(r"\b[A-Z]\w+\(\w+="),  # a dataclass repr: PatchState(name=...
+    re.compile(r"<[\w.]+ object at 0x"),
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -100,6 +108,10 @@ def wait_live(page: Page) -> None:
 
 def matrix_row(page: Page, series_id: str) -> Locator:
     return page.locator(f"table.matrix tbody tr#series-{re.escape(series_id)}")
+
+
+def raw_values(text: str) -> list[str]:
+    return [found.group(0) for pattern in RAW_VALUES for found in pattern.finditer(text)]
 
 
 def top(locator: Locator) -> float:
@@ -220,14 +232,7 @@ def test_screenshots_at_desktop_and_phone_width(
     size = f"{viewport['width']}x{viewport['height']}"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     try:
-        for name, path in (
-            ("overview", "/"),
-            ("series", f"/series/{MAIN}"),
-            ("patch", f"/series/{MAIN}/patches/{PATCH}"),
-            ("run", f"/runs/{FAILED_RUN}"),
-            ("runners", "/runners"),
-            ("events", "/events"),
-        ):
+        for name, path in PAGES.items():
             page.goto(f"{site}{path}")
             wait_live(page)
             overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -237,3 +242,122 @@ def test_screenshots_at_desktop_and_phone_width(
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         page.context.close()
+
+
+# --------------------------------------------------------------------------- 6
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_no_page_shows_raw_json_or_python_reprs(browser: Browser, site: str, name: str) -> None:
+    """Visible text outside code blocks: the raw fields behind a closed "fields" toggle are
+    not shown, and a diff or a code sample may say True."""
+    page = open_page(browser, site)
+    try:
+        page.goto(f"{site}{PAGES[name]}")
+        wait_live(page)
+        text = page.locator("body").evaluate(docs.PROSE_JS)
+        assert raw_values(text) == [], text
+    finally:
+        page.context.close()
+
+
+CONFLICT_SHOWS = {
+    "series": (f"/series/{RELEASE}", "#needs-attention", f"{PATCH}: conflict"),
+    "patch": (f"/series/{RELEASE}/patches/{PATCH}", "dl.facts", "conflict"),
+    "events": ("/events", "#live tbody tr", "0001-seed-decode-input-ids"),
+}
+
+
+@pytest.mark.parametrize("name", list(CONFLICT_SHOWS))
+def test_a_conflict_appears_live_on_each_page_that_shows_it(
+    page: Page, site: str, client: redis.Redis, name: str
+) -> None:
+    """The overview's case is test 4; the run and runners pages show no patch."""
+    path, region, words = CONFLICT_SHOWS[name]
+    page.goto(f"{site}{path}")
+    wait_live(page)
+    expect(page.locator(region).first).not_to_contain_text("conflict")
+    page.evaluate("window.carryNoReload = 'same document'")
+
+    broken = release_series()
+    broken.patches[0].status, broken.patches[0].decision = "conflict", "review"
+    save_series(client, broken)
+    decision = {"patch": PATCH, "head": RELEASE_HEAD, "status": "conflict", "decision": "review"}
+    append_history(client, RELEASE, "decision", **decision, reason="hunk 1 fails")
+
+    shown = page.locator(region).first
+    expect(shown).to_contain_text(words)
+    expect(shown).to_contain_text("conflict")
+    assert page.evaluate("window.carryNoReload") == "same document"
+
+
+def test_pages_of_state_carry_built_show_words_and_fit(
+    browser: Browser, client: redis.Redis, tmp_path: Path
+) -> None:
+    """The seeded state above is written by hand; the screenshots' state is what carry's
+    rebase, publish and poller wrote (a rebase's summary is a dict of counts, a proposal's
+    fields are booleans): every page of it reads as words and fits 1280 px."""
+    built = docs.build_state(client, tmp_path)
+    paths = ["/", "/events", "/events?outcome=problem", "/runners", "/runs/run-gaudi-0042"]
+    for series_id in docs.SERIES_IDS:
+        paths.append(f"/series/{series_id}")
+        paths += [docs.patch_url(series_id, name) for name in docs.patch_names(client, series_id)]
+    with docs.served(client, built) as site:
+        page = browser.new_context(viewport=DESKTOP).new_page()
+        try:
+            for path in paths:
+                page.goto(f"{site}{path}")
+                wait_live(page)
+                prose = page.locator("body").evaluate(docs.PROSE_JS)
+                assert raw_values(prose) == [], (path, prose)
+                width = page.evaluate("document.documentElement.scrollWidth")
+                assert width <= DESKTOP["width"], (path, width)
+        finally:
+            page.context.close()
+
+
+def test_the_events_outcome_filter_works_without_javascript(browser: Browser, site: str) -> None:
+    page = open_page(browser, site, javascript=False)
+    try:
+        page.goto(f"{site}/events")
+        page.get_by_label("Outcome").select_option("problem")
+        page.get_by_role("button", name="Show").click()
+        expect(page).to_have_url(re.compile(r"/events\?.*outcome=problem"))
+        rows = page.locator("section[aria-labelledby=history-title] tbody tr")
+        expect(rows).to_have_count(2)  # the seed's conflict decision and CI failure
+        expect(rows.get_by_role("cell").filter(has_text="problem")).to_have_count(2)
+        expect(page.get_by_label("Outcome")).to_have_value("problem")
+        expect(page.get_by_role("link", name="This page as JSON")).to_have_attribute(
+            "href", "/api/v1/history?outcome=problem"
+        )
+    finally:
+        page.context.close()
+
+
+# --------------------------------------------------------------------------- 7
+
+
+def test_make_screenshots_saves_each_docs_png(
+    browser: Browser, client: redis.Redis, tmp_path: Path
+) -> None:
+    """`make screenshots` runs this code into docs/screenshots; here it runs into tmp_path.
+    Each shot checked its texts before it was taken; here: what came out, and those texts."""
+    taken = docs.screenshots(client, tmp_path / "work", tmp_path / "png", browser)
+
+    names = ["patch-conflict", "patch-partial", "overview", "proposed-pr", "health"]
+    assert [t.file for t in taken] == [tmp_path / "png" / f"{n}.png" for n in names]
+    for shot in taken:
+        width, height = docs.png_size(shot.file)
+        assert (width, height > 300) == (1280, True), shot.file
+        assert shot.file.stat().st_size < 300_000, shot.file
+        assert raw_values(shot.prose) == [], shot.shot.name
+    text = {t.shot.name: t.text for t in taken}
+    assert "1 of 1 hunk needs work" in text["patch-conflict"]
+    assert "+    seeded = runner.seed(host_ids)" in text["patch-conflict"]
+    assert "Scatter decode ids on the copy stream (#412)" in text["patch-conflict"]
+    assert "the head already has the other 1" in text["patch-partial"]
+    assert "+        runner.free(request.row, once=True)" in text["patch-partial"]
+    assert all(series_id in text["overview"] for series_id in docs.SERIES_IDS)
+    assert "Read-only mode" in text["proposed-pr"] and "drop 1" in text["proposed-pr"]
+    assert "upstream unreachable: " in text["health"]
+    assert f"CI {docs.CI_KEY}: infra-error" in text["health"]

@@ -339,6 +339,57 @@ def test_history_is_filtered_by_series_and_kind_and_paged(site: Site) -> None:
     assert "Older events" not in second
 
 
+def test_history_is_filtered_by_outcome_and_paged(site: Site) -> None:
+    """Issue 17 item 7: the events page filterable by outcome too, the filter kept when paging
+    back; the seed's ci-check failure and conflict decision are problems as well."""
+    shapes = [
+        ("rebased", {"outcome": "conflict"}),  # problem
+        ("poll-failed", {"upstream": "engine", "error": "unreachable"}),  # problem
+        ("rebased", {"outcome": "changed"}),  # changed
+        ("note", {"reason": "ignored: ping"}),  # nothing
+        ("rebased", {"outcome": "clean"}),  # routine
+    ]
+    for n in range(250):
+        kind, data = shapes[n % len(shapes)]
+        append_history(site.client, MAIN if n % 2 else RELEASE, kind, n=n, **data)
+    wanted = [n for n in reversed(range(250)) if n % 5 in (0, 1)]
+    seen: list[int] = []
+    before = None
+    while True:
+        query = {"outcome": "problem", "limit": 30, **({"before": before} if before else {})}
+        page = site.get("/api/v1/history", params=query).json()
+        assert page["outcome"] == "problem"
+        assert {e["outcome"] for e in page["entries"]} == {"problem"}
+        seen += [e["data"].get("n", -1) for e in page["entries"]]
+        before = page["next_before"]
+        if before is None:
+            break
+    assert seen == [*wanted, -1, -1]  # then the seed's ci-check failure and conflict decision
+    mine = site.get("/api/v1/history", params={"series": RELEASE, "outcome": "changed"}).json()
+    assert [e["data"]["n"] for e in mine["entries"]] == [
+        n for n in reversed(range(0, 250, 2)) if n % 5 == 2
+    ]
+    assert site.get("/api/v1/history", params={"outcome": "bad"}).status_code == 422
+
+    html = site.get("/events", params={"outcome": "nothing"}).text
+    assert '<option value="nothing" selected>' in html
+    assert 'href="/api/v1/history?outcome=nothing"' in html
+    rows = html[html.index('id="history-title"') : html.index('id="deliveries-title"')]
+    assert set(
+        re.findall(r'<span class="st [^"]+">(problem|changed|routine|nothing)</span>', rows)
+    ) == {"nothing"}
+    assert "Older events" not in html  # its 50 notes fit on one page
+    problems = site.get("/events", params={"outcome": "problem", "kind": ""}).text
+    older = re.search(r'<a href="([^"]+)" rel="next">', problems)
+    assert older is not None and "outcome=problem" in older[1]
+    second = site.get(html_module.unescape(older[1])).text
+    assert '<option value="problem" selected>' in second
+    # 102 problems: the 100 newest on the first page, then the seed's two
+    assert "gaudi: failure" in second and "hunk 2 fails" in second
+    assert "unreachable" not in second and "Older events" not in second
+    assert site.get("/events", params={"outcome": ""}).status_code == 200  # "any outcome"
+
+
 def test_the_series_timeline_is_grouped_by_head_and_reads_as_sentences(site: Site) -> None:
     html = site.get(f"/series/{MAIN}").text
     timeline = html[html.index('id="timeline-title"') :]
