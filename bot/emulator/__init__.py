@@ -40,12 +40,18 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
   -> number``; ``merge_pull(owner, name, number, *, method="merge", user=None) -> sha``;
   ``close_pull``/``reopen_pull(owner, name, number, *, user=None)``;
   ``edit_pull(owner, name, number, *, user=None, title=/body=/base=)``;
-  ``open_issue(owner, name, *, title, body=None, user=None) -> number``;
-  ``add_comment(owner, name, number, body, *, user) -> comment id``.
-* ``pull(owner, name, number)``, ``pulls(owner, name, *, state="all")``, ``comments(...)``,
-  ``labels(...)``, ``check_runs(owner, name, *, sha=None)``, ``statuses(owner, name, sha)``:
-  REST-shaped dicts; ``rerequest_check_run(owner, name, run_id, *, user=None)`` sends
-  check_run.rerequested.
+  ``open_issue(owner, name, *, title, body=None, user=None, labels=()) -> number`` (sends
+  issues.opened; labels stick only for users with push access);
+  ``edit_issue(owner, name, number, *, body=None, title=None, state=None, user)`` (as
+  ``user`` in the web UI: its author or triage access or more, else PermissionError; sends
+  issues.edited with ``changes`` for what changed, issues.closed / reopened, or the
+  pull_request events on a PR); ``add_comment(owner, name, number, body, *, user) -> comment
+  id``.
+* ``pull(owner, name, number)``, ``pulls(owner, name, *, state="all")``, ``issue(owner, name,
+  number)``, ``issues(owner, name, *, state="open")`` (issues only, no PRs),
+  ``comments(...)``, ``labels(...)``, ``check_runs(owner, name, *, sha=None)``,
+  ``statuses(owner, name, sha)``: REST-shaped dicts; ``rerequest_check_run(owner, name,
+  run_id, *, user=None)`` sends check_run.rerequested.
 * Webhooks: ``add_webhook(url, secret=None, *, events=("*",), owner=None, repo=None,
   app_id=None, content_type="json", ping=False) -> hook id``; ``deliveries`` (list of
   ``Delivery``: guid, event, action, payload, body, headers, status_code, error, redelivery);
@@ -67,20 +73,25 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
 schemas (``RestSchemas``, ``WebhookSchemas``) are test helpers: tests/support/github_schema.py.
 
 GitHub rules worth knowing: anonymous REST reads and git fetches work on public repos;
-REST writes need a token; ``git push`` over HTTP needs a token whose user has write access
-(``set_permission(..., "write")``) or an installation token; ``GET /pulls?head=branch``
-without the ``owner:`` part ignores the filter, as GitHub does; check-run writes need an App
-installation token (403 for personal tokens); PR bodies and comments are limited to 65,536
-characters, check-run summaries and texts to 65,535 bytes (422); GET answers carry weak
-ETags and a matching ``If-None-Match`` gets a 304 that costs an authorized caller no rate
-limit; an annotated tag's push has the tag object in ``after``, its commit in
-``head_commit``; pushing a PR's head commits into its base marks it merged, deleting its
-head branch closes it.
+REST writes need a token; an issue is opened by anyone who can read the repository (an
+installation needs its App's ``issues: write``: 403 otherwise), edited only by its author or
+someone with triage access or more (403 "Must have admin rights to Repository."), and its
+labels and assignees are set only with push access (dropped silently otherwise; unknown labels
+are created); titles hold 256 characters; ``git push`` over HTTP needs a token whose user
+has write access (``set_permission(..., "write")``) or an installation token; ``GET
+/pulls?head=branch`` without the ``owner:`` part ignores the filter, as GitHub does;
+check-run writes need an App installation token (403 for personal tokens); PR and issue
+bodies and comments are limited to 65,536 characters, check-run summaries and texts to
+65,535 bytes (422); GET answers carry weak ETags and a matching ``If-None-Match`` gets a 304
+that costs an authorized caller no rate limit; an annotated tag's push has the tag object in
+``after``, its commit in ``head_commit``; pushing a PR's head commits into its base marks it
+merged, deleting its head branch closes it.
 
 Known gaps: forks / cross-repository PRs, reviews, branch protection, GraphQL, search and
 endpoints outside rest/index.json (plus GET /users/{username}) answer 404; REST writes are
-not checked against the caller's repository permission; check_run.created is not sent (no
-octokit schema to validate it against in tests/data).
+not checked against the caller's repository permission, except issue creates and edits;
+check_run.created and issues.labeled / assigned are not sent (no octokit schema for them in
+tests/data); issues have no milestones, locks or deletion.
 """
 
 from .emulator import GitHubEmulator

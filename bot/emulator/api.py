@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlencode
 
+from . import issues as rules
 from .errors import ApiError, not_found, validation_failed
 from .gitops import ZERO_SHA
 from .hub import Hub
@@ -191,7 +192,10 @@ class RestApi:
         add("GET", r + "/pulls/{pull_number}/merge", self.is_merged)
         add("GET", r + "/issues/comments/{comment_id}", self.get_comment)
         add("PATCH", r + "/issues/comments/{comment_id}", self.update_comment)
+        add("GET", r + "/issues", self.list_issues)
+        add("POST", r + "/issues", self.create_issue)
         add("GET", r + "/issues/{issue_number}", self.get_issue)
+        add("PATCH", r + "/issues/{issue_number}", self.update_issue)
         add("POST", r + "/issues/{issue_number}/comments", self.create_comment)
         add("GET", r + "/issues/{issue_number}/comments", self.list_comments)
         add("GET", r + "/issues/{issue_number}/timeline", self.timeline)
@@ -454,9 +458,28 @@ class RestApi:
 
     # -- issues, comments, labels --------------------------------------------------------------
 
+    def list_issues(self, req: Request, owner: str, repo: str) -> Reply:
+        """Issues and pull requests alike, as GitHub lists them (a PR has `pull_request`)."""
+        found = self.repo_for(req, owner, repo)
+        select = rules.list_filter(req.arg, lambda i: len(self.hub.comments_of(found, i.number)))
+        page, headers = paginate(req, select(list(found.issues.values())))
+        return Reply(200, [self.views.issue(found, i) for i in page], headers)
+
+    def create_issue(self, req: Request, owner: str, repo: str) -> Reply:
+        found = self.repo_for(req, owner, repo)
+        issue = self.hub.open_issue(found, req.identity, req.json_object())
+        body = self.views.issue(found, issue)
+        return Reply(201, body, {"Location": body["url"]})
+
     def get_issue(self, req: Request, owner: str, repo: str, issue_number: str) -> Reply:
         found = self.repo_for(req, owner, repo)
         return Reply(200, self.views.issue(found, self.hub.issue(found, int(issue_number))))
+
+    def update_issue(self, req: Request, owner: str, repo: str, issue_number: str) -> Reply:
+        found = self.repo_for(req, owner, repo)
+        issue = self.hub.issue(found, int(issue_number))
+        self.hub.update_issue(found, issue, req.identity, req.json_object())
+        return Reply(200, self.views.issue(found, issue))
 
     def create_comment(self, req: Request, owner: str, repo: str, issue_number: str) -> Reply:
         found = self.repo_for(req, owner, repo)

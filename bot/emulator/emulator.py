@@ -4,23 +4,42 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from .api import RestApi
+from .errors import ApiError
 from .faults import Fault, FaultTable
 from .gitops import GitError, git_env
 from .hub import Hub
 from .ratelimit import RateLimiter, Window
 from .server import EmulatorHTTPServer, RecordedRequest, Service
-from .state import App, Installation, Repo, Token
+from .state import App, Identity, Installation, Repo, Token
 from .util import Clock
 from .webhooks import Delivery, Dispatcher, Hook
+
+T = TypeVar("T")
+
+
+def _web(login: str) -> Identity:
+    """Who acts in the Python API: a signed-in user of the web UI."""
+    return Identity(kind="user", login=login)
+
+
+def _as_user(login: str, what: str, act: Callable[[], T]) -> T:
+    """Runs a web-UI action; GitHub's refusal of it (403, or 404 for a repository the user
+    cannot see) becomes a PermissionError naming the user and the action."""
+    try:
+        return act()
+    except ApiError as exc:
+        if exc.status in (403, 404):
+            raise PermissionError(f"{login} may not {what} (GitHub: {exc.message})") from exc
+        raise
 
 
 class GitHubEmulator:
@@ -292,11 +311,68 @@ class GitHubEmulator:
             return issue.number
 
     def open_issue(
-        self, owner: str, name: str, *, title: str, body: str | None = None, user: str | None = None
+        self,
+        owner: str,
+        name: str,
+        *,
+        title: str,
+        body: str | None = None,
+        user: str | None = None,
+        labels: Iterable[str] = (),
     ) -> int:
+        """An issue opened by `user` (default: the owner) as in the web UI; sends
+        issues.opened. Labels stick only if `user` has push access, as on GitHub."""
+        data: dict[str, Any] = {"title": title, "body": body, "labels": list(labels)}
         with self.hub.lock:
             repo = self._synced(owner, name)
-            return self.hub.open_issue(repo, title, body, user or repo.owner).number
+            login = user or repo.owner
+            opened = _as_user(
+                login,
+                f"open an issue on {repo.full_name}",
+                lambda: self.hub.open_issue(repo, _web(login), data),
+            )
+            return opened.number
+
+    def edit_issue(
+        self,
+        owner: str,
+        name: str,
+        number: int,
+        *,
+        body: str | None = None,
+        title: str | None = None,
+        state: str | None = None,
+        user: str,
+    ) -> None:
+        """`user` edits issue `number` in the web UI (its author, or triage access or more):
+        sends issues.edited (changes.body/title.from) and issues.closed / reopened; on a pull
+        request, the pull_request events. PermissionError when GitHub would refuse."""
+        data = {"body": body, "title": title, "state": state}
+        with self.hub.lock:
+            repo = self._synced(owner, name)
+            issue = self.hub.issue(repo, number)
+            _as_user(
+                user,
+                f"edit {repo.full_name}#{number}",
+                lambda: self.hub.update_issue(repo, issue, _web(user), data),
+            )
+
+    def issue(self, owner: str, name: str, number: int) -> dict[str, Any]:
+        """The issue (or a PR's issue side) as GET /issues/{n} returns it."""
+        with self.hub.lock:
+            repo = self._synced(owner, name)
+            return self.hub.views.issue(repo, self.hub.issue(repo, number))
+
+    def issues(self, owner: str, name: str, *, state: str = "open") -> list[dict[str, Any]]:
+        """Issues only (no pull requests) in `state` (open / closed / all), by number."""
+        if state not in ("open", "closed", "all"):
+            raise ValueError(f"state must be open, closed or all, not {state!r}")
+        with self.hub.lock:
+            repo = self._synced(owner, name)
+            found = [
+                i for i in repo.issues.values() if i.pull is None and state in ("all", i.state)
+            ]
+            return [self.hub.views.issue(repo, i) for i in sorted(found, key=lambda i: i.number)]
 
     def merge_pull(
         self, owner: str, name: str, number: int, *, method: str = "merge", user: str | None = None

@@ -15,11 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import issues as rules
 from .errors import ApiError, custom_validation, not_found, validation_failed
 from .gitops import ZERO_SHA, BareRepo, Person, valid_rev
 from .payloads import HookPayloads
 from .state import (
     PERMISSIONS,
+    TRIAGE_ROLES,
+    WRITE_ROLES,
     App,
     CheckRun,
     Comment,
@@ -345,12 +348,146 @@ class Hub:
             raise not_found()
         return found
 
-    def open_issue(self, repo: Repo, title: str, body: str | None, user: str) -> Issue:
+    def _new_issue(self, repo: Repo, title: str, body: str | None, user: str) -> Issue:
         now = self.clock.now()
         self.user(user)
         issue = Issue(repo.next_number(), self._issue_ids(), title, body, user, now, now)
         repo.issues[issue.number] = issue
         return issue
+
+    # -- issues (not pull requests) -----------------------------------------------------------
+
+    def open_issue(self, repo: Repo, identity: Identity, data: dict[str, Any]) -> Issue:
+        """POST /issues (title, body, labels, assignees): labels and assignees are kept only
+        for callers with push access (GitHub drops them silently otherwise); unknown labels
+        are created."""
+        actor = self._issue_writer(repo, identity, rules.DOC_CREATE)
+        text = rules.title_of(data.get("title"))
+        content = rules.body_of(data.get("body"))
+        _check_issue_body(content, rules.DOC_CREATE)
+        names = rules.label_names(data["labels"]) if data.get("labels") is not None else []
+        people = rules.assignee_logins(data)
+        pushes = self._may_push(repo, identity)
+        logins = self._assignable(repo, None, people) if pushes else []
+        issue = self._new_issue(repo, text, content, actor)
+        if identity.kind == "installation":
+            issue.via_app = identity.app_id
+        if pushes:
+            self.set_labels(repo, issue, names)
+            issue.assignees = logins
+        self.emit("issues", self.payloads.issues("opened", repo, issue, actor), repo)
+        return issue
+
+    def update_issue(
+        self, repo: Repo, issue: Issue, identity: Identity, data: dict[str, Any]
+    ) -> None:
+        """PATCH /issues/{n}: an issue's title, body and state (issues.edited / closed /
+        reopened), or a pull request's issue side (pull_request events); labels and
+        assignees only for callers with push access."""
+        actor = self._issue_writer(repo, identity, rules.DOC_UPDATE)
+        if not self._may_edit(repo, issue, identity):
+            raise rules.edit_refused()
+        state, reason = data.get("state"), data.get("state_reason")
+        rules.check_state(state, reason)
+        rules.check_milestone(data.get("milestone"))
+        title = rules.title_of(data["title"]) if data.get("title") is not None else None
+        body = rules.body_of(data.get("body"))
+        _check_issue_body(body, rules.DOC_UPDATE)
+        labels = rules.label_names(data["labels"]) if data.get("labels") is not None else None
+        people = rules.assignee_logins(data)
+        pushes = self._may_push(repo, identity)
+        logins = self._assignable(repo, issue, people) if pushes and people is not None else None
+        if issue.pull is not None:
+            self.edit_pull(repo, issue, actor, title=title, body=body, state=state)
+        else:
+            self._edit_issue(repo, issue, actor, title, body)
+            self._set_issue_state(repo, issue, actor, state, reason)
+        if pushes and labels is not None:
+            self.set_labels(repo, issue, labels, replace=True)
+        if logins is not None:
+            issue.assignees = logins
+            issue.updated_at = self.clock.now()
+
+    def _edit_issue(
+        self, repo: Repo, issue: Issue, actor: str, title: str | None, body: str | None
+    ) -> None:
+        changes: dict[str, Any] = {}
+        if title is not None and title != issue.title:
+            changes["title"] = {"from": issue.title}
+            issue.title = title
+        if body is not None and body != (issue.body or ""):
+            changes["body"] = {"from": issue.body or ""}
+            issue.body = body
+        if changes:
+            issue.updated_at = self.clock.now()
+            payload = self.payloads.issues("edited", repo, issue, actor, changes=changes)
+            self.emit("issues", payload, repo)
+
+    def _set_issue_state(
+        self, repo: Repo, issue: Issue, actor: str, state: str | None, reason: str | None
+    ) -> None:
+        """Closing or reopening; `state_reason` counts only when the state changes."""
+        if state is None or state == issue.state:
+            return
+        now = self.clock.now()
+        if state == "closed":
+            issue.state, issue.closed_at = "closed", now
+            issue.state_reason = reason or "completed"
+        else:
+            issue.state, issue.closed_at, issue.state_reason = "open", None, "reopened"
+        issue.updated_at = now
+        action = "closed" if state == "closed" else "reopened"
+        self.emit("issues", self.payloads.issues(action, repo, issue, actor), repo)
+
+    def _may_push(self, repo: Repo, identity: Identity) -> bool:
+        """Push access, which setting labels and assignees takes (an installation that got
+        past `_issue_writer` has the App's issues: write)."""
+        if identity.kind == "installation":
+            return True
+        return identity.login is not None and self.permission(repo, identity.login) in WRITE_ROLES
+
+    def _issue_writer(self, repo: Repo, identity: Identity, docs: str) -> str:
+        """The acting login of an issue write: anonymous 401, an installation needs its App's
+        `issues: write`, a user needs to see the repository (404 otherwise)."""
+        if identity.login is None:
+            raise ApiError(401, "Requires authentication")
+        if identity.kind == "installation":
+            app = self.apps[self.installations[identity.installation_id or 0].app_id]
+            if app.permissions.get("issues") != "write":
+                raise rules.integration_refused(docs)
+        elif self.permission(repo, identity.login) == "none":
+            raise not_found()
+        return identity.login
+
+    def _may_edit(self, repo: Repo, issue: Issue, identity: Identity) -> bool:
+        login = identity.login or ""
+        if identity.kind == "installation" or login.lower() == issue.user.lower():
+            return True
+        return self.permission(repo, login) in TRIAGE_ROLES
+
+    def _assignable(
+        self, repo: Repo, issue: Issue | None, people: tuple[str, list[str]] | None
+    ) -> list[str]:
+        """Assignees must have write access or have commented on the issue (GitHub's
+        "Assigning issues"); bots cannot be assigned. 422 for anyone else."""
+        if people is None:
+            return []
+        field, logins = people
+        commenters = set()
+        if issue is not None:
+            commenters = {c.user.lower() for c in self.comments_of(repo, issue.number)}
+        kept: list[str] = []
+        for login in logins:
+            known = self.known_user(login) and self.user(login).type == "User"
+            allowed = known and (
+                self.permission(repo, login) in WRITE_ROLES or login.lower() in commenters
+            )
+            if not allowed:
+                raise validation_failed("Issue", field, "invalid", value=login)
+            canonical = self.user(login).login
+            if canonical not in kept:
+                kept.append(canonical)
+        return kept
 
     def open_pull(
         self,
@@ -370,7 +507,7 @@ class Hub:
             raise validation_failed("PullRequest", "base", "missing_field")
         if not title:
             raise validation_failed("PullRequest", "title", "missing_field")
-        _check_pull_body(body)
+        _check_issue_body(body)
         if draft and repo.private and repo.plan in NO_PRIVATE_DRAFTS:
             raise ApiError(
                 422,
@@ -394,7 +531,7 @@ class Hub:
                 )
         if not repo.git.rev_list(head_sha, [base_sha], limit=1):
             raise custom_validation("PullRequest", f"No commits between {base} and {branch}")
-        issue = self.open_issue(repo, title, body, user)
+        issue = self._new_issue(repo, title, body, user)
         issue.pull = PullData(
             id=self._pull_ids(),
             head_ref=branch,
@@ -424,7 +561,7 @@ class Hub:
         assert pr is not None
         if state not in (None, "open", "closed"):
             raise validation_failed("PullRequest", "state", "invalid")
-        _check_pull_body(body)
+        _check_issue_body(body)
         changes: dict[str, Any] = {}
         if base is not None and base != pr.base_ref:
             if issue.state != "open":
@@ -649,6 +786,15 @@ class Hub:
         comment.updated_at = self.clock.now()
 
     def add_labels(self, repo: Repo, issue: Issue, names: list[str]) -> None:
+        self.set_labels(repo, issue, names)
+
+    def set_labels(
+        self, repo: Repo, issue: Issue, names: list[str], *, replace: bool = False
+    ) -> None:
+        """Adds (or, with `replace`, sets) labels by name, creating the repository's missing
+        ones as GitHub does (color ededed, no description)."""
+        if replace:
+            issue.labels = []
         for name in names:
             if name.lower() not in {n.lower() for n in repo.labels}:
                 repo.labels[name] = Label(self._label_ids(), name)
@@ -802,9 +948,10 @@ class Hub:
         return token
 
 
-def _check_pull_body(body: Any) -> None:
+def _check_issue_body(body: Any, docs: str | None = None) -> None:
+    """Issue and PR bodies share GitHub's Issue resource and its 422."""
     if isinstance(body, str) and len(body) > MAX_BODY_CHARS:
-        raise _too_long("Issue", "custom", "body", "body", _DOC_PULLS)
+        raise _too_long("Issue", "custom", "body", "body", docs or _DOC_PULLS)
 
 
 def _check_comment_body(body: str) -> None:

@@ -188,6 +188,13 @@ class HookPayloads:
         fields["pull_request"] = self.pull_request_object(repo, issue)
         return self._envelope(repo, sender, **fields)
 
+    def issue_object(self, repo: Repo, issue: Issue) -> dict[str, Any]:
+        """octokit common/issue: the REST issue, with the App in webhook form."""
+        data = self.views.issue(repo, issue)
+        if issue.via_app is not None:
+            data["performed_via_github_app"] = self.app(issue.via_app)
+        return data
+
     def issue_comment(
         self, action: str, repo: Repo, issue: Issue, comment: Comment, sender: str
     ) -> dict[str, Any]:
@@ -195,9 +202,25 @@ class HookPayloads:
             repo,
             sender,
             action=action,
-            issue=self.views.issue(repo, issue),
+            issue=self.issue_object(repo, issue),
             comment=self.views.comment(repo, comment),
         )
+
+    def issues(
+        self,
+        action: str,
+        repo: Repo,
+        issue: Issue,
+        sender: str,
+        *,
+        changes: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """issues.opened / edited / closed / reopened; `changes` (edited only) names the old
+        title and body of what changed."""
+        fields: dict[str, Any] = {"action": action, "issue": self.issue_object(repo, issue)}
+        if changes is not None:
+            fields["changes"] = changes
+        return self._envelope(repo, sender, **fields)
 
     # -- checks -----------------------------------------------------------------------------------
 

@@ -20,6 +20,9 @@ LEGACY_PERMISSION = {
     "none": "none",
 }
 WRITE_ROLES = frozenset({"admin", "maintain", "write"})
+# Who may edit anyone's issue (REST docs, Update an issue: "Issue owners and users with push
+# access or Triage role can edit an issue.").
+TRIAGE_ROLES = WRITE_ROLES | {"triage"}
 
 
 @dataclass
@@ -76,6 +79,9 @@ class Issue:
     closed_at: float | None = None
     labels: list[str] = field(default_factory=list)
     pull: PullData | None = None
+    state_reason: str | None = None  # completed / not_planned / duplicate / reopened
+    assignees: list[str] = field(default_factory=list)
+    via_app: int | None = None  # the App whose installation token opened it
 
     @property
     def is_pull(self) -> bool:

@@ -314,8 +314,8 @@ class RestViews:
             "labels": self.labels_of(repo, issue),
             "state": issue.state,
             "locked": False,
-            "assignee": None,
-            "assignees": [],
+            "assignee": self.user(issue.assignees[0]) if issue.assignees else None,
+            "assignees": [self.owned_user(login) for login in issue.assignees],
             "milestone": None,
             "comments": len(self.hub.comments_of(repo, issue.number)),
             "created_at": iso(issue.created_at),
@@ -326,8 +326,10 @@ class RestViews:
             "body": issue.body,
             "reactions": self.reactions(api + "/reactions"),
             "timeline_url": api + "/timeline",
-            "performed_via_github_app": None,
-            "state_reason": None,
+            "performed_via_github_app": (
+                self.app(self.hub.apps[issue.via_app]) if issue.via_app is not None else None
+            ),
+            "state_reason": issue.state_reason,
         }
         if issue.pull is not None:
             data["draft"] = issue.pull.draft
@@ -437,8 +439,8 @@ class RestViews:
             "closed_at": iso(issue.closed_at),
             "merged_at": iso(pr.merged_at),
             "merge_commit_sha": pr.merge_commit_sha or pr.test_merge_sha,
-            "assignee": None,
-            "assignees": [],
+            "assignee": self.user(issue.assignees[0]) if issue.assignees else None,
+            "assignees": [self.owned_user(login) for login in issue.assignees],
             "requested_reviewers": [],
             "requested_teams": [],
             "head": self._branch(repo, pr.head_ref, pr.head_sha),

@@ -28,7 +28,8 @@ from pydantic import SecretStr
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from bot.core.events import Event, Ignored, PayloadError, Ping, event_to_dict, normalize
+from bot.core.events import Event, Ignored, Ping, event_to_dict
+from bot.core.github_payloads import PayloadError, normalize
 from bot.log import correlated
 from bot.store.deliveries import (
     DeliveryInFlight,

@@ -133,7 +133,10 @@ EXPECTED_STATUSES = {
     "GET /repos/{owner}/{repo}/git/ref/{ref}": {200, 404},
     "GET /repos/{owner}/{repo}/installation": {200, 404},
     "GET /repos/{owner}/{repo}/issues/comments/{comment_id}": {200, 404},
+    "GET /repos/{owner}/{repo}/issues": {200, 422},
+    "POST /repos/{owner}/{repo}/issues": {201, 422},
     "GET /repos/{owner}/{repo}/issues/{issue_number}": {200, 404},
+    "PATCH /repos/{owner}/{repo}/issues/{issue_number}": {200, 422},
     "GET /repos/{owner}/{repo}/issues/{issue_number}/comments": {200, 404},
     "GET /repos/{owner}/{repo}/pulls": {200, 422},
     "GET /repos/{owner}/{repo}/pulls/{pull_number}": {200, 403, 404, 429, 502},
@@ -203,6 +206,12 @@ def test_every_response_matches_its_rest_schema(
         n = pr["number"]
         call("GET", f"{r}/issues/{n}", 200)
         call("GET", f"{r}/issues/999", 404)
+        issue = call("POST", f"{r}/issues", 201, {"title": "Dashboard", "labels": ["carry"]})
+        call("POST", f"{r}/issues", 422, {"body": "no title"})
+        call("PATCH", f"{r}/issues/{issue['number']}", 200, {"body": "- [x] ticked"})
+        call("PATCH", f"{r}/issues/{issue['number']}", 422, {"state": "bogus"})
+        call("GET", f"{r}/issues?state=all&labels=carry", 200)
+        call("GET", f"{r}/issues?state=bogus", 422)
         comment = call("POST", f"{r}/issues/{n}/comments", 201, {"body": "hi"})
         call("POST", f"{r}/issues/{n}/comments", 422, {"body": ""})
         call("POST", f"{r}/issues/999/comments", 404, {"body": "hi"})
@@ -351,6 +360,7 @@ def test_every_webhook_matches_octokit_schemas_and_is_signed(
         "pull_request$closed",
         "pull_request$reopened",
         "issue_comment$created",
+        "issues$opened",
         "check_run$completed",
         "check_run$rerequested",
     }

@@ -19,7 +19,8 @@ import pytest
 import requests
 
 from bot.core.events import ZERO_SHA as ZERO
-from bot.core.events import HeadMoved, normalize
+from bot.core.events import HeadMoved
+from bot.core.github_payloads import normalize
 from bot.core.state import CiState, PrInfo, SeriesState
 from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
 from bot.github import forge as forge_module

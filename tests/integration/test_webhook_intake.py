@@ -22,7 +22,8 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bot.config import CarryConfig, ConfigError, Settings
-from bot.core.events import Event, Ignored, Ping, event_to_dict, normalize
+from bot.core.events import Event, Ignored, Ping, event_to_dict
+from bot.core.github_payloads import normalize
 from bot.store import get_delivery, recent_deliveries
 from bot.web.app import create_app
 from bot.web.webhooks import sign

@@ -16,15 +16,14 @@ from bot.core.events import (
     HeadMoved,
     Ignored,
     InstallationChanged,
-    PayloadError,
+    IssueEdited,
     Ping,
     PrStateChanged,
     RefDeleted,
     event_from_dict,
     event_to_dict,
-    normalize,
-    parse_timestamp,
 )
+from bot.core.github_payloads import PayloadError, normalize, parse_timestamp
 from tests.support.paths import WEBHOOK_EXAMPLES
 
 NOT_PAYLOADS = {"manifest.json", "validation.json"}
@@ -123,6 +122,24 @@ EXPECTED: dict[str, Event] = {
         event_name="issue_comment",
         action="created",
         reason="issue_comment on an issue, not a pull request",
+        delivery_id=DELIVERY,
+    ),
+    **{
+        f"issues.{action}.json": Ignored(
+            event_name="issues",
+            action=action,
+            reason=f"issues action {action!r} is not used by carry (only edits of its dashboard)",
+            delivery_id=DELIVERY,
+        )
+        for action in ("opened", "closed", "reopened")
+    },
+    # octokit's example edits the title only (`changes` is empty): the body is as it was
+    "issues.edited.json": IssueEdited(
+        repo=REPO,
+        number=1,
+        actor="Codertocat",
+        body="It looks like you accidently spelled 'commit' with two 't's.",
+        previous_body=None,
         delivery_id=DELIVERY,
     ),
     "issue_comment.created.on-pull-request.json": CommentCreated(
