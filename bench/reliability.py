@@ -703,7 +703,7 @@ def scenario_github_429(root: Path, scale: Scale) -> Row:
         server = RedisServer(root / "redis", aof=False).start()
         try:
             client = redis.Redis(port=server.port)
-            record_rate_limit(forge.rate_remaining, client=client)
+            record_rate_limit(client, forge.rate_remaining)
             recorded = client.hget(GITHUB_KEY, "remaining")
         finally:
             server.kill()

@@ -26,7 +26,6 @@ Metrics read from Redis:
 from __future__ import annotations
 
 import bisect
-import functools
 import logging
 import time
 from collections import Counter
@@ -45,7 +44,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from bot.config import CarryConfig, load_settings
+from bot.config import CarryConfig
 from bot.core.state import CI_STATES, PHASES
 from bot.store.series import PREFIX, all_series
 
@@ -64,12 +63,6 @@ HW_QUEUE_PREFIX: Final = "hw."
 
 
 # --------------------------------------------------------------------------- writers
-
-
-@functools.cache
-def _default_client() -> redis.Redis:
-    url = load_settings().redis_url.get_secret_value()
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
 def count_event(client: redis.Redis, kind: str) -> None:
@@ -93,18 +86,16 @@ def observe_rebase(client: redis.Redis, seconds: float) -> None:
         log.debug("rebase duration not recorded: %s", err)
 
 
-def record_rate_limit(
-    remaining: int | None, limit: int | None = None, *, client: redis.Redis | None = None
-) -> None:
-    """What GitHub's last answer said about the REST rate limit (x-ratelimit-remaining).
-    Called by the GitHub layer; without `client` it writes to the Redis at REDIS_URL."""
+def record_rate_limit(client: redis.Redis, remaining: int | None, limit: int | None = None) -> None:
+    """What GitHub's last answer said about the REST rate limit (x-ratelimit-remaining); the
+    GitHub layer calls it through the callback a worker's Runtime gives it."""
     if remaining is None or remaining < 0:
         return
     values = {"remaining": remaining, "updated_at": time.time()}
     if limit is not None and limit >= 0:
         values["limit"] = limit
     try:
-        (client or _default_client()).hset(GITHUB_KEY, mapping=values)  # type: ignore[arg-type]
+        client.hset(GITHUB_KEY, mapping=values)  # type: ignore[arg-type]
     except redis.RedisError as err:
         log.debug("rate limit not recorded: %s", err)
 

@@ -66,10 +66,9 @@ def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> None:
 
     _json_logs()
     _check_config()
-    from workers.tasks import rebase
+    from workers.tasks import apply_time_limits
 
-    rebase.soft_time_limit = settings().rebase_time_limit_s
-    rebase.time_limit = rebase.soft_time_limit + 60
+    apply_time_limits(settings())
     celery_app.worker_main(
         [
             "--quiet",  # no banner: every line on stderr is a JSON log line
@@ -103,6 +102,11 @@ def beat() -> None:
             "schedule": float(config.polling.pr_state_every_s),
         },
     }
+    if config.downstream.dashboard_issue:
+        celery_app.conf.beat_schedule["refresh-dashboard-issue"] = {
+            "task": "carry.dashboard_issue",
+            "schedule": float(config.polling.dashboard_issue_every_s),
+        }
     schedule = cache_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
     # The first polls run now, not one interval later: an unreachable upstream or a head moved

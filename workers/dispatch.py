@@ -201,4 +201,5 @@ _HANDLERS: dict[str, Callable[[Runtime, Action, Sender], None]] = {
     "approve": _send_task("carry.approve"),
     "retest": _send_task("carry.retest"),
     "record_ci": _note,
+    "refresh_dashboard_issue": lambda rt, a, send: send("carry.dashboard_issue", dict(a.args)),
 }

@@ -8,6 +8,7 @@ from bot.config import BaseSpec, CarryConfig, Series, parse_pr_ref
 from bot.core.planner import Facts, SeriesFacts
 from bot.core.state import SeriesState
 from bot.series_loader import SeriesInvalid, load_series
+from bot.store import dashboard_issue
 from bot.store.series import load_series as load_state
 from workers.runtime import Runtime
 
@@ -61,9 +62,11 @@ def awaiting_import(rt: Runtime, series: Series) -> bool:
 
 def gather(rt: Runtime, client: redis.Redis | None = None) -> Facts:
     client = client or rt.redis
+    board = dashboard_issue.load(client, rt.config.downstream.repo)
     return Facts(
         downstream_repo=rt.config.downstream.repo,
         bot_login=rt.bot_login,
+        dashboard_issue=board.number if board else None,
         series=tuple(
             series_facts(s, rt.config, load_state(client, s.id), awaiting_import(rt, s))
             for s in rt.config.series

@@ -137,7 +137,7 @@ def report_on_github(series_id: str, row: CiState) -> None:
     state = store.load_series(rt.redis, series_id)
     if rt.settings.github_auth == "none" or state is None or state.pr is None:
         return
-    forge = Forge.connect(rt.settings, rt.config.downstream.repo)
+    forge = rt.forge()
     sent = _post_result(rt, forge, state, row)
     for _ in range(_RECHECKS):
         state = store.load_series(rt.redis, series_id)

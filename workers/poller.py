@@ -6,13 +6,15 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
+from celery.exceptions import SoftTimeLimitExceeded
+
 from bot import metrics
 from bot.config import BaseSpec, Series, parse_pr_ref
 from bot.core import transitions as tr
 from bot.core.events import ZERO_SHA, HeadMoved, PrStateChanged
 from bot.core.state import SeriesState
 from bot.git.mirror import Mirror, MirrorError
-from bot.github.forge import Forge, ForgeError
+from bot.github.forge import ForgeError
 from bot.store import series as store
 from workers.facts import base_of
 from workers.runtime import Runtime
@@ -99,6 +101,11 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
         except MirrorError as err:
             _poll_failed(rt, name, members, str(err))
             continue
+        except SoftTimeLimitExceeded:  # the poll's time limit: this upstream is the slow one
+            limit_s = rt.settings.poll_time_limit_s
+            why = f"the poll stopped at its time limit ({limit_s} s, CARRY_POLL_TIME_LIMIT_S)"
+            _poll_failed(rt, name, members, f"{why} while asking this upstream for its refs")
+            raise
         for series in members:
             _set_upstream_error(rt, series.id, None)
             found = _watched(bases[series.id], refs)
@@ -141,7 +148,7 @@ def pr_events(rt: Runtime) -> list[PrStateChanged]:
     """State changes of watched PRs, via conditional requests (a 304 costs no rate limit)."""
     if rt.settings.github_auth == "none":
         return []
-    forge = Forge.connect(rt.settings, rt.config.downstream.repo)
+    forge = rt.forge()
     events = []
     for repo, number in watched_prs(rt):
         key = f"carry:prstate:{repo}#{number}"

@@ -51,7 +51,7 @@ def publish(
     tree: str | None = None,
 ) -> None:
     series = rt.config.series_by_id(state.id)
-    forge = Forge.connect(rt.settings, rt.config.downstream.repo)
+    forge = rt.forge()
     downstream = Downstream(
         downstream_repo.url(rt.settings, rt.config),
         rt.cache_dir,

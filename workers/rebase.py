@@ -21,7 +21,7 @@ from bot.core.report import PatchReport, SeriesReport
 from bot.core.state import Phase, SeriesState
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
-from bot.github.forge import Forge, ForgeError
+from bot.github.forge import ForgeError
 from bot.metrics import observe_rebase
 from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
@@ -191,9 +191,7 @@ def _report_invalid(rt: Runtime, state: SeriesState, problems: list[str]) -> Non
         f"nothing was changed or dropped:\n\n{lines}\n"
     )
     try:
-        Forge.connect(rt.settings, rt.config.downstream.repo).upsert_comment(
-            state.pr.number, INVALID_MARKER, body
-        )
+        rt.forge().upsert_comment(state.pr.number, INVALID_MARKER, body)
     except ForgeError as err:
         store.append_history(rt.redis, state.id, "report-failed", error=str(err))
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import redis
 
 from bot.config import CarryConfig, Settings, load_config, load_settings
+from bot.github.forge import Forge
+from bot.metrics import record_rate_limit
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,14 @@ class Runtime:
     @property
     def patches_root(self) -> Path:
         return self.downstream_dir / self.config.downstream.patches_dir
+
+    def forge(self) -> Forge:
+        """The downstream repository on GitHub; the rate limit it sees goes to the metrics."""
+        return Forge.connect(
+            self.settings,
+            self.config.downstream.repo,
+            on_rate_limit=functools.partial(record_rate_limit, self.redis),
+        )
 
     @property
     def cache_dir(self) -> Path:

@@ -15,7 +15,7 @@ from bot.core import successor as core
 from bot.core import transitions as tr
 from bot.git.engine import PatchInput
 from bot.git.mirror import MirrorError
-from bot.github.forge import Forge, PullState
+from bot.github.forge import PullState
 from bot.series_loader import SeriesInvalid, load_series
 from bot.store import series as store
 from workers.rebase import engine_for
@@ -35,7 +35,7 @@ def find_successor(rt: Runtime, series_id: str, repo: str, number: int) -> dict[
             "credentials carry cannot read its records to find a successor",
         }
         return _store(rt, series_id, proposal)
-    forge = Forge.connect(rt.settings, rt.config.downstream.repo)
+    forge = rt.forge()
     found = core.candidates(repo, number, forge.timeline(repo, number))
     proposal = {"closed": closed, "candidates": [c.number for c in found]}
     if not found:

@@ -11,8 +11,9 @@ from typing import Any
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_ready
+from celery.signals import task_failure, worker_ready
 
+from bot.config import Settings
 from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.planner import plan, plan_duplicate
@@ -22,8 +23,8 @@ from bot.github.forge import Forge, ForgeError, PermissionUnknown, RateLimited
 from bot.log import correlated
 from bot.metrics import count_event
 from bot.store import series as store
-from workers import ci, hardware, poller, publish
-from workers.celery_app import app
+from workers import ci, dashboard_issue, hardware, poller, publish
+from workers.celery_app import GIT_TASKS, app
 from workers.dispatch import carry_out
 from workers.facts import gather
 from workers.rebase import rebase_series, register_series
@@ -166,6 +167,59 @@ def _register(**_: object) -> None:
     register_series(runtime())
 
 
+# --------------------------------------------------------------------------- time limits
+
+
+def time_limits(settings: Settings) -> dict[str, tuple[int, str]]:
+    """The soft time limit of each service task (the hard one is a minute more), with the
+    setting that gives it. Runner jobs (`carry.ci.run_job`) have their steps' own timeouts."""
+    rebase = (settings.rebase_time_limit_s, "CARRY_REBASE_TIME_LIMIT_S")
+    quick = (settings.quick_time_limit_s, "CARRY_QUICK_TIME_LIMIT_S")
+    limits = {
+        name: quick
+        for name in app.tasks
+        if name.startswith("carry.") and name not in GIT_TASKS and name != ci.TASK_NAME
+    }
+    return limits | {
+        "carry.rebase": rebase,
+        "carry.find_successor": rebase,  # it checks the series on a head, as a rebase does
+        "carry.publish": (settings.publish_time_limit_s, "CARRY_PUBLISH_TIME_LIMIT_S"),
+        "carry.poll": (settings.poll_time_limit_s, "CARRY_POLL_TIME_LIMIT_S"),
+    }
+
+
+def apply_time_limits(settings: Settings) -> None:
+    for name, (limit_s, _setting) in time_limits(settings).items():
+        task = app.tasks[name]
+        task.soft_time_limit = limit_s
+        task.time_limit = limit_s + 60
+
+
+@task_failure.connect
+def _record_time_out(
+    sender: Task | None = None,
+    exception: BaseException | None = None,
+    kwargs: dict[str, Any] | None = None,
+    **_: object,
+) -> None:
+    """A task stopped at its time limit is shown as timed out: as the series' error when it
+    works for one series, else on the events page. The rebase says so itself."""
+    timed_out = isinstance(exception, SoftTimeLimitExceeded)
+    if not timed_out or sender is None or sender.name == "carry.rebase":
+        return
+    rt = runtime()
+    limit_s, setting = time_limits(rt.settings).get(sender.name, (sender.soft_time_limit, "?"))
+    series_id = (kwargs or {}).get("series_id")
+    message = f"{sender.name} timed out after {limit_s} s ({setting}); it is not retried"
+    log.warning("%s%s", f"{series_id}: " if series_id else "", message)
+    if isinstance(series_id, str) and series_id:
+        _record_failure(rt, series_id, message, "task-timed-out", final=True, task=sender.name)
+    else:
+        store.append_history(
+            rt.redis, None, "task-timed-out", task=sender.name, limit_s=limit_s, error=message
+        )
+
+
 @app.task(name="carry.poll", bind=True, acks_late=True)
 def poll(self: Task) -> None:
     rt = runtime()
@@ -192,6 +246,7 @@ def check_permission(
     author: str,
     body: str,
     head_at_comment: str | None = None,
+    source: str = "",
 ) -> None:
     """Looks up the commenter's permission, then lets the planner decide on the command."""
     rt = runtime()
@@ -212,6 +267,7 @@ def check_permission(
             permission=permission,
             body=body,
             head_at_comment=head_at_comment,
+            source=source,
         )
         handle_event(rt, event)
 
@@ -238,8 +294,28 @@ def find_successor_task(self: Task, series_id: str, repo: str, number: int) -> N
             _visible_failure(rt, self, series_id, f"finding the successor of {repo}#{number}", err)
 
 
+@app.task(name="carry.dashboard_issue", bind=True, acks_late=True, max_retries=5)
+def dashboard_issue_task(self: Task, force: bool = False) -> None:
+    """Brings the dashboard issue up to date (the beat asks every interval; a tick forces it)."""
+    rt = runtime()
+    with correlated(task_id=self.request.id):
+        if not dashboard_issue.enabled(rt):
+            return
+        try:
+            done = dashboard_issue.refresh(rt, github_forge(rt), force=force)
+        except ForgeError as err:
+            attempts = self.request.retries + 1
+            log.warning("dashboard issue not updated (attempt %d): %s", attempts, err)
+            store.append_history(
+                rt.redis, None, "dashboard-issue-failed", attempt=attempts, error=str(err)
+            )
+            raise self.retry(exc=err, countdown=_retry_in(err, attempts)) from err
+        if done is dashboard_issue.Refresh.BUSY and force:
+            raise self.retry(countdown=rt.settings.busy_retry_s)
+
+
 def github_forge(rt: Runtime) -> Forge:
-    return Forge.connect(rt.settings, rt.config.downstream.repo)
+    return rt.forge()
 
 
 @app.task(name="carry.approve", bind=True, acks_late=True)

@@ -44,7 +44,7 @@ def parse_commands(body: str) -> list[Command]:
     commands anyone gave; a command repeated in one comment is one request."""
     commands: list[Command] = []
     seen: set[tuple[str, str | None, str | None]] = set()
-    for text in _prose_lines(body):
+    for text in prose_lines(body):
         if not text.startswith("/carry"):
             continue
         command = parse_line(text)
@@ -58,7 +58,7 @@ def parse_commands(body: str) -> list[Command]:
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
-def _prose_lines(body: str) -> list[str]:
+def prose_lines(body: str) -> list[str]:
     """The stripped lines of `body` outside fenced and indented code blocks (CommonMark's
     rules, simplified: a fence closes with a fence of the same character at least as long;
     an indented block cannot interrupt a paragraph)."""

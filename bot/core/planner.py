@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.core import events as ev
 from bot.core.commands import HELP, Command, may_command, parse_commands, retarget_base
+from bot.core.dashboard_issue import ticked
 from bot.core.versions import version_key
 
 
@@ -46,6 +47,7 @@ class Facts:
     downstream_repo: str
     bot_login: str = "carry[bot]"
     series: tuple[SeriesFacts, ...] = ()
+    dashboard_issue: int | None = None  # carry's dashboard issue on the downstream repository
 
 
 @dataclass(frozen=True)
@@ -236,12 +238,52 @@ def _comment(event: ev.Event, facts: Facts) -> list[Action]:
     return [Action("check_permission", f"perm:{event.key}", why, series.id, args)]
 
 
+def _issue_edited(event: ev.Event, facts: Facts) -> list[Action]:
+    """A tick on the dashboard issue is a `/carry` command by whoever ticked, with the same
+    permission check as a comment; the issue is written again either way (the box unticked,
+    a person's edit of carry's text undone)."""
+    assert isinstance(event, ev.IssueEdited)
+    if event.repo != facts.downstream_repo or event.number != facts.dashboard_issue:
+        return [_note(event, f"#{event.number} is not carry's dashboard issue")]
+    if event.actor == facts.bot_login:
+        return [_note(event, "carry's own edit of its dashboard issue")]
+    actions: list[Action] = []
+    by_series: dict[str, list[str]] = {}
+    for tick in ticked(event.previous_body, event.body):
+        by_series.setdefault(tick.series_id, []).append(tick.command)
+    for series_id, commands in by_series.items():
+        series = next((s for s in facts.series if s.id == series_id), None)
+        if series is None:
+            actions.append(_note(event, f"a ticked box names series {series_id!r}, not configured"))
+            continue
+        args = {
+            "number": event.number,
+            "comment_id": 0,
+            "author": event.actor,
+            "body": "\n".join(commands),
+            "head_at_comment": series.head_sha,
+            "source": f"dashboard:{event.delivery_id}:{series.id}",
+        }
+        why = f"@{event.actor} ticked {', '.join(commands)} on the dashboard issue"
+        actions.append(
+            Action("check_permission", f"perm:{event.key}:{series.id}", why, series.id, args)
+        )
+    if not by_series:
+        actions.append(_note(event, "the dashboard issue was edited; no box was ticked"))
+    actions.append(_refresh_dashboard(event.key, "the dashboard issue was edited"))
+    return actions
+
+
+def _refresh_dashboard(key: str, why: str) -> Action:
+    return Action("refresh_dashboard_issue", f"dashboard:{key}", why, None, {"force": True})
+
+
 def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.CommandAuthorized)
     series = next((s for s in facts.series if s.id == event.series_id), None)
     if series is None:
         return [_note(event, f"series {event.series_id} is no longer configured")]
-    base_key = f"cmd:{event.comment_id}"
+    base_key = f"cmd:{event.source or event.comment_id}"
     if not may_command(event.permission):
         text = (
             f"Sorry @{event.author}, carry takes commands only from people with write access "
@@ -261,6 +303,8 @@ def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
     actions.append(
         _reply(series, event, "\n".join(lines), f"{base_key}:reply", "answer the command")
     )
+    if event.source.startswith("dashboard:"):
+        actions.append(_refresh_dashboard(base_key, "show what the ticked boxes did"))
     return actions
 
 
@@ -435,6 +479,7 @@ _HANDLERS: dict[type, Callable[[ev.Event, Facts], list[Action]]] = {
     ev.RefDeleted: _ref_deleted,
     ev.PrStateChanged: _pr_state,
     ev.CommentCreated: _comment,
+    ev.IssueEdited: _issue_edited,
     ev.CommandAuthorized: _authorized,
     ev.RebaseFinished: _rebase_finished,
     ev.CiResultReceived: _ci_result,

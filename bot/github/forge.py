@@ -34,7 +34,6 @@ from urllib3.response import BaseHTTPResponse, HTTPResponse
 
 from bot.config import ConfigError, Settings
 from bot.core.render import GITHUB_MAX_CHECK_OUTPUT_BYTES, fit_for_github
-from bot.metrics import record_rate_limit
 
 log = logging.getLogger("carry.github")
 
@@ -307,16 +306,28 @@ PERMISSIONS = PermissionCache()
 RENAMES: dict[tuple[str, str], str] = {}
 
 
+RateLimitSink = Callable[[int | None], None]  # told the remaining REST quota after each call
+
+
 class Forge:
-    def __init__(self, github: Github, repo_name: str, auth: Auth.Auth):
+    def __init__(
+        self,
+        github: Github,
+        repo_name: str,
+        auth: Auth.Auth,
+        on_rate_limit: RateLimitSink | None = None,
+    ):
         self.github = github
         self.repo_name = repo_name
         self._auth = auth
+        self._on_rate_limit = on_rate_limit
         self._repo: Repository | None = None
         self.renamed_from: str | None = None  # the configured name, once GitHub moved it
 
     @classmethod
-    def connect(cls, settings: Settings, repo_name: str) -> Forge:
+    def connect(
+        cls, settings: Settings, repo_name: str, *, on_rate_limit: RateLimitSink | None = None
+    ) -> Forge:
         base_url = settings.github_base_url.rstrip("/")
         auth = _auth(settings, base_url)
         github = Github(
@@ -332,7 +343,7 @@ class Forge:
             per_page=100,  # GitHub's maximum: fewer pages of comments (its default is 30)
         )
         known = RENAMES.get((github.requester.base_url, repo_name.lower()), repo_name)
-        return cls(github, known, auth)
+        return cls(github, known, auth, on_rate_limit)
 
     @property
     def repo(self) -> Repository:
@@ -362,7 +373,8 @@ class Forge:
             raise ForgeError(f"GitHub: {what} failed ({err.status}): {err.data}") from err
         except requests.RequestException as err:
             raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
-        record_rate_limit(self.rate_remaining)
+        if self._on_rate_limit is not None:
+            self._on_rate_limit(self.rate_remaining)
         return result
 
     def _moving(self, what: str, run: Callable[[], Any]) -> Any:
@@ -546,6 +558,38 @@ class Forge:
         return int(
             self._call("comment", lambda: self.repo.get_issue(number).create_comment(text)).id
         )
+
+    def find_issue(self, label: str, creator: str) -> int | None:
+        """The lowest-numbered open issue (not a PR) with `label` that `creator` opened."""
+        issues = self._call(
+            "list issues", lambda: self.repo.get_issues(state="open", labels=[label])
+        )
+        mine = [
+            int(i.number)
+            for i in issues
+            if i.pull_request is None and (i.user.login or "").lower() == creator.lower()
+        ]
+        return min(mine, default=None)
+
+    def create_issue(self, title: str, body: str, labels: list[str]) -> int:
+        text = fit_for_github(body)
+        created = self._call(
+            "create issue", lambda: self.repo.create_issue(title=title, body=text, labels=labels)
+        )
+        return int(created.number)
+
+    def edit_issue(self, number: int, body: str) -> bool:
+        """Writes the issue's body; False when GitHub has no such issue any more (deleted,
+        or transferred to another repository)."""
+        text = fit_for_github(body)
+        try:
+            # lazy: get_issue sends no request, edit sends the PATCH
+            self._call("edit issue", lambda: self.repo.get_issue(number).edit(body=text))
+        except ForgeError as err:
+            if isinstance(err.__cause__, GithubException) and err.__cause__.status in (404, 410):
+                return False
+            raise
+        return True
 
     def permission(self, user: str) -> str:
         """The user's role on the repository (admin, maintain, write, triage, read, none),

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+from celery import Celery
 
 from bot.emulator import GitHubEmulator
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
@@ -73,7 +75,12 @@ def flow_with_runner(tmp_path: Path, redis_url: str):
     yield from _flow(tmp_path, redis_url, runners=True)
 
 
-def _flow(tmp_path: Path, redis_url: str, *, runners: bool):
+@pytest.fixture
+def flow_with_dashboard_issue(tmp_path: Path, redis_url: str):
+    yield from _flow(tmp_path, redis_url, runners=False, settings={"dashboard_issue": True})
+
+
+def _flow(tmp_path: Path, redis_url: str, *, runners: bool, settings: dict | None = None):
     env = CarryEnv(tmp_path, redis_url)
     env.upstream.checkout("main", new_branch="feature")
     env.upstream.commit("Start the feature", {"feature.py": "enabled = True\n"})
@@ -95,6 +102,8 @@ def _flow(tmp_path: Path, redis_url: str, *, runners: bool):
         gh.set_permission(DOWN_OWNER, DOWN_NAME, "maint", "write")
         gh.add_user("visitor")
         gh.set_permission(DOWN_OWNER, DOWN_NAME, "visitor", "read")
+        gh.add_user("triager")
+        gh.set_permission(DOWN_OWNER, DOWN_NAME, "triager", "triage")
         pull = gh.open_pull(
             UP_OWNER, UP_NAME, head="feature", base="main", title="Feature", user="upstream-dev"
         )
@@ -105,7 +114,7 @@ def _flow(tmp_path: Path, redis_url: str, *, runners: bool):
                 "checks": ["has-fix"],
                 "trusted_authors": ["upstream-dev"],
             }
-        env.write_config(base={"pull": pull}, **extra)
+        env.write_config(base={"pull": pull}, downstream=settings, **extra)
         if runners:
             add_runner_config(env, tmp_path / "runner")
         config = env.config_path.read_text().replace(
@@ -360,3 +369,72 @@ def test_broken_metadata_is_reported_on_the_pr_and_nothing_is_dropped(flow: Flow
     assert "the-fix.md" in comment["body"] and "Upstream" in comment["body"]
     assert flow.env.state().phase == "error"
     assert flow.branch_file(pr_patch_name(flow)) == before  # nothing dropped or rewritten
+
+
+def test_the_dashboard_issue_shows_every_series_and_a_tick_acts_as_the_command(
+    flow_with_dashboard_issue: Flow,
+):
+    """Renovate's Dependency Dashboard, for patch series: one issue on the downstream
+    repository, written by carry and kept current; ticking a box there is the `/carry`
+    command by whoever ticked it, with the same permission check, answered on the issue."""
+    flow = flow_with_dashboard_issue
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head)
+    beat = Celery(broker=flow.env.redis_url)
+    beat.send_task("carry.dashboard_issue", queue="carry")  # what the beat sends every interval
+
+    def board() -> dict | None:
+        issues = flow.gh.issues(DOWN_OWNER, DOWN_NAME)
+        return issues[0] if issues else None
+
+    issue = wait_for(board, 60, "the dashboard issue")
+    assert issue["title"] == "carry: patch series dashboard"
+    assert issue["user"]["login"] == "carry[bot]"
+    assert [label["name"] for label in issue["labels"]] == ["carry-dashboard"]
+    assert f"## `{SERIES}`" in issue["body"] and head[:12] in issue["body"]
+    number = issue["number"]
+
+    def tick(body: str, action: str) -> str:
+        (line,) = [x for x in body.splitlines() if f"carry-action:{action} " in x]
+        return body.replace(line, line.replace("- [ ]", "- [x]", 1))
+
+    def answers() -> list[str]:
+        return [c["body"] for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, number)]
+
+    # Someone who may edit issues (triage) but may not command carry: refused, like a comment.
+    flow.gh.edit_issue(
+        DOWN_OWNER, DOWN_NAME, number, body=tick(issue["body"], f"pause:{SERIES}"), user="triager"
+    )
+    (refusal,) = wait_for(answers, 60, "the refusal")
+    # GitHub's collaborator permission names triage "read" (its role_name says "triage")
+    assert refusal.startswith("Sorry @triager") and "(your permission: read)" in refusal
+    wait_for(
+        lambda: "- [x]" not in flow.gh.issue(DOWN_OWNER, DOWN_NAME, number)["body"],
+        60,
+        "the box to be unticked",
+    )
+    assert flow.env.state().paused_by is None
+
+    # A maintainer's tick pauses the series, is answered, and the box comes back as "Resume".
+    flow.gh.edit_issue(
+        DOWN_OWNER, DOWN_NAME, number, body=tick(issue["body"], f"pause:{SERIES}"), user="maint"
+    )
+    wait_for(lambda: len(answers()) == 2, 60, "the answer to the tick")
+    assert answers()[1] == "Paused: carry will not act on its own."
+    assert flow.env.state().paused_by == "maint"
+
+    def offers_resume() -> str | None:
+        body = str(flow.gh.issue(DOWN_OWNER, DOWN_NAME, number)["body"])
+        return body if f"carry-action:resume:{SERIES} " in body else None
+
+    written = wait_for(offers_resume, 60, "the issue to offer Resume")
+    assert "- [x]" not in written and "paused by `maint`" in written
+
+    # Nothing changed: the next interval writes nothing.
+    edits = len(flow.gh.api_requests("PATCH", f"/repos/{DOWN_OWNER}/{DOWN_NAME}/issues/{number}"))
+    beat.send_task("carry.dashboard_issue", queue="carry")
+    wait_for(lambda: flow.env.client.llen("carry") == 0, 30, "the refresh to be taken")
+    time.sleep(1)
+    after = flow.gh.api_requests("PATCH", f"/repos/{DOWN_OWNER}/{DOWN_NAME}/issues/{number}")
+    assert len(after) == edits
+    assert len(flow.gh.issues(DOWN_OWNER, DOWN_NAME)) == 1

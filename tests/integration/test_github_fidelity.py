@@ -6,158 +6,55 @@ and CI-report code in this process against it, with real git, Redis and PyGithub
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import requests
 
 from bot.core.events import ZERO_SHA as ZERO
 from bot.core.events import HeadMoved
 from bot.core.github_payloads import normalize
-from bot.core.state import CiState, PrInfo, SeriesState
-from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
+from bot.core.state import CiState
+from bot.emulator import GitHubEmulator, WebhookSink
 from bot.github import forge as forge_module
-from bot.github.forge import Forge, ForgeError
+from bot.github.forge import ForgeError
+from bot.metrics import GITHUB_KEY
 from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_tasks
+from tests.support.deployment import (
+    APP_ID,
+    CHECK,
+    CONFLICTING,
+    DOWN_NAME,
+    DOWN_OWNER,
+    FIX,
+    MOVED,
+    SECOND,
+    UP_NAME,
+    UP_OWNER,
+    Deploy,
+    Deployment,
+    deployments,
+    pr,
+)
 from tests.support.gitrepo import git
 from workers import hardware, poller, publish, tasks
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
 from workers.rebase import rebase_series
-from workers.runtime import Runtime
-
-UP_OWNER, UP_NAME = "upstream-org", "engine"
-DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"
-APP_ID, INSTALLATION_ID = 31337, 4242
-FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
-MOVED = {"mod.py": "# header\n" + BODY}
-# A second patch further down: it still applies (moved) where the first one conflicts, so a
-# conflicting refresh has files to propose and opens a PR.
-SECOND = {"mod.py": FIX["mod.py"].replace("compute(30)", "compute(30, fast=True)")}
-CONFLICTING = {"mod.py": "# header\n" + BODY.replace("compute(10)", "other(10)")}
-CHECK = "gaudi/has-fix"
-
-
-@dataclass
-class Deployment:
-    env: CarryEnv
-    gh: GitHubEmulator
-    rt: Runtime
-
-    def propose(self, files: dict[str, str], message: str) -> SeriesState:
-        """Upstream main moves; carry rebases the series and publishes it, as its tasks do."""
-        head = self.env.upstream.commit(message, files)
-        finished = rebase_series(self.rt, SERIES, head, "refs/heads/main")
-        assert finished is not None
-        publish.publish(
-            self.rt,
-            SERIES,
-            finished.head_sha,
-            finished.digest,
-            finished.changed,
-            finished.result_tree,
-        )
-        state = store.load_series(self.rt.redis, SERIES)
-        assert state is not None and state.pr is not None, self.history()
-        return state
-
-    def forge(self) -> Forge:
-        """carry's GitHub port for the downstream repository, as a task connects it."""
-        return Forge.connect(self.rt.settings, f"{DOWN_OWNER}/{DOWN_NAME}")
-
-    def open_pr(self) -> int:
-        """Upstream moves and carry opens its PR; returns the PR's number."""
-        return pr(self.propose(MOVED, "Add a header")).number
-
-    def pull(self) -> dict[str, Any]:
-        (pull,) = self.gh.pulls(DOWN_OWNER, DOWN_NAME)
-        return pull
-
-    def report(self, state: SeriesState, row: CiState) -> None:
-        """A CI row changed (as workers.ci stores it), then the GitHub hook runs."""
-        state.ci[row.runner] = row
-        store.save_series(self.rt.redis, state)
-        hardware.report_on_github(SERIES, row)
-
-    def history(self, kind: str | None = None) -> list[dict[str, Any]]:
-        entries = store.history(self.rt.redis, SERIES, limit=1000)
-        return [e for e in entries if kind is None or e["kind"] == kind]
-
-
-Deploy = Callable[..., Deployment]
-
-
-def pr(state: SeriesState) -> PrInfo:
-    assert state.pr is not None
-    return state.pr
 
 
 @pytest.fixture
 def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy]:
-    env = CarryEnv(tmp_path, redis_url)
-    broker = celery_app.conf.broker_url
-    with contextlib.ExitStack() as running:
-        started: list[GitHubEmulator] = []
-
-        def start(
-            *,
-            auth: str = "token",
-            private: bool = False,
-            plan: str = "free",
-            patches: tuple[dict[str, str], ...] = (FIX,),
-            enterprise: bool = False,
-        ) -> Deployment:
-            gh = running.enter_context(GitHubEmulator(tmp_path / "gh", enterprise=enterprise))
-            started.append(gh)
-            env.carry_patches(list(patches))
-            git(env.downstream, "init", "-q", "-b", "main")
-            git(env.downstream, "add", "-A")
-            git(env.downstream, "commit", "-q", "-m", "carry the fixes")
-            env.write_config()
-            gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
-            gh.create_repo(
-                DOWN_OWNER, DOWN_NAME, from_path=env.downstream, private=private, plan=plan
-            )
-            settings = {
-                **env.env,
-                "GITHUB_BASE_URL": gh.base_url,
-                "CARRY_DOWNSTREAM_DIR": "",  # the series come from the emulated GitHub
-                "CARRY_BOT_LOGIN": "carry[bot]",
-            }
-            if auth == "app":
-                private_key, public_key = generate_app_key()
-                gh.add_app(APP_ID, public_key, slug="carry")
-                gh.add_installation(APP_ID, INSTALLATION_ID, DOWN_OWNER)
-                settings |= {
-                    "GITHUB_APP_ID": str(APP_ID),
-                    "GITHUB_APP_PRIVATE_KEY": private_key,
-                    "GITHUB_INSTALLATION_ID": str(INSTALLATION_ID),
-                }
-            else:
-                gh.add_user("carry[bot]", type="Bot")
-                gh.add_token("carry-token", "carry[bot]")
-                gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")
-                settings["GITHUB_TOKEN"] = "carry-token"
-            for key, value in settings.items():
-                monkeypatch.setenv(key, value)
-            runtime_module.reset()
-            celery_app.conf.broker_url = redis_url  # anything enqueued goes to the test's Redis
-            celery_app.close()
-            return Deployment(env, gh, runtime_module.runtime())
-
+    with deployments(tmp_path, redis_url, monkeypatch) as start:
         yield start
-        assert [gh.errors for gh in started] == [[] for _ in started]
-    celery_app.conf.broker_url = broker
-    celery_app.close()
-    runtime_module.reset()
 
 
 # -- 1. check runs need a GitHub App ------------------------------------------------------------
@@ -872,3 +769,20 @@ def test_carry_goes_on_publishing_to_a_renamed_downstream_and_says_so(deploy: De
     )
     followed = [r for r in d.gh.requests if r.status in (301, 307) and "/repos/" in r.path]
     assert len(followed) == 1, [(r.method, r.path) for r in followed]
+
+
+# -- the rate limit reaches the metrics through the runtime's port -------------------------------
+
+
+def test_the_rate_limit_github_answers_reaches_the_store_of_the_runtime(deploy: Deploy) -> None:
+    """The GitHub adapter writes no Redis of its own (it had a hidden module-level client on
+    REDIS_URL): the runtime that connects it says where the figure goes."""
+    d = deploy(auth="token")
+    where = d.rt.redis.connection_pool.connection_kwargs
+    elsewhere = redis.Redis(host=where["host"], port=where["port"], db=(where["db"] + 1) % 16)
+    elsewhere.delete(GITHUB_KEY)
+    rt = dataclasses.replace(d.rt, redis=elsewhere)  # not the Redis of REDIS_URL
+    rt.forge().find_open_pull("carry/nothing")
+    stored = elsewhere.hget(GITHUB_KEY, "remaining")
+    assert stored is not None
+    assert int(stored) == d.gh.rate_limit(token="carry-token").remaining

@@ -72,7 +72,7 @@ def test_events_rebase_durations_and_rate_limit_come_from_the_store(
         metrics.count_event(client, kind)
     for seconds in (0.05, 0.3, 0.3, 700.0):
         metrics.observe_rebase(client, seconds)
-    metrics.record_rate_limit(4321, 5000, client=client)
+    metrics.record_rate_limit(client, 4321, 5000)
 
     text = scrape(web)
 
@@ -148,7 +148,7 @@ def test_metrics_answer_when_redis_is_down(config: CarryConfig) -> None:
     # The writers swallow the outage: a metric never fails the work it measures.
     metrics.count_event(dead, "head_moved")
     metrics.observe_rebase(dead, 1.0)
-    metrics.record_rate_limit(10, client=dead)
+    metrics.record_rate_limit(dead, 10)
 
 
 # --------------------------------------------------------------------------- logs

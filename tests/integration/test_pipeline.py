@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from celery import Celery
 
 from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv, lanes_empty, slow_git_shim, wait_for
@@ -173,6 +175,34 @@ def test_a_rebase_past_its_time_limit_is_stopped_and_shown_as_timed_out(carry, t
     state = carry.state()
     assert state is not None and state.phase == "error" and "timed out after 1 s" in state.error
     assert carry.history("rebased") == []
+
+
+def test_a_poll_past_its_time_limit_is_stopped_and_the_slow_upstream_named(carry, tmp_path):
+    """Every task of the service has a time limit of its kind (CARRY_POLL_TIME_LIMIT_S for a
+    poll of the heads): an upstream whose ls-remote hangs stops the poll, and the series of
+    that upstream say so under "needs attention" instead of the poll running on."""
+    carry.extra_env["CARRY_POLL_TIME_LIMIT_S"] = "1"
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "git").write_text(
+        '#!/bin/sh\nfor a in "$@"; do if [ "$a" = ls-remote ]; then sleep 20; fi; done\n'
+        f'exec {shutil.which("git")} "$@"\n'
+    )
+    (shim / "git").chmod(0o755)
+    carry.start_carry_worker("slow-poll", path_prefix=str(shim), queues="carry.git")
+    Celery(broker=carry.redis_url).send_task("carry.poll", queue="carry.git")
+    (stopped,) = wait_for(lambda: carry.history("poll-failed"), 60, "the poll to be stopped")
+    assert "time limit (1 s, CARRY_POLL_TIME_LIMIT_S)" in stopped["data"]["error"]
+    state = carry.state()
+    assert state is not None and state.upstream_error is not None
+    assert any("time limit" in r for r in state.needs_attention)
+
+    def recorded() -> list[dict[str, object]]:
+        entries = store.history(carry.client, None, limit=200)
+        return [e for e in entries if e["kind"] == "task-timed-out"]
+
+    (entry,) = wait_for(recorded, 30, "the time-out on the events page")
+    assert entry["data"]["task"] == "carry.poll" and entry["data"]["limit_s"] == 1
 
 
 def test_a_slow_rebase_holds_no_webhook_or_reply_behind_it(carry, tmp_path):

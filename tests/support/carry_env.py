@@ -176,7 +176,9 @@ class CarryEnv:
         (series_dir / "the-fix.md").write_text(PAGE.format(patches=touched))
         return names
 
-    def write_config(self, **series_overrides: Any) -> None:
+    def write_config(
+        self, *, downstream: dict[str, Any] | None = None, **series_overrides: Any
+    ) -> None:
         series = {
             "id": SERIES,
             "upstream": "engine",
@@ -187,7 +189,12 @@ class CarryEnv:
             **series_overrides,
         }
         config = {
-            "downstream": {"repo": DOWNSTREAM_REPO, "branch": "main", "patches_dir": "patches"},
+            "downstream": {
+                "repo": DOWNSTREAM_REPO,
+                "branch": "main",
+                "patches_dir": "patches",
+                **(downstream or {}),
+            },
             "upstreams": {"engine": {"url": str(self.upstream.path), "repo": UPSTREAM_REPO}},
             "series": [series],
             "polling": {"refs_every_s": 3600},

@@ -1,0 +1,286 @@
+"""The schema of config/carry.yaml: what carry carries, from where, and where it tests it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    model_validator,
+)
+
+from bot.core.versions import version_key
+
+DEFAULT_CONFIG_PATH = Path("config/carry.yaml")
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+# GitHub does not deliver payloads over 25 MB, so a larger limit is meaningless.
+GITHUB_MAX_PAYLOAD_BYTES = 25 * 1024 * 1024
+
+
+# --------------------------------------------------------------------------- field types
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_REPO_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_PR_REF_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100})#([1-9][0-9]*)$")
+_ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def _name(value: str) -> str:
+    if not NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid name (expected [a-z0-9][a-z0-9._-]*)")
+    return value
+
+
+def _repo(value: str) -> str:
+    if not _REPO_RE.match(value):
+        raise ValueError(f"expected owner/name, got {value!r}")
+    return value
+
+
+def _pr_ref(value: str) -> str:
+    if not _PR_REF_RE.match(value):
+        raise ValueError(f"expected an upstream PR reference owner/repo#N, got {value!r}")
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME_RE.match(value):
+        raise ValueError(f"expected an environment variable name like CARRY_X, got {value!r}")
+    return value
+
+
+def _relative_dir(value: str) -> str:
+    parts = Path(value).parts
+    if not value or Path(value).is_absolute() or ".." in parts:
+        raise ValueError(f"expected a relative directory without '..', got {value!r}")
+    return value
+
+
+def _web_url(value: str) -> str:
+    if not re.match(r"^https?://[^/\s?#]+(/[^\s?#]*)?$", value):
+        raise ValueError(
+            f"expected an http(s) URL such as https://carry.example.com, got {value!r}"
+        )
+    return value.rstrip("/")
+
+
+def _argv(value: list[str]) -> list[str]:
+    if not value or not value[0]:
+        raise ValueError("expected a non-empty command list, e.g. [python, -m, module]")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_name)]
+RepoName = Annotated[str, AfterValidator(_repo)]
+PrRefStr = Annotated[str, AfterValidator(_pr_ref)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+RelativeDir = Annotated[str, AfterValidator(_relative_dir)]
+Argv = Annotated[list[str], AfterValidator(_argv)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+def parse_pr_ref(ref: str) -> tuple[str, int]:
+    """'owner/repo#12' -> ('owner/repo', 12)."""
+    match = _PR_REF_RE.match(ref)
+    if match is None:
+        raise ValueError(f"expected owner/repo#N, got {ref!r}")
+    return match.group(1), int(match.group(2))
+
+
+# --------------------------------------------------------------------------- YAML models
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Downstream(_Model):
+    repo: RepoName
+    branch: str = "main"
+    patches_dir: RelativeDir = "patches"
+    # one issue on the repository that carry keeps up to date with every series' state, with a
+    # checkbox per action (needs credentials that may write issues)
+    dashboard_issue: bool = False
+
+
+def _no_credentials(url: str) -> str:
+    if re.match(r"^[a-z][a-z0-9+.-]*://[^/@]+@", url) and not url.startswith("ssh://"):
+        raise ValueError(
+            "the URL carries credentials; remove them and set GITHUB_TOKEN or a GitHub App "
+            "in the environment (secrets never go in the config file)"
+        )
+    return url
+
+
+def _not_an_option(url: str) -> str:
+    # git would read "-u..." or "--upload-pack=..." as an option, not a repository.
+    if url.lstrip().startswith("-"):
+        raise ValueError(f"expected a repository URL or path, got {url!r} (starts with '-')")
+    return url
+
+
+class Upstream(_Model):
+    url: Annotated[
+        str, Field(min_length=1), AfterValidator(_not_an_option), AfterValidator(_no_credentials)
+    ]
+    repo: RepoName
+
+    @property
+    def web_host(self) -> str:
+        """The web root the repository's pages live under (`https://github.com`, a GHE host,
+        with any path before OWNER/NAME); "" for a local path or file:// URL, which has none."""
+        scp = re.fullmatch(r"[\w.-]+@([\w.-]+):(?!//).*", self.url)
+        if scp:
+            return f"https://{scp[1]}"
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https", "ssh", "git") or not parts.hostname:
+            return ""
+        web = parts.scheme in ("http", "https")
+        # ssh:// and git:// name git's user and port; the pages are on https at the host.
+        scheme, host = (parts.scheme, parts.netloc) if web else ("https", parts.hostname)
+        prefix = "/".join(parts.path.strip("/").split("/")[:-2])
+        return f"{scheme}://{host}" + (f"/{prefix}" if prefix else "")
+
+
+BaseKind = Literal["branch", "tag", "tag_pattern", "pull"]
+_BASE_KINDS: tuple[BaseKind, ...] = ("branch", "tag", "tag_pattern", "pull")
+
+
+class BaseSpec(_Model):
+    """Where a series sits upstream: exactly one of branch, tag, tag_pattern, pull."""
+
+    branch: Annotated[str, Field(min_length=1)] | None = None
+    tag: Annotated[str, Field(min_length=1)] | None = None
+    tag_pattern: Annotated[str, Field(min_length=1)] | None = None
+    pull: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BaseSpec:
+        given = [kind for kind in _BASE_KINDS if getattr(self, kind) is not None]
+        if len(given) != 1:
+            got = join_and(given) if given else "none"
+            raise ValueError(f"expected exactly one of branch, tag, tag_pattern, pull (got {got})")
+        return self
+
+    @property
+    def kind(self) -> BaseKind:
+        return next(kind for kind in _BASE_KINDS if getattr(self, kind) is not None)
+
+    @property
+    def ref(self) -> str | None:
+        """The full upstream ref to watch; None for tag_pattern (resolved from the tag list)."""
+        if self.branch is not None:
+            return f"refs/heads/{self.branch}"
+        if self.tag is not None:
+            return f"refs/tags/{self.tag}"
+        if self.pull is not None:
+            return f"refs/pull/{self.pull}/head"
+        return None
+
+    def newest_tag(self, tags: Iterable[str]) -> str | None:
+        """The newest tag matching tag_pattern, by version order (v0.10.0 > v0.9.1)."""
+        if self.tag_pattern is None:
+            raise ValueError("newest_tag() needs a tag_pattern base")
+        matching = [tag for tag in tags if fnmatchcase(tag, self.tag_pattern)]
+        return max(matching, key=version_key, default=None)
+
+
+class Policy(_Model):
+    paused: bool = False
+    auto_drop: bool = True
+
+
+class Series(_Model):
+    id: Name
+    upstream: Name
+    base: BaseSpec
+    patches: RelativeDir
+    links: dict[str, list[PrRefStr]] = Field(default_factory=dict)
+    runners: list[Name] = Field(default_factory=list)
+    checks: list[Name] = Field(default_factory=list)
+    trusted_authors: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    policy: Policy = Field(default_factory=Policy)
+    version_scheme: Literal["date"] = "date"
+
+    def linked_prs(self, patch_file: str) -> list[tuple[str, int]]:
+        return [parse_pr_ref(ref) for ref in self.links.get(patch_file, [])]
+
+
+class Budget(_Model):
+    queued: Annotated[int, Field(ge=0)] = 2
+    running: PositiveInt = 1
+
+
+class Command(_Model):
+    run: Argv
+    timeout_s: PositiveInt = 3600
+    env: dict[EnvName, str] = Field(default_factory=dict)
+    # The host's network for this step (say, one that downloads a model or packages). Without it
+    # a sandboxed step has only its own loopback: no route to the broker or anywhere else.
+    network: bool = False
+
+
+class SetupStep(Command):
+    name: Name
+
+
+class Runner(_Model):
+    queue: Annotated[str, Field(min_length=1)]
+    budget: Budget = Field(default_factory=Budget)
+    workdir: Annotated[str, Field(min_length=1)]
+    setup: list[SetupStep] = Field(default_factory=list)
+    checks: dict[Name, Command] = Field(default_factory=dict)
+    # How steps are isolated from the runner and the host (workers/runner/sandbox.py): auto uses
+    # namespaces where the host gives them, namespaces insists on them, none runs steps bare.
+    sandbox: Literal["auto", "namespaces", "none"] = "auto"
+
+    def networked(self) -> frozenset[tuple[str, str]]:
+        """(step kind, name) of the steps that get the host's network."""
+        setup = {("setup", step.name) for step in self.setup if step.network}
+        return frozenset(setup | {("check", n) for n, c in self.checks.items() if c.network})
+
+
+class Polling(_Model):
+    refs_every_s: PositiveInt = 60
+    pr_state_every_s: PositiveInt = 300
+    dashboard_issue_every_s: PositiveInt = 60  # how often the dashboard issue is brought up to date
+
+
+class Web(_Model):
+    max_body_bytes: Annotated[int, Field(gt=0, le=GITHUB_MAX_PAYLOAD_BYTES)] = (
+        DEFAULT_MAX_BODY_BYTES
+    )
+    dashboard_token_env: EnvName = "CARRY_DASHBOARD_TOKEN"
+    # where people reach carry's dashboard (`https://carry.example.com`): the links carry posts
+    # on GitHub point there; none are posted without it
+    public_url: Annotated[str, AfterValidator(_web_url)] | None = None
+
+
+class CarryConfig(_Model):
+    downstream: Downstream
+    upstreams: dict[Name, Upstream]
+    series: list[Series]
+    runners: dict[Name, Runner] = Field(default_factory=dict)
+    polling: Polling = Field(default_factory=Polling)
+    web: Web = Field(default_factory=Web)
+
+    def series_by_id(self, series_id: str) -> Series:
+        for series in self.series:
+            if series.id == series_id:
+                return series
+        raise KeyError(series_id)
+
+
+def join_and(items: Sequence[str]) -> str:
+    """Names joined as in a sentence: "a", "a and b", "a, b and c"."""
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} and {items[-1]}"

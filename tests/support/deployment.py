@@ -1,0 +1,156 @@
+"""A carry deployment against the GitHub emulator, in this process: the upstream and downstream
+repositories on the emulated GitHub, carry's runtime connected to it with a token or as an App,
+and the test's Redis as store and broker. The tests of carry against GitHub's rules use it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.core.state import CiState, PrInfo, SeriesState
+from bot.emulator import GitHubEmulator, generate_app_key
+from bot.github.forge import Forge
+from bot.store import series as store
+from tests.support.carry_env import BODY, SERIES, CarryEnv
+from tests.support.gitrepo import git
+from workers import hardware, publish
+from workers import runtime as runtime_module
+from workers.celery_app import app as celery_app
+from workers.rebase import rebase_series
+from workers.runtime import Runtime
+
+UP_OWNER, UP_NAME = "upstream-org", "engine"
+DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"
+APP_ID, INSTALLATION_ID = 31337, 4242
+FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
+MOVED = {"mod.py": "# header\n" + BODY}
+# A second patch further down: it still applies (moved) where the first one conflicts, so a
+# conflicting refresh has files to propose and opens a PR.
+SECOND = {"mod.py": FIX["mod.py"].replace("compute(30)", "compute(30, fast=True)")}
+CONFLICTING = {"mod.py": "# header\n" + BODY.replace("compute(10)", "other(10)")}
+CHECK = "gaudi/has-fix"
+
+
+@dataclass
+class Deployment:
+    env: CarryEnv
+    gh: GitHubEmulator
+    rt: Runtime
+
+    def propose(self, files: dict[str, str], message: str) -> SeriesState:
+        """Upstream main moves; carry rebases the series and publishes it, as its tasks do."""
+        head = self.env.upstream.commit(message, files)
+        finished = rebase_series(self.rt, SERIES, head, "refs/heads/main")
+        assert finished is not None
+        publish.publish(
+            self.rt,
+            SERIES,
+            finished.head_sha,
+            finished.digest,
+            finished.changed,
+            finished.result_tree,
+        )
+        state = store.load_series(self.rt.redis, SERIES)
+        assert state is not None and state.pr is not None, self.history()
+        return state
+
+    def forge(self) -> Forge:
+        """carry's GitHub port for the downstream repository, as a task connects it."""
+        return self.rt.forge()
+
+    def open_pr(self) -> int:
+        """Upstream moves and carry opens its PR; returns the PR's number."""
+        return pr(self.propose(MOVED, "Add a header")).number
+
+    def pull(self) -> dict[str, Any]:
+        (pull,) = self.gh.pulls(DOWN_OWNER, DOWN_NAME)
+        return pull
+
+    def report(self, state: SeriesState, row: CiState) -> None:
+        """A CI row changed (as workers.ci stores it), then the GitHub hook runs."""
+        state.ci[row.runner] = row
+        store.save_series(self.rt.redis, state)
+        hardware.report_on_github(SERIES, row)
+
+    def history(self, kind: str | None = None) -> list[dict[str, Any]]:
+        entries = store.history(self.rt.redis, SERIES, limit=1000)
+        return [e for e in entries if kind is None or e["kind"] == kind]
+
+
+Deploy = Callable[..., Deployment]
+
+
+def pr(state: SeriesState) -> PrInfo:
+    assert state.pr is not None
+    return state.pr
+
+
+@contextlib.contextmanager
+def deployments(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Deploy]:
+    """Starts carry's runtime against a fresh GitHub emulator on each call (token or App auth),
+    with the test's Redis as broker and store; checks on the way out that the emulator saw no
+    request it could not answer."""
+    env = CarryEnv(tmp_path, redis_url)
+    broker = celery_app.conf.broker_url
+    with contextlib.ExitStack() as running:
+        started: list[GitHubEmulator] = []
+
+        def start(
+            *,
+            auth: str = "token",
+            private: bool = False,
+            plan: str = "free",
+            patches: tuple[dict[str, str], ...] = (FIX,),
+            enterprise: bool = False,
+            downstream: dict[str, Any] | None = None,
+        ) -> Deployment:
+            gh = running.enter_context(GitHubEmulator(tmp_path / "gh", enterprise=enterprise))
+            started.append(gh)
+            env.carry_patches(list(patches))
+            git(env.downstream, "init", "-q", "-b", "main")
+            git(env.downstream, "add", "-A")
+            git(env.downstream, "commit", "-q", "-m", "carry the fixes")
+            env.write_config(downstream=downstream)
+            gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
+            gh.create_repo(
+                DOWN_OWNER, DOWN_NAME, from_path=env.downstream, private=private, plan=plan
+            )
+            settings = {
+                **env.env,
+                "GITHUB_BASE_URL": gh.base_url,
+                "CARRY_DOWNSTREAM_DIR": "",  # the series come from the emulated GitHub
+                "CARRY_BOT_LOGIN": "carry[bot]",
+            }
+            if auth == "app":
+                private_key, public_key = generate_app_key()
+                gh.add_app(APP_ID, public_key, slug="carry")
+                gh.add_installation(APP_ID, INSTALLATION_ID, DOWN_OWNER)
+                settings |= {
+                    "GITHUB_APP_ID": str(APP_ID),
+                    "GITHUB_APP_PRIVATE_KEY": private_key,
+                    "GITHUB_INSTALLATION_ID": str(INSTALLATION_ID),
+                }
+            else:
+                gh.add_user("carry[bot]", type="Bot")
+                gh.add_token("carry-token", "carry[bot]")
+                gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")
+                settings["GITHUB_TOKEN"] = "carry-token"
+            for key, value in settings.items():
+                monkeypatch.setenv(key, value)
+            runtime_module.reset()
+            celery_app.conf.broker_url = redis_url  # anything enqueued goes to the test's Redis
+            celery_app.close()
+            return Deployment(env, gh, runtime_module.runtime())
+
+        yield start
+        assert [gh.errors for gh in started] == [[] for _ in started]
+    celery_app.conf.broker_url = broker
+    celery_app.close()
+    runtime_module.reset()

@@ -1,0 +1,69 @@
+"""Keeps carry's dashboard issue on the downstream repository up to date (bot.core.dashboard_issue
+renders it; ticks on it come back as `issues.edited` webhooks, which the planner reads).
+
+One PATCH only when the body changed since carry last wrote it (or when forced: after a
+person edited it), one issue per repository: found again by its label and author when the
+store forgot it, opened anew when it was deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from enum import StrEnum
+
+from bot.core import dashboard_issue as board
+from bot.core.state import SeriesState
+from bot.github.forge import Forge
+from bot.store import dashboard_issue as record
+from bot.store import series as store
+from workers.runtime import Runtime
+
+log = logging.getLogger("carry.dashboard_issue")
+
+LOCK_NAME = "~dashboard-issue"  # a series lock name no series id can take (ids start [a-z0-9])
+
+
+class Refresh(StrEnum):
+    OFF = "off"  # not configured, or no credentials
+    BUSY = "busy"  # another refresh holds the lock
+    UNCHANGED = "unchanged"
+    EDITED = "edited"
+    OPENED = "opened"
+
+
+def enabled(rt: Runtime) -> bool:
+    return rt.config.downstream.dashboard_issue and rt.settings.github_auth != "none"
+
+
+def body(rt: Runtime) -> str:
+    """Every configured series, checked or not yet (a series with no state has no head yet)."""
+    states = [store.load_series(rt.redis, s.id) or SeriesState(s.id) for s in rt.config.series]
+    return board.render(states, dashboard_url=rt.config.web.public_url)
+
+
+def refresh(rt: Runtime, forge: Forge, *, force: bool = False) -> Refresh:
+    if not enabled(rt):
+        return Refresh.OFF
+    with store.series_lock(rt.redis, LOCK_NAME, ttl_s=300) as held:
+        if not held:
+            return Refresh.BUSY
+        return _write(rt, forge, body(rt), force)
+
+
+def _write(rt: Runtime, forge: Forge, text: str, force: bool) -> Refresh:
+    repo = rt.config.downstream.repo
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    known = record.load(rt.redis, repo)
+    if known is not None and known.digest == digest and not force:
+        return Refresh.UNCHANGED
+    number = known.number if known else forge.find_issue(board.LABEL, rt.bot_login)
+    if number is not None and forge.edit_issue(number, text):
+        record.save(rt.redis, record.DashboardIssue(repo, number, digest))
+        return Refresh.EDITED
+    if number is not None:
+        log.warning("dashboard issue #%s of %s is gone; opening a new one", number, repo)
+    number = forge.create_issue(board.TITLE, text, [board.LABEL])
+    record.save(rt.redis, record.DashboardIssue(repo, number, digest))
+    store.append_history(rt.redis, None, "dashboard-issue-opened", repo=repo, number=number)
+    return Refresh.OPENED
