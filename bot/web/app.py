@@ -12,8 +12,10 @@ from starlette.concurrency import run_in_threadpool
 from bot.config import CarryConfig, ConfigError, Settings
 from bot.metrics import metrics_router
 from bot.store.deliveries import recent_deliveries
-from bot.web.api import Access, FixPages, api_router
+from bot.web.access import Access
+from bot.web.api import api_router
 from bot.web.dashboard import install_dashboard
+from bot.web.views import FixPages
 from bot.web.webhooks import OnEvent, WebhookIntake, webhook_router
 
 

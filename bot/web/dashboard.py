@@ -29,14 +29,12 @@ from markupsafe import Markup, escape
 from bot.config import CarryConfig
 from bot.store.deliveries import recent_deliveries
 from bot.store.series import UPDATES_CHANNEL, all_series, load_series
-from bot.web.api import (
-    SESSION_COOKIE,
-    Access,
-    AttentionOut,
+from bot.web.access import SESSION_COOKIE, Access
+from bot.web.models import AttentionOut, PatchOut, SeriesSummaryOut
+from bot.web.timeline import OUTCOME_WORDS, Outcome, by_head, field_words
+from bot.web.views import (
     FixPages,
     NotFound,
-    PatchOut,
-    SeriesSummaryOut,
     age_seconds,
     age_text,
     commit_link,
@@ -51,7 +49,6 @@ from bot.web.api import (
     series_summary,
     web_host,
 )
-from bot.web.timeline import OUTCOME_WORDS, Outcome, by_head, field_words
 from bot.web.worksheet import diff_lines, worksheet
 
 HERE: Final = Path(__file__).parent

@@ -24,9 +24,10 @@ from bot.config import CarryConfig, Settings
 from bot.core.state import CiState, PatchState, PrInfo, SeriesState
 from bot.store.deliveries import record_delivery
 from bot.store.series import append_history, append_runlog, heartbeat, save_series
-from bot.web.api import SESSION_COOKIE, Access, FixPages
+from bot.web.access import SESSION_COOKIE, Access
 from bot.web.app import create_app
 from bot.web.dashboard import LiveStream, async_client_like, dashboard_router, render_markdown
+from bot.web.views import FixPages
 from tests.support.asgi import serve
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import free_port

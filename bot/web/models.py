@@ -1,0 +1,237 @@
+"""The JSON API's response models: what each dashboard page and its JSON twin show."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from bot.web.timeline import Outcome
+
+# --------------------------------------------------------------------------- response models
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ErrorOut(ApiModel):
+    error: str
+
+
+class UpstreamPrOut(ApiModel):
+    ref: str
+    state: str  # open | draft | merged | closed_unmerged | superseded | reverted | not-filed
+    label: str  # the state in words: "closed unmerged", "superseded by o/r#2"
+    url: str | None = None
+    merge_commit: str | None = None
+    superseded_by: str | None = None
+    source: Literal["carry", "fix page"]
+
+
+class HeadOut(ApiModel):
+    ref: str | None
+    sha: str | None
+    short_sha: str | None
+    seen_at: str | None
+    age_s: int | None
+    age: str | None
+    actor: str | None
+
+
+class PatchOut(ApiModel):
+    name: str
+    subject: str
+    status: str
+    decision: str
+    reason: str
+    pinned: bool
+    drop_requested_by: str | None
+    changed: bool
+    needs_attention: bool
+    upstream: list[UpstreamPrOut]
+
+
+class PatchStateOut(PatchOut):
+    evidence: list[dict[str, Any]]
+    interdiff: str
+    conflict: dict[str, Any] | None
+
+
+class CiOut(ApiModel):
+    runner: str
+    state: str
+    run_id: str
+    tree_key: str
+    head_sha: str
+    detail: str
+    url: str
+    updated_at: str
+    attempt: int
+
+
+class PrOut(ApiModel):
+    number: int
+    url: str
+    branch: str
+    state: str
+    draft: bool
+    head_sha: str
+
+
+class AttentionOut(ApiModel):
+    series: str
+    reason: str
+    patch: str | None = None
+    run_id: str | None = None
+
+
+class _SeriesFields(ApiModel):
+    id: str
+    upstream_repo: str
+    base: str
+    base_pr_state: str | None
+    waiting_for_ref: str | None
+    head: HeadOut
+    phase: str
+    outcome: str
+    version: str | None
+    paused_by: str | None
+    error: str | None
+    last_event: str | None
+    updated_at: str
+    needs_attention: list[str]
+    attention: list[AttentionOut]
+    pr: PrOut | None
+    ci: dict[str, CiOut]
+
+
+class SeriesSummaryOut(_SeriesFields):
+    patches: list[PatchOut]
+
+
+class SuccessorOut(ApiModel):
+    """A base PR closed unmerged: the PR GitHub's records name as carrying its work on."""
+
+    closed: str
+    summary: str
+    ref: str | None = None
+    state: str | None = None
+    commit: str | None = None
+    reasons: list[str] = []
+    command: str | None = None
+    evidence: dict[str, str] = {}
+    candidates: list[int] = []
+
+
+class SeriesOut(_SeriesFields):
+    patches: list[PatchStateOut]
+    checked_head: str | None
+    checked_digest: str | None
+    checked_at: str | None
+    approvals: list[str]
+    base_override: dict[str, Any] | None
+    successor: SuccessorOut | None
+
+
+class SeriesListOut(ApiModel):
+    series: list[SeriesSummaryOut]
+
+
+class HistoryEntryOut(ApiModel):
+    id: str
+    at: str
+    series: str
+    kind: str
+    summary: str
+    outcome: Outcome  # problem | changed | routine | nothing: bot.web.timeline.outcome_of
+    data: dict[str, Any]
+
+
+class HistoryOut(ApiModel):
+    series: str | None
+    kind: str | None = None
+    outcome: Outcome | None = None
+    entries: list[HistoryEntryOut]
+    # pass as `before` for the next (older) page; None when this page is the last
+    next_before: str | None = None
+
+
+class PatchFilesOut(ApiModel):
+    patch: str
+    files: list[str]
+
+
+class SectionOut(ApiModel):
+    title: str
+    body: str
+
+
+class ReleaseLineOut(ApiModel):
+    release: str
+    carried: bool
+    mark: str  # "" when carried, "waiting" (not cut upstream yet) or "not carried"
+    reason: str | None  # why, when it is not carried
+
+
+class FixPageOut(ApiModel):
+    name: str
+    file: str
+    summary: str
+    affects: str
+    releases: list[str]
+    release_lines: list[ReleaseLineOut]  # each release: is a configured series on it?
+    patches: list[PatchFilesOut]
+    upstream: list[UpstreamPrOut]
+    test: str
+    sections: list[SectionOut]
+    markdown: str
+
+
+class PatchHistoryEntryOut(HistoryEntryOut):
+    about: dict[str, Any]  # the part of `data` about this patch (all of it when not split)
+
+
+class PatchDetailOut(ApiModel):
+    series: str
+    patch: PatchStateOut
+    fix_page: FixPageOut | None
+    fix_page_note: str | None
+    history: list[PatchHistoryEntryOut]
+
+
+class RunnerOut(ApiModel):
+    name: str
+    seen_at: str | None
+    age: str | None
+    info: dict[str, str]
+
+
+class QueueOut(ApiModel):
+    runner: str
+    queue: str
+    depth: int
+
+
+class RunnersOut(ApiModel):
+    runners: list[RunnerOut]
+    queues: list[QueueOut]
+
+
+class RunOut(ApiModel):
+    run_id: str
+    series: str | None
+    runner: str | None
+    ci: CiOut | None
+
+
+class RunLogLineOut(ApiModel):
+    id: str
+    stream: str
+    text: str
+
+
+class RunLogOut(ApiModel):
+    run_id: str
+    after: str
+    lines: list[RunLogLineOut]

@@ -1,0 +1,574 @@
+"""The views of the store that the dashboard's pages and their JSON twins both render: one
+function per page builds its response model, so the API mirrors the pages by construction.
+Handlers only read the store (and the fix pages on disk)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import redis
+
+from bot.config import BaseSpec, CarryConfig
+from bot.core.fixpage import FixPage, UpstreamEntry
+from bot.core.state import CiState, PatchState, PrInfo, SeriesState
+from bot.fixes import carrier_of, release_line
+from bot.series_loader import LoadedSeries, SeriesInvalid
+from bot.series_loader import load_series as load_series_dir
+from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series, runlog, runners
+from bot.web.models import (
+    AttentionOut,
+    CiOut,
+    FixPageOut,
+    HeadOut,
+    HistoryEntryOut,
+    HistoryOut,
+    PatchDetailOut,
+    PatchFilesOut,
+    PatchHistoryEntryOut,
+    PatchOut,
+    PatchStateOut,
+    PrOut,
+    QueueOut,
+    ReleaseLineOut,
+    RunLogLineOut,
+    RunLogOut,
+    RunnerOut,
+    RunnersOut,
+    RunOut,
+    SectionOut,
+    SeriesListOut,
+    SeriesOut,
+    SeriesSummaryOut,
+    SuccessorOut,
+    UpstreamPrOut,
+)
+from bot.web.timeline import Outcome, describe, outcome_of
+
+GITHUB_WEB: Final = "https://github.com"
+# Celery's Redis transport keeps one list per priority step beside the plain queue name.
+_PRIORITY_KEYS: Final = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+class NotFound(Exception):
+    """An unknown series, patch or run; the message says which."""
+
+
+def age_seconds(iso: str | None, now: datetime | None = None) -> int | None:
+    if not iso:
+        return None
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
+
+
+def age_text(seconds: int | None) -> str | None:
+    if seconds is None:
+        return None
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
+
+
+def web_host(state: SeriesState) -> str:
+    """Where the series' upstream has its web pages; "" where it has none (a local path)."""
+    if state.upstream_web_host is None:
+        return GITHUB_WEB  # stored before carry kept the host, when it assumed github.com
+    return state.upstream_web_host
+
+
+def commit_link(repo: str, host: str) -> Callable[[str], str | None]:
+    """Web links to an upstream's commits, when the upstream has web pages at `host`."""
+    on_web = bool(host) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) is not None
+
+    def link(sha: str) -> str | None:
+        return f"{host}/{repo}/commit/{sha}" if on_web and sha else None
+
+    return link
+
+
+def pr_url(ref: str, host: str) -> str | None:
+    """OWNER/REPO#N on the upstream's web host (a PR ref names a repository on the same one)."""
+    repo, sep, number = ref.partition("#")
+    if not host or not sep or not number.isdigit() or repo.count("/") != 1:
+        return None
+    return f"{host}/{repo}/pull/{number}"
+
+
+# --------------------------------------------------------------------------- upstream PRs
+
+_STATE_WORDS: Final = {"closed_unmerged": "closed unmerged", "closed": "closed unmerged"}
+
+
+def _upstream_state(state: str) -> str:
+    return "closed_unmerged" if state in ("closed", "closed-unmerged") else state
+
+
+def _upstream_label(state: str, superseded_by: str | None) -> str:
+    words = _STATE_WORDS.get(state, state)
+    if not superseded_by:
+        return words
+    if state == "superseded":
+        return f"superseded by {superseded_by}"
+    return f"{words}, superseded by {superseded_by}"
+
+
+def _carry_upstream(entry: dict[str, Any], host: str) -> UpstreamPrOut:
+    ref = str(entry.get("ref", ""))
+    state = _upstream_state(str(entry.get("state", "")))
+    by = entry.get("superseded_by")
+    return UpstreamPrOut(
+        ref=ref,
+        state=state,
+        label=_upstream_label(state, str(by) if by else None),
+        url=pr_url(ref, host),
+        merge_commit=entry.get("merge_commit") or None,
+        superseded_by=str(by) if by else None,
+        source="carry",
+    )
+
+
+def _page_upstream(entry: UpstreamEntry, host: str) -> UpstreamPrOut:
+    ref = str(entry.ref) if entry.ref else (entry.repo or "")
+    by = str(entry.superseded_by) if entry.superseded_by else None
+    state = _upstream_state(entry.state)
+    return UpstreamPrOut(
+        ref=ref,
+        state=state,
+        label=_upstream_label(state, by),
+        url=pr_url(ref, host),
+        superseded_by=by,
+        source="fix page",
+    )
+
+
+def upstream_prs(patch: PatchState, page: FixPage | None, host: str) -> list[UpstreamPrOut]:
+    """What carry observed (newest truth) first, then what the fix page lists besides."""
+    observed = [_carry_upstream(e, host) for e in patch.upstream_prs]
+    known = {e.ref for e in observed}
+    listed = [_page_upstream(e, host) for e in page.upstream] if page else []
+    return observed + [e for e in listed if e.ref not in known]
+
+
+# --------------------------------------------------------------------------- fix pages
+
+
+@dataclass(frozen=True)
+class FixPageFound:
+    page: FixPage | None
+    text: str | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class FixPages:
+    """Fix pages under downstream.patches_dir. No root (no config): no fix pages."""
+
+    root: Path | None
+    directories: dict[str, str] = field(default_factory=dict)  # series id -> directory name
+    bases: dict[str, BaseSpec] = field(default_factory=dict)  # series id -> its base
+
+    @classmethod
+    def from_config(cls, config: CarryConfig | None, root: Path | None = None) -> FixPages:
+        if config is None:
+            return cls(None)
+        # Resolved now: later requests must not depend on the working directory.
+        base = (root if root is not None else Path(config.downstream.patches_dir)).resolve()
+        directories = {series.id: series.patches for series in config.series}
+        return cls(base, directories, {series.id: series.base for series in config.series})
+
+    def release_lines(self, client: redis.Redis, page: FixPage) -> list[ReleaseLineOut]:
+        """Each release the page lists, and whether a configured series with a page of the
+        same fix sits on it (from the config and the series' stored state)."""
+        carriers = []
+        for series_id, directory in self.directories.items():
+            loaded = self._load(series_id)
+            if isinstance(loaded, str) or all(p.name != page.name for p in loaded.pages):
+                continue
+            state = load_series(client, series_id)
+            carriers.append(carrier_of(series_id, directory, self.bases[series_id], state))
+        lines = [release_line(page.name, release, carriers) for release in page.releases]
+        return [
+            ReleaseLineOut(release=x.release, carried=not x.mark, mark=x.mark, reason=x.reason)
+            for x in lines
+        ]
+
+    def _load(self, series_id: str) -> LoadedSeries | str:
+        """The series directory, or why there is none to show."""
+        if self.root is None:
+            return "no configuration loaded: fix pages are not shown"
+        directory = self.root / self.directories.get(series_id, series_id)
+        if not directory.is_dir():
+            return f"no directory for series '{series_id}' under the patches directory"
+        try:
+            return load_series_dir(directory, root=self.root.parent)
+        except SeriesInvalid as exc:
+            problems = "; ".join(str(p) for p in exc.problems[:5])
+            return f"the series directory has problems: {problems}"
+
+    def pages_of(self, series_id: str) -> dict[str, FixPage]:
+        """Patch name -> its fix page (empty when there are none to show)."""
+        loaded = self._load(series_id)
+        if isinstance(loaded, str):
+            return {}
+        return {name: page for page in loaded.pages for name in page.patch_names}
+
+    def lookup(self, series_id: str, patch: str) -> FixPageFound:
+        loaded = self._load(series_id)
+        if isinstance(loaded, str):
+            return FixPageFound(None, None, loaded)
+        page = loaded.page_for(patch)
+        if page is None:
+            return FixPageFound(None, None, f"no fix page names {patch}")
+        text = (loaded.directory / Path(page.file).name).read_text(encoding="utf-8")
+        return FixPageFound(page, text, None)
+
+
+def fix_page_out(
+    page: FixPage, text: str, host: str, release_lines: list[ReleaseLineOut]
+) -> FixPageOut:
+    return FixPageOut(
+        name=page.name,
+        file=page.file,
+        summary=page.summary,
+        affects=page.affects,
+        releases=list(page.releases),
+        release_lines=release_lines,
+        patches=[PatchFilesOut(patch=p.patch, files=list(p.files)) for p in page.patches],
+        upstream=[_page_upstream(e, host) for e in page.upstream],
+        test=page.test,
+        sections=[SectionOut(title=s.title, body=s.body) for s in page.sections],
+        markdown=text,
+    )
+
+
+# --------------------------------------------------------------------------- series views
+
+
+def head_out(state: SeriesState, now: datetime | None = None) -> HeadOut:
+    seconds = age_seconds(state.head_seen_at, now)
+    return HeadOut(
+        ref=state.head_ref,
+        sha=state.head_sha,
+        short_sha=state.head_sha[:12] if state.head_sha else None,
+        seen_at=state.head_seen_at,
+        age_s=seconds,
+        age=age_text(seconds),
+        actor=state.head_actor,
+    )
+
+
+def patch_out(patch: PatchState, page: FixPage | None, host: str) -> PatchOut:
+    return PatchOut(
+        name=patch.name,
+        subject=patch.subject,
+        status=patch.status,
+        decision=patch.decision,
+        reason=patch.reason,
+        pinned=patch.pinned,
+        drop_requested_by=patch.drop_requested_by,
+        changed=patch.changed,
+        needs_attention=patch.needs_attention,
+        upstream=upstream_prs(patch, page, host),
+    )
+
+
+def patch_state_out(patch: PatchState, page: FixPage | None, host: str) -> PatchStateOut:
+    return PatchStateOut(
+        **patch_out(patch, page, host).model_dump(),
+        evidence=list(patch.evidence),
+        interdiff=patch.interdiff,
+        conflict=patch.conflict,
+    )
+
+
+def ci_out(ci: CiState) -> CiOut:
+    return CiOut(
+        runner=ci.runner,
+        state=ci.state,
+        run_id=ci.run_id,
+        tree_key=ci.tree_key,
+        head_sha=ci.head_sha,
+        detail=ci.detail,
+        url=ci.url,
+        updated_at=ci.updated_at,
+        attempt=ci.attempt,
+    )
+
+
+def pr_out(pr: PrInfo | None) -> PrOut | None:
+    if pr is None:
+        return None
+    return PrOut(
+        number=pr.number,
+        url=pr.url,
+        branch=pr.branch,
+        state=pr.state,
+        draft=pr.draft,
+        head_sha=pr.head_sha,
+    )
+
+
+def attention(state: SeriesState) -> list[AttentionOut]:
+    """state.needs_attention (its words and order), each with what it points at."""
+    out = []
+    for reason in state.needs_attention:
+        patch = next((p.name for p in state.patches if reason.startswith(f"{p.name}: ")), None)
+        run = next(
+            (c.run_id or None for c in state.ci.values() if reason.startswith(f"CI {c.runner}:")),
+            None,
+        )
+        out.append(AttentionOut(series=state.id, reason=reason, patch=patch, run_id=run))
+    return out
+
+
+def _summary_fields(state: SeriesState) -> dict[str, Any]:
+    return {
+        "id": state.id,
+        "upstream_repo": state.upstream_repo,
+        "base": state.base,
+        "base_pr_state": state.base_pr_state,
+        "waiting_for_ref": state.waiting_for_ref,
+        "head": head_out(state),
+        "phase": state.phase,
+        "outcome": state.outcome,
+        "version": state.version,
+        "paused_by": state.paused_by,
+        "error": state.error,
+        "last_event": state.last_event,
+        "updated_at": state.updated_at,
+        "needs_attention": state.needs_attention,
+        "attention": attention(state),
+        "pr": pr_out(state.pr),
+        "ci": {kind: ci_out(ci) for kind, ci in sorted(state.ci.items())},
+    }
+
+
+def series_summary(
+    state: SeriesState, pages: Mapping[str, FixPage] | None = None
+) -> SeriesSummaryOut:
+    found = pages or {}
+    patches = [patch_out(p, found.get(p.name), web_host(state)) for p in state.patches]
+    return SeriesSummaryOut(**_summary_fields(state), patches=patches)
+
+
+def series_full(state: SeriesState, pages: Mapping[str, FixPage] | None = None) -> SeriesOut:
+    found = pages or {}
+    return SeriesOut(
+        **_summary_fields(state),
+        patches=[patch_state_out(p, found.get(p.name), web_host(state)) for p in state.patches],
+        checked_head=state.checked_head,
+        checked_digest=state.checked_digest,
+        checked_at=state.checked_at,
+        approvals=list(state.approvals),
+        base_override=state.base_override,
+        successor=successor_out(state.successor),
+    )
+
+
+def successor_out(found: dict[str, Any] | None) -> SuccessorOut | None:
+    if not found:
+        return None
+    command = (found.get("retarget") or {}).get("command")
+    fields = ("closed", "summary", "ref", "state", "commit", "reasons", "evidence", "candidates")
+    return SuccessorOut(command=command, **{k: found[k] for k in fields if k in found})
+
+
+def series_list(client: redis.Redis, fix_pages: FixPages) -> SeriesListOut:
+    """Every series, those that need attention first, then by id."""
+    states = sorted(all_series(client), key=lambda s: (not s.needs_attention, s.id))
+    return SeriesListOut(series=[series_summary(s, fix_pages.pages_of(s.id)) for s in states])
+
+
+def require_series(client: redis.Redis, series_id: str) -> SeriesState:
+    state = load_series(client, series_id)
+    if state is None:
+        raise NotFound(f"unknown series '{series_id}'")
+    return state
+
+
+def series_detail(client: redis.Redis, series_id: str, fix_pages: FixPages) -> SeriesOut:
+    return series_full(require_series(client, series_id), fix_pages.pages_of(series_id))
+
+
+def _entry_out(entry: dict[str, Any]) -> HistoryEntryOut:
+    data = entry["data"] if isinstance(entry["data"], dict) else {"value": entry["data"]}
+    return HistoryEntryOut(
+        id=entry["id"],
+        at=entry["at"],
+        series=entry["series"],
+        kind=entry["kind"],
+        summary=describe(entry["kind"], data),
+        outcome=outcome_of(entry["kind"], data),
+        data=data,
+    )
+
+
+def series_history(
+    client: redis.Redis,
+    series_id: str | None,
+    limit: int,
+    *,
+    before: str | None = None,
+    kind: str | None = None,
+    outcome: Outcome | None = None,
+) -> HistoryOut:
+    if series_id is not None:
+        require_series(client, series_id)
+    if outcome is None:
+        found = history(client, series_id, limit=limit, before=before, kind=kind)
+        entries = [_entry_out(e) for e in found]
+    else:
+        entries = _entries_of_outcome(client, series_id, limit, before, kind, outcome)
+    more = entries[-1].id if len(entries) == limit else None
+    return HistoryOut(
+        series=series_id, kind=kind, outcome=outcome, entries=entries, next_before=more
+    )
+
+
+_OUTCOME_BATCH: Final = 500
+
+
+def _entries_of_outcome(
+    client: redis.Redis,
+    series_id: str | None,
+    limit: int,
+    before: str | None,
+    kind: str | None,
+    wanted: Outcome,
+) -> list[HistoryEntryOut]:
+    """Up to `limit` entries of one outcome, newest first, older than `before`. Like the
+    store's kind filter, it reads at most HISTORY_MAXLEN entries to find them."""
+    found: list[HistoryEntryOut] = []
+    read = 0
+    while len(found) < limit and read < HISTORY_MAXLEN:
+        batch = history(client, series_id, limit=_OUTCOME_BATCH, before=before, kind=kind)
+        if not batch:
+            break
+        read += len(batch)
+        for entry in batch:
+            shown = _entry_out(entry)
+            if shown.outcome == wanted:
+                found.append(shown)
+        before = batch[-1]["id"]
+    return found[:limit]
+
+
+# --------------------------------------------------------------------------- patch view
+
+
+def patch_part(data: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The part of a history entry about patch `name`, or None when it is not about it.
+
+    Recognized shapes: {"patch": name, ...}; {"patches": {name: {...}}};
+    {"patches": [name, ...]} and {"patches": [{"name"|"patch": name, ...}, ...]}."""
+    if data.get("patch") == name or data.get("name") == name:
+        return data
+    patches = data.get("patches")
+    if isinstance(patches, dict) and name in patches:
+        part = patches[name]
+        return part if isinstance(part, dict) else {"value": part}
+    if isinstance(patches, list):
+        return _part_in_list(patches, name, data)
+    return None
+
+
+def _part_in_list(items: Sequence[Any], name: str, whole: dict[str, Any]) -> dict[str, Any] | None:
+    for item in items:
+        if item == name:
+            return whole
+        if isinstance(item, dict) and name in (item.get("name"), item.get("patch")):
+            return item
+    return None
+
+
+def patch_history(entries: Iterable[dict[str, Any]], name: str) -> list[PatchHistoryEntryOut]:
+    out = []
+    for entry in entries:
+        base = _entry_out(entry)
+        part = patch_part(base.data, name)
+        if part is not None:
+            out.append(PatchHistoryEntryOut(**base.model_dump(), about=part))
+    return out
+
+
+def patch_detail(
+    client: redis.Redis, fix_pages: FixPages, series_id: str, name: str
+) -> PatchDetailOut:
+    state = require_series(client, series_id)
+    patch = state.patch(name)
+    if patch is None:
+        raise NotFound(f"unknown patch '{name}' in series '{series_id}'")
+    found = fix_pages.lookup(series_id, name)
+    host = web_host(state)
+    page = None
+    if found.page and found.text is not None:
+        lines = fix_pages.release_lines(client, found.page)
+        page = fix_page_out(found.page, found.text, host, lines)
+    entries = history(client, series_id, limit=HISTORY_MAXLEN)
+    return PatchDetailOut(
+        series=series_id,
+        patch=patch_state_out(patch, found.page, host),
+        fix_page=page,
+        fix_page_note=found.note,
+        history=patch_history(entries, name),
+    )
+
+
+# --------------------------------------------------------------------------- runners and runs
+
+
+def _runner_out(data: dict[str, str]) -> RunnerOut:
+    info = {k: v for k, v in data.items() if k not in ("name", "seen_at")}
+    seen = data.get("seen_at")
+    return RunnerOut(name=data["name"], seen_at=seen, age=age_text(age_seconds(seen)), info=info)
+
+
+def queue_depth(client: redis.Redis, queue: str) -> int:
+    pipe = client.pipeline()
+    for suffix in _PRIORITY_KEYS:
+        pipe.llen(f"{queue}{suffix}")
+    return sum(int(n) for n in pipe.execute())
+
+
+def runners_view(client: redis.Redis, config: CarryConfig | None) -> RunnersOut:
+    configured = sorted(config.runners.items()) if config else []
+    return RunnersOut(
+        runners=[_runner_out(r) for r in runners(client)],
+        queues=[
+            QueueOut(runner=name, queue=r.queue, depth=queue_depth(client, r.queue))
+            for name, r in configured
+        ],
+    )
+
+
+def find_run(client: redis.Redis, run_id: str) -> RunOut:
+    for state in all_series(client):
+        for kind, ci in state.ci.items():
+            if ci.run_id == run_id:
+                return RunOut(run_id=run_id, series=state.id, runner=kind, ci=ci_out(ci))
+    if runlog(client, run_id, limit=1):
+        return RunOut(run_id=run_id, series=None, runner=None, ci=None)
+    raise NotFound(f"unknown run '{run_id}'")
+
+
+def run_log(client: redis.Redis, run_id: str, after: str, limit: int = 1000) -> RunLogOut:
+    lines = [
+        RunLogLineOut(id=e["id"], stream=e.get("stream", ""), text=e.get("text", ""))
+        for e in runlog(client, run_id, after=after, limit=limit)
+    ]
+    if not lines and after == "-":
+        find_run(client, run_id)  # raises NotFound for a run nobody knows
+    return RunLogOut(run_id=run_id, after=lines[-1].id if lines else after, lines=lines)
