@@ -68,7 +68,7 @@ from bot.github.forge import Forge, ForgeError
 from bot.metrics import GITHUB_KEY, record_rate_limit
 from bot.store import series as store
 from bot.web.webhooks import sign
-from workers import ci, tasks
+from workers import ci, ci_runs, tasks
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
 from workers.runner.spec import StepSpec, TreeSpec
@@ -1755,7 +1755,7 @@ class OverrideRace:
         with self.ledger.lock:
             self.ledger.ci_runs[info["state"]] += 1
         rows = {}
-        for key in ci.check_keys(RACE_KIND, self.target.checks):
+        for key in ci_runs.check_keys(RACE_KIND, self.target.checks):
             verdict = (info["checks"].get(key) or {}).get("verdict")
             rows[key] = (run_id, verdict if verdict in REUSABLE else info["state"])
         return CiResult(run_id, rows)
@@ -2379,7 +2379,7 @@ def _forged_job(rt: Runtime, marks: Path, model_run: str) -> Attempt:
     forged = f"forged-{uuid.uuid4().hex[:8]}"
     payload["run_id"] = forged
     payload["checks"][0]["run"] = ["sh", "-c", f"touch {marks}/forged-ran"]
-    celery_app.send_task(ci.TASK_NAME, args=[payload], queue=payload["queue"], task_id=forged)
+    celery_app.send_task(ci_runs.TASK_NAME, args=[payload], queue=payload["queue"], task_id=forged)
 
     def refused() -> list[dict[str, Any]]:
         entries = store.history(rt.redis, SERIES, limit=200)

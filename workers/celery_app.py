@@ -53,7 +53,7 @@ def broker_settings(broker: str | None = None) -> dict[str, Any]:
 
 
 def make_app(broker: str | None = None) -> Celery:
-    app = Celery("carry", backend=None, include=["workers.tasks", "workers.ci"])
+    app = Celery("carry", backend=None, include=["workers.tasks", "workers.ci_runner"])
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,

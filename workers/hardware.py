@@ -13,7 +13,7 @@ from bot.core.seriesfile import parse_series
 from bot.core.state import CiState, SeriesState
 from bot.github.forge import Forge, ForgeError
 from bot.store import series as store
-from workers import ci
+from workers import ci, ci_runs
 from workers.celery_app import app
 from workers.runner.spec import TreeSpec
 from workers.runtime import Runtime, runtime
@@ -116,7 +116,7 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
     )
 
 
-@app.task(name=ci.REPORT_TASK, acks_late=True)
+@app.task(name=ci_runs.REPORT_TASK, acks_late=True)
 def report(series_id: str, row: dict[str, Any]) -> None:
     """workers.ci sends this task for every change of a CI row, on the service and on runners."""
     report_on_github(series_id, CiState.from_dict(row))

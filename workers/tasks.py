@@ -23,7 +23,7 @@ from bot.github.forge import Forge, ForgeError, PermissionUnknown, RateLimited
 from bot.log import correlated
 from bot.metrics import count_event
 from bot.store import series as store
-from workers import ci, dashboard_issue, hardware, poller, publish
+from workers import ci, ci_runs, dashboard_issue, hardware, poller, publish
 from workers.celery_app import GIT_TASKS, app
 from workers.dispatch import carry_out
 from workers.facts import gather
@@ -178,7 +178,7 @@ def time_limits(settings: Settings) -> dict[str, tuple[int, str]]:
     limits = {
         name: quick
         for name in app.tasks
-        if name.startswith("carry.") and name not in GIT_TASKS and name != ci.TASK_NAME
+        if name.startswith("carry.") and name not in GIT_TASKS and name != ci_runs.TASK_NAME
     }
     return limits | {
         "carry.rebase": rebase,

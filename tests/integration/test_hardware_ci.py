@@ -53,7 +53,7 @@ from bot.store.series import history, load_series, runlog, runners
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
-from workers import ci
+from workers import ci, ci_runs
 from workers.celery_app import make_app
 from workers.runner.spec import LogLimits, StepSpec, TreeSpec
 from workers.runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
@@ -599,7 +599,7 @@ def test_runner_killed_mid_job_is_retried_on_another_runner(
     successes = [e for e in events(client, "ci-check", run_id) if e["data"]["verdict"] == "success"]
     assert len(successes) == 1 and successes[0]["data"]["attempt"] == 2
     assert len(events(client, "ci-success", run_id)) == 1
-    stored = ci.stored_result(client, "gaudi", info["tree_key"])
+    stored = ci_runs.stored_result(client, "gaudi", info["tree_key"])
     assert stored is not None and (stored["run_id"], stored["state"]) == (run_id, "success")
     row = rows(client)["gaudi/fixed"]
     assert (row.state, row.attempt) == ("success", 2)
@@ -748,7 +748,7 @@ def test_setup_failure_exhausts_retries_as_infra_error(
     row = rows(client)["gaudi/fixed"]
     assert row.state == "infra-error" and "setup install exited 3" in row.detail
     assert "gave up after 2 of 2 attempts" in row.detail
-    assert ci.stored_result(client, "gaudi", info["tree_key"]) is None  # nothing to reuse
+    assert ci_runs.stored_result(client, "gaudi", info["tree_key"]) is None  # nothing to reuse
 
 
 def test_tree_mismatch_is_an_infra_error_naming_both_trees(
@@ -1076,7 +1076,7 @@ def test_a_forged_job_in_the_queue_runs_nothing(
     hijack = {**payload, "checks": [{**payload["checks"][0], "run": touch}]}
     made_up = {**payload, "run_id": "gaudi-forged", "checks": [{"name": "evil", "run": touch}]}
     for forged in (hijack, made_up):
-        celery_app.send_task(ci.TASK_NAME, args=[forged], queue="hw.gaudi")
+        celery_app.send_task(ci_runs.TASK_NAME, args=[forged], queue="hw.gaudi")
 
     wait_for(lambda: pwned.exists() or len(events(client, "ci-refused")) == 2, "both jobs")
     assert not pwned.exists(), "a forged command ran"

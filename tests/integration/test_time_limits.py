@@ -15,7 +15,7 @@ from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
 from workers import runtime as runtime_module
 from workers import tasks
 from workers.celery_app import app
-from workers.ci import TASK_NAME as RUNNER_JOB
+from workers.ci_runs import TASK_NAME as RUNNER_JOB
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from bot.config import LOG_LEVELS, ConfigError, Settings, load_settings, log_level, redact_url
 from tests.support.paths import REPO_ROOT
-from workers import ci
+from workers import ci_leases, ci_runner
 from workers.celery_app import broker_settings
 from workers.runner import runner_cli
 
@@ -103,7 +103,7 @@ def test_values_are_read_with_their_types(env: pytest.MonkeyPatch, tmp_path: Pat
     settings = load_settings()
     assert (settings.visibility_timeout_s, settings.busy_retry_s) == (7200, 0.5)
     # Read where they are used, when they are used: nothing is fixed at import.
-    assert (ci.lease_s(), ci.runner_workdir()) == (9, tmp_path)
+    assert (ci_leases.lease_s(), ci_runner.runner_workdir()) == (9, tmp_path)
     assert broker_settings()["broker_transport_options"]["visibility_timeout"] == 7200
 
 
@@ -231,7 +231,7 @@ def test_a_process_started_with_a_bad_setting_exits_2_with_one_line(
 
 
 def test_importing_the_workers_reads_no_setting(tmp_path: Path) -> None:
-    code = "import workers.tasks, workers.ci, workers.runner.runner_cli, bot.service"
+    code = "import workers.tasks, workers.ci, workers.ci_runner, workers.runner.runner_cli, bot.service"
     imported = subprocess.run(
         [sys.executable, "-c", code],
         env=clean_environment(tmp_path, CARRY_LOCK_TTL_S="x", REDIS_URL="garbage"),

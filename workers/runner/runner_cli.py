@@ -38,7 +38,7 @@ from bot.config import (
     log_level,
 )
 from bot.store.series import PREFIX, heartbeat, now_iso
-from workers import ci  # noqa: F401  (registers carry.ci.run_job on `app`)
+from workers import ci_runner  # noqa: F401  (registers carry.ci.run_job on `app`)
 from workers.celery_app import app
 from workers.runner.job import reap_idle
 
@@ -113,7 +113,7 @@ def _runner(config: CarryConfig | None, kind: str) -> Runner | None:
 
 
 def _share_config(config_path: str | None, runner: Runner | None) -> None:
-    """The pool processes read the config again for every job (workers.ci.runner_config), from
+    """The pool processes read the config again for every job (workers.ci_runner.runner_config), from
     CARRY_CONFIG: --config goes there, so they read the file this process read."""
     if config_path is not None:
         os.environ["CARRY_CONFIG"] = str(Path(config_path).expanduser().resolve())
@@ -131,7 +131,7 @@ def _prepare_process(kind: str, node: str, workdir: Path, visibility_timeout_s: 
         CARRY_RUNNER_KIND=kind, CARRY_RUNNER_NAME=node, CARRY_RUNNER_WORKDIR=str(workdir)
     )
     # A runner host needs only the hardware task, not the service's tasks or their config.
-    app.conf.include = ["workers.ci"]
+    app.conf.include = ["workers.ci_runner"]
     sweep = max(1, min(60, visibility_timeout_s // 4))
     app.conf.broker_transport_options = {
         **(app.conf.broker_transport_options or {}),

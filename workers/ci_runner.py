@@ -1,0 +1,418 @@
+"""The `carry.ci.run_job` task that runner hosts execute: refuse a job this runner's own
+config does not name, admit one delivery per run (lease, budget, cancel, reuse), run its steps
+and record every check, then conclude or retry."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import socket
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import redis
+from celery import Celery, Task
+
+from bot.config import CarryConfig, ConfigError, load_config, load_settings
+from bot.core.ci_plan import (
+    FINAL_STATES,
+    REUSABLE,
+    classify_outcome,
+    next_attempt,
+    overall,
+    reused_detail,
+    short,
+    split_ci_key,
+)
+from bot.log import correlated, secret_values
+from bot.store.series import (
+    append_history,
+    heartbeat,
+    now_iso,
+)
+from workers.celery_app import app, redis_url
+from workers.ci import release_deferred
+from workers.ci_leases import Watch, acquire_lease, holder_id, release_lease, wait_for_slot
+from workers.ci_runs import (
+    CI,
+    RESULT_TTL_S,
+    TASK_NAME,
+    Run,
+    cancel_reason,
+    check_keys,
+    finish,
+    load_run,
+    publish_rows,
+    rows_of,
+    run_key,
+    stored_result,
+    transition,
+)
+from workers.runner.job import (
+    CheckResult,
+    JobContext,
+    JobResult,
+    artifacts_dir,
+    execute,
+    host_env_for_steps,
+)
+from workers.runner.sandbox import resolve as resolve_sandbox
+from workers.runner.spec import (
+    JobPayload,
+    job_mismatch,
+)
+from workers.runner.steps import RunLog
+
+log = logging.getLogger("carry.ci")
+
+
+# --------------------------------------------------------------------------- the runner task
+
+
+_clients: dict[int, redis.Redis] = {}
+
+
+def _client() -> redis.Redis:
+    """One store client per process (pool processes are forked: never share a connection)."""
+    pid = os.getpid()
+    if pid not in _clients:
+        _clients[pid] = redis.Redis.from_url(redis_url(), health_check_interval=30)
+    return _clients[pid]
+
+
+def runner_name(task: Task) -> str:
+    configured = load_settings().runner_name
+    return configured or str(task.request.hostname or socket.gethostname())
+
+
+def runner_workdir() -> Path:
+    return load_settings().runner_workdir or Path("~/.cache/carry/runner").expanduser()
+
+
+@app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def run_job(self: Task, payload: dict[str, Any]) -> str:
+    """Executes one hardware run (on a runner host, queue hw.<kind>). Returns how it ended."""
+    job = JobPayload.from_dict(payload)
+    client = _client()
+    celery_app = self.app
+    runner = runner_name(self)
+    with correlated(run_id=job.run_id, task_id=str(self.request.id)):
+        refusal = _refusal(job)
+        if refusal is not None:
+            _refuse(client, celery_app, job, runner, refusal)
+            _release_budget(client, celery_app, job)
+            return "refused"
+        admitted = _admit(client, celery_app, job, runner)
+        if isinstance(admitted, str):
+            _release_budget(client, celery_app, job)
+            return admitted
+        if isinstance(admitted, float):
+            raise self.retry(countdown=admitted)
+        watch = Watch(client, job, runner)
+        heartbeat(client, runner, {"state": "busy", "run": job.run_id, "series": job.series_id})
+        try:
+            result = _execute(client, celery_app, job, runner, admitted, watch)
+        finally:
+            watch.release()
+            heartbeat(client, runner, {"state": "idle", "run": "", "series": ""})
+        ended = _conclude(self, client, job, admitted, result)  # raises Retry to retry
+        _release_budget(client, celery_app, job)
+        return ended
+
+
+def _refusal(job: JobPayload) -> str | None:
+    """Why the job must not run here: the queue is not trusted, the runner's own config is."""
+    kind = os.environ.get("CARRY_RUNNER_KIND", "")
+    if not kind:
+        return "this worker is not a runner (`carry runner --kind K` sets CARRY_RUNNER_KIND)"
+    try:
+        config = runner_config()
+    except ConfigError as err:
+        return f"this runner's config cannot be read: {'; '.join(err.problems)}"
+    runner = config.runners.get(kind) if config is not None else None
+    if config is not None and runner is None:
+        return f"runner kind {kind!r} is not in this runner's config"
+    return job_mismatch(job, kind, runner)
+
+
+def _refuse(
+    client: redis.Redis, celery_app: Celery, job: JobPayload, runner: str, reason: str
+) -> None:
+    """Ends a job that names commands this runner's config does not: it runs nothing, and says
+    so in the run's log, the history and (when the run is known) its verdict."""
+    log.warning("refused run %s: %s", job.run_id, reason)
+    runlog = RunLog(client, job.run_id, job.limits)
+    runlog.note(f"[carry] {runner} refused run {job.run_id}, it ran nothing: {reason}")
+    runlog.close()
+    append_history(
+        client, job.series_id, "ci-refused", run_id=job.run_id, runner=runner, reason=reason
+    )
+    run = load_run(client, job.run_id)
+    # A copy of a run that a runner is executing now leaves that execution alone.
+    if run is not None and not client.exists(f"{CI}lease:{job.run_id}"):
+        finish(client, celery_app, run, "infra-error", f"refused by {runner}: {reason}")
+
+
+def runner_config() -> CarryConfig | None:
+    """This runner host's own config (CARRY_CONFIG, else config/carry.yaml if there is one,
+    as `carry runner` chose it), read again only when the file changes."""
+    settings = load_settings()
+    path = settings.config_path
+    try:
+        stat = path.stat()
+    except OSError:
+        if "config_path" in settings.model_fields_set:
+            raise ConfigError([f"{path}: cannot read config file"]) from None
+        return None
+    return _load_runner_config(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_runner_config(path: str, mtime_ns: int, size: int) -> CarryConfig:
+    # mtime_ns and size are only the cache key: an edited file is read again.
+    return load_config(path, check_dirs=False)  # a runner host has no copy of patches/
+
+
+def _admit(
+    client: redis.Redis, celery_app: Celery, job: JobPayload, runner: str
+) -> int | float | str:
+    """The attempt number when this delivery may run; a reason (str) when it must not run at
+    all; seconds (float) to try again later when another live runner holds the run."""
+    run = load_run(client, job.run_id)
+    if run is None:
+        append_history(client, job.series_id, "ci-orphan-job", run_id=job.run_id)
+        return "unknown run"
+    if run.state in FINAL_STATES:
+        return f"already {run.state}"
+    cancel = cancel_reason(client, job.run_id)
+    if cancel is not None:
+        finish(client, celery_app, run, "cancelled", cancel)
+        return "cancelled"
+    if not job.force and stored_result(client, job.kind, job.tree_key):
+        _finish_reused(client, celery_app, run)
+        return "reused"
+    holder = acquire_lease(client, job.run_id, holder_id(runner))
+    if holder is not None:
+        append_history(
+            client,
+            job.series_id,
+            "ci-duplicate-delivery",
+            run_id=job.run_id,
+            runner=runner,
+            holder=holder,
+        )
+        return float(max(1, client.ttl(f"{CI}lease:{job.run_id}")))
+    return _start_attempt(client, celery_app, run, runner)
+
+
+def _start_attempt(client: redis.Redis, celery_app: Celery, run: Run, runner: str) -> int | str:
+    attempt = int(client.hincrby(run_key(run.run_id), "attempt", 1))
+    if run.state == "running":  # the previous attempt never concluded: its runner was lost
+        lost = classify_outcome("job", None, lost=True, name=run.runner)
+        append_history(
+            client,
+            run.series,
+            "ci-runner-lost",
+            run_id=run.run_id,
+            runner=run.runner,
+            attempt=attempt - 1,
+            reason=lost.reason,
+        )
+        if attempt > run.payload.retry.max_attempts:
+            release_lease(client, run.run_id, holder_id(runner))
+            finish(
+                client,
+                celery_app,
+                run,
+                "infra-error",
+                f"{lost.reason}; gave up after {attempt - 1} attempts",
+            )
+            return "gave up"
+    if not wait_for_slot(client, celery_app, run, runner):
+        release_lease(client, run.run_id, holder_id(runner))
+        return "cancelled"
+    transition(
+        client,
+        run.run_id,
+        "running",
+        ("queued", "running"),
+        runner=runner,
+        detail=f"attempt {attempt} on {runner}",
+    )
+    append_history(
+        client,
+        run.series,
+        "ci-started",
+        run_id=run.run_id,
+        runner=runner,
+        attempt=attempt,
+        tree_key=run.tree_key,
+        head=run.head_sha,
+    )
+    started = load_run(client, run.run_id)
+    if started is not None:
+        publish_rows(client, celery_app, run.series, rows_of(started), replace_rows=False)
+    return attempt
+
+
+def _finish_reused(client: redis.Redis, celery_app: Celery, run: Run) -> None:
+    result = stored_result(client, run.kind, run.tree_key) or {}
+    detail = reused_detail(str(result.get("state", "")), str(result.get("run_id", "")))
+    finish(client, celery_app, run, "reused", detail)
+
+
+def _execute(
+    client: redis.Redis,
+    celery_app: Celery,
+    job: JobPayload,
+    runner: str,
+    attempt: int,
+    watch: Watch,
+) -> JobResult:
+    workdir = runner_workdir()
+    logfile = artifacts_dir(workdir, job.run_id) / "logs" / f"attempt-{attempt}.log"
+    runlog = RunLog(client, job.run_id, job.limits, logfile, secrets=secret_values(load_settings()))
+    done = _done_checks(load_run(client, job.run_id))
+    runlog.note(
+        f"[carry] run {job.run_id} attempt {attempt} on {runner}: {job.kind} "
+        f"tree {short(job.tree_key)} upstream {short(job.head_sha)}"
+    )
+    try:
+        configured = runner_config()
+        own = configured.runners.get(job.kind) if configured else None
+        ctx = JobContext(
+            workdir=workdir,
+            log=runlog,
+            cancelled=watch.cancelled,
+            on_check=lambda result: _record_check(client, celery_app, job, attempt, runner, result),
+            on_phase=lambda phase: _note_phase(client, job.run_id, f"{phase} on {runner}"),
+            done=done,
+            env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
+            attempt=attempt,
+            # job_mismatch let the job in, so this runner's config names its kind
+            sandbox=resolve_sandbox(own.sandbox if own else "auto"),
+            networked=own.networked() if own else frozenset(),
+        )
+        return execute(job, ctx)
+    except Exception as err:  # a bug or an I/O error in the runner itself: infra, retried
+        log.exception("run %s failed inside the runner", job.run_id)
+        runlog.note(f"[carry] runner error: {err!r}")
+        return JobResult(
+            tuple(done.get(k) or _runner_error(k, err) for k in check_keys(job.kind, job.checks))
+        )
+    finally:
+        runlog.close()
+
+
+def _note_phase(client: redis.Redis, run_id: str, detail: str) -> None:
+    client.hset(run_key(run_id), "detail", detail)
+
+
+def _runner_error(key: str, err: Exception) -> CheckResult:
+    _, name, variant = split_ci_key(key)
+    return CheckResult(key, name, variant, "infra-error", f"runner error: {err!r}")
+
+
+def _done_checks(run: Run | None) -> dict[str, CheckResult]:
+    """Checks concluded by earlier attempts: an infra retry does not run them again."""
+    known = {f.name for f in fields(CheckResult)}
+    return {
+        key: CheckResult(**{k: v for k, v in value.items() if k in known})
+        for key, value in (run.checks if run else {}).items()
+        if value.get("verdict") in REUSABLE
+    }
+
+
+def _record_check(
+    client: redis.Redis,
+    celery_app: Celery,
+    job: JobPayload,
+    attempt: int,
+    runner: str,
+    result: CheckResult,
+) -> None:
+    data = {**asdict(result), "attempt": attempt, "runner": runner}
+    if result.final:
+        client.hset(run_key(job.run_id), f"check:{result.key}", json.dumps(data))
+    append_history(client, job.series_id, "ci-check", run_id=job.run_id, **data)
+    if result.final:
+        run = load_run(client, job.run_id)
+        if run is not None:
+            rows = [r for r in rows_of(run) if r.runner == result.key]
+            publish_rows(client, celery_app, job.series_id, rows, replace_rows=False)
+
+
+def _conclude(
+    task: Task, client: redis.Redis, job: JobPayload, attempt: int, result: JobResult
+) -> str:
+    celery_app = task.app
+    run = load_run(client, job.run_id)
+    if run is None or run.state in FINAL_STATES:
+        return run.state if run else "unknown run"
+    cancelled = [c for c in result.checks if c.verdict == "cancelled"]
+    if cancelled:
+        finish(client, celery_app, run, "cancelled", cancelled[0].reason)
+        return "cancelled"
+    unresolved = result.unresolved
+    if not unresolved:
+        # The A/B run on plain upstream informs (it may well fail: the bug is there); the
+        # run's verdict is about the carried tree.
+        verdict = overall(c.verdict for c in result.checks if not c.variant)
+        _store_result(client, job, run, verdict, attempt)
+        finish(client, celery_app, run, verdict, _summary(result))
+        return verdict
+    why = "; ".join(dict.fromkeys(c.reason for c in unresolved))
+    decision = next_attempt(job.retry, "infra-error", attempt)
+    if not decision.retry:
+        finish(client, celery_app, run, "infra-error", f"{why} ({decision.reason})")
+        return "infra-error"
+    detail = f"infra error on attempt {attempt}: {why}; {decision.reason}"
+    transition(client, job.run_id, "queued", ("running",), detail=detail)
+    append_history(
+        client,
+        job.series_id,
+        "ci-retry",
+        run_id=job.run_id,
+        attempt=attempt,
+        delay_s=decision.delay_s,
+        reason=why,
+    )
+    retried = load_run(client, job.run_id)
+    if retried is not None:
+        publish_rows(client, celery_app, job.series_id, rows_of(retried), replace_rows=False)
+    raise task.retry(countdown=decision.delay_s)
+
+
+def _summary(result: JobResult) -> str:
+    return ", ".join(
+        f"{c.name}{'@' + c.variant if c.variant else ''}: {c.verdict}" for c in result.checks
+    )
+
+
+def _store_result(
+    client: redis.Redis, job: JobPayload, run: Run, verdict: str, attempt: int
+) -> None:
+    final = load_run(client, job.run_id)
+    body = {
+        "run_id": job.run_id,
+        "state": verdict,
+        "head_sha": job.head_sha,
+        "series": job.series_id,
+        "attempt": attempt,
+        "at": now_iso(),
+        "checks": final.checks if final else run.checks,
+    }
+    key = f"{CI}result:{job.kind}:{job.tree_key}"
+    # A forced retest replaces the stored verdict; otherwise the first verdict stays.
+    client.set(key, json.dumps(body), ex=RESULT_TTL_S, nx=not job.force)
+
+
+def _release_budget(client: redis.Redis, celery_app: Celery, job: JobPayload) -> None:
+    """A run ended: runs the budget held back may start now."""
+    try:
+        release_deferred(client, celery_app, job.kind)
+    except Exception:
+        log.exception("releasing deferred %s runs failed", job.kind)
