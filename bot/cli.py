@@ -34,8 +34,8 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line on stderr, exit status 2."""
 
 
-# `carry check` exits 0 when every patch applies or is contained upstream, and CHECK_NEEDS_HUMAN
-# when one conflicts, is partial or invalid, or its decision is review: a CI job can gate on it.
+# `carry check --exit-code` exits CHECK_NEEDS_HUMAN when a patch conflicts, is partial or
+# invalid, or its decision is review (like `git diff --exit-code`): a CI job can gate on it.
 CHECK_NEEDS_HUMAN = 1
 
 
@@ -131,7 +131,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_table(report))
-    return CHECK_NEEDS_HUMAN if any(_needs_human(p) for p in report.patches) else 0
+    needs_human = any(_needs_human(p) for p in report.patches)
+    return CHECK_NEEDS_HUMAN if args.exit_code and needs_human else 0
 
 
 def _needs_human(patch: PatchReport) -> bool:
@@ -368,6 +369,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--series", help="series directory under patches/")
     check.add_argument("--base", help="upstream commit the series was last verified on")
     check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument(
+        "--exit-code",
+        action="store_true",
+        help="exit 1 when a patch needs a human (conflict, partial, invalid, review)",
+    )
     check.add_argument("--cache-dir", help=CACHE_HELP)
     check.add_argument(
         "--write-refreshed", action="store_true", help="rewrite patch files whose context moved"

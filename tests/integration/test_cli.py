@@ -60,6 +60,7 @@ def test_check_json_contract(series, tmp_path):
         "--head",
         "main",
         "--json",
+        "--exit-code",
         "--cache-dir",
         str(tmp_path / "c"),
     ]
@@ -197,8 +198,9 @@ def test_demo_gets_every_argument_after_it():
     assert "demo" in carry("--help").stdout
 
 
-def check_args(up, patches, tmp_path, head="main"):
+def check_args(up, patches, tmp_path, head="main", *, exit_code=True):
     args = ["check", "--repo", str(up.path), "--head", head, "--cache-dir", str(tmp_path / "c")]
+    args += ["--exit-code"] if exit_code else []
     for p in patches:
         args += ["--patch", str(p)]
     return args
@@ -209,6 +211,9 @@ def test_exit_status_gates_a_ci_job(series, tmp_path):
     assert carry(*check_args(up, patches[:1], tmp_path)).returncode == 0  # applies-moved
     result = carry(*check_args(up, patches, tmp_path))
     assert result.returncode == 1 and "conflict" in result.stdout  # the second one conflicts
+    # Like `git diff`: without --exit-code a check that ran exits 0, whatever it found.
+    plain = carry(*check_args(up, patches, tmp_path, exit_code=False))
+    assert plain.returncode == 0 and plain.stdout == result.stdout
 
 
 def test_text_output_names_the_hunk_its_upstream_commits_and_reproduces(series, tmp_path):
