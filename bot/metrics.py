@@ -13,7 +13,9 @@ Writers (`count_event`, `observe_rebase`, `record_rate_limit`) never raise: a me
 fail the work it measures.
 
 Metrics read from Redis:
-  carry_events_total{kind}                      events planned, by event kind
+  carry_events_total{kind}                      events planned, by event kind, and failures by
+                                                kind (poll_failed, rebase_failed, publish_failed,
+                                                rebase_timed_out, task_timed_out, ...)
   carry_rebase_seconds                          histogram: duration of completed rebases
   carry_jobs{job,state}                         series (job="rebase", state=phase) and their
                                                 CI rows (job="ci", state=CI state), now
@@ -30,6 +32,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Final
 
 import redis
@@ -98,6 +101,26 @@ def record_rate_limit(client: redis.Redis, remaining: int | None, limit: int | N
         client.hset(GITHUB_KEY, mapping=values)  # type: ignore[arg-type]
     except redis.RedisError as err:
         log.debug("rate limit not recorded: %s", err)
+
+
+@dataclass(frozen=True)
+class RateLimitSeen:
+    remaining: int
+    limit: int | None
+    seen_at: float  # Unix time
+
+
+def rate_limit_seen(client: redis.Redis) -> RateLimitSeen | None:
+    """The REST rate limit as a worker last saw it; None before any GitHub call."""
+    raw = _text_map(client.hgetall(GITHUB_KEY))
+    if "remaining" not in raw:
+        return None
+    limit = raw.get("limit")
+    return RateLimitSeen(
+        int(float(raw["remaining"])),
+        int(float(limit)) if limit else None,
+        float(raw.get("updated_at", 0)),
+    )
 
 
 # --------------------------------------------------------------------------- scrape
@@ -188,18 +211,18 @@ class StoreCollector(Collector):
         return names
 
     def _rate_limit(self) -> Iterator[Metric]:
-        raw = _text_map(self.client.hgetall(GITHUB_KEY))
-        if "remaining" not in raw:
+        seen = rate_limit_seen(self.client)
+        if seen is None:
             return
         yield GaugeMetricFamily(
             "carry_github_rate_limit_remaining",
             "GitHub REST requests left in the current window, as last answered to a worker",
-            value=float(raw["remaining"]),
+            value=float(seen.remaining),
         )
         yield GaugeMetricFamily(
             "carry_github_rate_limit_updated_timestamp_seconds",
             "When carry_github_rate_limit_remaining was last reported (Unix time)",
-            value=float(raw.get("updated_at", 0)),
+            value=seen.seen_at,
         )
 
 

@@ -130,6 +130,7 @@ def _record_failure(
     """The series shows `message` as its error (final) or last event, and its history gets a
     `kind` entry, in one commit."""
     entry = {"error": message, **fields, "final": final}
+    count_event(rt.redis, kind.replace("-", "_"))  # carry_events_total{kind="publish_failed"}
     store.update_series(
         rt.redis,
         series_id,
@@ -215,6 +216,7 @@ def _record_time_out(
     if isinstance(series_id, str) and series_id:
         _record_failure(rt, series_id, message, "task-timed-out", final=True, task=sender.name)
     else:
+        count_event(rt.redis, "task_timed_out")
         store.append_history(
             rt.redis, None, "task-timed-out", task=sender.name, limit_s=limit_s, error=message
         )
@@ -306,6 +308,7 @@ def dashboard_issue_task(self: Task, force: bool = False) -> None:
         except ForgeError as err:
             attempts = self.request.retries + 1
             log.warning("dashboard issue not updated (attempt %d): %s", attempts, err)
+            count_event(rt.redis, "dashboard_issue_failed")
             store.append_history(
                 rt.redis, None, "dashboard-issue-failed", attempt=attempts, error=str(err)
             )

@@ -115,6 +115,9 @@ class SeriesState:
     upstream_error: str | None = (
         None  # why the last poll of the upstream failed; None after a good one
     )
+    # when the error (or the upstream's) began: set as it appears, kept while it lasts
+    error_since: str | None = None
+    upstream_error_since: str | None = None
     paused_by: str | None = None  # set by `/carry pause`; the config's policy is separate
     approvals: list[str] = field(default_factory=list)  # head SHAs approved for hardware
     # who pushed each recent head SHA, from push webhooks (a poll knows no pusher): trust
@@ -175,6 +178,20 @@ class SeriesState:
         values["ci"] = {k: CiState.from_dict(v) for k, v in (data.get("ci") or {}).items()}
         values["pr"] = _build(PrInfo, data["pr"]) if data.get("pr") else None
         return cls(**values)
+
+
+def stamp_since(state: SeriesState, before: tuple[str | None, str | None], now: str) -> None:
+    """Keeps when the series' error and its upstream's began: `before` is (error,
+    upstream_error) as they were; a new one starts now, one that went away has no start."""
+    had_error, had_upstream_error = before
+    if state.error is None:
+        state.error_since = None
+    elif had_error is None or state.error_since is None:
+        state.error_since = now
+    if state.upstream_error is None:
+        state.upstream_error_since = None
+    elif had_upstream_error is None or state.upstream_error_since is None:
+        state.upstream_error_since = now
 
 
 def _build(kind: type, data: dict[str, Any]) -> Any:

@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import redis
 
-from bot.core.state import SeriesState
+from bot.core.state import SeriesState, stamp_since
 
 log = logging.getLogger("carry.store")
 
@@ -95,9 +95,11 @@ def update_series(
                 state = load_series(pipe, series_id)
                 if state is None and create is not None:
                     state = SeriesState(id=series_id, **create)
+                before = (state.error, state.upstream_error) if state else (None, None)
                 if state is None or not change(state):
                     pipe.reset()
                     return False
+                stamp_since(state, before, now_iso())
                 pipe.multi()
                 _write(pipe, state)
                 if also is not None:

@@ -68,7 +68,7 @@ def api_router(
 
     @router.get("/series", response_model=SeriesListOut)
     def list_series() -> SeriesListOut:
-        return series_list(client, fix_pages)
+        return series_list(client, fix_pages, config)
 
     @router.get("/series/{series_id}", response_model=SeriesOut, responses=_NOT_FOUND)
     def get_series(series_id: SeriesId) -> SeriesOut | JSONResponse:

@@ -30,7 +30,7 @@ from bot.config import CarryConfig
 from bot.store.deliveries import recent_deliveries
 from bot.store.series import UPDATES_CHANNEL, all_series, load_series
 from bot.web.access import SESSION_COOKIE, Access
-from bot.web.models import AttentionOut, PatchOut, SeriesSummaryOut
+from bot.web.models import AttentionOut, PatchOut, SeriesListOut, SeriesSummaryOut
 from bot.web.timeline import OUTCOME_WORDS, Outcome, by_head, field_words
 from bot.web.views import (
     FixPages,
@@ -441,8 +441,10 @@ class Matrix:
     attention: list[AttentionOut]
 
     @classmethod
-    def of(cls, series: list[SeriesSummaryOut]) -> Matrix:
-        return cls(series, [item for s in series for item in s.attention])
+    def of(cls, listed: SeriesListOut) -> Matrix:
+        """carry's own health first (it holds every series back), then each series'."""
+        series = listed.series
+        return cls(series, [*listed.health, *(item for s in series for item in s.attention)])
 
     def shown(self, text: str, sort: str) -> list[SeriesSummaryOut]:
         """The rows whose series, base, state, patches or CI rows contain `text` (any case),
@@ -512,7 +514,7 @@ class Dashboard:
     pages: Pages = field(default_factory=Pages)
 
     def overview(self, text: str = "", sort: str = "attention") -> HTMLResponse:
-        matrix = Matrix.of(series_list(self.client, self.fix_pages).series)
+        matrix = Matrix.of(series_list(self.client, self.fix_pages, self.config))
         return self.pages.render(
             "overview.html",
             title="Overview",

@@ -80,10 +80,13 @@ class PrOut(ApiModel):
 
 
 class AttentionOut(ApiModel):
-    series: str
+    series: str  # "" for carry's own health (rate limit, runners), which is no series'
     reason: str
     patch: str | None = None
     run_id: str | None = None
+    since: str | None = None  # when it began, where carry knows (ISO 8601)
+    age: str | None = None  # how long ago that was, in words
+    link: str | None = None  # the page that shows it, for carry's own health
 
 
 class _SeriesFields(ApiModel):
@@ -136,6 +139,7 @@ class SeriesOut(_SeriesFields):
 
 class SeriesListOut(ApiModel):
     series: list[SeriesSummaryOut]
+    health: list[AttentionOut] = []  # carry's own trouble: GitHub's rate limit, runners
 
 
 class HistoryEntryOut(ApiModel):

@@ -17,6 +17,7 @@ from bot.config import BaseSpec, CarryConfig
 from bot.core.fixpage import FixPage, UpstreamEntry
 from bot.core.state import CiState, PatchState, PrInfo, SeriesState
 from bot.fixes import carrier_of, release_line
+from bot.metrics import rate_limit_seen
 from bot.series_loader import LoadedSeries, SeriesInvalid
 from bot.series_loader import load_series as load_series_dir
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series, runlog, runners
@@ -322,15 +323,57 @@ def pr_out(pr: PrInfo | None) -> PrOut | None:
 
 
 def attention(state: SeriesState) -> list[AttentionOut]:
-    """state.needs_attention (its words and order), each with what it points at."""
+    """state.needs_attention (its words and order), each with what it points at and since
+    when (a problem of a patch since the check that found it, of CI since its row changed)."""
     out = []
     for reason in state.needs_attention:
         patch = next((p.name for p in state.patches if reason.startswith(f"{p.name}: ")), None)
-        run = next(
-            (c.run_id or None for c in state.ci.values() if reason.startswith(f"CI {c.runner}:")),
-            None,
+        row = next((c for c in state.ci.values() if reason.startswith(f"CI {c.runner}:")), None)
+        since = _since(state, reason, patch, row)
+        out.append(
+            AttentionOut(
+                series=state.id,
+                reason=reason,
+                patch=patch,
+                run_id=row.run_id or None if row else None,
+                since=since,
+                age=age_text(age_seconds(since)),
+            )
         )
-        out.append(AttentionOut(series=state.id, reason=reason, patch=patch, run_id=run))
+    return out
+
+
+def _since(state: SeriesState, reason: str, patch: str | None, row: CiState | None) -> str | None:
+    if reason.startswith("error: "):
+        return state.error_since
+    if reason.startswith("upstream unreachable: "):
+        return state.upstream_error_since
+    if patch is not None:
+        return state.checked_at
+    return row.updated_at or None if row else None
+
+
+RATE_LIMIT_LOW: Final = 0.1  # a share of the window's requests left that needs a look
+
+
+def carry_health(client: redis.Redis, config: CarryConfig | None) -> list[AttentionOut]:
+    """carry's own trouble, which is no series': GitHub's rate limit nearly spent, and hardware
+    jobs waiting for a runner kind that has no runner online."""
+    out = []
+    seen = rate_limit_seen(client)
+    if seen is not None and seen.remaining < (seen.limit or 1000) * RATE_LIMIT_LOW:
+        since = datetime.fromtimestamp(seen.seen_at, UTC).isoformat(timespec="seconds")
+        of = f" of {seen.limit}" if seen.limit else ""
+        reason = f"GitHub rate limit nearly spent: {seen.remaining}{of} requests left"
+        out.append(
+            AttentionOut(series="", reason=reason, since=since, age=age_text(age_seconds(since)))
+        )
+    online = {info.get("kind") for info in runners(client)}
+    for kind, runner in sorted(config.runners.items()) if config else []:
+        waiting = queue_depth(client, runner.queue)
+        if waiting and kind not in online:
+            reason = f"no {kind} runner is online: {waiting} job(s) wait in {runner.queue}"
+            out.append(AttentionOut(series="", reason=reason, link="/runners"))
     return out
 
 
@@ -386,10 +429,15 @@ def successor_out(found: dict[str, Any] | None) -> SuccessorOut | None:
     return SuccessorOut(command=command, **{k: found[k] for k in fields if k in found})
 
 
-def series_list(client: redis.Redis, fix_pages: FixPages) -> SeriesListOut:
-    """Every series, those that need attention first, then by id."""
+def series_list(
+    client: redis.Redis, fix_pages: FixPages, config: CarryConfig | None = None
+) -> SeriesListOut:
+    """Every series, those that need attention first, then by id; and carry's own health."""
     states = sorted(all_series(client), key=lambda s: (not s.needs_attention, s.id))
-    return SeriesListOut(series=[series_summary(s, fix_pages.pages_of(s.id)) for s in states])
+    return SeriesListOut(
+        series=[series_summary(s, fix_pages.pages_of(s.id)) for s in states],
+        health=carry_health(client, config),
+    )
 
 
 def require_series(client: redis.Redis, series_id: str) -> SeriesState:

@@ -21,9 +21,18 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bot.config import CarryConfig, Settings
+from bot.core import transitions as tr
 from bot.core.state import CiState, PatchState, PrInfo, SeriesState
+from bot.metrics import record_rate_limit
 from bot.store.deliveries import record_delivery
-from bot.store.series import append_history, append_runlog, heartbeat, save_series
+from bot.store.series import (
+    append_history,
+    append_runlog,
+    heartbeat,
+    load_series,
+    save_series,
+    update_series,
+)
 from bot.web.access import SESSION_COOKIE, Access
 from bot.web.app import create_app
 from bot.web.dashboard import LiveStream, async_client_like, dashboard_router, render_markdown
@@ -428,6 +437,9 @@ def test_series_detail_has_decision_reason_and_evidence(site: Site) -> None:
         "reason": "CI gaudi: failure",
         "patch": None,
         "run_id": FAILED_RUN,
+        "since": None,  # the seeded row has no updated_at
+        "age": None,
+        "link": None,
     }
 
 
@@ -802,3 +814,53 @@ def test_a_dead_store_answers_503() -> None:
     )
     assert page.status_code == 503
     assert re.search(r"<h1>Unavailable</h1>", page.text)
+
+
+# --------------------------------------------------------------------------- carry's own health
+
+
+def test_carrys_own_trouble_needs_attention_with_since_when(client: redis.Redis) -> None:
+    """Not only a series' problems: GitHub's rate limit nearly spent and hardware jobs that
+    wait for a runner kind with no runner online are shown first, with since when, and a
+    series' error and unreachable upstream say since when they began."""
+    seed(client)
+    record_rate_limit(client, 42, 5000)
+    client.lpush("hw.gb10", b"{}")  # a job waits; only a gaudi runner sends heartbeats
+    heartbeat(client, "gaudi@host", {"kind": "gaudi", "state": "idle"})
+    update_series(client, MAIN, lambda s: tr.step_failed(s, "publish failed: 502", final=True))
+    update_series(client, PLE, lambda s: setattr(s, "upstream_error", "no route") or True)
+    with dashboard(client) as url:
+        listed = httpx.get(f"{url}/api/v1/series", timeout=10).json()
+        page = httpx.get(f"{url}/", timeout=10).text
+    reasons = [h["reason"] for h in listed["health"]]
+    assert reasons == [
+        "GitHub rate limit nearly spent: 42 of 5000 requests left",
+        "no gb10 runner is online: 1 job(s) wait in hw.gb10",
+    ]
+    assert listed["health"][0]["since"] and listed["health"][0]["age"].endswith("ago")
+    assert listed["health"][1]["link"] == "/runners"
+    rows = {a["reason"]: a for s in listed["series"] for a in s["attention"]}
+    error = rows["error: publish failed: 502"]
+    assert error["since"] and error["age"].endswith(" s ago")
+    assert rows["upstream unreachable: no route"]["since"]
+    section = page[page.index('id="needs-attention"') : page.index('id="matrix-title"')]
+    assert section.index("GitHub rate limit nearly spent") < section.index("publish failed: 502")
+    assert "carry itself" in section and 'href="/runners"' in section and "(since " in section
+
+
+def test_an_error_keeps_the_time_it_began_until_it_is_gone(client: redis.Redis) -> None:
+    save_series(client, SeriesState(id=MAIN))
+    update_series(
+        client, MAIN, lambda s: tr.step_failed(s, "rebase failed (attempt 1)", final=False)
+    )
+    began = load_series(client, MAIN).error_since  # type: ignore[union-attr]
+    assert began is not None
+    update_series(
+        client, MAIN, lambda s: tr.step_failed(s, "rebase failed (attempt 2)", final=True)
+    )
+    assert load_series(client, MAIN).error_since == began  # type: ignore[union-attr]
+    update_series(
+        client, MAIN, lambda s: tr.start_check(s, "c" * 40, "refs/heads/main", None, ago())
+    )
+    state = load_series(client, MAIN)
+    assert state is not None and state.error is None and state.error_since is None
