@@ -102,6 +102,7 @@ class _SeriesFields(ApiModel):
     paused_by: str | None
     error: str | None
     last_event: str | None
+    checked_at: str | None  # when the series was last checked on its head
     updated_at: str
     needs_attention: list[str]
     attention: list[AttentionOut]
@@ -131,7 +132,6 @@ class SeriesOut(_SeriesFields):
     patches: list[PatchStateOut]
     checked_head: str | None
     checked_digest: str | None
-    checked_at: str | None
     approvals: list[str]
     base_override: dict[str, Any] | None
     successor: SuccessorOut | None
