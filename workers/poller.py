@@ -15,6 +15,7 @@ from bot.core.events import ZERO_SHA, HeadMoved, PrStateChanged
 from bot.core.state import SeriesState
 from bot.git.mirror import Mirror, MirrorError
 from bot.github.forge import ForgeError
+from bot.store import pr_polls
 from bot.store import series as store
 from workers.facts import base_of
 from workers.runtime import Runtime
@@ -151,10 +152,9 @@ def pr_events(rt: Runtime) -> list[PrStateChanged]:
     forge = rt.forge()
     events = []
     for repo, number in watched_prs(rt):
-        key = f"carry:prstate:{repo}#{number}"
-        known = {k.decode(): v.decode() for k, v in rt.redis.hgetall(key).items()}
+        known = pr_polls.load(rt.redis, repo, number)
         try:
-            state, etag = forge.pull_state(repo, number, known.get("etag"))
+            state, etag = forge.pull_state(repo, number, known.etag or None)
         except ForgeError as err:
             store.append_history(
                 rt.redis, None, "poll-failed", pr=f"{repo}#{number}", error=str(err)
@@ -162,14 +162,14 @@ def pr_events(rt: Runtime) -> list[PrStateChanged]:
             continue
         if state is None:
             continue  # 304: nothing changed
-        moved = (known.get("state"), known.get("head")) != (state.state, state.head_sha)
-        if moved or (etag or "") != known.get("etag", ""):
+        moved = (known.state, known.head) != (state.state, state.head_sha)
+        if moved or (etag or "") != known.etag:
             # Any change to the PR's payload (a comment, the base repository's star count)
             # gives it a new ETag: kept verbatim, or every later poll is a full 200.
-            rt.redis.hset(
-                key, mapping={"etag": etag or "", "state": state.state, "head": state.head_sha}
+            pr_polls.save(
+                rt.redis, repo, number, pr_polls.PrSeen(etag or "", state.state, state.head_sha)
             )
-        if not moved or known.get("state") == state.state:
+        if not moved or known.state == state.state:
             continue  # no move, or only the head moved: the ref poller and webhooks cover those
         events.append(
             PrStateChanged(

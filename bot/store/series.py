@@ -10,6 +10,11 @@ Layout (all keys prefixed `carry:`):
   carry:runner:<name>      runner heartbeats (hash, with expiry)
   carry:runlog:<run_id>    stream of a CI run's output, bounded
   carry:updates            pub/sub channel: a message per change, for live pages
+
+The other modules of bot.store own the other keys: deliveries.py (webhook deliveries),
+pr_polls.py (what the PR poller last saw), dashboard_issue.py (carry's issue on GitHub). The
+hardware runs live under carry:ci: (workers/ci_runs.py), the metrics under carry:metrics:
+(bot/metrics.py).
 """
 
 from __future__ import annotations
