@@ -38,6 +38,8 @@ def publish(
         return
     version = next_version(state.version, datetime.now(UTC).date()) if changed else state.version
     title, body = pr_title(state), pr_body(state, version)
+    proposal = {"changed": changed, "title": title, "body": body, "version": version}
+    proposal["head"] = head_sha
     if rt.settings.github_auth == "none":
         note = "proposal ready; read-only mode (no GitHub credentials): nothing pushed"
         store.update_series(
@@ -45,15 +47,11 @@ def publish(
             series_id,
             lambda fresh: tr.published(fresh, None, None, note),
             also=lambda pipe: store.queue_history(
-                pipe,
-                series_id,
-                "proposal",
-                read_only=True,
-                changed=changed,
-                title=title,
-                body=body,
-                version=version,
+                pipe, series_id, "proposal", read_only=True, **proposal
             ),
         )
         return
+    # What is about to be posted, before it is: shown on the series page, also when GitHub
+    # then refuses it.
+    store.append_history(rt.redis, series_id, "proposal", read_only=False, **proposal)
     publish_on_github(rt, state, title, body, version, changed, tree)

@@ -63,7 +63,11 @@ SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
     "waiting-for-ref": lambda d: f"waiting for upstream to create {d.get('ref')}",
     "ref-appeared": lambda d: f"{d.get('ref')} appeared upstream",
     "successor-proposed": lambda d: str(d.get("summary", "")),
-    "proposal": lambda d: f"PR proposed (read-only mode, nothing pushed): {d['title']}",
+    "proposal": lambda d: (
+        f"PR proposed (read-only mode, nothing pushed): {d['title']}"
+        if d.get("read_only", True)
+        else f"PR text ready to post: {d['title']}"
+    ),
     "ci-started": lambda d: (
         f"{d['run_id']} started on {d['runner']}"
         + (f" (attempt {d['attempt']})" if d.get("attempt", 1) > 1 else "")

@@ -786,3 +786,14 @@ def test_the_rate_limit_github_answers_reaches_the_store_of_the_runtime(deploy: 
     stored = elsewhere.hget(GITHUB_KEY, "remaining")
     assert stored is not None
     assert int(stored) == d.gh.rate_limit(token="carry-token").remaining
+
+
+def test_the_pr_text_is_recorded_before_it_is_posted(deploy: Deploy) -> None:
+    """The series page shows the PR text carry proposes before every publish (issue 17), so
+    it is there also when GitHub then refuses it."""
+    d = deploy(auth="token")
+    d.open_pr()
+    (proposal,) = d.history("proposal")
+    assert proposal["data"]["read_only"] is False
+    assert proposal["data"]["body"] == d.pull()["body"]
+    assert proposal["data"]["title"] == d.pull()["title"]

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from bot.core.render import pr_body, pr_title
-from bot.core.state import PatchState, SeriesState
+from bot.core.state import PatchState, PrInfo, SeriesState
 from bot.store.series import append_history, save_series
 from tests.integration.test_dashboard_api import dashboard
 
@@ -41,3 +41,41 @@ def test_read_only_mode_shows_the_pr_it_would_open(client):
     assert "Read-only mode" in section and f"<h3>{title}</h3>" in section
     assert "0002-gone.patch" in section and "0001-keep.patch" in section
     assert len(section) > len(body) // 2  # the body, not a summary of it
+
+
+def test_with_a_pr_the_page_keeps_the_text_carry_proposed_for_it(client):
+    state = SeriesState(
+        id=SERIES,
+        base="branch main",
+        checked_head="c" * 40,
+        patches=[PatchState(name="0001-keep.patch", status="applies", decision="keep")],
+        pr=PrInfo(7, "https://example/pull/7", "carry/read-only-series"),
+    )
+    save_series(client, state)
+    title, body = pr_title(state), pr_body(state, "2026.12.1")
+    append_history(
+        client,
+        SERIES,
+        "proposal",
+        read_only=False,
+        changed=True,
+        title=title,
+        body=body,
+        head="c" * 40,
+    )
+    with dashboard(client) as url:
+        text = httpx.get(f"{url}/series/{SERIES}", timeout=10).text
+    section = text[text.index('id="pr-title"') : text.index('id="ci-title"')]
+    assert "#7</a>" in section and "Read-only mode" not in section
+    assert "The text carry proposed for it, for upstream head <code>cccccccccccc</code>" in section
+    assert f"<h3>{title}</h3>" in section and "0001-keep.patch" in section
+
+
+def test_before_a_pr_is_opened_the_page_says_so_not_read_only(client):
+    state = SeriesState(id=SERIES, base="branch main", checked_head="c" * 40)
+    save_series(client, state)
+    append_history(client, SERIES, "proposal", read_only=False, changed=True, title="T", body="B")
+    with dashboard(client) as url:
+        text = httpx.get(f"{url}/series/{SERIES}", timeout=10).text
+    section = text[text.index('id="pr-title"') : text.index('id="ci-title"')]
+    assert "carry has not opened its PR yet" in section and "Read-only mode" not in section
