@@ -13,6 +13,7 @@ tests/e2e/test_dashboard_browser.py runs the same code into a temporary director
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import struct
 import sys
@@ -30,6 +31,7 @@ from bot.config import CarryConfig, Settings
 from bot.core.ci_plan import classify_outcome
 from bot.core.render import pr_title
 from bot.core.state import CiState, SeriesState
+from bot.metrics import record_rate_limit
 from bot.store import series as store
 from bot.web.app import create_app
 from tests.support.asgi import serve
@@ -431,6 +433,13 @@ def ci_runner_lost(client: redis.Redis, series_id: str, head: str) -> None:
     store.append_history(client, series_id, f"ci-{lost.verdict}", run_id=run_id, reason=detail)
 
 
+def carry_in_trouble(client: redis.Redis) -> None:
+    """carry's own health: a retest waits for the gaudi runners, none of which is online any
+    more, and a worker saw GitHub's rate limit nearly spent (both as carry stores them)."""
+    client.lpush("hw.gaudi", json.dumps({"task": "carry.ci.run_job", "series": LOST_RUNNER}))
+    record_rate_limit(client, 212, 5000)
+
+
 # --------------------------------------------------------------------------- the state
 
 
@@ -474,6 +483,7 @@ def build_state(client: redis.Redis, workdir: Path) -> DocsState:
         publish.publish(rt, series_id, head, finished.digest, finished.changed)
     ci_passed(client, PROPOSAL, checked_head(client, PROPOSAL))
     ci_runner_lost(client, LOST_RUNNER, checked_head(client, LOST_RUNNER))
+    carry_in_trouble(client)
     gone = upstreams.repos["runtime"].path
     shutil.move(gone, gone.with_name("runtime-moved-away"))
     assert poller.head_events(rt) == []  # the engine's heads are known; runtime's is unreachable
@@ -525,7 +535,14 @@ def shots(client: redis.Redis) -> tuple[Shot, ...]:
         Shot(
             "health",
             "/",
-            (f"CI {CI_KEY}: infra-error", "upstream unreachable: ", UNREACHABLE, LOST_RUNNER),
+            (
+                f"CI {CI_KEY}: infra-error",
+                "upstream unreachable: ",
+                UNREACHABLE,
+                LOST_RUNNER,
+                "no gaudi runner is online: 1 job(s) wait in hw.gaudi",
+                "GitHub rate limit nearly spent: 212 of 5000 requests left",
+            ),
             "#needs-attention",
         ),
     )
