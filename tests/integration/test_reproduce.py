@@ -10,21 +10,15 @@ from pathlib import Path
 import pytest
 
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
-from tests.support.gitrepo import PINNED_ENV, git
+from tests.support.carry_env import BODY, SERIES, one_fix_in_this_process
+from tests.support.gitrepo import PINNED_ENV
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series
 
 
 @pytest.fixture
 def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch):
-    carry = CarryEnv(tmp_path, redis_url)
-    carry.carry_patches([{"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}])
-    git(carry.downstream, "init", "-q", "-b", "main")
-    git(carry.downstream, "add", "-A")
-    git(carry.downstream, "commit", "-q", "-m", "carry the fixes")
-    carry.write_config()
-    with in_this_process(carry, monkeypatch):
+    with one_fix_in_this_process(tmp_path, redis_url, monkeypatch, committed=True) as carry:
         yield carry
 
 

@@ -13,17 +13,19 @@ import pytest
 from bot.core import transitions as tr
 from bot.core.state import SeriesState
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, UPSTREAM_REPO, CarryEnv, in_this_process
+from tests.support.carry_env import (
+    SERIES,
+    UPSTREAM_REPO,
+    CarryEnv,
+    one_fix_in_this_process,
+)
 from workers import runtime as runtime_module
 from workers.rebase import register_series
 
 
 @pytest.fixture
 def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CarryEnv]:
-    carry = CarryEnv(tmp_path, redis_url)
-    carry.carry_patches([{"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}])
-    carry.write_config()
-    with in_this_process(carry, monkeypatch):
+    with one_fix_in_this_process(tmp_path, redis_url, monkeypatch) as carry:
         yield carry
 
 

@@ -11,7 +11,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from bot.config import Settings
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
+from tests.support.carry_env import SERIES, CarryEnv, one_fix_in_this_process
 from workers import runtime as runtime_module
 from workers import tasks
 from workers.celery_app import app
@@ -20,10 +20,7 @@ from workers.ci_runs import TASK_NAME as RUNNER_JOB
 
 @pytest.fixture
 def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CarryEnv]:
-    carry = CarryEnv(tmp_path, redis_url)
-    carry.carry_patches([{"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}])
-    carry.write_config()
-    with in_this_process(carry, monkeypatch):
+    with one_fix_in_this_process(tmp_path, redis_url, monkeypatch) as carry:
         yield carry
 
 

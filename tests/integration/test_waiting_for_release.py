@@ -12,7 +12,7 @@ import pytest
 from bot.store import series as store
 from bot.web.app import create_app
 from tests.support.asgi import serve
-from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
+from tests.support.carry_env import SERIES, CarryEnv, one_fix_in_this_process
 from workers import poller
 from workers import runtime as runtime_module
 
@@ -21,10 +21,7 @@ TAG = "v2.0"
 
 @pytest.fixture
 def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CarryEnv]:
-    carry = CarryEnv(tmp_path, redis_url)
-    carry.carry_patches([{"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}])
-    carry.write_config(base={"tag": TAG})
-    with in_this_process(carry, monkeypatch):
+    with one_fix_in_this_process(tmp_path, redis_url, monkeypatch, base={"tag": TAG}) as carry:
         yield carry
 
 

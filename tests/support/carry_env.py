@@ -25,7 +25,7 @@ import redis
 from bot.core.state import SeriesState
 from bot.local_redis import free_port
 from bot.store import series as store
-from tests.support.gitrepo import RepoBuilder
+from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
 from workers import runtime as runtime_module
 from workers.celery_app import SERVICE_QUEUES
@@ -356,3 +356,24 @@ class CarryEnv:
             return None
 
         return wait_for(done, timeout, f"series checked on {head[:12]}")
+
+
+SAFE_10 = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}  # the one fix
+
+
+@contextlib.contextmanager
+def one_fix_in_this_process(
+    root: Path, redis_url: str, monkeypatch: Any, *, committed: bool = False, **series: Any
+) -> Iterator[CarryEnv]:
+    """A series of one patch (SAFE_10) on the test upstream, its config written (`series`
+    overrides its entry), and carry's settings in this process. `committed`: the downstream
+    checkout is a git repository holding the series, as a clone of it would be."""
+    carry = CarryEnv(root, redis_url)
+    carry.carry_patches([SAFE_10])
+    if committed:
+        git(carry.downstream, "init", "-q", "-b", "main")
+        git(carry.downstream, "add", "-A")
+        git(carry.downstream, "commit", "-q", "-m", "carry the fixes")
+    carry.write_config(**series)
+    with in_this_process(carry, monkeypatch):
+        yield carry
