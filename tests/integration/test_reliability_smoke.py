@@ -1,5 +1,6 @@
 """The cheapest scenarios of bench/reliability.py (`make reliability`), so CI runs them too:
-fuzzed patch files through the parser, fuzzed webhooks against the running web process.
+fuzzed patch files through the parser, fuzzed webhooks against the running web process, and
+the intake abuse attacks (slow, unsigned, aborted bodies) at their quick sizes.
 
 The hand-picked edge cases include those that once gave a 500 (deep JSON, huge numbers and
 timestamps, lone surrogates) or escaped the parser (absurd mail dates).
@@ -7,19 +8,27 @@ timestamps, lone surrogates) or escaped the parser (absurd mail dates).
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from bench.reliability import (
     PARSER_EDGE_CASES,
+    QUICK,
+    Attack,
+    Footprint,
+    LogWritten,
     ParserFuzz,
     edge_cases,
     fuzz_parser,
     fuzz_webhooks,
     parse_one,
     post_webhook,
+    run_intake_abuse,
 )
 from tests.support.carry_env import CarryEnv
 from tests.support.redis_server import PrivateRedis
@@ -91,3 +100,33 @@ def test_edge_case_lists_are_what_the_marks_name() -> None:
     names = {n for n, _, _ in edge_cases()}
     assert set(KNOWN_500S) <= names
     assert set(KNOWN_PARSER_ESCAPES) <= set(PARSER_EDGE_CASES)
+
+
+# --------------------------------------------------------------------------- intake abuse
+
+
+def test_intake_abuse_at_quick_sizes_stays_within_its_bounds(tmp_path: Path) -> None:
+    slow, unsigned, aborted = attacks = run_intake_abuse(tmp_path, QUICK)
+    rows = [attack.row() for attack in attacks]
+    assert all(row.ok for row in rows), [row.recovered for row in rows]
+    assert [a.requests for a in attacks] == [
+        QUICK.abuse_slow,
+        QUICK.abuse_unsigned,
+        QUICK.abuse_aborts,
+    ]
+    for attack, row in zip(attacks, rows, strict=True):
+        assert attack.cost.rss_before > 0 and math.isfinite(attack.cost.peak_growth)
+        assert re.search(r"[+-]\d+\.\d MiB peak \(-?\d+\.\d KiB per request\)", row.recovered)
+        assert re.search(r"log \+\d+ lines, \d+ B", row.recovered)
+        assert "older carry" in row.recovered
+    assert re.search(r"\d+ x 408, \d+ x 503", slow.answers)
+    assert unsigned.answers.startswith(f"{QUICK.abuse_unsigned} x 401,")
+    assert 0 < len(aborted.cost.log.lines) <= QUICK.abuse_aborts  # logged, once each at most
+
+
+def test_an_intake_abuse_row_fails_when_a_bound_does_not_hold() -> None:
+    cost = Footprint(90.0, 200.0, 150.0, 7, 2007, 7, LogWritten(0, []))
+    bounds = {"RSS peak growth < 50 MiB": cost.peak_growth < 50, "no traceback": True}
+    row = Attack("slow", "2000 slow bodies", 2000, "-", cost, bounds, "-").row()
+    assert not row.ok
+    assert "bounds NOT held: RSS peak growth < 50 MiB (held: no traceback)" in row.recovered
