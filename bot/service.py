@@ -56,7 +56,14 @@ def web(host: str, port: int) -> None:
         celery_app.send_task("carry.ingest", kwargs={"event": event_to_dict(event)})
 
     app = create_app(rt.config, rt.settings, rt.redis, on_event=enqueue)
-    uvicorn.run(app, host=host, port=port, log_level="warning", log_config=None)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        log_config=None,
+        limit_concurrency=rt.settings.web_max_connections,
+    )
 
 
 def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> None:

@@ -155,6 +155,12 @@ class Settings(BaseSettings):
     max_body_bytes: Annotated[int, Field(gt=0, le=GITHUB_MAX_PAYLOAD_BYTES)] | None = Field(
         default=None, validation_alias="CARRY_MAX_BODY_BYTES"
     )
+    # Connections the web process serves at once; beyond it a request gets 503 at once. Each
+    # held connection costs memory (about 12 KiB, more with the start of a body buffered), so
+    # without a cap an attacker's count of slow connections sets the web process's memory.
+    web_max_connections: PositiveInt = Field(
+        default=1000, validation_alias="CARRY_WEB_MAX_CONNECTIONS"
+    )
     # Longer than the longest job (hardware checks are bounded by their own timeouts), so
     # Redis does not hand a running job to a second worker.
     visibility_timeout_s: PositiveInt = Field(
