@@ -2810,12 +2810,15 @@ def attack_slow_bodies(web: WebProcess, url: str, port: int, count: int) -> Atta
     statuses = [a.status for a in answers]
     timed_out = [a for a in answers if a.status == 408]
     closed = [a.closed_s for a in answers if not math.isnan(a.closed_s)]
+    timed_out_closed = [a for a in timed_out if not math.isnan(a.closed_s)]
     late = max((a.answered_s for a in timed_out), default=math.nan)
     bounds = {
         "every connection answered 408 or 503": set(statuses) <= {408, 503},
         f"<= {MAX_CONCURRENT_READS} x 408 (bodies read at once)": len(timed_out)
         <= MAX_CONCURRENT_READS,
-        "every connection closed by the server": len(closed) == count,
+        # A 503 whose body bytes arrive after it can stay open (uvicorn stops its keep-alive
+        # timer; docs/reliability.md): only the intake's own refusals are bounded here.
+        "every 408 closed by the server": len(timed_out_closed) == len(timed_out),
         **_common_bounds(cost, count, _healthy(url)),
     }
     return Attack(
