@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot.emulator import WebhookSink
 from tests.support.gitrepo import RepoBuilder
 from tests.support.redis_server import PrivateRedis, answers
 
@@ -61,3 +62,10 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
         yield server
     finally:
         server.stop(kill=True)
+
+
+@pytest.fixture
+def sink() -> Iterator[WebhookSink]:
+    """A local HTTP receiver for the emulator's webhook deliveries."""
+    with WebhookSink() as receiver:
+        yield receiver

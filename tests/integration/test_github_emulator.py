@@ -86,12 +86,6 @@ def gh(tmp_path: Path, upstream: Upstream, app_key: tuple[str, str]) -> Iterator
         assert emulator.errors == []
 
 
-@pytest.fixture
-def sink() -> Iterator[WebhookSink]:
-    with WebhookSink() as receiver:
-        yield receiver
-
-
 def client(gh: GitHubEmulator, auth: Any = None, **options: Any) -> Github:
     options.setdefault("retry", None)
     return Github(

@@ -69,12 +69,6 @@ def gh(tmp_path: Path, make_repo: Any, app_key: tuple[str, str]) -> Iterator[Git
         assert emulator.errors == []
 
 
-@pytest.fixture
-def sink() -> Iterator[WebhookSink]:
-    with WebhookSink() as receiver:
-        yield receiver
-
-
 def client(gh: GitHubEmulator, auth: Any) -> Github:
     return Github(
         base_url=gh.base_url,
