@@ -66,8 +66,8 @@ from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror, MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import Forge, ForgeError
-from bot.metrics import GITHUB_KEY, record_rate_limit
 from bot.store import series as store
+from bot.store.metrics import GITHUB_KEY, record_rate_limit
 from bot.web.webhooks import (
     BODY_DEADLINE_S,
     MAX_CONCURRENT_READS,

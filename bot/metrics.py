@@ -9,8 +9,8 @@ Two sources, one exposition:
     one Prometheus scrapes; and what is a fact of the store (jobs by state, CI queue depth) is
     computed from it on each scrape.
 
-Writers (`count_event`, `observe_rebase`, `record_rate_limit`) never raise: a metric must not
-fail the work it measures.
+The counters in Redis and their writers (`count_event`, `observe_rebase`, `record_rate_limit`)
+are bot/store/metrics.py's.
 
 Metrics read from Redis:
   carry_events_total{kind}                      events planned, by event kind, and failures by
@@ -27,13 +27,9 @@ Metrics read from Redis:
 
 from __future__ import annotations
 
-import bisect
 import logging
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Final
 
 import redis
 from fastapi import APIRouter, params
@@ -49,79 +45,18 @@ from prometheus_client.registry import Collector
 
 from bot.config import CarryConfig
 from bot.core.state import CI_STATES, PHASES
-from bot.store.series import PREFIX, all_series
+from bot.store.metrics import (
+    HW_QUEUE_PREFIX,
+    REBASE_BUCKETS,
+    event_counts,
+    listed_queues,
+    queue_depths,
+    rate_limit_seen,
+    rebase_histogram,
+)
+from bot.store.series import all_series
 
 log = logging.getLogger("carry.metrics")
-
-EVENTS_KEY: Final = f"{PREFIX}metrics:events"
-REBASE_KEY: Final = f"{PREFIX}metrics:rebase_seconds"
-GITHUB_KEY: Final = f"{PREFIX}metrics:github"
-# Upper bounds in seconds; a rebase of a vLLM-sized head takes a fraction of a second warm,
-# minutes when the mirror is cloned first.
-REBASE_BUCKETS: Final = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
-# kombu's Redis transport keeps messages of priority p > 0 in "<queue>\x06\x16<p>".
-_PRIORITY_SEP: Final = "\x06\x16"
-_PRIORITY_STEPS: Final = (3, 6, 9)
-HW_QUEUE_PREFIX: Final = "hw."
-
-
-# --------------------------------------------------------------------------- writers
-
-
-def count_event(client: redis.Redis, kind: str) -> None:
-    """One more event of `kind` planned (carry_events_total)."""
-    try:
-        client.hincrby(EVENTS_KEY, kind, 1)
-    except redis.RedisError as err:
-        log.debug("event not counted: %s", err)
-
-
-def observe_rebase(client: redis.Redis, seconds: float) -> None:
-    """One completed rebase that took `seconds` (carry_rebase_seconds)."""
-    bucket = bisect.bisect_left(REBASE_BUCKETS, seconds)  # len(REBASE_BUCKETS) means +Inf
-    try:
-        pipe = client.pipeline()
-        pipe.hincrby(REBASE_KEY, f"b{bucket}", 1)
-        pipe.hincrbyfloat(REBASE_KEY, "sum", seconds)
-        pipe.hincrby(REBASE_KEY, "count", 1)
-        pipe.execute()
-    except redis.RedisError as err:
-        log.debug("rebase duration not recorded: %s", err)
-
-
-def record_rate_limit(client: redis.Redis, remaining: int | None, limit: int | None = None) -> None:
-    """What GitHub's last answer said about the REST rate limit (x-ratelimit-remaining); the
-    GitHub layer calls it through the callback a worker's Runtime gives it."""
-    if remaining is None or remaining < 0:
-        return
-    values = {"remaining": remaining, "updated_at": time.time()}
-    if limit is not None and limit >= 0:
-        values["limit"] = limit
-    try:
-        client.hset(GITHUB_KEY, mapping=values)  # type: ignore[arg-type]
-    except redis.RedisError as err:
-        log.debug("rate limit not recorded: %s", err)
-
-
-@dataclass(frozen=True)
-class RateLimitSeen:
-    remaining: int
-    limit: int | None
-    seen_at: float  # Unix time
-
-
-def rate_limit_seen(client: redis.Redis) -> RateLimitSeen | None:
-    """The REST rate limit as a worker last saw it; None before any GitHub call."""
-    raw = _text_map(client.hgetall(GITHUB_KEY))
-    if "remaining" not in raw:
-        return None
-    limit = raw.get("limit")
-    return RateLimitSeen(
-        int(float(raw["remaining"])),
-        int(float(limit)) if limit else None,
-        float(raw.get("updated_at", 0)),
-    )
-
 
 # --------------------------------------------------------------------------- scrape
 
@@ -153,12 +88,12 @@ class StoreCollector(Collector):
         family = CounterMetricFamily(
             "carry_events", "Events planned, by event kind", labels=["kind"]
         )
-        for kind, count in sorted(_text_map(self.client.hgetall(EVENTS_KEY)).items()):
+        for kind, count in sorted(event_counts(self.client).items()):
             family.add_metric([kind], float(count))
         return family
 
     def _rebase_seconds(self) -> Metric:
-        raw = _text_map(self.client.hgetall(REBASE_KEY))
+        raw = rebase_histogram(self.client)
         bounds = [*(_le(bound) for bound in REBASE_BUCKETS), "+Inf"]
         cumulative, buckets = 0.0, []
         for index, bound in enumerate(bounds):
@@ -188,27 +123,16 @@ class StoreCollector(Collector):
         return family
 
     def _queue_depth(self) -> Metric:
-        queues = _hw_queues(self.config, self._listed_hw_queues())
-        pipe = self.client.pipeline()
-        for queue in queues.values():
-            for key in _priority_keys(queue):
-                pipe.llen(key)
-        lengths = iter(pipe.execute())
+        queues = _hw_queues(self.config, listed_queues(self.client, HW_QUEUE_PREFIX))
+        depths = queue_depths(self.client, queues)
         family = GaugeMetricFamily(
             "carry_ci_queue_depth",
             "Hardware jobs waiting in the runner kind's queue (not yet taken by a runner)",
             labels=["kind"],
         )
-        for kind, queue in sorted(queues.items()):
-            depth = sum(next(lengths) for _ in _priority_keys(queue))
+        for kind, depth in sorted(depths.items()):
             family.add_metric([kind], float(depth))
         return family
-
-    def _listed_hw_queues(self) -> set[str]:
-        names = set()
-        for key in self.client.scan_iter(match=f"{HW_QUEUE_PREFIX}*", count=500):
-            names.add(_text(key).split(_PRIORITY_SEP, 1)[0])
-        return names
 
     def _rate_limit(self) -> Iterator[Metric]:
         seen = rate_limit_seen(self.client)
@@ -242,20 +166,8 @@ def _hw_queues(config: CarryConfig | None, listed: Iterable[str]) -> dict[str, s
     return queues
 
 
-def _priority_keys(queue: str) -> list[str]:
-    return [queue, *(f"{queue}{_PRIORITY_SEP}{step}" for step in _PRIORITY_STEPS)]
-
-
 def _le(bound: float) -> str:
     return repr(float(bound))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _text_map(raw: dict[bytes | str, bytes | str]) -> dict[str, str]:
-    return {_text(k): _text(v) for k, v in raw.items()}
 
 
 # --------------------------------------------------------------------------- route

@@ -2,18 +2,9 @@
 untrusted heads. The run store is workers/ci_runs.py, leases and slots workers/ci_leases.py,
 and the `carry.ci.run_job` task that runner hosts execute workers/ci_runner.py.
 
-Decisions come from bot.core.ci_plan (pure); this module gathers the facts from Redis, carries
-the actions out and records every step. Keys (all under `carry:ci:`):
-
-  run:<run_id>             hash: the run (payload, state, attempt, runner, per-check results)
-  current:<series>:<kind>  the newest run requested for a series on a runner kind
-  cancel:<run_id>          cancel marker with its reason; the runner polls it and kills the step
-  result:<kind>:<tree_key> the reusable verdict for one exact tree on one runner kind
-  inflight:<kind>          zset of runs handed to the broker and not finished (the budget)
-  deferred:<kind>          zset of runs held back because the budget was full
-  lease:<run_id>           who executes the run now ("runner|host|pid"), with expiry
-  slots:<kind>             zset of running leases (budget.running), expiring
-  lock:<kind>              serializes planning for a runner kind
+Decisions come from bot.core.ci_plan (pure); this module gathers the facts from the run store
+(bot/store/ci_runs.py, which owns every `carry:ci:` key), carries the actions out and records
+every step.
 
 Each check's row is a CiState in SeriesState.ci under ci_plan.ci_key(kind, check), e.g.
 "gaudi/async-inputs" (its `runner` field holds the same key, so tables name the check). Every
@@ -27,9 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,6 +43,8 @@ from bot.core.ci_plan import (
     tree_key,
 )
 from bot.core.state import CiState, SeriesState
+from bot.store import ci_runs as store
+from bot.store.ci_runs import in_flight, kind_lock, stored_result
 from bot.store.series import (
     append_history,
     ensure_series,
@@ -63,22 +54,15 @@ from bot.store.series import (
 )
 from workers.celery_app import app
 from workers.ci_runs import (
-    CANCEL_TTL_S,
-    CI,
     TASK_NAME,
     Run,
-    as_text,
     check_keys,
     ci_row,
-    current_key,
     finish,
-    in_flight,
     load_run,
     must_load,
     publish_rows,
     rows_of,
-    run_key,
-    stored_result,
 )
 from workers.runner.spec import (
     JobPayload,
@@ -180,7 +164,7 @@ def request_ci(
     rows: list[CiState] = []
     for target in targets:
         job = _new_job(series_id, target, tree, force)
-        with _kind_lock(client, target.kind):
+        with kind_lock(client, target.kind):
             rows += _plan_and_apply(client, celery_app, job, trusted, delay)
     return rows
 
@@ -203,18 +187,6 @@ def _new_job(series_id: str, target: CiTarget, tree: TreeSpec, force: bool) -> J
         requested_at=now_iso(),
         force=force,
     )
-
-
-@contextmanager
-def _kind_lock(client: redis.Redis, kind: str) -> Iterator[None]:
-    lock = client.lock(f"{CI}lock:{kind}", timeout=60, blocking_timeout=30)
-    if not lock.acquire(blocking=True):
-        raise TimeoutError(f"CI planning lock for {kind} is held for over 30 s")
-    try:
-        yield
-    finally:
-        with suppress(redis.exceptions.LockError):
-            lock.release()
 
 
 def _plan_and_apply(
@@ -243,7 +215,7 @@ def _plan_and_apply(
 
 def _facts(client: redis.Redis, job: JobPayload) -> Facts:
     active: tuple[ActiveRun, ...] = ()
-    current = as_text(client.get(current_key(job.series_id, job.kind)))
+    current = store.current_run(client, job.series_id, job.kind)
     run = load_run(client, current) if current else None
     if run is not None and run.state in ACTIVE_STATES:
         active = (ActiveRun(run.run_id, run.state, run.tree_key, run.head_sha, run.dispatched),)
@@ -272,7 +244,7 @@ def _apply(
         )
     if action.verb == "over-budget":
         rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
-        client.zadd(f"{CI}deferred:{job.kind}", {job.run_id: time.time()})
+        store.defer(client, job.kind, job.run_id)
         return rows
     return _dispatch(client, celery_app, job, "waiting for a runner", debounce_s)
 
@@ -286,8 +258,7 @@ def _record_run(
     *,
     dispatched: bool,
 ) -> list[CiState]:
-    key = run_key(job.run_id)
-    values: dict[str | bytes, str] = {
+    values = {
         "payload": json.dumps(job.to_dict()),
         "series": job.series_id,
         "kind": job.kind,
@@ -296,14 +267,8 @@ def _record_run(
         "state": state,
         "detail": detail,
         "dispatched": "1" if dispatched else "0",
-        "updated_at": now_iso(),
     }
-    pipe = client.pipeline()
-    pipe.hsetnx(key, "created_at", now_iso())
-    pipe.hsetnx(key, "attempt", "0")
-    pipe.hset(key, mapping=values)
-    pipe.set(current_key(job.series_id, job.kind), job.run_id)
-    pipe.execute()
+    store.write_run(client, job.run_id, job.series_id, job.kind, values)
     rows = rows_of(must_load(client, job.run_id))
     publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
     return rows
@@ -313,8 +278,7 @@ def _dispatch(
     client: redis.Redis, celery_app: Celery, job: JobPayload, detail: str, countdown: float
 ) -> list[CiState]:
     rows = _record_run(client, celery_app, job, "queued", detail, dispatched=True)
-    client.zadd(f"{CI}inflight:{job.kind}", {job.run_id: time.time()})
-    client.zrem(f"{CI}deferred:{job.kind}", job.run_id)
+    store.add_in_flight(client, job.kind, job.run_id)
     try:
         celery_app.send_task(
             TASK_NAME,
@@ -342,7 +306,7 @@ def _reuse(
         verdict = str(check.get("verdict", result.get("state", "success")))
         detail = reused_detail(verdict, source_run, str(check.get("reason", "")))
         rows.append(ci_row(key, "reused", source_run, job, detail, int(result.get("attempt", 1))))
-    client.delete(current_key(job.series_id, job.kind))
+    store.forget_current(client, job.series_id, job.kind)
     publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
     return rows
 
@@ -353,7 +317,7 @@ def _reuse(
 def cancel_run(client: redis.Redis, celery_app: Celery, run_id: str, reason: str) -> bool:
     """Cancels a run: the marker stops a running job (its runner kills the process group), a
     queued one is revoked in the broker. False when the run had already finished."""
-    client.set(f"{CI}cancel:{run_id}", reason, ex=CANCEL_TTL_S)
+    store.mark_cancelled(client, run_id, reason)
     run = load_run(client, run_id)
     if run is None or run.state in FINAL_STATES:
         return False
@@ -403,7 +367,7 @@ def release_for_pusher(
 def _release(client: redis.Redis, celery_app: Celery, released: list[Run]) -> list[CiState]:
     rows: list[CiState] = []
     for run in released:
-        with _kind_lock(client, run.kind):
+        with kind_lock(client, run.kind):
             still = load_run(client, run.run_id)  # a newer head may have superseded it since
             if still is not None and still.state == "waiting-approval":
                 rows += _plan_and_apply(client, celery_app, run.payload, True, 0.0)
@@ -412,8 +376,8 @@ def _release(client: redis.Redis, celery_app: Celery, released: list[Run]) -> li
 
 def _waiting_runs(client: redis.Redis, series_id: str) -> list[Run]:
     runs = []
-    for key in client.scan_iter(f"{CI}current:{series_id}:*"):
-        run = load_run(client, as_text(client.get(key)))
+    for run_id in store.current_runs(client, series_id):
+        run = load_run(client, run_id)
         if run is not None and run.state == "waiting-approval":
             runs.append(run)
     return runs
@@ -432,16 +396,16 @@ def _add_approval(client: redis.Redis, series_id: str, sha: str) -> None:
 
 def release_deferred(client: redis.Redis, celery_app: Celery, kind: str) -> list[str]:
     """Dispatches runs held back by the budget, oldest first, while the budget allows."""
-    with _kind_lock(client, kind):
+    with kind_lock(client, kind):
         return _release_deferred_locked(client, celery_app, kind)
 
 
 def _release_deferred_locked(client: redis.Redis, celery_app: Celery, kind: str) -> list[str]:
     released: list[str] = []
-    for raw in client.zrange(f"{CI}deferred:{kind}", 0, -1):
-        run = load_run(client, as_text(raw))
+    for run_id in store.deferred(client, kind):
+        run = load_run(client, run_id)
         if run is None or run.state != "queued" or run.dispatched:
-            client.zrem(f"{CI}deferred:{kind}", as_text(raw))
+            store.undefer(client, kind, run_id)
             continue
         if in_flight(client, kind) >= run.payload.budget.capacity:
             break

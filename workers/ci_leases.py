@@ -15,7 +15,9 @@ import redis
 from celery import Celery
 
 from bot.config import load_settings
-from workers.ci_runs import CI, Run, as_text, cancel_reason, finish, run_key
+from bot.store import ci_runs as store
+from bot.store.ci_runs import cancel_reason
+from workers.ci_runs import Run, finish
 from workers.runner.spec import (
     JobPayload,
 )
@@ -37,32 +39,14 @@ def holder_id(runner: str) -> str:
     return f"{runner}|{socket.gethostname()}|{os.getpid()}"
 
 
-_RELEASE_IF_OWNER = """
-if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
-return 0
-"""
-
-# Takes (or renews) one of `limit` expiring slots; TIME keeps hosts' clocks out of it.
-_SLOT = """
-local now = tonumber(redis.call('time')[1])
-redis.call('zremrangebyscore', KEYS[1], '-inf', now)
-if redis.call('zscore', KEYS[1], ARGV[1]) or redis.call('zcard', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-  return 1
-end
-return 0
-"""
-
-
 def acquire_lease(client: redis.Redis, run_id: str, me: str) -> str | None:
     """None when this process now holds the run's lease; else the live holder."""
-    key = f"{CI}lease:{run_id}"
     for _ in range(3):
-        if client.set(key, me, nx=True, ex=lease_s()):
+        if store.take_lease(client, run_id, me, lease_s()):
             return None
-        holder = as_text(client.get(key))
+        holder = store.lease_holder(client, run_id)
         if holder == me or (holder and holder_dead(holder)):
-            client.eval(_RELEASE_IF_OWNER, 1, key, holder)
+            store.release_lease(client, run_id, holder)
             continue
         if holder:
             return holder
@@ -83,12 +67,8 @@ def holder_dead(holder: str) -> bool:
     return False
 
 
-def release_lease(client: redis.Redis, run_id: str, me: str) -> None:
-    client.eval(_RELEASE_IF_OWNER, 1, f"{CI}lease:{run_id}", me)
-
-
 def take_slot(client: redis.Redis, kind: str, run_id: str, limit: int) -> bool:
-    return bool(client.eval(_SLOT, 1, f"{CI}slots:{kind}", run_id, limit, lease_s()))
+    return store.take_slot(client, kind, run_id, limit, lease_s())
 
 
 def wait_for_slot(client: redis.Redis, celery_app: Celery, run: Run, runner: str) -> bool:
@@ -97,9 +77,9 @@ def wait_for_slot(client: redis.Redis, celery_app: Celery, run: Run, runner: str
     noted = False
     while not take_slot(client, run.kind, run.run_id, limit):
         if not noted:
-            client.hset(
-                run_key(run.run_id),
-                "detail",
+            store.note_detail(
+                client,
+                run.run_id,
                 f"{runner} waits for a {run.kind} slot (budget: {limit} running)",
             )
             noted = True
@@ -141,7 +121,7 @@ class Watch:
         lease = lease_s()
         while not self._stop.wait(lease / 4):
             try:
-                self.client.set(f"{CI}lease:{self.job.run_id}", self.me, ex=lease)
+                store.renew_lease(self.client, self.job.run_id, self.me, lease)
                 take_slot(self.client, self.job.kind, self.job.run_id, self.job.budget.running)
             except redis.RedisError:
                 log.warning("cannot renew the lease of %s", self.job.run_id, exc_info=True)
@@ -150,5 +130,5 @@ class Watch:
         self._stop.set()
         self._thread.join(timeout=5)
         with suppress(redis.RedisError):
-            release_lease(self.client, self.job.run_id, self.me)
-            self.client.zrem(f"{CI}slots:{self.job.kind}", self.job.run_id)
+            store.release_lease(self.client, self.job.run_id, self.me)
+            store.free_slot(self.client, self.job.kind, self.job.run_id)

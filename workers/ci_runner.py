@@ -5,7 +5,6 @@ and record every check, then conclude or retry."""
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import socket
@@ -28,6 +27,18 @@ from bot.core.ci_plan import (
     split_ci_key,
 )
 from bot.log import correlated, secret_values
+from bot.store.ci_runs import (
+    cancel_reason,
+    lease_holder,
+    lease_ttl_s,
+    next_attempt_number,
+    note_detail,
+    record_check,
+    release_lease,
+    store_result,
+    stored_result,
+    transition,
+)
 from bot.store.series import (
     append_history,
     heartbeat,
@@ -35,21 +46,15 @@ from bot.store.series import (
 )
 from workers.celery_app import app, redis_url
 from workers.ci import release_deferred
-from workers.ci_leases import Watch, acquire_lease, holder_id, release_lease, wait_for_slot
+from workers.ci_leases import Watch, acquire_lease, holder_id, wait_for_slot
 from workers.ci_runs import (
-    CI,
-    RESULT_TTL_S,
     TASK_NAME,
     Run,
-    cancel_reason,
     check_keys,
     finish,
     load_run,
     publish_rows,
     rows_of,
-    run_key,
-    stored_result,
-    transition,
 )
 from workers.runner.job import (
     CheckResult,
@@ -72,15 +77,20 @@ log = logging.getLogger("carry.ci")
 # --------------------------------------------------------------------------- the runner task
 
 
-_clients: dict[int, redis.Redis] = {}
+class RunnerTask(Task):
+    """The runner task's ports. Celery makes one task object per process; pool processes are
+    forked, so the store client is made on first use in the process that uses it (a forked
+    child never shares its parent's connection)."""
 
+    _store: redis.Redis | None = None
+    _store_pid: int = 0
 
-def _client() -> redis.Redis:
-    """One store client per process (pool processes are forked: never share a connection)."""
-    pid = os.getpid()
-    if pid not in _clients:
-        _clients[pid] = redis.Redis.from_url(redis_url(), health_check_interval=30)
-    return _clients[pid]
+    @property
+    def store(self) -> redis.Redis:
+        if self._store is None or self._store_pid != os.getpid():
+            self._store = redis.Redis.from_url(redis_url(), health_check_interval=30)
+            self._store_pid = os.getpid()
+        return self._store
 
 
 def runner_name(task: Task) -> str:
@@ -92,11 +102,18 @@ def runner_workdir() -> Path:
     return load_settings().runner_workdir or Path("~/.cache/carry/runner").expanduser()
 
 
-@app.task(name=TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def run_job(self: Task, payload: dict[str, Any]) -> str:
+@app.task(
+    name=TASK_NAME,
+    base=RunnerTask,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=None,
+)
+def run_job(self: RunnerTask, payload: dict[str, Any]) -> str:
     """Executes one hardware run (on a runner host, queue hw.<kind>). Returns how it ended."""
     job = JobPayload.from_dict(payload)
-    client = _client()
+    client = self.store
     celery_app = self.app
     runner = runner_name(self)
     with correlated(run_id=job.run_id, task_id=str(self.request.id)):
@@ -152,7 +169,7 @@ def _refuse(
     )
     run = load_run(client, job.run_id)
     # A copy of a run that a runner is executing now leaves that execution alone.
-    if run is not None and not client.exists(f"{CI}lease:{job.run_id}"):
+    if run is not None and not lease_holder(client, job.run_id):
         finish(client, celery_app, run, "infra-error", f"refused by {runner}: {reason}")
 
 
@@ -204,12 +221,12 @@ def _admit(
             runner=runner,
             holder=holder,
         )
-        return float(max(1, client.ttl(f"{CI}lease:{job.run_id}")))
+        return float(max(1, lease_ttl_s(client, job.run_id)))
     return _start_attempt(client, celery_app, run, runner)
 
 
 def _start_attempt(client: redis.Redis, celery_app: Celery, run: Run, runner: str) -> int | str:
-    attempt = int(client.hincrby(run_key(run.run_id), "attempt", 1))
+    attempt = next_attempt_number(client, run.run_id)
     if run.state == "running":  # the previous attempt never concluded: its runner was lost
         lost = classify_outcome("job", None, lost=True, name=run.runner)
         append_history(
@@ -288,7 +305,7 @@ def _execute(
             log=runlog,
             cancelled=watch.cancelled,
             on_check=lambda result: _record_check(client, celery_app, job, attempt, runner, result),
-            on_phase=lambda phase: _note_phase(client, job.run_id, f"{phase} on {runner}"),
+            on_phase=lambda phase: note_detail(client, job.run_id, f"{phase} on {runner}"),
             done=done,
             env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
             attempt=attempt,
@@ -305,10 +322,6 @@ def _execute(
         )
     finally:
         runlog.close()
-
-
-def _note_phase(client: redis.Redis, run_id: str, detail: str) -> None:
-    client.hset(run_key(run_id), "detail", detail)
 
 
 def _runner_error(key: str, err: Exception) -> CheckResult:
@@ -336,7 +349,7 @@ def _record_check(
 ) -> None:
     data = {**asdict(result), "attempt": attempt, "runner": runner}
     if result.final:
-        client.hset(run_key(job.run_id), f"check:{result.key}", json.dumps(data))
+        record_check(client, job.run_id, result.key, data)
     append_history(client, job.series_id, "ci-check", run_id=job.run_id, **data)
     if result.final:
         run = load_run(client, job.run_id)
@@ -405,9 +418,7 @@ def _store_result(
         "at": now_iso(),
         "checks": final.checks if final else run.checks,
     }
-    key = f"{CI}result:{job.kind}:{job.tree_key}"
-    # A forced retest replaces the stored verdict; otherwise the first verdict stays.
-    client.set(key, json.dumps(body), ex=RESULT_TTL_S, nx=not job.force)
+    store_result(client, job.kind, job.tree_key, body, replace=job.force)
 
 
 def _release_budget(client: redis.Redis, celery_app: Celery, job: JobPayload) -> None:

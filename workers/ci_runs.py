@@ -1,6 +1,6 @@
-"""The store of hardware runs: the run record, its state transitions, the reusable results,
-and the CI rows a run writes into its series (and reports to the service). Keys under
-`carry:ci:` (workers/ci.py lists them)."""
+"""Hardware runs as the workers see them: the run record read into a `Run`, its end, and the
+CI rows a run writes into its series (and reports to the service). The keys are
+bot/store/ci_runs.py's."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from bot.core.ci_plan import (
     ci_key,
 )
 from bot.core.state import CiState, SeriesState
+from bot.store.ci_runs import leave_budget, run_fields, transition
 from bot.store.series import (
-    PREFIX,
     append_history,
     now_iso,
     update_series,
@@ -36,9 +36,6 @@ log = logging.getLogger("carry.ci")
 TASK_NAME = "carry.ci.run_job"
 REPORT_TASK = "carry.ci.report"
 SERVICE_QUEUE = "carry"
-CI = f"{PREFIX}ci:"
-CANCEL_TTL_S = 7 * 24 * 3600
-RESULT_TTL_S = 180 * 24 * 3600
 
 
 # --------------------------------------------------------------------------- the run record
@@ -60,16 +57,8 @@ class Run:
     checks: dict[str, dict[str, Any]]
 
 
-def run_key(run_id: str) -> str:
-    return f"{CI}run:{run_id}"
-
-
-def current_key(series_id: str, kind: str) -> str:
-    return f"{CI}current:{series_id}:{kind}"
-
-
 def load_run(client: redis.Redis, run_id: str) -> Run | None:
-    raw = {as_text(k): as_text(v) for k, v in client.hgetall(run_key(run_id)).items()}
+    raw = run_fields(client, run_id)
     if "payload" not in raw:
         return None
     checks = {
@@ -98,51 +87,11 @@ def must_load(client: redis.Redis, run_id: str) -> Run:
     return run
 
 
-def transition(
-    client: redis.Redis, run_id: str, to: str, allowed: Iterable[str], **values: str
-) -> bool:
-    """Moves a run to state `to` if it is in one of `allowed` (atomic: WATCH/MULTI)."""
-    key = run_key(run_id)
-    allowed = tuple(allowed)
-    with client.pipeline() as pipe:
-        while True:
-            try:
-                pipe.watch(key)
-                if as_text(pipe.hget(key, "state")) not in allowed:
-                    pipe.reset()
-                    return False
-                pipe.multi()
-                mapping: dict[str | bytes, str] = {"state": to, "updated_at": now_iso()}
-                mapping.update(values)
-                pipe.hset(key, mapping=mapping)
-                pipe.execute()
-                return True
-            except redis.WatchError:
-                continue
-
-
-def in_flight(client: redis.Redis, kind: str) -> int:
-    """Dispatched, unfinished runs of a kind (entries of finished or lost records pruned)."""
-    key = f"{CI}inflight:{kind}"
-    members = [as_text(m) for m in client.zrange(key, 0, -1)]
-    if not members:
-        return 0
-    pipe = client.pipeline()
-    for run_id in members:
-        pipe.hget(run_key(run_id), "state")
-    states = [as_text(s) for s in pipe.execute()]
-    stale = [m for m, s in zip(members, states, strict=True) if s not in ("queued", "running")]
-    if stale:
-        client.zrem(key, *stale)
-    return len(members) - len(stale)
-
-
 def finish(client: redis.Redis, celery_app: Celery, run: Run, state: str, detail: str) -> bool:
     """Ends a run (once): its unfinished rows take `state`; budget entries are dropped."""
     if not transition(client, run.run_id, state, ACTIVE_STATES, detail=detail):
         return False
-    client.zrem(f"{CI}inflight:{run.kind}", run.run_id)
-    client.zrem(f"{CI}deferred:{run.kind}", run.run_id)
+    leave_budget(client, run.kind, run.run_id)
     append_history(
         client,
         run.series,
@@ -157,16 +106,6 @@ def finish(client: redis.Redis, celery_app: Celery, run: Run, state: str, detail
     if finished is not None:
         publish_rows(client, celery_app, run.series, rows_of(finished), replace_rows=False)
     return True
-
-
-def stored_result(client: redis.Redis, kind: str, tree: str) -> dict[str, Any] | None:
-    raw = client.get(f"{CI}result:{kind}:{tree}")
-    return json.loads(raw) if raw else None
-
-
-def cancel_reason(client: redis.Redis, run_id: str) -> str | None:
-    raw = client.get(f"{CI}cancel:{run_id}")
-    return as_text(raw) if raw is not None else None
 
 
 # --------------------------------------------------------------------------- CI rows
@@ -244,9 +183,3 @@ def check_keys(kind: str, checks: Iterable[StepSpec]) -> list[str]:
         if check.ab:
             keys.append(ci_key(kind, check.name, UPSTREAM_VARIANT))
     return keys
-
-
-def as_text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -8,13 +8,13 @@ from collections import defaultdict
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from bot import metrics
 from bot.config import BaseSpec, Series, parse_pr_ref
 from bot.core import transitions as tr
 from bot.core.events import ZERO_SHA, HeadMoved, PrStateChanged
 from bot.core.state import SeriesState
 from bot.git.mirror import Mirror, MirrorError
 from bot.github.forge import ForgeError
+from bot.store import metrics as store_metrics
 from bot.store import pr_polls
 from bot.store import series as store
 from workers.facts import base_of
@@ -48,7 +48,7 @@ def _poll_failed(rt: Runtime, upstream: str, members: list[Series], error: str) 
     """An upstream that cannot be reached is said everywhere a maintainer looks: the worker's
     log, each series' history and its "needs attention", and carry_events_total."""
     log.warning("poll of upstream %s failed: %s", upstream, error)
-    metrics.count_event(rt.redis, "poll_failed")
+    store_metrics.count_event(rt.redis, "poll_failed")
     store.append_history(rt.redis, None, "poll-failed", upstream=upstream, error=error)
     for series in members:
         store.append_history(rt.redis, series.id, "poll-failed", upstream=upstream, error=error)

@@ -22,9 +22,9 @@ from bot.core.state import Phase, SeriesState
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
 from bot.github.forge import ForgeError
-from bot.metrics import observe_rebase
 from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
+from bot.store.metrics import observe_rebase
 from workers import downstream as downstream_repo
 from workers.facts import base_of
 from workers.runtime import Runtime

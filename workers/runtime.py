@@ -10,7 +10,7 @@ import redis
 
 from bot.config import CarryConfig, Settings, load_config, load_settings
 from bot.github.forge import Forge
-from bot.metrics import record_rate_limit
+from bot.store.metrics import record_rate_limit
 
 
 @dataclass(frozen=True)

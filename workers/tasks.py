@@ -21,8 +21,8 @@ from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import Forge, ForgeError, PermissionUnknown, RateLimited
 from bot.log import correlated
-from bot.metrics import count_event
 from bot.store import series as store
+from bot.store.metrics import count_event
 from workers import ci, ci_runs, dashboard_issue, hardware, poller, publish
 from workers.celery_app import GIT_TASKS, app
 from workers.dispatch import carry_out

@@ -12,9 +12,8 @@ Layout (all keys prefixed `carry:`):
   carry:updates            pub/sub channel: a message per change, for live pages
 
 The other modules of bot.store own the other keys: deliveries.py (webhook deliveries),
-pr_polls.py (what the PR poller last saw), dashboard_issue.py (carry's issue on GitHub). The
-hardware runs live under carry:ci: (workers/ci_runs.py), the metrics under carry:metrics:
-(bot/metrics.py).
+pr_polls.py (what the PR poller last saw), dashboard_issue.py (carry's issue on GitHub),
+ci_runs.py (the hardware runs, carry:ci:) and metrics.py (carry's counters, carry:metrics:).
 """
 
 from __future__ import annotations
@@ -294,6 +293,11 @@ def heartbeat(client: redis.Redis, runner: str, info: dict[str, Any], ttl_s: int
     key = f"{PREFIX}runner:{runner}"
     client.hset(key, mapping={"seen_at": now_iso(), **{k: str(v) for k, v in info.items()}})
     client.expire(key, ttl_s)
+
+
+def forget_runner(client: redis.Redis, runner: str) -> None:
+    """A runner that stops says so at once (its heartbeat would otherwise linger to expiry)."""
+    client.delete(f"{PREFIX}runner:{runner}")
 
 
 def runners(client: redis.Redis) -> list[dict[str, str]]:

@@ -17,9 +17,9 @@ from bot.config import BaseSpec, CarryConfig
 from bot.core.fixpage import FixPage, UpstreamEntry
 from bot.core.state import CiState, PatchState, PrInfo, SeriesState
 from bot.fixes import carrier_of, release_line
-from bot.metrics import rate_limit_seen
 from bot.series_loader import LoadedSeries, SeriesInvalid
 from bot.series_loader import load_series as load_series_dir
+from bot.store.metrics import queue_depths, rate_limit_seen
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series, runlog, runners
 from bot.web.models import (
     AttentionOut,
@@ -51,8 +51,6 @@ from bot.web.models import (
 from bot.web.timeline import Outcome, describe, outcome_of
 
 GITHUB_WEB: Final = "https://github.com"
-# Celery's Redis transport keeps one list per priority step beside the plain queue name.
-_PRIORITY_KEYS: Final = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -369,10 +367,10 @@ def carry_health(client: redis.Redis, config: CarryConfig | None) -> list[Attent
             AttentionOut(series="", reason=reason, since=since, age=age_text(age_seconds(since)))
         )
     online = {info.get("kind") for info in runners(client)}
-    for kind, runner in sorted(config.runners.items()) if config else []:
-        waiting = queue_depth(client, runner.queue)
+    queues = {kind: runner.queue for kind, runner in (config.runners.items() if config else [])}
+    for kind, waiting in sorted(queue_depths(client, queues).items()):
         if waiting and kind not in online:
-            reason = f"no {kind} runner is online: {waiting} job(s) wait in {runner.queue}"
+            reason = f"no {kind} runner is online: {waiting} job(s) wait in {queues[kind]}"
             out.append(AttentionOut(series="", reason=reason, link="/runners"))
     return out
 
@@ -584,20 +582,14 @@ def _runner_out(data: dict[str, str]) -> RunnerOut:
     return RunnerOut(name=data["name"], seen_at=seen, age=age_text(age_seconds(seen)), info=info)
 
 
-def queue_depth(client: redis.Redis, queue: str) -> int:
-    pipe = client.pipeline()
-    for suffix in _PRIORITY_KEYS:
-        pipe.llen(f"{queue}{suffix}")
-    return sum(int(n) for n in pipe.execute())
-
-
 def runners_view(client: redis.Redis, config: CarryConfig | None) -> RunnersOut:
-    configured = sorted(config.runners.items()) if config else []
+    queues = {kind: runner.queue for kind, runner in (config.runners.items() if config else [])}
+    depths = queue_depths(client, queues)
     return RunnersOut(
         runners=[_runner_out(r) for r in runners(client)],
         queues=[
-            QueueOut(runner=name, queue=r.queue, depth=queue_depth(client, r.queue))
-            for name, r in configured
+            QueueOut(runner=kind, queue=queue, depth=depths[kind])
+            for kind, queue in sorted(queues.items())
         ],
     )
 

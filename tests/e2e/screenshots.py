@@ -31,8 +31,8 @@ from bot.config import CarryConfig, Settings
 from bot.core.ci_plan import classify_outcome
 from bot.core.render import pr_title
 from bot.core.state import CiState, SeriesState
-from bot.metrics import record_rate_limit
 from bot.store import series as store
+from bot.store.metrics import record_rate_limit
 from bot.web.app import create_app
 from tests.support.asgi import serve
 from tests.support.gitrepo import RepoBuilder

@@ -23,8 +23,8 @@ from redis.retry import Retry
 from bot.config import CarryConfig, Settings
 from bot.core import transitions as tr
 from bot.core.state import CiState, PatchState, PrInfo, SeriesState
-from bot.metrics import record_rate_limit
 from bot.store.deliveries import record_delivery
+from bot.store.metrics import record_rate_limit
 from bot.store.series import (
     append_history,
     append_runlog,

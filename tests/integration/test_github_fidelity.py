@@ -25,8 +25,8 @@ from bot.core.state import CiState
 from bot.emulator import GitHubEmulator, WebhookSink
 from bot.github import forge as forge_module
 from bot.github.forge import ForgeError
-from bot.metrics import GITHUB_KEY
 from bot.store import series as store
+from bot.store.metrics import GITHUB_KEY
 from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_tasks
 from tests.support.deployment import (
     APP_ID,

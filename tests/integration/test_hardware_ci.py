@@ -49,6 +49,7 @@ from bot.core.ci_plan import (
 )
 from bot.core.policy import series_digest
 from bot.core.state import CiState
+from bot.store import ci_runs as store_ci
 from bot.store.series import history, load_series, runlog, runners
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
@@ -599,7 +600,7 @@ def test_runner_killed_mid_job_is_retried_on_another_runner(
     successes = [e for e in events(client, "ci-check", run_id) if e["data"]["verdict"] == "success"]
     assert len(successes) == 1 and successes[0]["data"]["attempt"] == 2
     assert len(events(client, "ci-success", run_id)) == 1
-    stored = ci_runs.stored_result(client, "gaudi", info["tree_key"])
+    stored = store_ci.stored_result(client, "gaudi", info["tree_key"])
     assert stored is not None and (stored["run_id"], stored["state"]) == (run_id, "success")
     row = rows(client)["gaudi/fixed"]
     assert (row.state, row.attempt) == ("success", 2)
@@ -748,7 +749,7 @@ def test_setup_failure_exhausts_retries_as_infra_error(
     row = rows(client)["gaudi/fixed"]
     assert row.state == "infra-error" and "setup install exited 3" in row.detail
     assert "gave up after 2 of 2 attempts" in row.detail
-    assert ci_runs.stored_result(client, "gaudi", info["tree_key"]) is None  # nothing to reuse
+    assert store_ci.stored_result(client, "gaudi", info["tree_key"]) is None  # nothing to reuse
 
 
 def test_tree_mismatch_is_an_infra_error_naming_both_trees(

@@ -14,9 +14,9 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from bot import metrics
 from bot.config import CarryConfig, Settings, load_config
 from bot.core.state import CiState, SeriesState
+from bot.store import metrics as store_metrics
 from bot.store import series as store
 from bot.web.app import create_app
 from bot.web.webhooks import sign
@@ -69,10 +69,10 @@ def test_events_rebase_durations_and_rate_limit_come_from_the_store(
     web: TestClient, client: redis.Redis
 ) -> None:
     for kind in ("head_moved", "head_moved", "comment_created"):
-        metrics.count_event(client, kind)
+        store_metrics.count_event(client, kind)
     for seconds in (0.05, 0.3, 0.3, 700.0):
-        metrics.observe_rebase(client, seconds)
-    metrics.record_rate_limit(client, 4321, 5000)
+        store_metrics.observe_rebase(client, seconds)
+    store_metrics.record_rate_limit(client, 4321, 5000)
 
     text = scrape(web)
 
@@ -146,9 +146,9 @@ def test_metrics_answer_when_redis_is_down(config: CarryConfig) -> None:
     assert value(text, "carry_store_up") == 0
     assert value(text, "carry_events_total", kind="head_moved") is None
     # The writers swallow the outage: a metric never fails the work it measures.
-    metrics.count_event(dead, "head_moved")
-    metrics.observe_rebase(dead, 1.0)
-    metrics.record_rate_limit(dead, 10)
+    store_metrics.count_event(dead, "head_moved")
+    store_metrics.observe_rebase(dead, 1.0)
+    store_metrics.record_rate_limit(dead, 10)
 
 
 # --------------------------------------------------------------------------- logs

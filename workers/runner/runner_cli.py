@@ -37,7 +37,7 @@ from bot.config import (
     load_settings,
     log_level,
 )
-from bot.store.series import PREFIX, heartbeat, now_iso
+from bot.store.series import forget_runner, heartbeat, now_iso
 from workers import ci_runner  # noqa: F401  (registers carry.ci.run_job on `app`)
 from workers.celery_app import app
 from workers.runner.job import reap_idle
@@ -195,7 +195,7 @@ def _beat(settings: Settings, node: str, info: dict[str, Any], stop: threading.E
 def _deregister(settings: Settings, node: str) -> None:
     url = settings.redis_url.get_secret_value()
     try:
-        redis.Redis.from_url(url, socket_timeout=5).delete(f"{PREFIX}runner:{node}")
+        forget_runner(redis.Redis.from_url(url, socket_timeout=5), node)
     except redis.RedisError:
         log.warning("could not remove the heartbeat of %s", node, exc_info=True)
 

@@ -1,0 +1,276 @@
+"""Hardware runs in Redis: every key under `carry:ci:`, and the only code that touches them.
+
+  run:<run_id>             hash: the run (payload, state, attempt, runner, per-check results)
+  current:<series>:<kind>  the newest run requested for a series on a runner kind
+  cancel:<run_id>          cancel marker with its reason; the runner polls it and kills the step
+  result:<kind>:<tree_key> the reusable verdict for one exact tree on one runner kind
+  inflight:<kind>          zset of runs handed to the broker and not finished (the budget)
+  deferred:<kind>          zset of runs held back because the budget was full
+  lease:<run_id>           who executes the run now ("runner|host|pid"), with expiry
+  slots:<kind>             zset of running leases (budget.running), expiring
+  lock:<kind>              serializes planning for a runner kind
+
+The run record is stored as text fields; workers/ci_runs.py reads it into a `Run` (its payload
+is the runner's job, which bot/ does not know)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any, Final
+
+import redis
+
+from bot.store.series import PREFIX, now_iso
+
+CI: Final = f"{PREFIX}ci:"
+CANCEL_TTL_S: Final = 7 * 24 * 3600
+RESULT_TTL_S: Final = 180 * 24 * 3600
+KIND_LOCK_S: Final = 60
+KIND_LOCK_WAIT_S: Final = 30
+
+
+def run_key(run_id: str) -> str:
+    return f"{CI}run:{run_id}"
+
+
+def current_key(series_id: str, kind: str) -> str:
+    return f"{CI}current:{series_id}:{kind}"
+
+
+def _lease_key(run_id: str) -> str:
+    return f"{CI}lease:{run_id}"
+
+
+def _slots_key(kind: str) -> str:
+    return f"{CI}slots:{kind}"
+
+
+def _inflight_key(kind: str) -> str:
+    return f"{CI}inflight:{kind}"
+
+
+def _deferred_key(kind: str) -> str:
+    return f"{CI}deferred:{kind}"
+
+
+def as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+# --------------------------------------------------------------------------- the run record
+
+
+def run_fields(client: redis.Redis, run_id: str) -> dict[str, str]:
+    """The run's stored fields as text; empty when there is no such run."""
+    return {as_text(k): as_text(v) for k, v in client.hgetall(run_key(run_id)).items()}
+
+
+def write_run(
+    client: redis.Redis, run_id: str, series_id: str, kind: str, values: Mapping[str, str]
+) -> None:
+    """Writes (or rewrites) a run's record and makes it the series' current run of its kind."""
+    key = run_key(run_id)
+    pipe = client.pipeline()
+    pipe.hsetnx(key, "created_at", now_iso())
+    pipe.hsetnx(key, "attempt", "0")
+    mapping: dict[str | bytes, str] = {"updated_at": now_iso()}
+    mapping.update(values)
+    pipe.hset(key, mapping=mapping)
+    pipe.set(current_key(series_id, kind), run_id)
+    pipe.execute()
+
+
+def transition(
+    client: redis.Redis, run_id: str, to: str, allowed: Iterable[str], **values: str
+) -> bool:
+    """Moves a run to state `to` if it is in one of `allowed` (atomic: WATCH/MULTI)."""
+    key = run_key(run_id)
+    allowed = tuple(allowed)
+    with client.pipeline() as pipe:
+        while True:
+            try:
+                pipe.watch(key)
+                if as_text(pipe.hget(key, "state")) not in allowed:
+                    pipe.reset()
+                    return False
+                pipe.multi()
+                mapping: dict[str | bytes, str] = {"state": to, "updated_at": now_iso()}
+                mapping.update(values)
+                pipe.hset(key, mapping=mapping)
+                pipe.execute()
+                return True
+            except redis.WatchError:
+                continue
+
+
+def note_detail(client: redis.Redis, run_id: str, detail: str) -> None:
+    client.hset(run_key(run_id), "detail", detail)
+
+
+def next_attempt_number(client: redis.Redis, run_id: str) -> int:
+    return int(client.hincrby(run_key(run_id), "attempt", 1))
+
+
+def record_check(client: redis.Redis, run_id: str, check_key: str, data: Mapping[str, Any]) -> None:
+    client.hset(run_key(run_id), f"check:{check_key}", json.dumps(data))
+
+
+def run_states(client: redis.Redis, run_ids: list[str]) -> list[str]:
+    pipe = client.pipeline()
+    for run_id in run_ids:
+        pipe.hget(run_key(run_id), "state")
+    return [as_text(s) for s in pipe.execute()]
+
+
+# --------------------------------------------------------------------------- current runs
+
+
+def current_run(client: redis.Redis, series_id: str, kind: str) -> str:
+    return as_text(client.get(current_key(series_id, kind)))
+
+
+def forget_current(client: redis.Redis, series_id: str, kind: str) -> None:
+    client.delete(current_key(series_id, kind))
+
+
+def current_runs(client: redis.Redis, series_id: str) -> list[str]:
+    """The current run of each runner kind of a series."""
+    return [as_text(client.get(key)) for key in client.scan_iter(f"{CI}current:{series_id}:*")]
+
+
+# --------------------------------------------------------------------------- cancel, results
+
+
+def mark_cancelled(client: redis.Redis, run_id: str, reason: str) -> None:
+    client.set(f"{CI}cancel:{run_id}", reason, ex=CANCEL_TTL_S)
+
+
+def cancel_reason(client: redis.Redis, run_id: str) -> str | None:
+    raw = client.get(f"{CI}cancel:{run_id}")
+    return as_text(raw) if raw is not None else None
+
+
+def stored_result(client: redis.Redis, kind: str, tree: str) -> dict[str, Any] | None:
+    raw = client.get(f"{CI}result:{kind}:{tree}")
+    return json.loads(raw) if raw else None
+
+
+def store_result(
+    client: redis.Redis, kind: str, tree: str, body: Mapping[str, Any], *, replace: bool
+) -> None:
+    """Keeps a tree's verdict for reuse; the first one stays unless `replace` (a forced retest)."""
+    key = f"{CI}result:{kind}:{tree}"
+    client.set(key, json.dumps(body), ex=RESULT_TTL_S, nx=not replace)
+
+
+# --------------------------------------------------------------------------- the budget
+
+
+@contextmanager
+def kind_lock(client: redis.Redis, kind: str) -> Iterator[None]:
+    """Serializes planning for one runner kind (across service processes)."""
+    lock = client.lock(f"{CI}lock:{kind}", timeout=KIND_LOCK_S, blocking_timeout=KIND_LOCK_WAIT_S)
+    if not lock.acquire(blocking=True):
+        raise TimeoutError(f"CI planning lock for {kind} is held for over {KIND_LOCK_WAIT_S} s")
+    try:
+        yield
+    finally:
+        with suppress(redis.exceptions.LockError):
+            lock.release()
+
+
+def add_in_flight(client: redis.Redis, kind: str, run_id: str) -> None:
+    """The run was handed to the broker: it counts against the budget, it waits no longer."""
+    pipe = client.pipeline()
+    pipe.zadd(_inflight_key(kind), {run_id: time.time()})
+    pipe.zrem(_deferred_key(kind), run_id)
+    pipe.execute()
+
+
+def in_flight(client: redis.Redis, kind: str) -> int:
+    """Dispatched, unfinished runs of a kind (entries of finished or lost records pruned)."""
+    members = [as_text(m) for m in client.zrange(_inflight_key(kind), 0, -1)]
+    if not members:
+        return 0
+    states = run_states(client, members)
+    stale = [m for m, s in zip(members, states, strict=True) if s not in ("queued", "running")]
+    if stale:
+        client.zrem(_inflight_key(kind), *stale)
+    return len(members) - len(stale)
+
+
+def defer(client: redis.Redis, kind: str, run_id: str) -> None:
+    client.zadd(_deferred_key(kind), {run_id: time.time()})
+
+
+def deferred(client: redis.Redis, kind: str) -> list[str]:
+    """Runs the budget held back, oldest first."""
+    return [as_text(raw) for raw in client.zrange(_deferred_key(kind), 0, -1)]
+
+
+def undefer(client: redis.Redis, kind: str, run_id: str) -> None:
+    client.zrem(_deferred_key(kind), run_id)
+
+
+def leave_budget(client: redis.Redis, kind: str, run_id: str) -> None:
+    """A finished run holds no place in the budget, in flight or deferred."""
+    pipe = client.pipeline()
+    pipe.zrem(_inflight_key(kind), run_id)
+    pipe.zrem(_deferred_key(kind), run_id)
+    pipe.execute()
+
+
+# --------------------------------------------------------------------------- leases and slots
+
+_RELEASE_IF_OWNER = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+# Takes (or renews) one of `limit` expiring slots; TIME keeps hosts' clocks out of it.
+_SLOT = """
+local now = tonumber(redis.call('time')[1])
+redis.call('zremrangebyscore', KEYS[1], '-inf', now)
+if redis.call('zscore', KEYS[1], ARGV[1]) or redis.call('zcard', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+  return 1
+end
+return 0
+"""
+
+
+def take_lease(client: redis.Redis, run_id: str, holder: str, ttl_s: int) -> bool:
+    """True when `holder` now holds the run's lease (it was free)."""
+    return bool(client.set(_lease_key(run_id), holder, nx=True, ex=ttl_s))
+
+
+def renew_lease(client: redis.Redis, run_id: str, holder: str, ttl_s: int) -> None:
+    client.set(_lease_key(run_id), holder, ex=ttl_s)
+
+
+def lease_holder(client: redis.Redis, run_id: str) -> str:
+    """Who holds the run's lease now; empty when nobody does."""
+    return as_text(client.get(_lease_key(run_id)))
+
+
+def lease_ttl_s(client: redis.Redis, run_id: str) -> int:
+    return int(client.ttl(_lease_key(run_id)))
+
+
+def release_lease(client: redis.Redis, run_id: str, holder: str) -> None:
+    """Frees the run's lease if `holder` still holds it."""
+    client.eval(_RELEASE_IF_OWNER, 1, _lease_key(run_id), holder)
+
+
+def take_slot(client: redis.Redis, kind: str, run_id: str, limit: int, ttl_s: int) -> bool:
+    """Takes or renews one of the kind's `limit` running slots for `ttl_s`."""
+    return bool(client.eval(_SLOT, 1, _slots_key(kind), run_id, limit, ttl_s))
+
+
+def free_slot(client: redis.Redis, kind: str, run_id: str) -> None:
+    client.zrem(_slots_key(kind), run_id)
