@@ -42,7 +42,7 @@ from bot.core.ci_plan import (
     reused_detail,
     tree_key,
 )
-from bot.core.state import CiState, SeriesState
+from bot.core.state import CiState, CiStatus, SeriesState
 from bot.store import ci_runs as store
 from bot.store.ci_runs import in_flight, kind_lock, stored_result
 from bot.store.series import (
@@ -305,7 +305,9 @@ def _reuse(
         check = checks.get(key, {})
         verdict = str(check.get("verdict", result.get("state", "success")))
         detail = reused_detail(verdict, source_run, str(check.get("reason", "")))
-        rows.append(ci_row(key, "reused", source_run, job, detail, int(result.get("attempt", 1))))
+        rows.append(
+            ci_row(key, CiStatus.REUSED, source_run, job, detail, int(result.get("attempt", 1)))
+        )
     store.forget_current(client, job.series_id, job.kind)
     publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
     return rows

@@ -19,7 +19,7 @@ from bot.core.ci_plan import (
     UPSTREAM_VARIANT,
     ci_key,
 )
-from bot.core.state import CiState, SeriesState
+from bot.core.state import CiState, CiStatus, SeriesState
 from bot.store.ci_runs import leave_budget, run_fields, transition
 from bot.store.series import (
     append_history,
@@ -112,7 +112,7 @@ def finish(client: redis.Redis, celery_app: Celery, run: Run, state: str, detail
 
 
 def ci_row(
-    key: str, state: str, run_id: str, job: JobPayload, detail: str, attempt: int
+    key: str, state: CiStatus, run_id: str, job: JobPayload, detail: str, attempt: int
 ) -> CiState:
     return CiState(
         runner=key,
@@ -133,10 +133,10 @@ def rows_of(run: Run) -> list[CiState]:
     for key in check_keys(run.kind, run.payload.checks):
         check = run.checks.get(key)
         if check is not None and check.get("verdict") in REUSABLE:
-            state, detail = str(check["verdict"]), str(check.get("reason", ""))
+            state, detail = CiStatus(check["verdict"]), str(check.get("reason", ""))
             attempt = int(check.get("attempt", run.attempt))
         else:
-            state, detail, attempt = run.state, run.detail, run.attempt
+            state, detail, attempt = CiStatus(run.state), run.detail, run.attempt
         rows.append(ci_row(key, state, run.run_id, run.payload, detail, attempt))
     return rows
 

@@ -323,8 +323,8 @@ def finding(result: PatchReport) -> tr.CheckedPatch:
     """What the engine found about one patch, as the series state records it."""
     return tr.CheckedPatch(
         name=result.patch.rsplit("/", 1)[-1],
-        status=result.status.value,
-        decision=result.decision.value,
+        status=result.status,
+        decision=result.decision,
         reason=result.reason,
         subject=result.subject,
         evidence=result.evidence,

@@ -16,15 +16,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from bot.core.state import CiStatus
+
 Verdict = Literal["success", "failure", "infra-error", "cancelled"]
 StepKind = Literal["materialize", "setup", "check", "job"]
 Verb = Literal["supersede", "reuse", "join", "wait-approval", "enqueue", "over-budget"]
 
 # A run in one of these states may still use a runner; the others are final.
-ACTIVE_STATES = ("waiting-approval", "queued", "running")
-FINAL_STATES = ("success", "failure", "infra-error", "cancelled", "reused")
+ACTIVE_STATES = (CiStatus.WAITING_APPROVAL, CiStatus.QUEUED, CiStatus.RUNNING)
+FINAL_STATES = (
+    CiStatus.SUCCESS,
+    CiStatus.FAILURE,
+    CiStatus.INFRA_ERROR,
+    CiStatus.CANCELLED,
+    CiStatus.REUSED,
+)
 # Only a verdict about the code can be reused: an infra error or a cancel says nothing about it.
-REUSABLE = ("success", "failure")
+REUSABLE = (CiStatus.SUCCESS, CiStatus.FAILURE)
 UPSTREAM_VARIANT = "upstream"  # the A/B run of a check on plain upstream
 
 _SHA_RE = re.compile(r"[0-9a-f]{7,64}\Z")

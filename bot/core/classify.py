@@ -24,12 +24,15 @@ class Status(StrEnum):
     PARTIAL = "partial"
     CONFLICT = "conflict"
     INVALID = "invalid"
+    PENDING = "pending"  # not checked yet
+    AWAITING_IMPORT = "awaiting-import"  # the series file waits for `carry import`
 
 
 class Decision(StrEnum):
     KEEP = "keep"
     DROP = "drop"
     REVIEW = "review"
+    NONE = "none"  # not decided yet
 
 
 class HunkState(StrEnum):

@@ -9,6 +9,9 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from bot.core.classify import Decision, Status
+from bot.core.state import Outcome
+
 
 @dataclass(frozen=True)
 class Overrides:
@@ -17,19 +20,21 @@ class Overrides:
     auto_drop: bool = True  # the series' policy
 
 
-def final_decision(status: str, decision: str, reason: str, o: Overrides) -> tuple[str, str]:
+def final_decision(
+    status: Status, decision: Decision, reason: str, o: Overrides
+) -> tuple[Decision, str]:
     """(decision, reason) after pins, drop requests and the auto-drop policy."""
-    if o.drop_requested_by and status != "invalid":
+    if o.drop_requested_by and status != Status.INVALID:
         return (
-            "drop",
+            Decision.DROP,
             f"dropped at the request of @{o.drop_requested_by} (engine: {decision}, {reason})",
         )
-    if decision != "drop":
+    if decision != Decision.DROP:
         return decision, reason
     if o.pinned:
-        return "keep", f"pinned with /carry keep; the engine would drop it: {reason}"
+        return Decision.KEEP, f"pinned with /carry keep; the engine would drop it: {reason}"
     if not o.auto_drop:
-        return "review", f"auto-drop is off for this series; {reason}"
+        return Decision.REVIEW, f"auto-drop is off for this series; {reason}"
     return decision, reason
 
 
@@ -41,15 +46,15 @@ def series_digest(patches: Iterable[tuple[str, bytes]]) -> str:
     return digest.hexdigest()[:20]
 
 
-def outcome(statuses: Iterable[str], decisions: Iterable[str], changed: bool) -> str:
+def outcome(statuses: Iterable[Status], decisions: Iterable[Decision], changed: bool) -> Outcome:
     statuses, decisions = list(statuses), list(decisions)
-    if any(s in ("conflict", "invalid") for s in statuses):
-        return "conflict"
-    if "review" in decisions:
-        return "review"
-    if changed or "drop" in decisions:
-        return "changed"
-    return "clean"
+    if any(s in (Status.CONFLICT, Status.INVALID) for s in statuses):
+        return Outcome.CONFLICT
+    if Decision.REVIEW in decisions:
+        return Outcome.REVIEW
+    if changed or Decision.DROP in decisions:
+        return Outcome.CHANGED
+    return Outcome.CLEAN
 
 
 def over_budget(

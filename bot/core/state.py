@@ -6,9 +6,24 @@ dashboard. Pure: no I/O here.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+from bot.core.classify import Decision, Status
+
+log = logging.getLogger("carry.state")
+E = TypeVar("E", bound=StrEnum)
+
+# The stored document's layout. 1: what carry stored before the field existed (no "schema"
+# key); 2: the same fields, with phase, outcome, patch status, decision and CI state checked
+# against their enums on load.
+SCHEMA_VERSION = 2
+
+
+class SchemaError(ValueError):
+    """A stored state this carry cannot read (written by a newer one)."""
 
 
 class Phase(StrEnum):
@@ -22,26 +37,41 @@ class Phase(StrEnum):
     ERROR = "error"
 
 
+class Outcome(StrEnum):
+    """What the last check of a series found, as a whole."""
+
+    NONE = "none"
+    CLEAN = "clean"
+    CHANGED = "changed"
+    REVIEW = "review"
+    CONFLICT = "conflict"
+    ERROR = "error"
+
+
+class CiStatus(StrEnum):
+    """Where one hardware CI row stands."""
+
+    WAITING_APPROVAL = "waiting-approval"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILURE = "failure"
+    INFRA_ERROR = "infra-error"
+    CANCELLED = "cancelled"
+    REUSED = "reused"
+
+
 PHASES = tuple(p.value for p in Phase)
-OUTCOMES = ("none", "clean", "changed", "review", "conflict", "error")
-CI_STATES = (
-    "waiting-approval",
-    "queued",
-    "running",
-    "success",
-    "failure",
-    "infra-error",
-    "cancelled",
-    "reused",
-)
+OUTCOMES = tuple(o.value for o in Outcome)
+CI_STATES = tuple(c.value for c in CiStatus)
 
 
 @dataclass
 class PatchState:
     name: str
     subject: str = ""
-    status: str = "pending"  # a bot.core.classify.Status value, or "pending" before a check
-    decision: str = "none"  # keep | drop | review | none
+    status: Status = Status.PENDING
+    decision: Decision = Decision.NONE
     reason: str = ""
     evidence: list[dict[str, Any]] = field(default_factory=list)
     pinned: bool = False  # `/carry keep NAME`: never dropped automatically
@@ -61,7 +91,7 @@ class PatchState:
 @dataclass
 class CiState:
     runner: str
-    state: str = "queued"  # one of CI_STATES
+    state: CiStatus = CiStatus.QUEUED
     run_id: str = ""
     tree_key: str = ""
     head_sha: str = ""
@@ -76,6 +106,7 @@ class CiState:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CiState:
         built: CiState = _build(cls, data)
+        built.state = _member(CiStatus, built.state, CiStatus.INFRA_ERROR, f"CI row {built.runner}")
         return built
 
 
@@ -104,8 +135,8 @@ class SeriesState:
     checked_head: str | None = None
     checked_digest: str | None = None
     checked_at: str | None = None
-    phase: str = "idle"
-    outcome: str = "none"
+    phase: Phase = Phase.IDLE
+    outcome: Outcome = Outcome.NONE
     patches: list[PatchState] = field(default_factory=list)
     pr: PrInfo | None = None
     ci: dict[str, CiState] = field(default_factory=dict)
@@ -132,6 +163,7 @@ class SeriesState:
     # a base PR closed unmerged: its likely successor, why, and how the patches fare on it
     successor: dict[str, Any] | None = None
     updated_at: str = ""
+    schema: int = SCHEMA_VERSION
 
     @property
     def needs_attention(self) -> list[str]:
@@ -172,12 +204,33 @@ class SeriesState:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SeriesState:
+        data = migrate(data)
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        values["patches"] = [_build(PatchState, p) for p in data.get("patches", [])]
+        values["patches"] = [_patch(p) for p in data.get("patches", [])]
         values["ci"] = {k: CiState.from_dict(v) for k, v in (data.get("ci") or {}).items()}
         values["pr"] = _build(PrInfo, data["pr"]) if data.get("pr") else None
+        where = f"series {data.get('id')}"
+        values["phase"] = _member(Phase, data.get("phase", Phase.IDLE), Phase.ERROR, where)
+        values["outcome"] = _member(
+            Outcome, data.get("outcome", Outcome.NONE), Outcome.ERROR, where
+        )
         return cls(**values)
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    """The stored document in this carry's layout. Schema 1 (no "schema" key) has today's
+    fields; its values are checked against the enums by from_dict. A newer schema is refused:
+    writing it back would lose the fields this carry does not know."""
+    schema = data.get("schema", 1)
+    if not isinstance(schema, int) or schema < 1:
+        raise SchemaError(f"series {data.get('id')}: schema {schema!r} is not a version number")
+    if schema > SCHEMA_VERSION:
+        raise SchemaError(
+            f"series {data.get('id')} was stored by a newer carry (schema {schema}); this "
+            f"carry reads schema {SCHEMA_VERSION} and older: upgrade it before it writes"
+        )
+    return {**data, "schema": SCHEMA_VERSION}
 
 
 def stamp_since(state: SeriesState, before: tuple[str | None, str | None], now: str) -> None:
@@ -192,6 +245,31 @@ def stamp_since(state: SeriesState, before: tuple[str | None, str | None], now: 
         state.upstream_error_since = None
     elif had_upstream_error is None or state.upstream_error_since is None:
         state.upstream_error_since = now
+
+
+def _patch(data: dict[str, Any]) -> PatchState:
+    patch: PatchState = _build(PatchState, data)
+    where = f"patch {patch.name}"
+    patch.status = _member(Status, patch.status, Status.INVALID, where)
+    # never read an unknown decision as a drop: a human looks at it
+    patch.decision = _member(Decision, patch.decision, Decision.REVIEW, where)
+    return patch
+
+
+def _member(enum: type[E], value: Any, fallback: E, where: str) -> E:
+    """`value` as a member of `enum`; a value this carry does not know becomes `fallback`
+    (the safe reading), and the log says so."""
+    try:
+        return enum(value)
+    except ValueError:
+        log.warning(
+            "%s: stored %s %r is unknown to this carry; read as %r",
+            where,
+            enum.__name__,
+            value,
+            fallback.value,
+        )
+        return fallback
 
 
 def _build(kind: type, data: dict[str, Any]) -> Any:

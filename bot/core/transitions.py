@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.core.classify import Decision, Status
 from bot.core.policy import Overrides, final_decision, outcome
-from bot.core.state import PatchState, Phase, PrInfo, SeriesState
+from bot.core.state import Outcome, PatchState, Phase, PrInfo, SeriesState
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,8 @@ class CheckedPatch:
     """The engine's finding for one patch, before a maintainer's overrides are applied."""
 
     name: str
-    status: str
-    decision: str
+    status: Status
+    decision: Decision
     reason: str
     subject: str = ""
     evidence: list[dict[str, Any]] = field(default_factory=list)
@@ -247,7 +248,7 @@ def awaiting_import(state: SeriesState, names: Iterable[str], reason: str | None
 
 
 def _awaiting(name: str, current: PatchState | None) -> PatchState:
-    patch = PatchState(name=name, status="awaiting-import")
+    patch = PatchState(name=name, status=Status.AWAITING_IMPORT)
     if current is not None:
         patch.pinned, patch.drop_requested_by = current.pinned, current.drop_requested_by
         patch.upstream_prs = current.upstream_prs
@@ -255,7 +256,7 @@ def _awaiting(name: str, current: PatchState | None) -> PatchState:
 
 
 def series_invalid(state: SeriesState, problems: Iterable[str]) -> bool:
-    state.phase, state.outcome, state.error = Phase.ERROR, "error", "; ".join(problems)
+    state.phase, state.outcome, state.error = Phase.ERROR, Outcome.ERROR, "; ".join(problems)
     return True
 
 
@@ -264,7 +265,7 @@ def step_failed(state: SeriesState, message: str, *, final: bool) -> bool:
     state.error = message
     state.phase = Phase.ERROR if final else Phase.QUEUED
     if final:
-        state.outcome = "error"
+        state.outcome = Outcome.ERROR
     return True
 
 

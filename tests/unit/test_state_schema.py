@@ -1,0 +1,121 @@
+"""The stored series document: its schema version, the migration of what older carry stored,
+and enum values read back safely."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+
+import pytest
+import redis
+
+from bot.core.classify import Decision, Status
+from bot.core.state import (
+    SCHEMA_VERSION,
+    CiStatus,
+    Outcome,
+    Phase,
+    SchemaError,
+    SeriesState,
+)
+from bot.store import series as store
+from tests.support.paths import STORED_STATES
+
+SCHEMA_1 = STORED_STATES / "series-schema-1.json"
+
+
+def stored_by_schema_1() -> dict:
+    data: dict = json.loads(SCHEMA_1.read_text())
+    return data
+
+
+def test_the_fixture_is_what_schema_1_stored():
+    assert "schema" not in stored_by_schema_1()
+
+
+def test_a_schema_1_document_loads_with_every_field_and_typed_values():
+    old = stored_by_schema_1()
+    state = SeriesState.from_dict(copy.deepcopy(old))
+
+    assert state.schema == SCHEMA_VERSION == 2
+    assert state.phase is Phase.PAUSED and state.outcome is Outcome.REVIEW
+    assert [p.status for p in state.patches] == [
+        Status.APPLIES,
+        Status.CONTAINED,
+        Status.CONFLICT,
+        Status.PENDING,
+    ]
+    assert [p.decision for p in state.patches] == [
+        Decision.KEEP,
+        Decision.DROP,
+        Decision.REVIEW,
+        Decision.NONE,
+    ]
+    assert state.ci["gaudi"].state is CiStatus.WAITING_APPROVAL
+    # the overrides a maintainer set survive the migration
+    assert state.paused_by == "alice" and state.patches[0].pinned
+    assert state.approvals == ["d" * 40]
+    written = json.loads(json.dumps(state.to_dict()))
+    assert written == {**old, "schema": SCHEMA_VERSION}
+
+
+def test_a_newer_schema_is_refused_naming_both_versions():
+    newer = {**stored_by_schema_1(), "schema": SCHEMA_VERSION + 1}
+    with pytest.raises(SchemaError, match=rf"schema {SCHEMA_VERSION + 1}.*schema {SCHEMA_VERSION}"):
+        SeriesState.from_dict(newer)
+
+
+@pytest.mark.parametrize("schema", [0, "2", None, -1])
+def test_a_schema_that_is_not_a_version_is_refused(schema):
+    with pytest.raises(SchemaError, match="not a version number"):
+        SeriesState.from_dict({**stored_by_schema_1(), "schema": schema})
+
+
+@pytest.mark.parametrize(
+    ("where", "unknown", "read_as"),
+    [
+        ("decision", "drop-now", Decision.REVIEW),  # never a drop
+        ("status", "shiny", Status.INVALID),
+    ],
+)
+def test_an_unknown_patch_value_is_read_as_the_safe_one_and_logged(where, unknown, read_as, caplog):
+    data = stored_by_schema_1()
+    data["patches"][0][where] = unknown
+    with caplog.at_level(logging.WARNING, logger="carry.state"):
+        state = SeriesState.from_dict(data)
+    assert getattr(state.patches[0], where) is read_as
+    assert f"{unknown!r} is unknown" in caplog.text and "0001-async-inputs.patch" in caplog.text
+
+
+def test_unknown_phase_outcome_and_ci_state_read_as_errors():
+    data = stored_by_schema_1()
+    data.update(phase="thinking", outcome="great")
+    data["ci"]["gaudi"]["state"] = "exploded"
+    state = SeriesState.from_dict(data)
+    assert (state.phase, state.outcome) == (Phase.ERROR, Outcome.ERROR)
+    assert state.ci["gaudi"].state is CiStatus.INFRA_ERROR
+
+
+def test_the_store_migrates_a_schema_1_document_on_its_next_write(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    client.set("carry:series:gaudi-main", SCHEMA_1.read_text())
+
+    def note(state: SeriesState) -> bool:
+        state.last_event = "migrated"
+        return True
+
+    assert store.update_series(client, "gaudi-main", note)
+    stored = json.loads(client.get("carry:series:gaudi-main"))
+    assert stored["schema"] == SCHEMA_VERSION and stored["paused_by"] == "alice"
+    assert stored["patches"][0]["pinned"] is True
+
+
+def test_the_store_never_writes_over_a_newer_carrys_document(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    newer = json.dumps({**stored_by_schema_1(), "schema": SCHEMA_VERSION + 1, "future": [1]})
+    client.set("carry:series:gaudi-main", newer)
+
+    with pytest.raises(SchemaError):
+        store.update_series(client, "gaudi-main", lambda state: True)
+    assert client.get("carry:series:gaudi-main").decode() == newer
