@@ -5,8 +5,10 @@ a private redis-server, and runs carry's rebase of the series on a new upstream 
 process (workers.rebase.rebase_series, then the planner and dispatcher for its result, as the
 `carry.rebase` task does). Every Redis call goes through a connection that counts what it sends:
 a round trip is one write to the socket (a pipeline or MULTI/EXEC block is one), a command is
-one Redis command. Prints both, per command name, for the first rebase (the series' first
-check) and for a second one on a newer head.
+one Redis command as the client sends it (a script's EVALSHA is one, whatever it runs inside
+Redis). Prints both, per command name, for the first rebase (the series' first check, on a new
+connection: its handshake and the commit script's first load count there) and for a second one
+on a newer head, on the same connection, as a worker process runs them.
 
 Usage: python bench/redis_calls.py [--patches 3]
 """
@@ -82,12 +84,13 @@ def environment(root: Path, url: str, patches: int) -> Iterator[CarryEnv]:
         runtime_module.reset()
 
 
-def measured_rebase(env: CarryEnv, message: str) -> tuple[int, Counter[str]]:
+def measured_rebase(
+    env: CarryEnv, pool: redis.ConnectionPool, message: str
+) -> tuple[int, Counter[str]]:
     from workers.rebase import rebase_series
 
     head = env.upstream.commit(message, {"other.py": f"# {message}\n"})
     rt = runtime_module.runtime()
-    pool = redis.ConnectionPool.from_url(env.redis_url, connection_class=CountingConnection)
     counted = runtime_module.Runtime(
         rt.config, rt.settings, redis.Redis(connection_pool=pool), rt.downstream_dir, rt.bot_login
     )
@@ -106,13 +109,16 @@ def main() -> None:
         server = LocalRedis(Path(tmp) / "redis").start()
         try:
             with environment(Path(tmp) / "env", server.url, args.patches) as env:
-                rows = [measured_rebase(env, "first head"), measured_rebase(env, "second head")]
+                pool = redis.ConnectionPool.from_url(
+                    env.redis_url, connection_class=CountingConnection
+                )
+                rows = [measured_rebase(env, pool, m) for m in ("first head", "second head")]
         finally:
             server.stop()
     print(f"one rebase of {args.patches} patches, in this process against a private redis-server")
     print(f"{'rebase':<32}{'commands':>9}{'round trips':>13}   by command")
     for label, (trips, commands) in zip(
-        ("first (the series' first check)", "second (a newer head)"), rows, strict=True
+        ("first (new connection)", "second (a newer head)"), rows, strict=True
     ):
         by_name = ", ".join(f"{n} {c}" for n, c in commands.most_common())
         print(f"{label:<32}{sum(commands.values()):>9}{trips:>13}   {by_name}")

@@ -9,7 +9,7 @@ from bot.core.planner import Facts, SeriesFacts
 from bot.core.state import SeriesState
 from bot.series_loader import SeriesInvalid, load_series
 from bot.store import dashboard_issue
-from bot.store.series import load_series as load_state
+from bot.store.series import load_many
 from workers.runtime import Runtime
 
 
@@ -68,7 +68,9 @@ def gather(rt: Runtime, client: redis.Redis | None = None) -> Facts:
         bot_login=rt.bot_login,
         dashboard_issue=board.number if board else None,
         series=tuple(
-            series_facts(s, rt.config, load_state(client, s.id), awaiting_import(rt, s))
-            for s in rt.config.series
+            series_facts(s, rt.config, state, awaiting_import(rt, s))
+            for s, state in zip(
+                rt.config.series, load_many(client, [s.id for s in rt.config.series]), strict=True
+            )
         ),
     )

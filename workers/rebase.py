@@ -84,7 +84,10 @@ def rebase_series(
     actor: str | None = None,
     force: bool = False,
     trigger: str = "",
+    lease: store.Lease | None = None,
 ) -> ev.RebaseFinished | None:
+    """Checks the series on `head_sha` and commits the result with `lease` (the task's hold
+    on the series): a job that lost its lock stores nothing (store.LeaseLost)."""
     client = rt.redis
     if series_id not in {s.id for s in rt.config.series}:
         store.append_history(
@@ -121,10 +124,10 @@ def rebase_series(
             reason="this head and series content were checked already",
         )
         return None
-    _mark_running(rt, series_id, head_sha, head_ref, actor)
+    _mark_running(rt, series_id, head_sha, head_ref, actor, lease)
     started = time.perf_counter()
     report = _check(rt, series, state, loaded, patches, head_sha, head_ref)
-    state, changed = _store_report(rt, series, report, digest)
+    state, changed = _store_report(rt, series, report, digest, lease)
     observe_rebase(rt.redis, time.perf_counter() - started)
     log.info(
         "rebased %s on %s in %.0f ms",
@@ -200,9 +203,14 @@ def _page_patches(loaded: LoadedSeries) -> list[str]:
     return [name for page in loaded.pages for name in page.patch_names]
 
 
-def _mark_running(rt: Runtime, series_id: str, head: str, ref: str, actor: str | None) -> None:
+def _mark_running(
+    rt: Runtime, series_id: str, head: str, ref: str, actor: str | None, lease: store.Lease | None
+) -> None:
     store.update_series(
-        rt.redis, series_id, lambda fresh: tr.start_check(fresh, head, ref, actor, store.now_iso())
+        rt.redis,
+        series_id,
+        lambda fresh: tr.start_check(fresh, head, ref, actor, store.now_iso()),
+        lease=lease,
     )
 
 
@@ -266,7 +274,7 @@ def engine_for(
 
 
 def _store_report(
-    rt: Runtime, series: Series, report: SeriesReport, digest: str
+    rt: Runtime, series: Series, report: SeriesReport, digest: str, lease: store.Lease | None
 ) -> tuple[SeriesState, bool]:
     """Merges the result into the state as it is now (a pause, pin or CI row written while the
     engine ran stays) and commits it with its history entries and the refreshed patches, in
@@ -314,7 +322,7 @@ def _store_report(
                 evidence=p.evidence,
             )
 
-    store.update_series(rt.redis, series.id, merge, create={}, also=entries)
+    store.update_series(rt.redis, series.id, merge, create={}, also=entries, lease=lease)
     (state,) = merged
     return state, tr.proposes_change(state.patches)
 

@@ -80,8 +80,21 @@ def rebase(
                 raise self.retry(countdown=rt.settings.busy_retry_s, max_retries=None)
             try:
                 finished = rebase_series(
-                    rt, series_id, head_sha, head_ref, actor=actor, force=force, trigger=trigger
+                    rt,
+                    series_id,
+                    head_sha,
+                    head_ref,
+                    actor=actor,
+                    force=force,
+                    trigger=trigger,
+                    lease=held,
                 )
+            except store.LeaseLost as err:  # its result is not stored: check this head again
+                log.warning("%s: %s", series_id, err)
+                store.append_history(
+                    rt.redis, series_id, "lease-lost", head=head_sha, reason=str(err)
+                )
+                raise self.retry(countdown=rt.settings.busy_retry_s, max_retries=None) from err
             except (MirrorError, GitError) as err:
                 _visible_failure(rt, self, series_id, f"rebase on {head_sha[:12]}", err, limit=5)
                 return

@@ -18,16 +18,19 @@ ci_runs.py (the hardware runs, carry:ci:) and metrics.py (carry's counters, carr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import redis
+from redis.commands.core import CoreCommands
 
 from bot.core.state import SeriesState, stamp_since
 
@@ -53,6 +56,12 @@ def load_series(client: redis.Redis, series_id: str) -> SeriesState | None:
     return SeriesState.from_dict(json.loads(raw)) if raw else None
 
 
+def load_many(client: redis.Redis, series_ids: list[str]) -> list[SeriesState | None]:
+    """The stored state of each series (None where it has none), in one round trip."""
+    values = client.mget([_series_key(s) for s in series_ids]) if series_ids else []
+    return [SeriesState.from_dict(json.loads(v)) if v else None for v in values]
+
+
 def all_series(client: redis.Redis) -> list[SeriesState]:
     keys = sorted(
         k.decode() if isinstance(k, bytes) else k for k in client.scan_iter(f"{PREFIX}series:*")
@@ -74,7 +83,70 @@ def _write(client: redis.Redis, state: SeriesState) -> None:
 
 
 Change = Callable[[SeriesState], bool]
-Also = Callable[[Any], None]  # queues more writes on the transaction's pipeline
+Also = Callable[[Any], None]  # queues more writes that commit with the state
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A job's hold on its series (the lock's key and this holder's token): a commit made with
+    it lands only while the job still holds the lock."""
+
+    key: str
+    token: bytes
+
+
+class LeaseLost(RuntimeError):
+    """The job's series lock expired or passed to another job: its result was not stored."""
+
+
+class _Queued(CoreCommands):
+    """Records the commands redis-py would send, for the commit script to run after its
+    checks pass (a MULTI block cannot be made conditional on them)."""
+
+    # A Lua call unpacks at most a few thousand words: a big HSET goes in parts.
+    MAX_WORDS = 1000
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> _Queued:
+        name, *words = args
+        if len(words) <= self.MAX_WORDS:
+            self.commands.append(args)
+        elif name == "HSET":
+            key, pairs = words[0], words[1:]
+            step = self.MAX_WORDS - self.MAX_WORDS % 2
+            for start in range(0, len(pairs), step):
+                self.commands.append((name, key, *pairs[start : start + step]))
+        else:
+            raise ValueError(f"{name} with {len(words)} words is too long for one commit")
+        return self
+
+
+# Compare-and-set of one series document, with the writes that go with it. The version is
+# the stored document's own digest: a commit lands only on the document its change was
+# computed from, and only while the job's lease (when it has one) is still its own.
+#   KEYS[1] the document; ARGV[1] the digest it had ("" when absent), ARGV[2] the lease key,
+#   ARGV[3] the lease token ("" without a lease), ARGV[4] the new document; then each further
+#   command as its word count and its words. Like MULTI/EXEC, a failing command does not
+#   stop the others; the script returns what failed.
+_COMMIT = """
+local current = redis.call('GET', KEYS[1])
+local seen = current and redis.sha1hex(current) or ''
+if seen ~= ARGV[1] then return 0 end
+if ARGV[3] ~= '' and redis.call('GET', ARGV[2]) ~= ARGV[3] then return -1 end
+redis.call('SET', KEYS[1], ARGV[4])
+local failed = {}
+local i = 5
+while i <= #ARGV do
+  local n = tonumber(ARGV[i])
+  local reply = redis.pcall(unpack(ARGV, i + 1, i + n))
+  if type(reply) == 'table' and reply.err then table.insert(failed, ARGV[i + 1] .. ': ' .. reply.err) end
+  i = i + n + 1
+end
+if #failed > 0 then return failed end
+return 1
+"""
 
 
 def update_series(
@@ -84,34 +156,62 @@ def update_series(
     *,
     create: dict[str, Any] | None = None,
     also: Also | None = None,
+    lease: Lease | None = None,
 ) -> bool:
-    """Read-modify-write of the stored state under WATCH, so a concurrent writer's change is
-    never overwritten: `change` edits a fresh copy and says whether it changed anything (it
-    runs again on a conflict, so it must start from what it is given each time). With
-    `create`, a missing state starts as SeriesState(id, **create). `also` queues writes that
-    commit together with the state (history entries), after `change` said True. False when
-    there is no state or nothing changed."""
+    """Read, change in pure code, commit once: `change` edits a fresh copy and says whether it
+    changed anything. The commit is a compare-and-set on the document as it was read, so a
+    concurrent writer's change is never overwritten: on a conflict the document is read again
+    and `change` runs again (so it must start from what it is given each time). With `create`,
+    a missing state starts as SeriesState(id, **create). `also` queues writes (history
+    entries) that commit with the state, after `change` said True. With `lease`, the commit
+    is refused (LeaseLost) once the job no longer holds its series. Two round trips when no
+    one else writes. False when there is no state or nothing changed."""
     key = _series_key(series_id)
-    with client.pipeline() as pipe:
-        while True:
-            try:
-                pipe.watch(key)
-                state = load_series(pipe, series_id)
-                if state is None and create is not None:
-                    state = SeriesState(id=series_id, **create)
-                before = (state.error, state.upstream_error) if state else (None, None)
-                if state is None or not change(state):
-                    pipe.reset()
-                    return False
-                stamp_since(state, before, now_iso())
-                pipe.multi()
-                _write(pipe, state)
-                if also is not None:
-                    also(pipe)
-                pipe.execute()
-                return True
-            except redis.WatchError:
-                continue
+    commit = client.register_script(_COMMIT)
+    while True:
+        raw = client.get(key)
+        state = SeriesState.from_dict(json.loads(raw)) if raw else None
+        if state is None and create is not None:
+            state = SeriesState(id=series_id, **create)
+        before = (state.error, state.upstream_error) if state else (None, None)
+        if state is None or not change(state):
+            return False
+        stamp_since(state, before, now_iso())
+        state.updated_at = now_iso()
+        queued = _Queued()  # history entries and the live-page message, run by the script
+        publish(queued, {"kind": "series", "series": state.id})
+        if also is not None:
+            also(queued)
+        words: list[Any] = [
+            _digest(raw),
+            lease.key if lease else "",
+            lease.token if lease else "",
+            json.dumps(state.to_dict()),
+        ]
+        for command in queued.commands:
+            words += [len(command), *command]
+        landed = commit(keys=[key], args=words)
+        if isinstance(landed, list):
+            failed = "; ".join(_text(line) for line in landed)
+            raise redis.ResponseError(
+                f"series {series_id} was stored, but not all with it: {failed}"
+            )
+        if landed == 1:
+            return True
+        if landed == -1:
+            assert lease is not None
+            raise LeaseLost(
+                f"series {series_id}: this job no longer holds its lock ({lease.key}); "
+                "another job owns the series now, so this change was not stored"
+            )
+
+
+def _digest(raw: bytes | str | None) -> str:
+    """The version of a stored document, as the commit script computes it (sha1hex)."""
+    if not raw:
+        return ""
+    data = raw if isinstance(raw, bytes) else raw.encode()
+    return hashlib.sha1(data, usedforsecurity=False).hexdigest()
 
 
 def ensure_series(client: redis.Redis, series_id: str, **defaults: Any) -> SeriesState:
@@ -128,7 +228,7 @@ def ensure_series(client: redis.Redis, series_id: str, **defaults: Any) -> Serie
             return state
 
 
-def publish(client: redis.Redis, message: dict[str, Any]) -> None:
+def publish(client: Any, message: dict[str, Any]) -> None:
     client.publish(UPDATES_CHANNEL, json.dumps(message))
 
 
@@ -217,13 +317,15 @@ def is_claimed(client: redis.Redis, key: str) -> bool:
 @contextmanager
 def series_lock(
     client: redis.Redis, series_id: str, *, ttl_s: int = 1800, wait_s: float = 0
-) -> Iterator[bool]:
-    """Yields True when this process holds the series lock. The lock lives ttl_s without
-    renewal, so a killed worker cannot block its series for ever; while its holder is alive
-    it is renewed every third of that, so a long rebase keeps it (two rebases of one series
-    never run at once)."""
+) -> Iterator[Lease | None]:
+    """Yields this process's Lease when it holds the series lock, else None. The lock lives
+    ttl_s without renewal, so a killed worker cannot block its series for ever; while its
+    holder is alive it is renewed every third of that, so a long rebase keeps it (two rebases
+    of one series never run at once). A holder whose renewal failed may find another job
+    holds the series: update_series(lease=...) refuses its commit."""
+    key = f"{PREFIX}lock:{series_id}"
     lock = client.lock(
-        f"{PREFIX}lock:{series_id}",
+        key,
         timeout=ttl_s,
         blocking_timeout=wait_s,
         thread_local=False,  # the renewing thread must see the token the holder got
@@ -237,7 +339,7 @@ def series_lock(
         renewer.daemon = True
         renewer.start()
     try:
-        yield bool(acquired)
+        yield Lease(key, cast(bytes, lock.local.token)) if acquired else None
     finally:
         if acquired:
             done.set()

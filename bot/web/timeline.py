@@ -55,6 +55,10 @@ SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
         f"{_short(d.get('head'))} not checked: a newer head {_short(d.get('newest'))} came"
     ),
     "unchanged": lambda d: f"{_short(d.get('head'))} not checked again: {d.get('reason', '')}",
+    "lease-lost": lambda d: (
+        f"the check of {_short(d.get('head'))} lost its hold on the series and stored nothing;"
+        " it runs again"
+    ),
     "ci-check": lambda d: (
         f"{d.get('runner', 'CI')}: {d.get('state', d.get('verdict', '?'))}"
         + (f" ({d['reason']})" if d.get("reason") else "")
@@ -174,7 +178,7 @@ OUTCOME_WORDS: Final[dict[Outcome, str]] = {
 _PROBLEM_KINDS: Final = frozenset(
     {"poll-failed", "series-invalid", "downstream-renamed", "draft-refused", "ci-refused"}
     | {"ci-runner-lost", "ci-retry", "ci-failure", "ci-infra-error", "successor-proposed"}
-    | {"command-not-checked"}
+    | {"command-not-checked", "lease-lost"}
 )
 _CHANGED_KINDS: Final = frozenset(
     {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}

@@ -31,6 +31,7 @@ TABLE: list[tuple[str, dict[str, Any], Outcome]] = [
     ("publish-failed", {"error": "403", "attempt": 6, "final": True}, "problem"),
     ("rebase-timed-out", {"error": "timed out after 900 s", "limit_s": 900}, "problem"),
     ("command-not-checked", {"author": "bob", "pr": 3, "error": "HTTP 502"}, "problem"),
+    ("lease-lost", {"head": "a" * 40, "reason": "no longer holds its lock"}, "problem"),
     ("duplicate-event", {"key": "push:o/r:main:abc"}, "nothing"),
     # workers/dispatch.py: the planner's actions, and actions already done
     ("note", {"reason": "ignored: ping", "key": "note:1"}, "nothing"),
