@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from bot.core import dashboard_issue as board
 from bot.core.state import SeriesState
-from bot.github.forge import Forge
+from bot.github.port import ForgePort
 from bot.store import dashboard_issue as record
 from bot.store import series as store
 from workers.runtime import Runtime
@@ -42,7 +42,7 @@ def body(rt: Runtime) -> str:
     return board.render(states, dashboard_url=rt.config.web.public_url)
 
 
-def refresh(rt: Runtime, forge: Forge, *, force: bool = False) -> Refresh:
+def refresh(rt: Runtime, forge: ForgePort, *, force: bool = False) -> Refresh:
     if not enabled(rt):
         return Refresh.OFF
     with store.series_lock(rt.redis, LOCK_NAME, ttl_s=300) as held:
@@ -51,7 +51,7 @@ def refresh(rt: Runtime, forge: Forge, *, force: bool = False) -> Refresh:
         return _write(rt, forge, body(rt), force)
 
 
-def _write(rt: Runtime, forge: Forge, text: str, force: bool) -> Refresh:
+def _write(rt: Runtime, forge: ForgePort, text: str, force: bool) -> Refresh:
     repo = rt.config.downstream.repo
     digest = hashlib.sha256(text.encode()).hexdigest()
     known = record.load(rt.redis, repo)

@@ -11,7 +11,8 @@ from bot.core.ci_plan import check_run_status
 from bot.core.render import pr_body, pr_title
 from bot.core.seriesfile import parse_series
 from bot.core.state import CiState, SeriesState
-from bot.github.forge import Forge, ForgeError
+from bot.github.forge import ForgeError
+from bot.github.port import ForgePort
 from bot.store import series as store
 from workers import ci, ci_runs
 from workers.celery_app import app
@@ -64,7 +65,7 @@ def request(
     )
 
 
-def note_rename(rt: Runtime, series_id: str, forge: Forge) -> None:
+def note_rename(rt: Runtime, series_id: str, forge: ForgePort) -> None:
     """GitHub moved carry's repository to a new name and the forge followed it: said in the
     series' history, with what to change, so the config is put right."""
     if forge.renamed_from is not None:
@@ -161,7 +162,7 @@ def _owns(stored: CiState, row: CiState) -> bool:
     )
 
 
-def _post_result(rt: Runtime, forge: Forge, state: SeriesState, row: CiState) -> CiState | None:
+def _post_result(rt: Runtime, forge: ForgePort, state: SeriesState, row: CiState) -> CiState | None:
     """Posts the row unless the store holds a newer word for its check; returns what was sent."""
     stored = state.ci.get(row.runner)
     if stored is not None and stored != row and _owns(stored, row):
@@ -182,7 +183,7 @@ def _post_result(rt: Runtime, forge: Forge, state: SeriesState, row: CiState) ->
     return row
 
 
-def _update_table(rt: Runtime, forge: Forge, series_id: str, runner: str) -> None:
+def _update_table(rt: Runtime, forge: ForgePort, series_id: str, runner: str) -> None:
     state = store.load_series(rt.redis, series_id)
     if state is None or state.pr is None:
         return
@@ -194,7 +195,7 @@ def _update_table(rt: Runtime, forge: Forge, series_id: str, runner: str) -> Non
         store.append_history(rt.redis, series_id, "ci-table-failed", runner=runner, error=str(err))
 
 
-def _check_run(forge: Forge, sha: str, series_id: str, row: CiState) -> None:
+def _check_run(forge: ForgePort, sha: str, series_id: str, row: CiState) -> None:
     status, conclusion = check_run_status(row.state, row.detail)
     forge.create_check_run(
         sha,
@@ -207,7 +208,7 @@ def _check_run(forge: Forge, sha: str, series_id: str, row: CiState) -> None:
     )
 
 
-def _commit_status(forge: Forge, sha: str, row: CiState) -> None:
+def _commit_status(forge: ForgePort, sha: str, row: CiState) -> None:
     _say_statuses_once()
     forge.create_status(
         sha,

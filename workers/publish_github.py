@@ -15,7 +15,8 @@ from bot.core import transitions as tr
 from bot.core.render import conflict_report, kept_commits_comment
 from bot.core.state import PrInfo, SeriesState
 from bot.git.downstream import BranchCommit, Downstream
-from bot.github.forge import DraftsNotSupported, Forge, PullInfo
+from bot.github.forge import DraftsNotSupported, PullInfo
+from bot.github.port import ForgePort
 from bot.store import series as store
 from workers import downstream as downstream_repo
 from workers import hardware
@@ -128,7 +129,7 @@ def publish(
 
 
 def _drop_stale_labels(
-    rt: Runtime, forge: Forge, state: SeriesState, pull: PullInfo, wanted: list[str]
+    rt: Runtime, forge: ForgePort, state: SeriesState, pull: PullInfo, wanted: list[str]
 ) -> None:
     """carry's outcome labels that no longer hold (a conflict resolved upstream) come off the
     PR; labels carry does not own stay."""
@@ -142,7 +143,7 @@ def _drop_stale_labels(
 
 def _open_pull(
     rt: Runtime,
-    forge: Forge,
+    forge: ForgePort,
     main: str,
     branch: str,
     title: str,
@@ -204,7 +205,7 @@ def backup_branch(series_id: str, tip: str) -> str:
 
 def _say_commits_kept(
     rt: Runtime,
-    forge: Forge,
+    forge: ForgePort,
     number: int,
     state: SeriesState,
     branches: tuple[str, str, str],
@@ -225,7 +226,7 @@ def _say_commits_kept(
     )
 
 
-def _conflict_comment(forge: Forge, number: int, state: SeriesState) -> None:
+def _conflict_comment(forge: ForgePort, number: int, state: SeriesState) -> None:
     conflicts = [p for p in state.patches if p.status == "conflict"]
     if conflicts:
         text = "\n".join(

@@ -16,10 +16,11 @@ import logging
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from urllib.parse import urlparse
 
 import requests
@@ -598,9 +599,15 @@ class Forge:
         return PERMISSIONS.get(key, lambda: self._look_up_permission(user))
 
     def _look_up_permission(self, user: str) -> str:
+        def ask() -> dict[str, Any]:
+            login = urllib.parse.quote(user, safe="")
+            _headers, data = self.github.requester.requestJsonAndCheck(
+                "GET", f"/repos/{self.repo_name}/collaborators/{login}/permission"
+            )
+            return dict(data)
+
         try:
-            what = f"permission of {user}"
-            return str(self._moving(what, lambda: self.repo.get_collaborator_permission(user)))
+            return _role(self._moving(f"permission of {user}", ask))
         except GithubException as err:
             if err.status == 404:
                 return "none"
@@ -707,13 +714,18 @@ class Forge:
 
     def timeline(self, repo: str, number: int) -> list[dict[str, Any]]:
         """The first 100 events of an issue's or PR's timeline (cross-references, comments)."""
-        _headers, data = self._call(
-            f"timeline of {repo}#{number}",
-            self.github.requester.requestJsonAndCheck,
-            "GET",
-            f"/repos/{repo}/issues/{number}/timeline",
-            parameters={"per_page": 100},
-        )
+
+        def get() -> Any:
+            try:
+                return self.github.requester.requestJsonAndCheck(
+                    "GET", f"/repos/{repo}/issues/{number}/timeline", parameters={"per_page": 100}
+                )
+            except Redirected as err:
+                if repo.lower() == self.repo_name.lower():
+                    raise  # carry's own repository was renamed: _call follows it
+                raise self._moved_elsewhere(repo, err) from err
+
+        _headers, data = self._call(f"timeline of {repo}#{number}", get)
         return list(data or [])
 
     @property
@@ -734,6 +746,17 @@ class PullState:
 
 
 MAX_STATUS_DESCRIPTION = 140  # GitHub's limit for a commit status description
+
+
+# The five roles GitHub names in `role_name`; an organization's custom role is named there
+# too, and then the legacy `permission` (admin, write, read, none) gives the role it builds on.
+ROLES: Final = ("admin", "maintain", "write", "triage", "read")
+
+
+def _role(data: dict[str, Any]) -> str:
+    """The collaborator's role from GitHub's permission answer."""
+    role = data.get("role_name")
+    return str(role) if role in ROLES else str(data.get("permission") or "none")
 
 
 def _short(text: str) -> str:

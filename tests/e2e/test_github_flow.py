@@ -406,8 +406,8 @@ def test_the_dashboard_issue_shows_every_series_and_a_tick_acts_as_the_command(
         DOWN_OWNER, DOWN_NAME, number, body=tick(issue["body"], f"pause:{SERIES}"), user="triager"
     )
     (refusal,) = wait_for(answers, 60, "the refusal")
-    # GitHub's collaborator permission names triage "read" (its role_name says "triage")
-    assert refusal.startswith("Sorry @triager") and "(your permission: read)" in refusal
+    # carry reads the role (role_name), not the legacy permission that names triage "read"
+    assert refusal.startswith("Sorry @triager") and "(your permission: triage)" in refusal
     wait_for(
         lambda: "- [x]" not in flow.gh.issue(DOWN_OWNER, DOWN_NAME, number)["body"],
         60,
