@@ -20,14 +20,12 @@ from workers.runtime import Runtime
 
 log = logging.getLogger("carry.dispatch")
 
-Sender = Callable[[str, dict[str, Any]], None]  # (task name, kwargs) -> enqueue
-
 
 class Skipped(Exception):
     """An adapter found nothing to do (the message says why): recorded as skipped."""
 
 
-def carry_out(rt: Runtime, action: Action, send: Sender) -> None:
+def carry_out(rt: Runtime, action: Action) -> None:
     client = rt.redis
     if action.kind != "note" and store.is_claimed(client, action.key):
         store.append_history(
@@ -43,7 +41,7 @@ def carry_out(rt: Runtime, action: Action, send: Sender) -> None:
     if handler is None:
         raise ValueError(f"no adapter for action kind {action.kind!r}")
     try:
-        handler(rt, action, send)
+        handler(rt, action)
     except Skipped as why:
         store.claim(client, action.key)
         store.append_history(
@@ -66,11 +64,11 @@ def _public(args: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in args.items() if k not in ("body",)}
 
 
-def _note(rt: Runtime, action: Action, send: Sender) -> None:
+def _note(rt: Runtime, action: Action) -> None:
     pass  # the history entry written by carry_out is the whole effect
 
 
-def _rebase(rt: Runtime, action: Action, send: Sender) -> None:
+def _rebase(rt: Runtime, action: Action) -> None:
     assert action.series_id
     args = dict(action.args)
     if args.get("force"):  # a re-check (`/carry rebase`) is of the newest head, never older
@@ -82,7 +80,7 @@ def _rebase(rt: Runtime, action: Action, send: Sender) -> None:
     else:
         store.set_wanted(rt.redis, action.series_id, args["head_sha"])
     store.update_series(rt.redis, action.series_id, tr.queue_check)
-    send("carry.rebase", {"series_id": action.series_id, **args})
+    rt.send("carry.rebase", {"series_id": action.series_id, **args})
 
 
 def _newest_head(rt: Runtime, series_id: str, known: str) -> str:
@@ -102,7 +100,7 @@ def _change(rt: Runtime, action: Action, change: Callable[[SeriesState], bool]) 
     return store.update_series(rt.redis, action.series_id, change, create={})
 
 
-def _record_pusher(rt: Runtime, action: Action, send: Sender) -> None:
+def _record_pusher(rt: Runtime, action: Action) -> None:
     args = action.args
     assert action.series_id
     recorded = _change(rt, action, lambda s: tr.record_pusher(s, args["head_sha"], args["actor"]))
@@ -110,44 +108,44 @@ def _record_pusher(rt: Runtime, action: Action, send: Sender) -> None:
         ci.release_for_pusher(rt.redis, action.series_id, args["head_sha"], args["actor"])
 
 
-def _record_head(rt: Runtime, action: Action, send: Sender) -> None:
+def _record_head(rt: Runtime, action: Action) -> None:
     args = action.args
     _change(
         rt,
         action,
         lambda s: tr.record_head(
-            s, args["head_sha"], args["head_ref"], args.get("actor"), action.reason, store.now_iso()
+            s, args["head_sha"], args["head_ref"], args.get("actor"), action.reason, rt.clock()
         ),
     )
 
 
-def _record_base_pr(rt: Runtime, action: Action, send: Sender) -> None:
+def _record_base_pr(rt: Runtime, action: Action) -> None:
     _change(rt, action, lambda s: tr.record_base_pr(s, action.args["state"], action.reason))
 
 
-def _retarget(rt: Runtime, action: Action, send: Sender) -> None:
+def _retarget(rt: Runtime, action: Action) -> None:
     base, words = action.args["base"], action.args["words"]
     if _change(rt, action, lambda s: tr.retarget(s, base, words)):
-        send("carry.poll", {})  # the new base's head, now rather than at the next interval
+        rt.send("carry.poll", {})  # the new base's head, now rather than at the next interval
 
 
-def _record_upstream_pr(rt: Runtime, action: Action, send: Sender) -> None:
+def _record_upstream_pr(rt: Runtime, action: Action) -> None:
     assert action.series_id
     entry = {k: action.args[k] for k in ("ref", "state", "merge_commit")}
     links = rt.config.series_by_id(action.series_id).links
     _change(rt, action, lambda s: tr.record_upstream_pr(s, links, dict(entry), action.reason))
 
 
-def _record_carry_pr(rt: Runtime, action: Action, send: Sender) -> None:
+def _record_carry_pr(rt: Runtime, action: Action) -> None:
     _change(rt, action, lambda s: tr.record_carry_pr(s, action.args["state"]))
 
 
-def _set_paused(rt: Runtime, action: Action, send: Sender) -> None:
+def _set_paused(rt: Runtime, action: Action) -> None:
     by = action.args["by"] if action.args["paused"] else None
     _change(rt, action, lambda s: tr.set_paused(s, by))
 
 
-def _pin(rt: Runtime, action: Action, send: Sender, *, keep: bool) -> None:
+def _pin(rt: Runtime, action: Action, *, keep: bool) -> None:
     assert action.series_id
     name, by = action.args["patch"], action.args["by"]
     seen: list[SeriesState] = []
@@ -163,7 +161,7 @@ def _pin(rt: Runtime, action: Action, send: Sender, *, keep: bool) -> None:
         )
     (state,) = seen
     if state.head_sha:  # re-decide with the override, on the newest head
-        send(
+        rt.send(
             "carry.rebase",
             {
                 "series_id": action.series_id,
@@ -175,14 +173,14 @@ def _pin(rt: Runtime, action: Action, send: Sender, *, keep: bool) -> None:
         )
 
 
-def _send_task(task: str) -> Callable[[Runtime, Action, Sender], None]:
-    def handler(rt: Runtime, action: Action, send: Sender) -> None:
-        send(task, {"series_id": action.series_id, **action.args})
+def _send_task(task: str) -> Callable[[Runtime, Action], None]:
+    def handler(rt: Runtime, action: Action) -> None:
+        rt.send(task, {"series_id": action.series_id, **action.args})
 
     return handler
 
 
-_HANDLERS: dict[str, Callable[[Runtime, Action, Sender], None]] = {
+_HANDLERS: dict[str, Callable[[Runtime, Action], None]] = {
     "note": _note,
     "rebase": _rebase,
     "record_head": _record_head,
@@ -193,13 +191,13 @@ _HANDLERS: dict[str, Callable[[Runtime, Action, Sender], None]] = {
     "record_upstream_pr": _record_upstream_pr,
     "record_carry_pr": _record_carry_pr,
     "set_paused": _set_paused,
-    "pin_patch": lambda rt, a, s: _pin(rt, a, s, keep=True),
-    "request_drop": lambda rt, a, s: _pin(rt, a, s, keep=False),
+    "pin_patch": lambda rt, a: _pin(rt, a, keep=True),
+    "request_drop": lambda rt, a: _pin(rt, a, keep=False),
     "check_permission": _send_task("carry.check_permission"),
     "reply": _send_task("carry.reply"),
     "publish": _send_task("carry.publish"),
     "approve": _send_task("carry.approve"),
     "retest": _send_task("carry.retest"),
     "record_ci": _note,
-    "refresh_dashboard_issue": lambda rt, a, send: send("carry.dashboard_issue", dict(a.args)),
+    "refresh_dashboard_issue": lambda rt, a: rt.send("carry.dashboard_issue", dict(a.args)),
 }

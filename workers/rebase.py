@@ -209,7 +209,7 @@ def _mark_running(
     store.update_series(
         rt.redis,
         series_id,
-        lambda fresh: tr.start_check(fresh, head, ref, actor, store.now_iso()),
+        lambda fresh: tr.start_check(fresh, head, ref, actor, rt.clock()),
         lease=lease,
     )
 
@@ -282,7 +282,7 @@ def _store_report(
     result = tr.CheckResult(
         head=report.head,
         digest=digest,
-        checked_at=store.now_iso(),
+        checked_at=rt.clock(),
         patches=tuple(finding(r) for r in report.patches),
         auto_drop=series.policy.auto_drop,
     )

@@ -1,32 +1,52 @@
-"""What a worker process needs, loaded once: config, settings, Redis, the patches directory."""
+"""What a worker process needs, loaded once: config, settings, and the ports to the outside
+(Redis, GitHub, the task queue, the clock), passed to every step that acts."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 
 from bot.config import CarryConfig, Settings, load_config, load_settings
 from bot.github.forge import Forge
+from bot.github.port import ForgePort
 from bot.store.metrics import record_rate_limit
+from bot.store.series import now_iso
+
+Sender = Callable[[str, dict[str, Any]], None]  # (task name, kwargs) -> enqueued
+Clock = Callable[[], str]  # the time now, as carry records it (ISO 8601, UTC)
+
+
+def send_with_celery(name: str, kwargs: dict[str, Any]) -> None:
+    from workers.celery_app import app
+
+    app.send_task(name, kwargs=kwargs)
 
 
 @dataclass(frozen=True)
 class Runtime:
     config: CarryConfig
     settings: Settings
-    redis: redis.Redis
+    redis: redis.Redis  # the store's client (bot.store)
     downstream_dir: Path  # a checkout of the downstream repository (holds patches/)
     bot_login: str = "carry[bot]"  # carry's own GitHub login: its comments are not commands
+    send: Sender = send_with_celery  # the task queue
+    clock: Clock = now_iso
+    # GitHub for this runtime; None: the real adapter from the settings (see forge())
+    connect_forge: Callable[[Runtime], ForgePort] | None = None
 
     @property
     def patches_root(self) -> Path:
         return self.downstream_dir / self.config.downstream.patches_dir
 
-    def forge(self) -> Forge:
+    def forge(self) -> ForgePort:
         """The downstream repository on GitHub; the rate limit it sees goes to the metrics."""
+        if self.connect_forge is not None:
+            return self.connect_forge(self)
         return Forge.connect(
             self.settings,
             self.config.downstream.repo,

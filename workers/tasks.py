@@ -19,7 +19,7 @@ from bot.core import transitions as tr
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
-from bot.github.forge import Forge, ForgeError, PermissionUnknown, RateLimited
+from bot.github.forge import ForgeError, PermissionUnknown, RateLimited
 from bot.log import correlated
 from bot.store import series as store
 from bot.store.metrics import count_event
@@ -34,10 +34,6 @@ from workers.successor import find_successor
 log = logging.getLogger("carry.tasks")
 
 
-def send(name: str, kwargs: dict[str, Any]) -> None:
-    app.send_task(name, kwargs=kwargs)
-
-
 def handle_event(rt: Runtime, event: ev.Event) -> None:
     """Plan and carry out one event. The event is marked handled only after every action ran,
     so a worker that dies half-way leaves it to the redelivery."""
@@ -46,11 +42,11 @@ def handle_event(rt: Runtime, event: ev.Event) -> None:
             store.append_history(rt.redis, None, "duplicate-event", key=event.key)
             if isinstance(event, ev.HeadMoved) and event.actor is not None:
                 for action in plan_duplicate(event, gather(rt)):  # a pusher a poll lacked
-                    carry_out(rt, action, send)
+                    carry_out(rt, action)
             return
         count_event(rt.redis, event.kind)
         for action in plan(event, gather(rt)):
-            carry_out(rt, action, send)
+            carry_out(rt, action)
         store.claim(rt.redis, f"event:{event.key}")
 
 
@@ -267,7 +263,7 @@ def check_permission(
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
         try:
-            permission = github_forge(rt).permission(author)
+            permission = rt.forge().permission(author)
         except PermissionUnknown as err:  # retrying cannot help: the credentials must change
             log.warning("%s", err)
             store.append_history(
@@ -292,7 +288,7 @@ def reply(self: Task, series_id: str, number: int, body: str) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
         try:
-            github_forge(rt).comment(number, body)
+            rt.forge().comment(number, body)
         except RateLimited as err:  # longer than a worker waits: the broker holds it meanwhile
             log.warning("%s", err)
             raise self.retry(exc=err, countdown=err.retry_after_s) from err
@@ -317,7 +313,7 @@ def dashboard_issue_task(self: Task, force: bool = False) -> None:
         if not dashboard_issue.enabled(rt):
             return
         try:
-            done = dashboard_issue.refresh(rt, github_forge(rt), force=force)
+            done = dashboard_issue.refresh(rt, rt.forge(), force=force)
         except ForgeError as err:
             attempts = self.request.retries + 1
             log.warning("dashboard issue not updated (attempt %d): %s", attempts, err)
@@ -328,10 +324,6 @@ def dashboard_issue_task(self: Task, force: bool = False) -> None:
             raise self.retry(exc=err, countdown=_retry_in(err, attempts)) from err
         if done is dashboard_issue.Refresh.BUSY and force:
             raise self.retry(countdown=rt.settings.busy_retry_s)
-
-
-def github_forge(rt: Runtime) -> Forge:
-    return rt.forge()
 
 
 @app.task(name="carry.approve", bind=True, acks_late=True)
