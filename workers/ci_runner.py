@@ -142,13 +142,13 @@ def run_job(self: RunnerTask, payload: dict[str, Any]) -> str:
 
 def _refusal(job: JobPayload) -> str | None:
     """Why the job must not run here: the queue is not trusted, the runner's own config is."""
-    kind = os.environ.get("CARRY_RUNNER_KIND", "")
-    if not kind:
-        return "this worker is not a runner (`carry runner --kind K` sets CARRY_RUNNER_KIND)"
     try:
+        kind = load_settings().runner_kind
+        if not kind:
+            return "this worker is not a runner (`carry runner --kind K` sets CARRY_RUNNER_KIND)"
         config = runner_config()
     except ConfigError as err:
-        return f"this runner's config cannot be read: {'; '.join(err.problems)}"
+        return f"this runner's settings or config cannot be read: {'; '.join(err.problems)}"
     runner = config.runners.get(kind) if config is not None else None
     if config is not None and runner is None:
         return f"runner kind {kind!r} is not in this runner's config"

@@ -198,6 +198,7 @@ class Settings(BaseSettings):
         default=30.0, validation_alias="CARRY_CI_DEBOUNCE_S"
     )
     ci_lease_s: PositiveInt = Field(default=60, validation_alias="CARRY_CI_LEASE_S")
+    runner_kind: OptionalText = Field(default=None, validation_alias="CARRY_RUNNER_KIND")
     runner_name: OptionalText = Field(default=None, validation_alias="CARRY_RUNNER_NAME")
     runner_workdir: OptionalPath = Field(default=None, validation_alias="CARRY_RUNNER_WORKDIR")
     heartbeat_s: Seconds = Field(default=15.0, validation_alias="CARRY_HEARTBEAT_S")

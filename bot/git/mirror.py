@@ -55,10 +55,10 @@ class MirrorError(RuntimeError):
 
 
 def default_cache_dir() -> Path:
-    configured = os.environ.get("CARRY_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    return Path.home() / ".cache" / "carry"
+    """CARRY_CACHE_DIR, read by the settings like every variable (~/.cache/carry unset)."""
+    from bot.config import load_settings
+
+    return load_settings().cache_dir
 
 
 def normalize_source(source: str) -> str:
