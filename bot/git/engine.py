@@ -201,6 +201,9 @@ class _Chain:
             self._writer.close()
 
 
+RECENT_CACHE_ENTRIES = 4096  # (head, path) answers kept for conflict reports
+
+
 class Engine:
     """Checks series against one mirror. Keep one per mirror: it holds a `git cat-file`
     process and caches keyed by content (commit ids, diff digests), which stay valid."""
@@ -217,6 +220,7 @@ class Engine:
         self._present: set[str] = set()
         self._upstream: dict[tuple[str, tuple[str, ...]], history.UpstreamCommit] = {}
         self._patch_ids: dict[bytes, str] = {}
+        self._recent: dict[tuple[str, str], list[tuple[str, str]]] = {}
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -232,6 +236,7 @@ class Engine:
             self.trees = Trees(self.reader)
             self._known.clear()
             self._present.clear()
+            self._recent.clear()
         self._mirror_identity = identity
 
     def close(self) -> None:
@@ -435,6 +440,17 @@ class Engine:
         if self.in_process and self.touches.linear_range(anchor, head) is not None:
             return anchor, True
         return self.git.run("merge-base", anchor, head, check=False).text, False
+
+    def recent_commits(self, head: str, path: str) -> list[tuple[str, str]]:
+        """The newest commits touching `path` at commit `head`: asked once per file and head,
+        not once per conflicting hunk (a big series conflicts in the same files again and
+        again, and `head` is a commit id, so the answer never changes)."""
+        key = (head, path)
+        if key not in self._recent:
+            if len(self._recent) >= RECENT_CACHE_ENTRIES:
+                self._recent.clear()
+            self._recent[key] = history.recent_commits(self.git, head, path)
+        return self._recent[key]
 
     def touching(self, rev_range: str, paths: list[str]) -> list[str] | None:
         """Every commit of a linear `fork..head` range touching `paths`, newest first, from the
@@ -953,7 +969,7 @@ class _PatchCheck:
                 touched = touching_commits(hunk.old_start, hunk.old_len, timeline)
                 entry["upstream_commits"] = [{"sha": s, "subject": t} for s, t in touched]
             else:
-                recent = history.recent_commits(self.git, self.ctx.head, presence.path)
+                recent = self.ctx.engine.recent_commits(self.ctx.head, presence.path)
                 entry["recent_commits"] = [{"sha": s, "subject": t} for s, t in recent]
             details.append(entry)
         forward = next((e for e in self.evidence if e["signal"] == "forward-apply"), {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 from pathlib import Path
@@ -615,3 +616,28 @@ def test_one_engine_survives_its_mirror_being_recreated(up, tmp_path):
     assert second.result_tree == first.result_tree
     # The new mirror really holds what the second check read: it was fetched again.
     assert mirror.git.run("cat-file", "-e", f"{head}^{{tree}}", check=False).ok
+
+
+def test_a_conflict_report_asks_each_files_history_once(up, tmp_path, caplog):
+    """Without a base the report names the file's recent commits: once per file and head, not
+    once per conflicting hunk (a big patch conflicts in one file many times)."""
+    mine = BODY
+    theirs = BODY
+    for n in (5, 20, 35):
+        mine = mine.replace(f"compute({n})", f"compute({n}, mine=True)")
+        theirs = theirs.replace(f"compute({n})", f"other({n})")
+    (made,) = carried(up, tmp_path, {"mod.py": mine})
+    # made elsewhere: its commit is not upstream's, so there is no range to read history from
+    sha = made.data.split(b" ", 2)[1]
+    patches = [PatchInput(made.name, made.data.replace(sha, b"f" * 40, 1))]
+    up.commit("Rework three values", {"mod.py": theirs})
+    engine = Engine(Mirror(str(up.path), tmp_path / "cache"))
+    with caplog.at_level(logging.DEBUG, logger="carry.git"):
+        first = only(engine.check("main", patches))
+        again = only(engine.check("main", patches))
+    assert first.status == again.status == Status.CONFLICT
+    hunks = first.conflict["hunks"]
+    assert len(hunks) == 3 and all(h["recent_commits"] for h in hunks)
+    assert again.conflict["hunks"] == hunks
+    asked = [r for r in caplog.records if r.getMessage().startswith("git log -n5")]
+    assert len(asked) == 1
