@@ -124,6 +124,36 @@ def test_worker_killed_mid_rebase_loses_nothing_and_duplicates_nothing(carry, tm
     assert len(carry.history("proposal")) == 1
 
 
+def test_a_worker_that_lost_its_lock_stores_nothing_over_the_newer_check(carry, tmp_path):
+    """Issue 13: a worker stalled past the lock's TTL (SIGSTOP: a frozen VM, a swap storm)
+    loses the series to another worker, which checks a newer head. When it wakes, its older
+    result must not overwrite the newer one: the commit is refused and the task retried."""
+    carry.extra_env.update({"CARRY_LOCK_TTL_S": "2", "CARRY_BUSY_RETRY_S": "1"})
+    url = carry.start_web()
+    marker = tmp_path / "in-engine"
+    stalled = carry.start_worker(
+        "stalled", path_prefix=str(slow_git_shim(tmp_path / "shim", marker))
+    )
+    before, older = move_upstream(carry, 1)
+    assert carry.deliver(url, "push", carry.push_payload(older, before)).status_code == 202
+    wait_for(marker.exists, 60, "the older head's rebase to reach the engine")
+    os.killpg(stalled.pid, signal.SIGSTOP)
+    try:
+        time.sleep(3)  # past the TTL: the stalled worker cannot renew its lock
+        carry.start_worker("rescuer")
+        _, newer = move_upstream(carry, 2)
+        assert carry.deliver(url, "push", carry.push_payload(newer, older)).status_code == 202
+        carry.wait_checked(newer, timeout=90)
+    finally:
+        os.killpg(stalled.pid, signal.SIGCONT)
+    lost = wait_for(lambda: carry.history("lease-lost"), 60, "the stalled commit refused")
+    assert lost[0]["data"]["head"] == older
+    wait_for(lambda: carry.history("superseded"), 60, "the retried older rebase superseded")
+    state = carry.state()
+    assert state is not None and state.checked_head == newer
+    assert [e["data"]["head"] for e in carry.history("rebased")] == [newer]
+
+
 def test_paused_series_is_never_touched_automatically(carry):
     """Failure story 9: a paused series records the new head but does not rebase."""
     carry.write_config(policy={"paused": True, "auto_drop": True})
