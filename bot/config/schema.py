@@ -241,6 +241,11 @@ class Runner(_Model):
     # How steps are isolated from the runner and the host (workers/runner/sandbox.py): auto uses
     # namespaces where the host gives them, namespaces insists on them, none runs steps bare.
     sandbox: Literal["auto", "namespaces", "none"] = "auto"
+    # The user setup and check commands run as (a name or a uid), with the job's tree and
+    # artifacts handed to it: a step then cannot write the runner's own code, its Python or
+    # anything else the runner's user owns. Needs a runner started as root. None: the runner's
+    # own user (the shipped setup `pip install -e .` writes into the runner's Python).
+    step_user: Annotated[str, Field(min_length=1)] | None = None
 
     def networked(self) -> frozenset[tuple[str, str]]:
         """(step kind, name) of the steps that get the host's network."""

@@ -1105,3 +1105,78 @@ def test_a_runner_without_config_runs_nothing(
     info = finished(client, run.run_id)
     assert info["state"] == "infra-error" and "this runner has no config" in info["detail"]
     assert not (marks / "ran").exists()
+
+
+# --------------------------------------------------------------------------- the step user
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a root runner switches users")
+
+
+@pytest.fixture
+def enterable(tmp_path: Path) -> Iterator[None]:
+    """Lets any user enter the test's directories (pytest makes them root's 0700), as a
+    runner host's workdir must be for its step user."""
+    chain = [
+        p for p in (tmp_path, *tmp_path.parents) if p.is_relative_to("/tmp") and p != Path("/tmp")
+    ]
+    modes = {p: p.stat().st_mode & 0o777 for p in chain}
+    for path in chain:
+        path.chmod(modes[path] | 0o011)
+    yield
+    for path, mode in modes.items():
+        path.chmod(mode)
+
+
+@needs_root
+def test_steps_run_as_the_step_user_and_cannot_write_the_runners_files(
+    client: redis.Redis,
+    celery_app: Celery,
+    world: World,
+    marks: Path,
+    start_runners: Any,
+    enterable: None,
+) -> None:
+    """As root a step could rewrite the runner's installed code; as step_user it writes only
+    the tree handed to it, and the next job's git still owns the clone."""
+    world.runner_config.set("gaudi", step_user="nobody")
+    start_runners(("gaudi", "gaudi1@%h"))
+    runner_code = marks / "runner_code.py"  # stands for carry's own code on the host
+    runner_code.write_text("trusted = True\n")
+    runner_code.chmod(0o644)
+    marks.chmod(0o755)
+    probe = StepSpec(
+        "as-user",
+        sh(
+            'echo "uid $(id -u)"; echo built > built.txt && echo "tree written"; '
+            '(echo planted >> "$CODE") 2>/dev/null && echo "code written" || echo "code refused"; '
+            "test -f fixed.txt"
+        ),
+        env={"CODE": str(runner_code)},
+    )
+    first = request(client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
+    state = finished(client, first.run_id)["state"]
+    text = log_text(client, first.run_id)
+    assert state == "success", text
+    assert "stdout: uid 65534" in text and "stdout: tree written" in text, text
+    assert "stdout: code refused" in text, text
+    assert "the tree belongs to nobody for the steps" in text
+    assert "as nobody (uid 65534)" in text
+    assert runner_code.read_text() == "trusted = True\n"
+    again = StepSpec("fixed", sh("test -f fixed.txt && test ! -e built.txt"))
+    second = request(client, celery_app, world, world.head(), [target("gaudi", again)])[0]
+    assert finished(client, second.run_id)["state"] == "success", log_text(client, second.run_id)
+
+
+@needs_root
+def test_a_workdir_the_step_user_cannot_enter_is_an_infra_error_naming_it(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    world.runner_config.set("gaudi", step_user="nobody")
+    start_runners(("gaudi", "gaudi1@%h"))
+    check = StepSpec("fixed", sh("test -f fixed.txt"))
+    row = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(client, row.run_id)
+    text = log_text(client, row.run_id)
+    assert info["state"] == "infra-error", text
+    assert "the step user nobody cannot enter" in str(info) + text

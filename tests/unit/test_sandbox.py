@@ -5,10 +5,12 @@ give namespaces."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from workers.runner import sandbox
+from workers.runner.job import hand_over
 from workers.runner.sandbox import Isolation, Sandbox, SandboxError
 
 NAMESPACES = sandbox.namespaces_unavailable() is None
@@ -125,3 +128,104 @@ def test_a_host_without_unshare_falls_back_under_auto_and_refuses_under_namespac
     finally:
         monkeypatch.undo()
         sandbox.namespaces_unavailable.cache_clear()
+
+
+# ---------------------------------------------------------------- the step user
+
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(
+    not ROOT, reason="only a root runner can start steps as another user"
+)
+WRITES = (
+    "import os, sys\n"
+    "print('uid', os.getuid(), 'groups', os.getgroups())\n"
+    "for path in sys.argv[1:]:\n"
+    "    try:\n"
+    "        with open(path, 'a') as f: f.write('planted')\n"
+    "        print(path, 'written')\n"
+    "    except OSError as err:\n"
+    "        print(path, 'refused', err.errno)\n"
+)
+
+
+# The step user reaches no file of root's (the test's own Python lives under /root).
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory any user may enter (pytest's own are root's 0700)."""
+    path = Path(tempfile.mkdtemp(prefix="carry-step-user-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+@needs_root
+@pytest.mark.skipif(SYSTEM_PYTHON is None, reason="needs the system's python3")
+@pytest.mark.parametrize("isolation", ["auto", "none"])
+def test_a_step_user_cannot_write_what_the_runner_owns(open_dir: Path, isolation: str) -> None:
+    """As root a step can rewrite the runner's own code; as the step user it cannot, and it
+    can still write the tree handed to it."""
+    if isolation == "auto" and not NAMESPACES:
+        pytest.skip("no namespaces here")
+    assert SYSTEM_PYTHON is not None
+    code = open_dir / "carry_code.py"  # stands for the runner's installed code
+    code.write_text("trusted = True\n")
+    code.chmod(0o644)
+    tree = open_dir / "tree"
+    tree.mkdir()
+    (tree / "build.txt").write_text("")
+    box = sandbox.resolve(isolation, "nobody")
+    assert box.user is not None
+    assert sandbox.unreachable(tree, box.user) is None
+    hand_over(tree, box.user.uid, box.user.gid)
+    step = [SYSTEM_PYTHON, "-I", "-c", WRITES, str(code), str(tree / "build.txt")]
+    done = subprocess.run(
+        box.wrap(step, network=False), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"uid {box.user.uid} groups []" in done.stdout
+    assert f"{code} refused 13" in done.stdout  # EACCES
+    assert f"{tree / 'build.txt'} written" in done.stdout
+    assert code.read_text() == "trusted = True\n"
+    assert f"as {box.user.name} (uid {box.user.uid})" in box.describe(network=False)
+
+
+@needs_root
+def test_a_tree_the_step_user_cannot_reach_is_named(tmp_path: Path) -> None:
+    user = sandbox.resolve_user("nobody")
+    blocked = sandbox.unreachable(tmp_path / "tree", user)  # pytest's own dirs are 0700
+    assert blocked is not None and blocked in (tmp_path / "tree").parents
+    assert not blocked.stat().st_mode & 0o001
+
+
+@needs_root
+def test_hand_over_changes_links_not_what_they_point_to(tmp_path: Path) -> None:
+    outside = tmp_path / "host-file"
+    outside.write_text("x")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "link").symlink_to(outside)
+    hand_over(tree, 65534, 65534)
+    assert (tree / "link").lstat().st_uid == 65534
+    assert outside.stat().st_uid == 0
+
+
+@pytest.mark.parametrize(
+    ("user", "said"),
+    [
+        ("no-such-user-here", "is not a user on this host"),
+        ("root", "is root: name an unprivileged user"),
+        ("0", "is root: name an unprivileged user"),
+    ],
+)
+def test_a_step_user_that_cannot_be_used_is_refused_by_name(user: str, said: str) -> None:
+    with pytest.raises(SandboxError, match=said):
+        sandbox.resolve_user(user)
+
+
+@pytest.mark.skipif(ROOT, reason="a runner that is not root")
+def test_a_step_user_needs_a_root_runner() -> None:
+    with pytest.raises(SandboxError, match="needs a runner started as root"):
+        sandbox.resolve_user("nobody")

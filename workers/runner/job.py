@@ -9,6 +9,7 @@ again: an infrastructure retry repeats only what did not get a verdict.
 from __future__ import annotations
 
 import glob
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
@@ -25,7 +26,7 @@ from bot.core.ci_plan import (
     should_rerun,
 )
 from bot.git.runner import GitError
-from workers.runner.sandbox import Isolation, Sandbox
+from workers.runner.sandbox import Isolation, Sandbox, StepUser, unreachable
 from workers.runner.spec import JobPayload, StepSpec
 from workers.runner.steps import CancelCheck, RunLog, StepResult, reap_orphans, run_step
 from workers.runner.tree import Materialized, TreeError, clone_lock, clone_path, materialize
@@ -160,7 +161,12 @@ def _phase(
     """Materialize (plain upstream for the A/B variant), set up, run `checks`."""
     try:
         ctx.on_phase("materializing the plain upstream tree" if variant else "materializing")
+        user = ctx.sandbox.user
+        if user is not None and path.exists():  # the runner's git works on its own files only
+            hand_over(path, os.geteuid(), os.getegid())
         built = _materialize(job, ctx, path, plain_upstream=bool(variant))
+        if user is not None:
+            _hand_to_step_user(ctx, path, user)
         for step in job.setup:
             _setup(job, ctx, built, step, variant)
         for check in checks:
@@ -170,6 +176,30 @@ def _phase(
         remaining = [c for c in checks if ci_key(job.kind, c.name, variant) not in results]
         _conclude_all(job, ctx, remaining, results, stop.outcome, variant)
         return None
+
+
+def _hand_to_step_user(ctx: JobContext, path: Path, user: StepUser) -> None:
+    blocked = unreachable(path, user)
+    if blocked is not None:
+        mode = f"{blocked.stat().st_mode & 0o777:o}"
+        raise _Stop(
+            Outcome(
+                "infra-error",
+                f"the step user {user.name} cannot enter {blocked} (mode {mode}), above the "
+                f"tree {path}: put the runner's workdir where it can",
+            )
+        )
+    hand_over(path, user.uid, user.gid)
+    ctx.log.note(f"[carry] the tree belongs to {user.name} for the steps")
+
+
+def hand_over(tree: Path, uid: int, gid: int) -> None:
+    """Makes `uid` the owner of everything in `tree`. Links are changed themselves, never
+    followed: a step's symlink to a file of the host gives it nothing."""
+    os.lchown(tree, uid, gid)
+    for root, dirs, files in os.walk(tree):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), uid, gid)
 
 
 def _materialize(

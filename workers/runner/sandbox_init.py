@@ -1,5 +1,5 @@
 """The first process of a step's PID namespace (see sandbox.py); standard library only, run as
-`python -I -S sandbox_init.py [--loopback] -- ARGV...`.
+`python -I -S sandbox_init.py [--loopback] [--user=UID:GID] -- ARGV...`.
 
 It brings the loopback device up when the step has its own network namespace, starts the step,
 passes on the signals the runner sends (an init process ignores those it has no handler for),
@@ -16,6 +16,7 @@ import signal
 import socket
 import struct
 import sys
+import warnings  # noqa: F401  os.execvp imports it; a step user may not read the stdlib
 
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
@@ -34,8 +35,12 @@ def main(args: list[str]) -> int:
     loopback = bool(args) and args[0] == "--loopback"
     if loopback:
         args = args[1:]
+    user = None
+    if args and args[0].startswith("--user="):
+        uid, _, gid = args[0].removeprefix("--user=").partition(":")
+        user, args = (int(uid), int(gid)), args[1:]
     if not args or args[0] != "--" or len(args) < 2:
-        print("usage: sandbox_init.py [--loopback] -- ARGV...", file=sys.stderr)
+        print("usage: sandbox_init.py [--loopback] [--user=UID:GID] -- ARGV...", file=sys.stderr)
         return 126
     argv = args[1:]
     if loopback:
@@ -45,6 +50,10 @@ def main(args: list[str]) -> int:
         for sig in _FORWARDED:
             signal.signal(sig, signal.SIG_DFL)
         try:
+            if user is not None:  # groups first: setuid gives up the right to change them
+                os.setgroups([])
+                os.setgid(user[1])
+                os.setuid(user[0])
             os.execvp(argv[0], argv)
         except OSError as err:
             print(f"cannot start {argv[0]!r}: {err.strerror or err}", file=sys.stderr)
