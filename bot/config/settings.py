@@ -143,6 +143,10 @@ class Settings(BaseSettings):
     github_write_pause_s: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = Field(
         default=1.0, validation_alias="CARRY_GITHUB_WRITE_PAUSE_S"
     )
+    # GitHub calls one task may make (a publish makes 2-6); beyond it the task fails visibly.
+    github_request_budget: PositiveInt = Field(
+        default=100, validation_alias="CARRY_GITHUB_REQUEST_BUDGET"
+    )
     config_path: Path = Field(default=DEFAULT_CONFIG_PATH, validation_alias="CARRY_CONFIG")
     cache_dir: Path = Field(
         default_factory=lambda: Path("~/.cache/carry").expanduser(),

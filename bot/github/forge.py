@@ -27,7 +27,6 @@ import requests
 from github import Auth, Github, GithubException, GithubIntegration, GithubRetry
 from github.GithubException import RateLimitExceededExceedsMaxWait
 from github.PaginatedList import PaginatedList
-from github.PullRequest import PullRequest
 from github.Repository import Repository
 from github.Requester import Requester
 from urllib3 import Retry
@@ -307,6 +306,31 @@ PERMISSIONS = PermissionCache()
 RENAMES: dict[tuple[str, str], str] = {}
 
 
+class Validators:
+    """What carry last read with each conditional GET, in this process: (API, path, query) ->
+    (ETag, answer). A 304 to the stored ETag costs no rate limit and reuses the answer; GitHub's
+    ETags change with the answer's content, so a stored answer is never stale under its tag."""
+
+    MAX_ENTRIES = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str, str], tuple[str, Any]] = {}
+
+    def get(self, key: tuple[str, str, str]) -> tuple[str, Any] | None:
+        with self._lock:
+            return self._seen.get(key)
+
+    def put(self, key: tuple[str, str, str], etag: str, answer: Any) -> None:
+        with self._lock:
+            if len(self._seen) >= self.MAX_ENTRIES:
+                self._seen.clear()
+            self._seen[key] = (etag, answer)
+
+
+VALIDATORS = Validators()
+
+
 RateLimitSink = Callable[[int | None], None]  # told the remaining REST quota after each call
 
 
@@ -317,11 +341,16 @@ class Forge:
         repo_name: str,
         auth: Auth.Auth,
         on_rate_limit: RateLimitSink | None = None,
+        budget: int | None = None,
     ):
         self.github = github
         self.repo_name = repo_name
         self._auth = auth
         self._on_rate_limit = on_rate_limit
+        # at most this many calls for the task that connected (a loop over pages or PRs stops
+        # with a clear error instead of spending the installation's whole hourly quota)
+        self._budget = budget
+        self.calls = 0
         self._repo: Repository | None = None
         self.renamed_from: str | None = None  # the configured name, once GitHub moved it
 
@@ -344,7 +373,7 @@ class Forge:
             per_page=100,  # GitHub's maximum: fewer pages of comments (its default is 30)
         )
         known = RENAMES.get((github.requester.base_url, repo_name.lower()), repo_name)
-        return cls(github, known, auth, on_rate_limit)
+        return cls(github, known, auth, on_rate_limit, settings.github_request_budget)
 
     @property
     def repo(self) -> Repository:
@@ -366,6 +395,7 @@ class Forge:
         answer, or a connection that died after the retries) becomes a ForgeError. `fn`
         reaches the repository through self.repo, so that it can run again once a rename of
         the repository has been followed."""
+        self._spend(what)
         try:
             result = self._moving(what, lambda: self._limited(what, fn, *args, **kwargs))
         except RateLimitExceededExceedsMaxWait as err:
@@ -377,6 +407,14 @@ class Forge:
         if self._on_rate_limit is not None:
             self._on_rate_limit(self.rate_remaining)
         return result
+
+    def _spend(self, what: str) -> None:
+        self.calls += 1
+        if self._budget is not None and self.calls > self._budget:
+            raise ForgeError(
+                f"GitHub: {what} not sent: this task has made its {self._budget} calls "
+                "(CARRY_GITHUB_REQUEST_BUDGET); it stops here instead of spending the rate limit"
+            )
 
     def _moving(self, what: str, run: Callable[[], Any]) -> Any:
         """Runs `run`; when GitHub says this repository has a new name, follows it (once) and
@@ -467,13 +505,51 @@ class Forge:
         return True
 
     def find_open_pull(self, branch: str) -> PullInfo | None:
-        pulls = self._call(
-            "list pulls",
-            lambda: self.repo.get_pulls(state="open", head=f"{self.owner}:{branch}"),
-        )
-        for pull in pulls:
-            return _info(pull)
-        return None
+        """carry's open PR from `branch`, through a conditional request: unchanged since the
+        last publish, it is a free 304."""
+        query = {"state": "open", "head": f"{self.owner}:{branch}"}
+        pulls = self._conditional_get("list pulls", lambda: f"/repos/{self.repo_name}/pulls", query)
+        return _info_of(pulls[0]) if pulls else None
+
+    def _conditional_get(self, what: str, path: Callable[[], str], query: dict[str, str]) -> Any:
+        """The JSON answer of a GET of carry's own repository (`path` names it anew after a
+        rename is followed), sent with the ETag of the last answer to the same request."""
+
+        self._spend(what)
+
+        def get() -> Any:
+            key = (self.github.requester.base_url, path(), json.dumps(query, sort_keys=True))
+            known = VALIDATORS.get(key)
+            headers = {"If-None-Match": known[0]} if known else None
+            status, answer_headers, body = self._send_get(what, key[1], query, headers)
+            if status == 401 and self._wait_for_new_token():
+                status, answer_headers, body = self._send_get(what, key[1], query, headers)
+            if status == 304 and known is not None:
+                return known[1]
+            if status >= 400:
+                raise ForgeError(f"GitHub: {what} failed ({status}): {body[:300]}")
+            answer = json.loads(body)
+            if answer_headers.get("etag"):
+                VALIDATORS.put(key, answer_headers["etag"], answer)
+            return answer
+
+        result = self._moving(what, get)
+        if self._on_rate_limit is not None:
+            self._on_rate_limit(self.rate_remaining)
+        return result
+
+    def _send_get(
+        self, what: str, path: str, query: dict[str, str], headers: dict[str, str] | None
+    ) -> tuple[int, dict[str, Any], str]:
+        try:
+            sent: tuple[int, dict[str, Any], str] = self.github.requester.requestJson(
+                "GET", path, parameters=query, headers=headers
+            )
+            return sent
+        except RateLimitExceededExceedsMaxWait as err:
+            raise _too_long(what, err.wait or MAX_WAIT_S) from err
+        except requests.RequestException as err:
+            raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
 
     def create_pull(
         self,
@@ -498,7 +574,7 @@ class Forge:
             if draft and _refuses_drafts(err.__cause__):
                 raise DraftsNotSupported(str(err)) from err
             raise
-        return _info(pull)
+        return _info_of(pull.raw_data)  # the answer to the POST: no further request
 
     def update_pull(
         self,
@@ -773,17 +849,18 @@ def _refuses_drafts(cause: BaseException | None) -> bool:
     )
 
 
-def _info(pull: PullRequest) -> PullInfo:
+def _info_of(pull: dict[str, Any]) -> PullInfo:
+    """A PR as the REST API lists it."""
     return PullInfo(
-        pull.number,
-        pull.html_url,
-        pull.head.sha,
-        pull.state,
-        bool(pull.draft),
-        pull.merged_at is not None,  # `merged` is not in a listed PR: reading it costs a GET
-        pull.title or "",
-        pull.body or "",
-        tuple(label.name for label in pull.labels),
+        int(pull["number"]),
+        str(pull["html_url"]),
+        str(pull["head"]["sha"]),
+        str(pull["state"]),
+        bool(pull.get("draft")),
+        pull.get("merged_at") is not None,
+        pull.get("title") or "",
+        pull.get("body") or "",
+        tuple(label["name"] for label in pull.get("labels") or ()),
     )
 
 

@@ -671,6 +671,47 @@ def test_a_publish_that_changes_nothing_sends_no_write_and_reads_the_pr_once(
     ]
 
 
+@pytest.mark.parametrize("auth", ["token", "app"])
+def test_carrys_pr_is_read_with_a_conditional_request_answered_304_when_unchanged(
+    deploy: Deploy, auth: str
+) -> None:
+    """The publish path sent no conditional request: every cycle's read of carry's PR was a
+    full 200 against the rate limit. GitHub answers a matching If-None-Match with 304, which
+    costs nothing (docs: rate limits, conditional requests)."""
+    d = deploy(auth=auth, patches=(FIX, SECOND))
+    state = d.propose(CONFLICTING, "Rework 10")
+    args = (d.rt, SERIES, state.checked_head or "", state.checked_digest or "", False)
+    publish.publish(*args)  # reads the PR as the last write left it: a 200 with its ETag
+    since = len(d.gh.requests)
+    publish.publish(*args)
+    (listed,) = [r for r in d.gh.requests[since:] if r.operation == "/repos/{owner}/{repo}/pulls"]
+    assert listed.headers.get("if-none-match") and listed.status == 304
+    # what the 304 stood for is what carry acts on: nothing to change, no write
+    assert all(r.method == "GET" for r in d.gh.requests[since:] if r.kind == "api")
+    someone = d.gh.pulls(DOWN_OWNER, DOWN_NAME)[0]["number"]
+    d.gh.edit_pull(DOWN_OWNER, DOWN_NAME, someone, body="edited by hand")
+    since = len(d.gh.requests)
+    publish.publish(*args)  # the PR changed: a 200, and carry writes its body back
+    (listed,) = [r for r in d.gh.requests[since:] if r.operation == "/repos/{owner}/{repo}/pulls"]
+    assert listed.status == 200
+    assert d.pull()["body"] != "edited by hand"
+
+
+def test_a_task_past_its_request_budget_stops_with_an_error_naming_it(
+    deploy: Deploy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing bounded the GitHub calls of one task: a loop over pages or PRs would spend the
+    installation's hourly quota. Past CARRY_GITHUB_REQUEST_BUDGET a call is not sent."""
+    d = deploy(patches=(FIX, SECOND))
+    monkeypatch.setenv("CARRY_GITHUB_REQUEST_BUDGET", "2")
+    runtime_module.reset()
+    d.rt = runtime_module.runtime()
+    since = len(d.gh.requests)
+    with pytest.raises(ForgeError, match=r"made its 2 calls \(CARRY_GITHUB_REQUEST_BUDGET\)"):
+        d.propose(CONFLICTING, "Rework 10")  # list, open, label, report: 4 calls
+    assert len([r for r in d.gh.requests[since:] if r.kind == "api"]) == 2
+
+
 def test_a_conflict_with_nothing_to_propose_pushes_no_branch_and_opens_no_pr(
     deploy: Deploy,
 ) -> None:
