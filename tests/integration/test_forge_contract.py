@@ -593,25 +593,23 @@ def test_a_rename_of_carrys_repository_is_followed(start: Start) -> None:
     assert side.forge.comment(pull.number, "still here") > 0
 
 
-def test_a_renamed_upstream_is_named_in_the_error(start: Start) -> None:
+@pytest.mark.parametrize(
+    "ask",
+    [
+        pytest.param(lambda forge, number: forge.pull_state(UPSTREAM, number, None), id="pull"),
+        pytest.param(lambda forge, number: forge.timeline(UPSTREAM, number), id="timeline"),
+    ],
+)
+def test_a_renamed_upstream_is_named_in_the_error_and_carrys_repository_left_alone(
+    start: Start, ask: Callable[[Any, int], Any]
+) -> None:
     side = start()
     side.world.add_repo(UPSTREAM)
     side.world.push("feature", repo=UPSTREAM)
     number = side.world.open_pull("feature", repo=UPSTREAM)
     side.world.rename("motor", repo=UPSTREAM)
     with pytest.raises(ForgeError, match="upstream-org/motor"):
-        side.forge.pull_state(UPSTREAM, number, None)
-    assert side.forge.renamed_from is None
-
-
-def test_a_timeline_of_a_renamed_upstream_leaves_carrys_repository_alone(start: Start) -> None:
-    side = start()
-    side.world.add_repo(UPSTREAM)
-    side.world.push("feature", repo=UPSTREAM)
-    number = side.world.open_pull("feature", repo=UPSTREAM)
-    side.world.rename("motor", repo=UPSTREAM)
-    with pytest.raises(ForgeError, match="upstream-org/motor"):
-        side.forge.timeline(UPSTREAM, number)
+        ask(side.forge, number)
     assert (side.forge.renamed_from, side.forge.repo_name) == (None, REPO)
 
 
