@@ -66,6 +66,7 @@ from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror, MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import Forge, ForgeError
+from bot.store import runner_channel as channel
 from bot.store import series as store
 from bot.store.metrics import GITHUB_KEY, record_rate_limit
 from bot.web.webhooks import (
@@ -77,6 +78,7 @@ from bot.web.webhooks import (
 from workers import ci, ci_runs, tasks
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
+from workers.ci_reports import ReportApplier
 from workers.runner.spec import StepSpec, TreeSpec
 from workers.runtime import Runtime
 
@@ -2172,7 +2174,7 @@ found = [
     entry[len(b"REDIS_URL="):].decode(errors="replace")
     for _, data in others for entry in data.split(b"\0") if entry.startswith(b"REDIS_URL=")
 ]
-password = urllib.parse.urlsplit(found[0]).password if found else None
+user, password = (urllib.parse.urlsplit(found[0]).username, urllib.parse.urlsplit(found[0]).password) if found else (None, None)
 runner = [
     pid for pid, data in proc_files("cmdline") if b"bot.cli\0runner" in data or b"runner_cli" in data
 ]
@@ -2191,7 +2193,7 @@ def broker(command):
         sock.sendall(command)
         return sock.recv(256)
 
-auth = f"AUTH {password}\r\n".encode() if password else b""
+auth = f"AUTH {user or 'default'} {password}\r\n".encode() if password else b""
 for attempt, command in (
     ("connect to the broker", b"PING\r\n"),
     ("write an approval into carry's store", auth + b"SADD carry:hostile:approvals deadbeef\r\n"),
@@ -2268,6 +2270,11 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     marks.mkdir()
     script = root / "hostile.py"
     script.write_text(HOSTILE_SCRIPT)
+    # The runner's broker user, as the README sets it up: its own keys, its queue, nothing else.
+    runner_password = secrets.token_hex(12)
+    channel.set_runner_user(client, HOSTILE_KIND, f"hw.{HOSTILE_KIND}", runner_password)
+    user = channel.runner_user(HOSTILE_KIND)
+    runner_url = f"redis://{user}:{runner_password}@127.0.0.1:{port}/0"
     env = CarryEnv(root / "carry", url)
     env.carry_patches([FIX])
     check = StepSpec(
@@ -2276,14 +2283,21 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
         120,
         {"BROKER_PORT": str(port), "MARKS": str(marks)},
     )
-    needles = {"password": password[::-1], "token": HOSTILE_TOKEN[::-1]}
+    # What the runner holds: its broker password and (here, to show it is not passed on) a token.
+    needles = {"password": runner_password[::-1], "token": HOSTILE_TOKEN[::-1]}
     (marks / "needles.json").write_text(json.dumps(needles))
     _hostile_config(env, check, sandbox)
     env.extra_env["GITHUB_TOKEN"] = HOSTILE_TOKEN
     try:
+        env.extra_env["REDIS_URL"] = runner_url
         env.start_runner(HOSTILE_KIND)
+        del env.extra_env["REDIS_URL"]
         with _carry_in_this_process(env) as rt:
-            return _hostile_attempts(env, rt, check, marks)
+            applier = ReportApplier(rt.redis, celery_app, [HOSTILE_KIND], block_ms=200).start()
+            try:
+                return _hostile_attempts(env, rt, check, marks)
+            finally:
+                applier.stop()
     finally:
         env.stop()
         server.kill()

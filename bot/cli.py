@@ -350,6 +350,52 @@ def cmd_runner(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_runner_user(args: argparse.Namespace) -> int:
+    """Creates or resets the Redis user of a runner kind (bot/store/runner_channel.acl_rules)
+    with the password in CARRY_RUNNER_PASSWORD, on the Redis of REDIS_URL (an admin's)."""
+    import redis
+
+    from bot.config import ConfigError, load_config, load_settings, redact_url
+    from bot.store import runner_channel
+
+    try:
+        settings = load_settings()
+        config = load_config(settings.config_path, check_dirs=False)
+    except ConfigError as err:
+        print(f"carry: error: {'; '.join(err.problems)}", file=sys.stderr)
+        return 2
+    runner = config.runners.get(args.kind)
+    if runner is None:
+        known = ", ".join(sorted(config.runners)) or "none"
+        print(
+            f"carry: error: runner kind {args.kind!r} is not in runners (known: {known})",
+            file=sys.stderr,
+        )
+        return 2
+    if args.print:
+        print(" ".join(runner_channel.acl_setuser(args.kind, runner.queue, "<password>")))
+        return 0
+    if settings.runner_password is None:
+        print(
+            "carry: error: CARRY_RUNNER_PASSWORD is not set (the runner user's password)",
+            file=sys.stderr,
+        )
+        return 2
+    url = settings.redis_url.get_secret_value()
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=10)
+        runner_channel.set_runner_user(
+            client, args.kind, runner.queue, settings.runner_password.get_secret_value()
+        )
+    except redis.RedisError as err:
+        print(f"carry: error: Redis at {redact_url(url)}: {err}", file=sys.stderr)
+        return 1
+    print(
+        f"Redis user {runner_channel.runner_user(args.kind)} may now run {args.kind} jobs of {runner.queue}"
+    )
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     return _service("run", args.host, args.port)
 
@@ -439,6 +485,16 @@ def build_parser() -> argparse.ArgumentParser:
     runner.add_argument("--name", help="worker name (default: <kind>@<host>)")
     runner.add_argument("--workdir", help="where the runner keeps its clones and artifacts")
     runner.set_defaults(func=cmd_runner)
+
+    runner_user = sub.add_parser(
+        "runner-user",
+        help="create a runner kind's least-privilege Redis user (password: CARRY_RUNNER_PASSWORD)",
+    )
+    runner_user.add_argument(
+        "--kind", required=True, help="runner kind, a key of runners in config"
+    )
+    runner_user.add_argument("--print", action="store_true", help="print the ACL command instead")
+    runner_user.set_defaults(func=cmd_runner_user)
 
     run = sub.add_parser("run", help="web, worker and beat together (starts Redis if needed)")
     run.add_argument("--host", default="127.0.0.1")

@@ -12,12 +12,11 @@ import time
 from contextlib import suppress
 
 import redis
-from celery import Celery
 
 from bot.config import load_settings
 from bot.store import ci_runs as store
 from bot.store.ci_runs import cancel_reason
-from workers.ci_runs import Run, finish
+from workers.ci_runs import Run, RunEffects, end_run
 from workers.runner.spec import (
     JobPayload,
 )
@@ -71,7 +70,7 @@ def take_slot(client: redis.Redis, kind: str, run_id: str, limit: int) -> bool:
     return store.take_slot(client, kind, run_id, limit, lease_s())
 
 
-def wait_for_slot(client: redis.Redis, celery_app: Celery, run: Run, runner: str) -> bool:
+def wait_for_slot(client: redis.Redis, effects: RunEffects, run: Run, runner: str) -> bool:
     """Blocks until the kind's running budget has room for this run; False if cancelled."""
     limit = run.payload.budget.running
     noted = False
@@ -85,7 +84,7 @@ def wait_for_slot(client: redis.Redis, celery_app: Celery, run: Run, runner: str
             noted = True
         reason = cancel_reason(client, run.run_id)
         if reason is not None:
-            finish(client, celery_app, run, "cancelled", reason)
+            end_run(client, effects, run, "cancelled", reason)
             return False
         time.sleep(POLL_S)
     return True

@@ -8,12 +8,12 @@ import functools
 import logging
 import os
 import socket
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import redis
-from celery import Celery, Task
+from celery import Task
 
 from bot.config import CarryConfig, ConfigError, load_config, load_settings
 from bot.core.ci_plan import (
@@ -39,22 +39,20 @@ from bot.store.ci_runs import (
     stored_result,
     transition,
 )
+from bot.store.runner_channel import send_report
 from bot.store.series import (
-    append_history,
     heartbeat,
     now_iso,
 )
 from workers.celery_app import app, redis_url
-from workers.ci import release_deferred
 from workers.ci_leases import Watch, acquire_lease, holder_id, wait_for_slot
 from workers.ci_runs import (
     TASK_NAME,
     Run,
+    RunEffects,
     check_keys,
-    finish,
+    end_run,
     load_run,
-    publish_rows,
-    rows_of,
 )
 from workers.runner.job import (
     CheckResult,
@@ -102,6 +100,36 @@ def runner_workdir() -> Path:
     return load_settings().runner_workdir or Path("~/.cache/carry/runner").expanduser()
 
 
+@dataclass
+class ReportedEffects:
+    """A runner's RunEffects: reports on its kind's stream, which the service checks against
+    the run record and applies (workers/ci_reports.py). The runner's broker user may write
+    neither series state nor a service queue."""
+
+    client: redis.Redis
+    kind: str
+    runner: str
+
+    def history(self, series_id: str, kind: str, **fields: Any) -> None:
+        run_id = str(fields.get("run_id", ""))
+        send_report(
+            self.client,
+            self.kind,
+            "history",
+            run_id,
+            self.runner,
+            series=series_id,
+            event=kind,
+            fields=fields,
+        )
+
+    def rows(self, run_id: str, only: str | None = None) -> None:
+        send_report(self.client, self.kind, "rows", run_id, self.runner, only=only)
+
+    def budget_freed(self, kind: str) -> None:
+        send_report(self.client, self.kind, "budget-freed", "", self.runner)
+
+
 @app.task(
     name=TASK_NAME,
     base=RunnerTask,
@@ -114,29 +142,29 @@ def run_job(self: RunnerTask, payload: dict[str, Any]) -> str:
     """Executes one hardware run (on a runner host, queue hw.<kind>). Returns how it ended."""
     job = JobPayload.from_dict(payload)
     client = self.store
-    celery_app = self.app
     runner = runner_name(self)
+    effects = ReportedEffects(client, load_settings().runner_kind or job.kind, runner)
     with correlated(run_id=job.run_id, task_id=str(self.request.id)):
         refusal = _refusal(job)
         if refusal is not None:
-            _refuse(client, celery_app, job, runner, refusal)
-            _release_budget(client, celery_app, job)
+            _refuse(client, effects, job, runner, refusal)
+            effects.budget_freed(job.kind)
             return "refused"
-        admitted = _admit(client, celery_app, job, runner)
+        admitted = _admit(client, effects, job, runner)
         if isinstance(admitted, str):
-            _release_budget(client, celery_app, job)
+            effects.budget_freed(job.kind)
             return admitted
         if isinstance(admitted, float):
             raise self.retry(countdown=admitted)
         watch = Watch(client, job, runner)
         heartbeat(client, runner, {"state": "busy", "run": job.run_id, "series": job.series_id})
         try:
-            result = _execute(client, celery_app, job, runner, admitted, watch)
+            result = _execute(client, effects, job, runner, admitted, watch)
         finally:
             watch.release()
             heartbeat(client, runner, {"state": "idle", "run": "", "series": ""})
-        ended = _conclude(self, client, job, admitted, result)  # raises Retry to retry
-        _release_budget(client, celery_app, job)
+        ended = _conclude(self, client, effects, job, admitted, result)  # raises Retry to retry
+        effects.budget_freed(job.kind)
         return ended
 
 
@@ -156,7 +184,7 @@ def _refusal(job: JobPayload) -> str | None:
 
 
 def _refuse(
-    client: redis.Redis, celery_app: Celery, job: JobPayload, runner: str, reason: str
+    client: redis.Redis, effects: RunEffects, job: JobPayload, runner: str, reason: str
 ) -> None:
     """Ends a job that names commands this runner's config does not: it runs nothing, and says
     so in the run's log, the history and (when the run is known) its verdict."""
@@ -164,13 +192,11 @@ def _refuse(
     runlog = RunLog(client, job.run_id, job.limits)
     runlog.note(f"[carry] {runner} refused run {job.run_id}, it ran nothing: {reason}")
     runlog.close()
-    append_history(
-        client, job.series_id, "ci-refused", run_id=job.run_id, runner=runner, reason=reason
-    )
+    effects.history(job.series_id, "ci-refused", run_id=job.run_id, runner=runner, reason=reason)
     run = load_run(client, job.run_id)
     # A copy of a run that a runner is executing now leaves that execution alone.
     if run is not None and not lease_holder(client, job.run_id):
-        finish(client, celery_app, run, "infra-error", f"refused by {runner}: {reason}")
+        end_run(client, effects, run, "infra-error", f"refused by {runner}: {reason}")
 
 
 def runner_config() -> CarryConfig | None:
@@ -194,27 +220,26 @@ def _load_runner_config(path: str, mtime_ns: int, size: int) -> CarryConfig:
 
 
 def _admit(
-    client: redis.Redis, celery_app: Celery, job: JobPayload, runner: str
+    client: redis.Redis, effects: RunEffects, job: JobPayload, runner: str
 ) -> int | float | str:
     """The attempt number when this delivery may run; a reason (str) when it must not run at
     all; seconds (float) to try again later when another live runner holds the run."""
     run = load_run(client, job.run_id)
     if run is None:
-        append_history(client, job.series_id, "ci-orphan-job", run_id=job.run_id)
+        effects.history(job.series_id, "ci-orphan-job", run_id=job.run_id)
         return "unknown run"
     if run.state in FINAL_STATES:
         return f"already {run.state}"
     cancel = cancel_reason(client, job.run_id)
     if cancel is not None:
-        finish(client, celery_app, run, "cancelled", cancel)
+        end_run(client, effects, run, "cancelled", cancel)
         return "cancelled"
     if not job.force and stored_result(client, job.kind, job.tree_key):
-        _finish_reused(client, celery_app, run)
+        _finish_reused(client, effects, run)
         return "reused"
     holder = acquire_lease(client, job.run_id, holder_id(runner))
     if holder is not None:
-        append_history(
-            client,
+        effects.history(
             job.series_id,
             "ci-duplicate-delivery",
             run_id=job.run_id,
@@ -222,15 +247,14 @@ def _admit(
             holder=holder,
         )
         return float(max(1, lease_ttl_s(client, job.run_id)))
-    return _start_attempt(client, celery_app, run, runner)
+    return _start_attempt(client, effects, run, runner)
 
 
-def _start_attempt(client: redis.Redis, celery_app: Celery, run: Run, runner: str) -> int | str:
+def _start_attempt(client: redis.Redis, effects: RunEffects, run: Run, runner: str) -> int | str:
     attempt = next_attempt_number(client, run.run_id)
     if run.state == "running":  # the previous attempt never concluded: its runner was lost
         lost = classify_outcome("job", None, lost=True, name=run.runner)
-        append_history(
-            client,
+        effects.history(
             run.series,
             "ci-runner-lost",
             run_id=run.run_id,
@@ -240,15 +264,15 @@ def _start_attempt(client: redis.Redis, celery_app: Celery, run: Run, runner: st
         )
         if attempt > run.payload.retry.max_attempts:
             release_lease(client, run.run_id, holder_id(runner))
-            finish(
+            end_run(
                 client,
-                celery_app,
+                effects,
                 run,
                 "infra-error",
                 f"{lost.reason}; gave up after {attempt - 1} attempts",
             )
             return "gave up"
-    if not wait_for_slot(client, celery_app, run, runner):
+    if not wait_for_slot(client, effects, run, runner):
         release_lease(client, run.run_id, holder_id(runner))
         return "cancelled"
     transition(
@@ -259,8 +283,7 @@ def _start_attempt(client: redis.Redis, celery_app: Celery, run: Run, runner: st
         runner=runner,
         detail=f"attempt {attempt} on {runner}",
     )
-    append_history(
-        client,
+    effects.history(
         run.series,
         "ci-started",
         run_id=run.run_id,
@@ -269,21 +292,19 @@ def _start_attempt(client: redis.Redis, celery_app: Celery, run: Run, runner: st
         tree_key=run.tree_key,
         head=run.head_sha,
     )
-    started = load_run(client, run.run_id)
-    if started is not None:
-        publish_rows(client, celery_app, run.series, rows_of(started), replace_rows=False)
+    effects.rows(run.run_id)
     return attempt
 
 
-def _finish_reused(client: redis.Redis, celery_app: Celery, run: Run) -> None:
+def _finish_reused(client: redis.Redis, effects: RunEffects, run: Run) -> None:
     result = stored_result(client, run.kind, run.tree_key) or {}
     detail = reused_detail(str(result.get("state", "")), str(result.get("run_id", "")))
-    finish(client, celery_app, run, "reused", detail)
+    end_run(client, effects, run, "reused", detail)
 
 
 def _execute(
     client: redis.Redis,
-    celery_app: Celery,
+    effects: RunEffects,
     job: JobPayload,
     runner: str,
     attempt: int,
@@ -304,7 +325,7 @@ def _execute(
             workdir=workdir,
             log=runlog,
             cancelled=watch.cancelled,
-            on_check=lambda result: _record_check(client, celery_app, job, attempt, runner, result),
+            on_check=lambda result: _record_check(client, effects, job, attempt, runner, result),
             on_phase=lambda phase: note_detail(client, job.run_id, f"{phase} on {runner}"),
             done=done,
             env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
@@ -341,7 +362,7 @@ def _done_checks(run: Run | None) -> dict[str, CheckResult]:
 
 def _record_check(
     client: redis.Redis,
-    celery_app: Celery,
+    effects: RunEffects,
     job: JobPayload,
     attempt: int,
     runner: str,
@@ -350,24 +371,25 @@ def _record_check(
     data = {**asdict(result), "attempt": attempt, "runner": runner}
     if result.final:
         record_check(client, job.run_id, result.key, data)
-    append_history(client, job.series_id, "ci-check", run_id=job.run_id, **data)
+    effects.history(job.series_id, "ci-check", run_id=job.run_id, **data)
     if result.final:
-        run = load_run(client, job.run_id)
-        if run is not None:
-            rows = [r for r in rows_of(run) if r.runner == result.key]
-            publish_rows(client, celery_app, job.series_id, rows, replace_rows=False)
+        effects.rows(job.run_id, only=result.key)
 
 
 def _conclude(
-    task: Task, client: redis.Redis, job: JobPayload, attempt: int, result: JobResult
+    task: Task,
+    client: redis.Redis,
+    effects: RunEffects,
+    job: JobPayload,
+    attempt: int,
+    result: JobResult,
 ) -> str:
-    celery_app = task.app
     run = load_run(client, job.run_id)
     if run is None or run.state in FINAL_STATES:
         return run.state if run else "unknown run"
     cancelled = [c for c in result.checks if c.verdict == "cancelled"]
     if cancelled:
-        finish(client, celery_app, run, "cancelled", cancelled[0].reason)
+        end_run(client, effects, run, "cancelled", cancelled[0].reason)
         return "cancelled"
     unresolved = result.unresolved
     if not unresolved:
@@ -375,17 +397,16 @@ def _conclude(
         # run's verdict is about the carried tree.
         verdict = overall(c.verdict for c in result.checks if not c.variant)
         _store_result(client, job, run, verdict, attempt)
-        finish(client, celery_app, run, verdict, _summary(result))
+        end_run(client, effects, run, verdict, _summary(result))
         return verdict
     why = "; ".join(dict.fromkeys(c.reason for c in unresolved))
     decision = next_attempt(job.retry, "infra-error", attempt)
     if not decision.retry:
-        finish(client, celery_app, run, "infra-error", f"{why} ({decision.reason})")
+        end_run(client, effects, run, "infra-error", f"{why} ({decision.reason})")
         return "infra-error"
     detail = f"infra error on attempt {attempt}: {why}; {decision.reason}"
     transition(client, job.run_id, "queued", ("running",), detail=detail)
-    append_history(
-        client,
+    effects.history(
         job.series_id,
         "ci-retry",
         run_id=job.run_id,
@@ -393,9 +414,7 @@ def _conclude(
         delay_s=decision.delay_s,
         reason=why,
     )
-    retried = load_run(client, job.run_id)
-    if retried is not None:
-        publish_rows(client, celery_app, job.series_id, rows_of(retried), replace_rows=False)
+    effects.rows(job.run_id)
     raise task.retry(countdown=decision.delay_s)
 
 
@@ -419,11 +438,3 @@ def _store_result(
         "checks": final.checks if final else run.checks,
     }
     store_result(client, job.kind, job.tree_key, body, replace=job.force)
-
-
-def _release_budget(client: redis.Redis, celery_app: Celery, job: JobPayload) -> None:
-    """A run ended: runs the budget held back may start now."""
-    try:
-        release_deferred(client, celery_app, job.kind)
-    except Exception:
-        log.exception("releasing deferred %s runs failed", job.kind)

@@ -8,7 +8,7 @@ import json
 import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 from celery import Celery
@@ -87,13 +87,53 @@ def must_load(client: redis.Redis, run_id: str) -> Run:
     return run
 
 
+class RunEffects(Protocol):
+    """What a run's progress causes beyond its own record: history entries, the series' CI
+    rows and the budget. The service does them (ServiceEffects); a runner reports them
+    (workers.ci_runner.ReportedEffects), since its broker user may not write series state."""
+
+    def history(self, series_id: str, kind: str, **fields: Any) -> None: ...
+
+    def rows(self, run_id: str, only: str | None = None) -> None: ...
+
+    def budget_freed(self, kind: str) -> None: ...
+
+
+@dataclass
+class ServiceEffects:
+    client: redis.Redis
+    celery_app: Celery
+
+    def history(self, series_id: str, kind: str, **fields: Any) -> None:
+        append_history(self.client, series_id, kind, **fields)
+
+    def rows(self, run_id: str, only: str | None = None) -> None:
+        """Publishes the run's rows as its record holds them now (`only`: one check's)."""
+        run = load_run(self.client, run_id)
+        if run is not None:
+            rows = [r for r in rows_of(run) if only is None or r.runner == only]
+            publish_rows(self.client, self.celery_app, run.series, rows, replace_rows=False)
+
+    def budget_freed(self, kind: str) -> None:
+        from workers.ci import release_deferred  # workers.ci builds on this module
+
+        try:
+            release_deferred(self.client, self.celery_app, kind)
+        except Exception:
+            log.exception("releasing deferred %s runs failed", kind)
+
+
 def finish(client: redis.Redis, celery_app: Celery, run: Run, state: str, detail: str) -> bool:
+    """Ends a run (once), on the service: see end_run."""
+    return end_run(client, ServiceEffects(client, celery_app), run, state, detail)
+
+
+def end_run(client: redis.Redis, effects: RunEffects, run: Run, state: str, detail: str) -> bool:
     """Ends a run (once): its unfinished rows take `state`; budget entries are dropped."""
     if not transition(client, run.run_id, state, ACTIVE_STATES, detail=detail):
         return False
     leave_budget(client, run.kind, run.run_id)
-    append_history(
-        client,
+    effects.history(
         run.series,
         f"ci-{state}",
         runner_kind=run.kind,
@@ -102,9 +142,7 @@ def finish(client: redis.Redis, celery_app: Celery, run: Run, state: str, detail
         head=run.head_sha,
         reason=detail,
     )
-    finished = load_run(client, run.run_id)
-    if finished is not None:
-        publish_rows(client, celery_app, run.series, rows_of(finished), replace_rows=False)
+    effects.rows(run.run_id)
     return True
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import redis
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_failure, worker_ready
@@ -24,7 +25,8 @@ from bot.log import correlated
 from bot.store import series as store
 from bot.store.metrics import count_event
 from workers import ci, ci_runs, dashboard_issue, hardware, poller, publish
-from workers.celery_app import GIT_TASKS, app
+from workers.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
+from workers.ci_reports import ReportApplier
 from workers.dispatch import carry_out
 from workers.facts import gather
 from workers.rebase import rebase_series, register_series
@@ -175,6 +177,20 @@ def _visible_failure(
 @worker_ready.connect
 def _register(**_: object) -> None:
     register_series(runtime())
+
+
+@worker_ready.connect
+def _apply_runner_reports(sender: Any = None, **_: object) -> None:
+    """A service worker on the quick lane applies what the runners report (their broker
+    users may not write series state or queue a task: workers/ci_reports.py)."""
+    consumer = getattr(sender, "task_consumer", None)
+    queues = {queue.name for queue in getattr(consumer, "queues", ())}
+    rt = runtime()
+    if QUICK_QUEUE not in queues or rt.settings.runner_kind or not rt.config.runners:
+        return
+    client = redis.Redis.from_url(redis_url(), health_check_interval=30)
+    ReportApplier(client, app, sorted(rt.config.runners)).start()
+    log.info("applying the reports of %s runners", ", ".join(sorted(rt.config.runners)))
 
 
 # --------------------------------------------------------------------------- time limits

@@ -233,7 +233,8 @@ class SetupStep(Command):
 
 
 class Runner(_Model):
-    queue: Annotated[str, Field(min_length=1)]
+    # A Redis list name that the runner's ACL rules name exactly (no glob characters).
+    queue: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
     budget: Budget = Field(default_factory=Budget)
     workdir: Annotated[str, Field(min_length=1)]
     setup: list[SetupStep] = Field(default_factory=list)

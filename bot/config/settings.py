@@ -207,6 +207,10 @@ class Settings(BaseSettings):
     runner_workdir: OptionalPath = Field(default=None, validation_alias="CARRY_RUNNER_WORKDIR")
     heartbeat_s: Seconds = Field(default=15.0, validation_alias="CARRY_HEARTBEAT_S")
     runner_pass_env: EnvNameList = Field(default=(), validation_alias="CARRY_RUNNER_PASS_ENV")
+    # The password `carry runner-user` gives a runner kind's Redis user.
+    runner_password: SecretStr | None = Field(
+        default=None, validation_alias="CARRY_RUNNER_PASSWORD"
+    )
 
     @field_validator("cache_dir", "github_app_private_key_path", "config_path")
     @classmethod

@@ -50,12 +50,14 @@ from bot.core.ci_plan import (
 from bot.core.policy import series_digest
 from bot.core.state import CiState
 from bot.store import ci_runs as store_ci
+from bot.store.runner_channel import set_runner_user
 from bot.store.series import history, load_series, runlog, runners
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
 from workers import ci, ci_runs
 from workers.celery_app import make_app
+from workers.ci_reports import ReportApplier
 from workers.runner.spec import LogLimits, StepSpec, TreeSpec
 from workers.runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
 
@@ -287,9 +289,14 @@ def marks(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def start_runners(
-    url: str, celery_app: Celery, tmp_path: Path, runner_config: RunnerConfig
+    url: str,
+    client: redis.Redis,
+    celery_app: Celery,
+    tmp_path: Path,
+    runner_config: RunnerConfig,
 ) -> Iterator[Callable[..., list[Runner]]]:
     started: list[Runner] = []
+    appliers: list[ReportApplier] = []
 
     def start(
         *specs: tuple[str, str], env: dict[str, str] | None = None, configured: bool = True
@@ -298,15 +305,21 @@ def start_runners(
             runner_config.add_kind(kind)
         extra = {"CARRY_CONFIG": str(runner_config.path)} if configured else {}
         extra.update(env or {})
+        kinds = sorted({kind for kind, _ in specs} - {k for a in appliers for k in a.kinds})
+        if kinds:  # the service's side: what the runners report is applied as it comes
+            applier = ReportApplier(redis.Redis.from_url(url), celery_app, kinds, block_ms=200)
+            appliers.append(applier.start())
         batch = [_spawn(kind, name, url, tmp_path, extra) for kind, name in specs]
         started.extend(batch)
         names = {r.name for r in batch}
-        wait_for(lambda: _all_ready(celery_app, batch, names), f"runners {sorted(names)} ready")
+        wait_for(lambda: _all_ready(client, batch, names), f"runners {sorted(names)} ready")
         return batch
 
     yield start
     for runner in started:
         _stop(runner)
+    for applier in appliers:
+        applier.stop()
 
 
 def _spawn(kind: str, name: str, url: str, tmp_path: Path, extra: dict[str, str]) -> Runner:
@@ -326,13 +339,12 @@ def _spawn(kind: str, name: str, url: str, tmp_path: Path, extra: dict[str, str]
     return Runner(kind, name, proc, workdir, log)
 
 
-def _all_ready(app: Celery, batch: list[Runner], names: set[str]) -> bool:
+def _all_ready(client: redis.Redis, batch: list[Runner], names: set[str]) -> bool:
     for runner in batch:
         if runner.proc.poll() is not None:
             tail = runner.log.read_text(errors="replace")[-3000:]
             raise AssertionError(f"runner {runner.name} exited {runner.proc.returncode}:\n{tail}")
-    replies = app.control.ping(destination=sorted(names), timeout=0.5)
-    return {name for reply in replies for name in reply} >= names
+    return {r["name"] for r in runners(client) if r.get("ready") == "1"} >= names
 
 
 def _stop(runner: Runner) -> None:
@@ -1094,6 +1106,28 @@ def test_a_forged_job_in_the_queue_runs_nothing(
     assert "differs from this runner's config" in log_text(client, waiting[0].run_id)
     assert "check 'evil' is not in this runner's config" in log_text(client, "gaudi-forged")
     assert not events(client, "ci-started")
+
+
+def test_a_runner_needs_no_more_than_its_least_privilege_broker_user(
+    url: str, client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    """The runner's Redis user (bot/store/runner_channel.acl_rules: no series state, history,
+    service queue or pub/sub beyond the live page) is enough for a whole run: the verdict,
+    its rows and history arrive through the service's applier, and Redis denied nothing."""
+    set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
+    client.execute_command("ACL", "LOG", "RESET")
+    limited = url.replace("redis://", "redis://carry-runner-gaudi:runner-password@", 1)
+    start_runners(("gaudi", "gaudi1@%h"), env={"REDIS_URL": limited})
+    check = StepSpec("fixed", sh("test -f fixed.txt && echo present"))
+    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(client, run.run_id)
+    assert info["state"] == "success", info
+    assert rows(client)["gaudi/fixed"].state == "success"
+    assert [r["state"] for r in reported(client)][-1] == "success"
+    assert len(events(client, "ci-started", run.run_id)) == 1
+    assert len(events(client, "ci-check", run.run_id)) == 1
+    assert "stdout: present" in log_text(client, run.run_id)
+    assert client.execute_command("ACL", "LOG") == []
 
 
 def test_a_runner_without_config_runs_nothing(

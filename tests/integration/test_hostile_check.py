@@ -49,14 +49,20 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
     tmp_path: Path,
 ) -> None:
     """The scenario can fail: on a runner configured with sandbox: none (carry before the
-    sandbox), the step, running as the runner's user, finds the password in the runner's
-    /proc environment and writes to the broker with it."""
+    sandbox), the step, running as the runner's user, finds the broker's URL in the runner's
+    /proc environment and connects with it. What it can do there is what the runner's own
+    broker user may: writing carry's store or queueing a task for its workers is refused."""
     attempts = run_hostile_check(tmp_path, sandbox="none")
     achieved = {a.attempt for a in attempts if a.achieved}
+    shown = render_attempts(attempts)
     assert {
         "read the runner's environment in /proc",
         "see or signal the runner process",
         "connect to the broker",
-    } <= achieved, render_attempts(attempts)
-    # What the clean environment, the fresh clone and the runner's own config keep out.
-    assert not achieved & {ATTEMPTS[0], ATTEMPTS[1], ATTEMPTS[7], ATTEMPTS[8]}
+    } <= achieved, shown
+    # What the clean environment, the fresh clone, the runner's own config and its broker
+    # user keep out.
+    assert not achieved & {*ATTEMPTS[:2], *ATTEMPTS[5:]}, shown
+    how = {a.attempt: a.how for a in attempts}
+    for attempt in ATTEMPTS[5:7]:
+        assert "NOPERM" in how[attempt] and "from the runner's environment" in how[attempt], shown

@@ -4,6 +4,7 @@ volumes, runner profiles, and that every setting carry reads is documented."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -71,6 +72,9 @@ def test_each_service_starts_only_once_its_dependencies_are_healthy(
         assert isinstance(depends, dict), f"{name}: depends_on needs conditions"
         assert "redis" in depends, name
         for dependency, rule in depends.items():
+            if name in RUNNERS and dependency == "runner-users":  # a one-shot: it must succeed
+                assert rule == {"condition": "service_completed_successfully"}, name
+                continue
             assert rule == {"condition": "service_healthy"}, f"{name} -> {dependency}"
             assert "healthcheck" in found[dependency], f"{dependency} has no healthcheck"
 
@@ -102,6 +106,14 @@ def test_runners_get_the_broker_but_none_of_the_services_secrets(
         runner = services(compose)[name]
         assert "env_file" not in runner, f"{name} must not load .env (GitHub credentials)"
         assert set(runner["environment"]) == {"REDIS_URL", "CARRY_CONFIG"}
+        # its kind's least-privilege Redis user, never Redis's own password
+        user_url = (
+            f"redis://carry-runner-{RUNNERS[name]}:${{RUNNER_{RUNNERS[name].upper()}_PASSWORD"
+        )
+        assert runner["environment"]["REDIS_URL"].startswith(user_url), name
+        assert "REDIS_PASSWORD" not in json.dumps(runner)
+        needs = runner["depends_on"]["runner-users"]
+        assert needs == {"condition": "service_completed_successfully"}, name
 
 
 def test_volumes_are_declared_and_the_mirror_cache_is_shared(compose: dict[str, Any]) -> None:

@@ -22,6 +22,8 @@ ENV_EXAMPLE = REPO_ROOT / ".env.example"
 # In .env.example but not Settings fields: read by docker compose only, or named by carry.yaml.
 NOT_SETTINGS = {
     "REDIS_PASSWORD": "docker compose only",
+    "RUNNER_GAUDI_PASSWORD": "docker compose only",
+    "RUNNER_GB10_PASSWORD": "docker compose only",
     "CARRY_WEB_PORT": "docker compose only",
     "CARRY_DASHBOARD_TOKEN": "named by web.dashboard_token_env",
 }

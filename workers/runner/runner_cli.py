@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from celery.signals import worker_ready
 from celery.utils.nodenames import host_format
 
 from bot.config import (
@@ -37,6 +38,7 @@ from bot.config import (
     load_settings,
     log_level,
 )
+from bot.store.runner_channel import transport_options
 from bot.store.series import forget_runner, heartbeat, now_iso
 from workers import ci_runner  # noqa: F401  (registers carry.ci.run_job on `app`)
 from workers.celery_app import app
@@ -77,7 +79,9 @@ def main(
         "workdir": str(where),
         "concurrency": concurrency,
         "started_at": now_iso(),
+        "ready": "0",  # "1" once the worker consumes its queue
     }
+    _say_when_ready(settings, node, info)
     stop = threading.Event()
     beat = threading.Thread(target=_beat, args=(settings, node, info, stop), name="carry-heartbeat")
     beat.daemon = True
@@ -137,7 +141,13 @@ def _prepare_process(kind: str, node: str, workdir: Path, visibility_timeout_s: 
         **(app.conf.broker_transport_options or {}),
         "unacked_restore_interval": sweep,
         "unacked_restore_throttle": 1,
+        # Deliveries in progress live in the kind's own keys: the runner's broker user may
+        # not touch the service's (from there a message could be restored to any queue).
+        **transport_options(kind),
     }
+    # No remote control: it is pub/sub, which the runner's broker user has no access to (and
+    # a runner must not be able to broadcast commands to the service's workers).
+    app.conf.worker_enable_remote_control = False
     killed = reap_idle(workdir)
     if killed:
         log.warning("killed %d process(es) left by a lost runner: %s", len(killed), killed)
@@ -173,6 +183,7 @@ def _worker_argv(queue: str, node: str, concurrency: int, loglevel: str) -> list
         node,
         "--without-gossip",
         "--without-mingle",
+        "--without-heartbeat",
         "--loglevel",
         loglevel,
     ]
@@ -190,6 +201,18 @@ def _beat(settings: Settings, node: str, info: dict[str, Any], stop: threading.E
             log.warning("heartbeat of %s failed", node, exc_info=True)
         if stop.wait(every):
             return
+
+
+def _say_when_ready(settings: Settings, node: str, info: dict[str, Any]) -> None:
+    def ready(**_: Any) -> None:
+        info["ready"] = "1"
+        client = redis.Redis.from_url(settings.redis_url.get_secret_value(), socket_timeout=10)
+        try:
+            heartbeat(client, node, {**info, "state": "idle"}, int(settings.heartbeat_s * 4))
+        except redis.RedisError:
+            log.warning("heartbeat of %s failed", node, exc_info=True)
+
+    worker_ready.connect(ready, weak=False)
 
 
 def _deregister(settings: Settings, node: str) -> None:
