@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -171,7 +170,7 @@ def request_ci(
 
 def _new_job(series_id: str, target: CiTarget, tree: TreeSpec, force: bool) -> JobPayload:
     return JobPayload(
-        run_id=f"{target.kind}-{secrets.token_hex(6)}",
+        run_id=store.new_run_id(target.kind),
         series_id=series_id,
         kind=target.kind,
         queue=target.queue,

@@ -29,6 +29,7 @@ from bot.core.ci_plan import (
 from bot.log import correlated, secret_values
 from bot.store.ci_runs import (
     cancel_reason,
+    is_run_id,
     lease_holder,
     lease_ttl_s,
     next_attempt_number,
@@ -180,19 +181,24 @@ def _refusal(job: JobPayload) -> str | None:
     runner = config.runners.get(kind) if config is not None else None
     if config is not None and runner is None:
         return f"runner kind {kind!r} is not in this runner's config"
-    return job_mismatch(job, kind, runner)
+    mismatch = job_mismatch(job, kind, runner)
+    if mismatch is None and not is_run_id(kind, job.run_id):
+        return f"run id {job.run_id!r} is not one carry issues for {kind} runs"
+    return mismatch
 
 
 def _refuse(
-    client: redis.Redis, effects: RunEffects, job: JobPayload, runner: str, reason: str
+    client: redis.Redis, effects: ReportedEffects, job: JobPayload, runner: str, reason: str
 ) -> None:
     """Ends a job that names commands this runner's config does not: it runs nothing, and says
     so in the run's log, the history and (when the run is known) its verdict."""
     log.warning("refused run %s: %s", job.run_id, reason)
+    effects.history(job.series_id, "ci-refused", run_id=job.run_id, runner=runner, reason=reason)
+    if not is_run_id(effects.kind, job.run_id):  # not a run of this kind: not its to write
+        return
     runlog = RunLog(client, job.run_id, job.limits)
     runlog.note(f"[carry] {runner} refused run {job.run_id}, it ran nothing: {reason}")
     runlog.close()
-    effects.history(job.series_id, "ci-refused", run_id=job.run_id, runner=runner, reason=reason)
     run = load_run(client, job.run_id)
     # A copy of a run that a runner is executing now leaves that execution alone.
     if run is not None and not lease_holder(client, job.run_id):

@@ -16,6 +16,8 @@ is the runner's job, which bot/ does not know)."""
 from __future__ import annotations
 
 import json
+import re
+import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -30,6 +32,37 @@ CANCEL_TTL_S: Final = 7 * 24 * 3600
 RESULT_TTL_S: Final = 180 * 24 * 3600
 KIND_LOCK_S: Final = 60
 KIND_LOCK_WAIT_S: Final = 30
+RUN_TOKEN_BYTES: Final = 6  # a run id is <kind>-<12 hex digits>
+
+
+def new_run_id(kind: str) -> str:
+    return f"{kind}-{secrets.token_hex(RUN_TOKEN_BYTES)}"
+
+
+def is_run_id(kind: str, run_id: str) -> bool:
+    """Whether `run_id` has the form of a run id carry issues for `kind`."""
+    digits = 2 * RUN_TOKEN_BYTES
+    return re.fullmatch(rf"{re.escape(kind)}-[0-9a-f]{{{digits}}}", run_id) is not None
+
+
+def run_id_glob(kind: str) -> str:
+    """is_run_id as a Redis glob (kind names hold no glob characters)."""
+    return f"{kind}-" + "[0-9a-f]" * (2 * RUN_TOKEN_BYTES)
+
+
+def kind_acl_patterns(kind: str) -> list[str]:
+    """ACL key patterns for what a runner of `kind` may touch here: its kind's runs (record,
+    lease; the cancel marker read-only), verdicts, running slots and budget entries."""
+    run = run_id_glob(kind)
+    return [
+        f"~{run_key(run)}",
+        f"%R~{CI}cancel:{run}",
+        f"~{_lease_key(run)}",
+        f"~{CI}result:{kind}:*",
+        f"~{_slots_key(kind)}",
+        f"~{_inflight_key(kind)}",
+        f"~{_deferred_key(kind)}",
+    ]
 
 
 def run_key(run_id: str) -> str:

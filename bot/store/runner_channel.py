@@ -2,9 +2,9 @@
 Redis ACL rules that hold a runner's broker user to exactly that.
 
 A runner executes code nobody here wrote, so its broker access is least-privilege. It keeps
-the hardware runs' own keys (`carry:ci:*`: run records, leases, slots, verdicts), their logs
-(`carry:runlog:*`) and its heartbeat (`carry:runner:*`); it pops and requeues jobs of its
-queue. It never writes series state, history or approvals and never queues a service task:
+its kind's runs (`carry:ci:run:<kind>-<hex>` and their leases, logs, verdicts, slots and budget
+entries; it reads their cancel markers) and its heartbeat (`carry:runner:*`); it pops and
+requeues jobs of its queue. It never writes series state, history or approvals and never queues a service task:
 what the service must do because of a run (history entries, CI rows, the budget's deferred
 runs) it *reports*, and the service checks each report against the run record and applies it
 (workers/ci_reports.py).
@@ -23,7 +23,8 @@ from typing import Any, Final
 
 import redis
 
-from bot.store.series import PREFIX, UPDATES_CHANNEL
+from bot.store.ci_runs import kind_acl_patterns, run_id_glob
+from bot.store.series import PREFIX, UPDATES_CHANNEL, runlog_key
 
 HW: Final = f"{PREFIX}hw:"
 REPORTS_MAXLEN: Final = 200_000
@@ -103,15 +104,16 @@ def transport_options(kind: str) -> dict[str, Any]:
 
 def acl_rules(kind: str, queue: str) -> list[str]:
     """ACL SETUSER rules (without the user's name and password) for a runner of `kind` that
-    consumes `queue`: the runs' keys, its reports and deliveries, its queue, the live page's
-    channel (publish only: a run log's line tells open pages to refresh), RUNNER_COMMANDS."""
+    consumes `queue`: its kind's runs (records, leases, verdicts, slots, budget, logs), its
+    reports and deliveries, its queue, heartbeats, the live page's channel (publish only: a
+    run log's line tells open pages to refresh), and RUNNER_COMMANDS."""
     return [
         "resetkeys",
         "resetchannels",
         "-@all",
         *(f"+{command}" for command in RUNNER_COMMANDS),
-        f"~{PREFIX}ci:*",
-        f"~{PREFIX}runlog:*",
+        *kind_acl_patterns(kind),
+        f"~{runlog_key(run_id_glob(kind))}",
         f"~{PREFIX}runner:*",
         f"~{kind_prefix(kind)}*",
         f"~{queue}",

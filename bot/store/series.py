@@ -411,9 +411,13 @@ def runners(client: redis.Redis) -> list[dict[str, str]]:
     return out
 
 
+def runlog_key(run_id: str) -> str:
+    return f"{PREFIX}runlog:{run_id}"
+
+
 def append_runlog(client: redis.Redis, run_id: str, stream: str, text: str) -> None:
     client.xadd(
-        f"{PREFIX}runlog:{run_id}",
+        runlog_key(run_id),
         {"stream": stream, "text": text},
         maxlen=RUNLOG_MAXLEN,
         approximate=True,
@@ -427,7 +431,7 @@ def runlog(
     start = f"({after}" if after != "-" else "-"
     return [
         {"id": _text(i), **{_text(k): _text(v) for k, v in raw.items()}}
-        for i, raw in client.xrange(f"{PREFIX}runlog:{run_id}", min=start, count=limit)
+        for i, raw in client.xrange(runlog_key(run_id), min=start, count=limit)
     ]
 
 

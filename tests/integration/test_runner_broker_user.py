@@ -69,9 +69,19 @@ def test_the_runner_user_reaches_only_its_own_keys_and_queue(
     gaudi.lpush("hw.gaudi", "job")
     assert gaudi.brpop(["hw.gaudi"], timeout=1) == (b"hw.gaudi", b"job")
     channel.send_report(gaudi, "gaudi", "rows", "r1", "gaudi1")
-    gaudi.hset("carry:ci:run:r1", "state", "running")
-    gaudi.xadd("carry:runlog:r1", {"stream": "stdout", "text": "hi"})
+    own, other = "gaudi-0123456789ab", "gb10-0123456789ab"
+    gaudi.hset(f"carry:ci:run:{own}", "state", "running")
+    gaudi.xadd(f"carry:runlog:{own}", {"stream": "stdout", "text": "hi"})
+    gaudi.set("carry:ci:result:gaudi:tree", "{}")
+    assert gaudi.get(f"carry:ci:cancel:{own}") is None
     gaudi.publish("carry:updates", "{}")
+    # Another kind's runs, a run id carry does not issue, a cancel marker: not its to write.
+    assert denied(lambda: gaudi.hset(f"carry:ci:run:{other}", "state", "success"))
+    assert denied(lambda: gaudi.hset("carry:ci:run:gaudi-0123456789abc", "state", "success"))
+    assert denied(lambda: gaudi.xadd(f"carry:runlog:{other}", {"text": "x"}))
+    assert denied(lambda: gaudi.set("carry:ci:result:gb10:tree", "{}"))
+    assert denied(lambda: gaudi.delete(f"carry:ci:cancel:{own}"))
+    assert denied(lambda: gaudi.set("carry:ci:current:s1:gaudi", own))
     # What it may not: series state, history, approvals, service queues, another kind, the
     # workers' remote control, the server.
     assert "no permissions to access" in denied(lambda: gaudi.get("carry:series:s1"))

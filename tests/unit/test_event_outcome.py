@@ -76,6 +76,11 @@ TABLE: list[tuple[str, dict[str, Any], Outcome]] = [
     ("ci-cancelled", {"run_id": "r1", "reason": "superseded by a newer tree"}, "nothing"),
     ("ci-refused", {"run_id": "r1", "runner": "gaudi-1", "reason": "unknown command"}, "problem"),
     ("ci-runner-lost", {"run_id": "r1", "runner": "gaudi-1", "attempt": 1}, "problem"),
+    (
+        "ci-report-refused",
+        {"run_id": "r1", "runner": "gaudi-1", "reason": "run r1 is a gb10 run, not gaudi"},
+        "problem",
+    ),
     ("ci-retry", {"run_id": "r1", "attempt": 2, "delay_s": 30}, "problem"),
     ("ci-duplicate-delivery", {"run_id": "r1", "runner": "gaudi-2"}, "nothing"),
     ("ci-approved", {"sha": HEAD, "by": "alice", "runs": ["r1"]}, "changed"),
