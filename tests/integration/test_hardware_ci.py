@@ -22,9 +22,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -58,6 +60,7 @@ from tests.support.redis_server import PrivateRedis
 from workers import ci, ci_runs
 from workers.celery_app import make_app
 from workers.ci_reports import ReportApplier
+from workers.runner import sandbox
 from workers.runner.spec import LogLimits, StepSpec, TreeSpec
 from workers.runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
 
@@ -1036,6 +1039,34 @@ def test_a_runner_configured_without_a_sandbox_says_so_in_every_run_log(
     assert state == "failure", text
     assert "runs without a sandbox (the runner's config says sandbox: none)" in text
     assert "stdout: see or signal the runner process|achieved|" in text, text
+
+
+@pytest.mark.skipif(
+    sandbox.bwrap_unavailable() is not None and not os.environ.get("CI"),
+    reason=f"no bubblewrap here: {sandbox.bwrap_unavailable()}",
+)
+def test_under_bwrap_a_check_builds_in_its_tree_and_cannot_write_the_host(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    """sandbox: bwrap on a real runner: the check writes its tree, and the host's files (here
+    one that stands for the runner's own code, outside /tmp) are read-only to it, even as root."""
+    host = Path(tempfile.mkdtemp(prefix="carry-runner-code-", dir="/var/tmp"))
+    code = host / "carry_code.py"
+    code.write_text("trusted = True\n")
+    try:
+        world.runner_config.set("gaudi", sandbox="bwrap")
+        start_runners(("gaudi", "gaudi1@%h"))
+        script = f"test -f fixed.txt && echo built > build.txt && {{ echo planted >> {code} || exit 1; }}"
+        check = StepSpec("fixed", sh(script))
+        run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+        info = finished(client, run.run_id)
+        text = log_text(client, run.run_id)
+        assert info["state"] == "failure", text
+        assert "Read-only file system" in text, text
+        assert "runs under bubblewrap in its own PID, mount, IPC and UTS namespaces" in text
+        assert code.read_text() == "trusted = True\n"
+    finally:
+        shutil.rmtree(host)
 
 
 def test_a_job_cannot_plant_hooks_or_config_for_the_next(

@@ -242,7 +242,7 @@ BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
     (
         "unknown step sandbox",
         [("runners/gaudi/sandbox", "docker")],
-        ["runners.gaudi.sandbox: input should be 'auto', 'namespaces' or 'none'"],
+        ["runners.gaudi.sandbox: input should be 'auto', 'namespaces', 'bwrap' or 'none'"],
     ),
     (
         "step network not a boolean",

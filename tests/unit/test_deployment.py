@@ -276,13 +276,24 @@ def test_make_test_lints_before_it_tests() -> None:
     assert (REPO_ROOT / ".ci" / "run").read_text().strip().endswith("make test")
 
 
-def test_the_browser_step_says_what_it_installs_before_it_does() -> None:
-    steps = recipe("browser")
-    installs = [i for i, step in enumerate(steps) if "apt-get install -y" in step]
-    assert installs
-    for index in installs:
-        assert "echo" in steps[index - 1] and "installing" in steps[index - 1], steps[index]
-    assert any("browser tests will be skipped" in step for step in steps)
+@pytest.mark.parametrize(
+    ("target", "package", "skipped"),
+    [
+        ("browser", "chromium", "the browser tests will be skipped"),
+        ("bwrap", "bubblewrap", "the bubblewrap sandbox tests will be skipped"),
+    ],
+)
+def test_a_debian_package_step_says_what_it_installs_before_it_does(
+    target: str, package: str, skipped: str
+) -> None:
+    text = dry_run(target)  # the whole shell command, whether the package is there or not
+    installs = [m.start() for m in re.finditer(rf"apt-get install -y -qq {package}\b", text)]
+    assert len(installs) == 2  # as root, and with sudo in CI
+    for at in installs:
+        said = text.rfind("echo", 0, at)
+        assert f"installing the Debian package {package}" in text[said:at], text
+    assert skipped in text
+    assert any(step.endswith(f"--no-print-directory {target}") for step in recipe("test"))
 
 
 def test_make_run_and_demo_take_port_and_redis_url_from_the_caller() -> None:

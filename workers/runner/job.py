@@ -298,7 +298,7 @@ def _run(
     ctx.log.note(f"[carry] $ {' '.join(step.run)}  (timeout {step.timeout_s:g}s)")
     ctx.log.note(f"[carry] {step.name} {ctx.sandbox.describe(network=network)}")
     result = run_step(
-        ctx.sandbox.wrap(step.run, network=network),
+        ctx.sandbox.wrap(step.run, network=network, tree=built.path),
         cwd=built.path,
         env=env,
         timeout_s=step.timeout_s,

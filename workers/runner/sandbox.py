@@ -12,6 +12,13 @@ what the runner's user may.
 `auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
 child processes, saying so in every run log. `namespaces` refuses to run a step without them.
 
+`bwrap` (bubblewrap, where it is installed) gives the same namespaces and a file-system view of
+its own: the host's file system read-only, the step's tree writable, a private /tmp (TMPDIR
+points there) and a minimal /dev with the accelerators' device nodes (NVIDIA, DRI, Gaudi's
+accel and hl). A step then cannot write the runner's code, its Python or anything else of the
+host's, even as root; it also cannot install into the host's Python, so setup steps must install
+into the tree (a virtual environment there). It is never chosen by `auto`.
+
 With a step user (`runners.<kind>.step_user`), a root runner starts each step as that user
 (`sandbox_init.py --user`, with or without namespaces): what the step may read and write on the
 host is then what that user may, not what root may. The user must be able to reach the tree
@@ -20,6 +27,7 @@ host is then what that user may, not what root may. The user must be able to rea
 
 from __future__ import annotations
 
+import glob
 import os
 import pwd
 import shutil
@@ -38,7 +46,19 @@ PROBE_TIMEOUT_S = 15
 class Isolation(StrEnum):
     AUTO = "auto"
     NAMESPACES = "namespaces"
+    BWRAP = "bwrap"
     NONE = "none"
+
+
+# Device nodes a step keeps under bwrap's minimal /dev: the accelerators and their fabrics.
+ACCELERATOR_DEVICES = (
+    "/dev/nvidia*",
+    "/dev/nvidia-caps",
+    "/dev/dri",
+    "/dev/accel",
+    "/dev/hl*",
+    "/dev/infiniband",
+)
 
 
 class SandboxError(Exception):
@@ -62,19 +82,29 @@ class Sandbox:
     why_none: str = ""
     unshare: str = "unshare"  # its path, found when the sandbox was resolved
     user: StepUser | None = None
+    bwrap: str = "bwrap"
 
-    def wrap(self, argv: Sequence[str], *, network: bool) -> list[str]:
+    def wrap(self, argv: Sequence[str], *, network: bool, tree: Path | None = None) -> list[str]:
+        """The command line that starts `argv` in this sandbox (`tree`: the step's writable
+        directory under bwrap)."""
         if self.isolation is Isolation.NAMESPACES:
             return _unshare_argv(self.unshare, argv, network=network, user=self.user)
+        if self.isolation is Isolation.BWRAP:
+            return _bwrap_argv(self.bwrap, argv, network=network, tree=tree, user=self.user)
         if self.user is not None:  # no namespaces: the same init, only to change the user
             return [*_init(self.user, loopback=False), "--", *argv]
         return list(argv)
 
     def describe(self, *, network: bool) -> str:
         who = f", as {self.user.name} (uid {self.user.uid})" if self.user else ""
+        reach = "the host's network" if network else "no network (loopback only)"
+        if self.isolation is Isolation.BWRAP:
+            return (
+                f"runs under bubblewrap in its own PID, mount, IPC and UTS namespaces, with "
+                f"{reach}, the host's files read-only but for its tree and a private /tmp{who}"
+            )
         if self.isolation is not Isolation.NAMESPACES:
             return f"runs without a sandbox ({self.why_none}){who}"
-        reach = "the host's network" if network else "no network (loopback only)"
         return f"runs in its own PID, mount, IPC and UTS namespaces, with {reach}{who}"
 
 
@@ -84,6 +114,11 @@ def resolve(wanted: Isolation | str, step_user: str | None = None) -> Sandbox:
     user = resolve_user(step_user) if step_user is not None else None
     if wanted is Isolation.NONE:
         return Sandbox(Isolation.NONE, "the runner's config says sandbox: none", user=user)
+    if wanted is Isolation.BWRAP:
+        missing = bwrap_unavailable()
+        if missing is not None:
+            raise SandboxError(f"the runner's config says sandbox: bwrap, but {missing}")
+        return Sandbox(Isolation.BWRAP, user=user, bwrap=shutil.which("bwrap") or "bwrap")
     failure = namespaces_unavailable()
     if failure is None:
         unshare = shutil.which("unshare") or "unshare"
@@ -140,19 +175,24 @@ def namespaces_unavailable() -> str | None:
     unshare = shutil.which("unshare")
     if unshare is None:
         return "util-linux `unshare` is not installed"
+    return _trial("unshare", _unshare_argv(unshare, ["true"], network=False))
+
+
+def _trial(tool: str, argv: list[str]) -> str | None:
+    """Why a trial run of `argv` (a sandboxed `true`) failed; None when it worked."""
     try:
         done = subprocess.run(
-            _unshare_argv(unshare, ["true"], network=False),
+            argv,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=PROBE_TIMEOUT_S,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as err:
-        return f"a trial `unshare` failed: {err}"
+        return f"a trial `{tool}` failed: {err}"
     if done.returncode != 0:
         said = (done.stderr or done.stdout).decode(errors="replace").strip()[-300:]
-        return f"a trial `unshare` failed (exit {done.returncode}): {said or 'no output'}"
+        return f"a trial `{tool}` failed (exit {done.returncode}): {said or 'no output'}"
     return None
 
 
@@ -165,3 +205,35 @@ def _unshare_argv(
     if not network:
         flags.append("--net")
     return [unshare, *flags, "--", *_init(user, loopback=not network), "--", *argv]
+
+
+@cache
+def bwrap_unavailable() -> str | None:
+    """Why steps cannot run under bubblewrap here (None when they can): one trial run."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (`bwrap`) is not installed"
+    return _trial("bwrap", _bwrap_argv(bwrap, ["true"], network=False, tree=None))
+
+
+def _bwrap_argv(
+    bwrap: str,
+    argv: Sequence[str],
+    *,
+    network: bool,
+    tree: Path | None,
+    user: StepUser | None = None,
+) -> list[str]:
+    flags = ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
+    if os.geteuid() != 0:
+        flags.append("--unshare-user-try")
+    if not network:
+        flags.append("--unshare-net")  # bwrap brings the new namespace's loopback up
+    flags += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for pattern in ACCELERATOR_DEVICES:
+        for device in sorted(glob.glob(pattern)):
+            flags += ["--dev-bind", device, device]
+    flags += ["--perms", "1777", "--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+    if tree is not None:
+        flags += ["--bind", str(tree), str(tree), "--chdir", str(tree)]
+    return [bwrap, *flags, "--", *_init(user, loopback=False), "--", *argv]
