@@ -52,7 +52,7 @@ from bot.core.ci_plan import (
 from bot.core.policy import series_digest
 from bot.core.state import CiState
 from bot.store import ci_runs as store_ci
-from bot.store.runner_channel import set_runner_user
+from bot.store import runner_channel as channel
 from bot.store.series import history, load_series, runlog, runners
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
@@ -405,11 +405,14 @@ def request(
 
 
 def finished(client: redis.Redis, run_id: str, timeout: float = 30) -> dict[str, Any]:
-    """Waits for the run to end and for its CI rows, published just after, to show that."""
+    """Waits for the run to end, for the runner's reports of it (history, rows) to be applied
+    by the service, and for its CI rows to show that."""
 
     def done() -> dict[str, Any] | None:
         info = ci.run_info(client, run_id)
         if not info or info["state"] not in FINAL_STATES:
+            return None
+        if channel.pending_reports(client, info["kind"]):
             return None
         state = load_series(client, SERIES)
         own = [row for row in state.ci.values() if row.run_id == run_id] if state else []
@@ -1146,7 +1149,7 @@ def test_a_runner_needs_no_more_than_its_least_privilege_broker_user(
     """The runner's Redis user (bot/store/runner_channel.acl_rules: no series state, history,
     service queue or pub/sub beyond the live page) is enough for a whole run: the verdict,
     its rows and history arrive through the service's applier, and Redis denied nothing."""
-    set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
+    channel.set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
     client.execute_command("ACL", "LOG", "RESET")
     limited = url.replace("redis://", "redis://carry-runner-gaudi:runner-password@", 1)
     start_runners(("gaudi", "gaudi1@%h"), env={"REDIS_URL": limited})

@@ -216,6 +216,14 @@ def bwrap_unavailable() -> str | None:
     return _trial("bwrap", _bwrap_argv(bwrap, ["true"], network=False, tree=None))
 
 
+def _hidden_by_private_tmp() -> list[str]:
+    """What the step's private /tmp would hide that the sandbox itself needs: the runner's
+    Python and the init script, when they live under the host's /tmp (a clone there)."""
+    needed = {Path(sys.prefix), Path(sys.executable), INIT}
+    under_tmp = {path for path in needed if path.is_relative_to("/tmp")}
+    return sorted(str(path) for path in under_tmp if not any(p in path.parents for p in under_tmp))
+
+
 def _bwrap_argv(
     bwrap: str,
     argv: Sequence[str],
@@ -234,6 +242,8 @@ def _bwrap_argv(
         for device in sorted(glob.glob(pattern)):
             flags += ["--dev-bind", device, device]
     flags += ["--perms", "1777", "--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+    for kept in _hidden_by_private_tmp():
+        flags += ["--ro-bind", kept, kept]
     if tree is not None:
         flags += ["--bind", str(tree), str(tree), "--chdir", str(tree)]
     return [bwrap, *flags, "--", *_init(user, loopback=False), "--", *argv]
