@@ -158,12 +158,14 @@ def run_job(self: RunnerTask, payload: dict[str, Any]) -> str:
         if isinstance(admitted, float):
             raise self.retry(countdown=admitted)
         watch = Watch(client, job, runner)
-        heartbeat(client, runner, {"state": "busy", "run": job.run_id, "series": job.series_id})
+        heartbeat(
+            client, job.kind, runner, {"state": "busy", "run": job.run_id, "series": job.series_id}
+        )
         try:
             result = _execute(client, effects, job, runner, admitted, watch)
         finally:
             watch.release()
-            heartbeat(client, runner, {"state": "idle", "run": "", "series": ""})
+            heartbeat(client, job.kind, runner, {"state": "idle", "run": "", "series": ""})
         ended = _conclude(self, client, effects, job, admitted, result)  # raises Retry to retry
         effects.budget_freed(job.kind)
         return ended

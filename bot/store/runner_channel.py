@@ -3,10 +3,11 @@ Redis ACL rules that hold a runner's broker user to exactly that.
 
 A runner executes code nobody here wrote, so its broker access is least-privilege. It keeps
 its kind's runs (`carry:ci:run:<kind>-<hex>` and their leases, logs, verdicts, slots and budget
-entries; it reads their cancel markers) and its heartbeat (`carry:runner:*`); it pops and
-requeues jobs of its queue. It never writes series state, history or approvals and never queues a service task:
-what the service must do because of a run (history entries, CI rows, the budget's deferred
-runs) it *reports*, and the service checks each report against the run record and applies it
+entries; it reads their cancel markers) and its kind's heartbeats (`carry:runner:<kind>:*`);
+it pops and requeues jobs of its queue. It never writes series state, history or approvals
+and never queues a service task: what the service must do because of a run (history entries,
+CI rows, the budget's deferred runs) it *reports*, and the service checks each report against
+the run record and applies it
 (workers/ci_reports.py).
 
   carry:hw:<kind>:reports    stream of reports (type, run_id, runner, data)
@@ -24,7 +25,7 @@ from typing import Any, Final
 import redis
 
 from bot.store.ci_runs import kind_acl_patterns, run_id_glob
-from bot.store.series import PREFIX, UPDATES_CHANNEL, runlog_key
+from bot.store.series import PREFIX, UPDATES_CHANNEL, runlog_key, runner_key
 
 HW: Final = f"{PREFIX}hw:"
 REPORTS_MAXLEN: Final = 200_000
@@ -105,7 +106,7 @@ def transport_options(kind: str) -> dict[str, Any]:
 def acl_rules(kind: str, queue: str) -> list[str]:
     """ACL SETUSER rules (without the user's name and password) for a runner of `kind` that
     consumes `queue`: its kind's runs (records, leases, verdicts, slots, budget, logs), its
-    reports and deliveries, its queue, heartbeats, the live page's channel (publish only: a
+    reports and deliveries, its queue, its kind's heartbeats, the live page's channel (publish only: a
     run log's line tells open pages to refresh), and RUNNER_COMMANDS."""
     return [
         "resetkeys",
@@ -114,7 +115,7 @@ def acl_rules(kind: str, queue: str) -> list[str]:
         *(f"+{command}" for command in RUNNER_COMMANDS),
         *kind_acl_patterns(kind),
         f"~{runlog_key(run_id_glob(kind))}",
-        f"~{PREFIX}runner:*",
+        f"~{runner_key(kind, '*')}",
         f"~{kind_prefix(kind)}*",
         f"~{queue}",
         f"~_kombu.binding.{queue}",

@@ -7,7 +7,7 @@ Layout (all keys prefixed `carry:`):
   carry:wanted:<id>        the newest head a rebase was requested for (bursts collapse to it)
   carry:done:<key>         idempotency markers for actions already carried out
   carry:lock:<id>          one job per series at a time
-  carry:runner:<name>      runner heartbeats (hash, with expiry)
+  carry:runner:<kind>:<name>  runner heartbeats (hash, with expiry)
   carry:runlog:<run_id>    stream of a CI run's output, bounded
   carry:updates            pub/sub channel: a message per change, for live pages
 
@@ -391,23 +391,33 @@ def ci_tree(client: redis.Redis, series_id: str) -> dict[str, Any] | None:
     return json.loads(raw) if raw else None
 
 
-def heartbeat(client: redis.Redis, runner: str, info: dict[str, Any], ttl_s: int = 60) -> None:
-    key = f"{PREFIX}runner:{runner}"
+def runner_key(kind: str, runner: str) -> str:
+    return f"{PREFIX}runner:{kind}:{runner}"
+
+
+def heartbeat(
+    client: redis.Redis, kind: str, runner: str, info: dict[str, Any], ttl_s: int = 60
+) -> None:
+    key = runner_key(kind, runner)
     client.hset(key, mapping={"seen_at": now_iso(), **{k: str(v) for k, v in info.items()}})
     client.expire(key, ttl_s)
 
 
-def forget_runner(client: redis.Redis, runner: str) -> None:
+def forget_runner(client: redis.Redis, kind: str, runner: str) -> None:
     """A runner that stops says so at once (its heartbeat would otherwise linger to expiry)."""
-    client.delete(f"{PREFIX}runner:{runner}")
+    client.delete(runner_key(kind, runner))
 
 
 def runners(client: redis.Redis) -> list[dict[str, str]]:
+    """Live runners; the kind is the key's (a runner's broker user writes only its own kind's
+    heartbeats), never what a heartbeat says of itself."""
     out = []
-    for key in sorted(client.scan_iter(f"{PREFIX}runner:*")):
+    for key in sorted(client.scan_iter(runner_key("*", "*"))):
+        kind, _, name = _text(key).removeprefix(f"{PREFIX}runner:").partition(":")
+        if not name:  # a heartbeat of a runner older than kind-scoped keys
+            continue
         data = {_text(k): _text(v) for k, v in client.hgetall(key).items()}
-        data["name"] = _text(key).removeprefix(f"{PREFIX}runner:")
-        out.append(data)
+        out.append({**data, "name": name, "kind": kind})
     return out
 
 

@@ -206,7 +206,7 @@ def seed(client: redis.Redis) -> None:
     append_history(
         client, RELEASE, "checked", patches={PATCH: {"status": "applies", "decision": "keep"}}
     )
-    heartbeat(client, "gaudi-host-1", {"kind": "gaudi", "queue": "hw.gaudi"})
+    heartbeat(client, "gaudi", "gaudi-host-1", {"queue": "hw.gaudi"})
     client.rpush("hw.gaudi", "job-1", "job-2")
     append_runlog(client, FAILED_RUN, "stdout", "serving model on 127.0.0.1:8000")
     append_runlog(client, FAILED_RUN, "stderr", "AssertionError: greedy outputs differ")
@@ -826,7 +826,7 @@ def test_carrys_own_trouble_needs_attention_with_since_when(client: redis.Redis)
     seed(client)
     record_rate_limit(client, 42, 5000)
     client.lpush("hw.gb10", b"{}")  # a job waits; only a gaudi runner sends heartbeats
-    heartbeat(client, "gaudi@host", {"kind": "gaudi", "state": "idle"})
+    heartbeat(client, "gaudi", "gaudi@host", {"state": "idle"})
     update_series(client, MAIN, lambda s: tr.step_failed(s, "publish failed: 502", final=True))
     update_series(client, PLE, lambda s: setattr(s, "upstream_error", "no route") or True)
     with dashboard(client) as url:

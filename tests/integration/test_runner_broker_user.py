@@ -18,7 +18,7 @@ import redis
 from bot.core.state import SeriesState
 from bot.store import runner_channel as channel
 from bot.store.ci_runs import write_run
-from bot.store.series import history, save_series
+from bot.store.series import forget_runner, heartbeat, history, runners, save_series
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
 from workers.celery_app import make_app
@@ -75,6 +75,7 @@ def test_the_runner_user_reaches_only_its_own_keys_and_queue(
     gaudi.set("carry:ci:result:gaudi:tree", "{}")
     assert gaudi.get(f"carry:ci:cancel:{own}") is None
     gaudi.publish("carry:updates", "{}")
+    heartbeat(gaudi, "gaudi", "gaudi1@host", {"state": "idle"})
     # Another kind's runs, a run id carry does not issue, a cancel marker: not its to write.
     assert denied(lambda: gaudi.hset(f"carry:ci:run:{other}", "state", "success"))
     assert denied(lambda: gaudi.hset("carry:ci:run:gaudi-0123456789abc", "state", "success"))
@@ -82,6 +83,9 @@ def test_the_runner_user_reaches_only_its_own_keys_and_queue(
     assert denied(lambda: gaudi.set("carry:ci:result:gb10:tree", "{}"))
     assert denied(lambda: gaudi.delete(f"carry:ci:cancel:{own}"))
     assert denied(lambda: gaudi.set("carry:ci:current:s1:gaudi", own))
+    assert denied(lambda: heartbeat(gaudi, "gb10", "gb10-1@host", {"state": "idle"}))
+    assert denied(lambda: forget_runner(gaudi, "gb10", "gb10-1@host"))
+    assert [(r["kind"], r["name"]) for r in runners(service)] == [("gaudi", "gaudi1@host")]
     # What it may not: series state, history, approvals, service queues, another kind, the
     # workers' remote control, the server.
     assert "no permissions to access" in denied(lambda: gaudi.get("carry:series:s1"))

@@ -92,7 +92,7 @@ def main(
         return int(exit_.code or 0)
     finally:
         stop.set()
-        _deregister(settings, node)
+        _deregister(settings, kind, node)
     return 0
 
 
@@ -195,7 +195,8 @@ def _beat(settings: Settings, node: str, info: dict[str, Any], stop: threading.E
     first = True
     while True:
         try:
-            heartbeat(client, node, {**info, "state": "idle"} if first else info, int(every * 4))
+            state = {**info, "state": "idle"} if first else info
+            heartbeat(client, info["kind"], node, state, int(every * 4))
             first = False
         except redis.RedisError:
             log.warning("heartbeat of %s failed", node, exc_info=True)
@@ -208,17 +209,18 @@ def _say_when_ready(settings: Settings, node: str, info: dict[str, Any]) -> None
         info["ready"] = "1"
         client = redis.Redis.from_url(settings.redis_url.get_secret_value(), socket_timeout=10)
         try:
-            heartbeat(client, node, {**info, "state": "idle"}, int(settings.heartbeat_s * 4))
+            idle = {**info, "state": "idle"}
+            heartbeat(client, info["kind"], node, idle, int(settings.heartbeat_s * 4))
         except redis.RedisError:
             log.warning("heartbeat of %s failed", node, exc_info=True)
 
     worker_ready.connect(ready, weak=False)
 
 
-def _deregister(settings: Settings, node: str) -> None:
+def _deregister(settings: Settings, kind: str, node: str) -> None:
     url = settings.redis_url.get_secret_value()
     try:
-        forget_runner(redis.Redis.from_url(url, socket_timeout=5), node)
+        forget_runner(redis.Redis.from_url(url, socket_timeout=5), kind, node)
     except redis.RedisError:
         log.warning("could not remove the heartbeat of %s", node, exc_info=True)
 
