@@ -1102,6 +1102,52 @@ def test_a_job_cannot_plant_hooks_or_config_for_the_next(
     assert sorted(p.name for p in marks.iterdir() if p.name.startswith("pwned")) == []
 
 
+def test_a_job_cannot_leave_its_home_for_the_next_or_the_runner(
+    client: redis.Redis,
+    celery_app: Celery,
+    world: World,
+    marks: Path,
+    tmp_path: Path,
+    start_runners: Any,
+) -> None:
+    """HOME is where code leaves what the next program runs: a Python user site's .pth file,
+    shell and tool dotfiles, caches. Each job's steps get a home of their own, made anew: not
+    the runner's, and nothing of the previous job's."""
+    runner_home = tmp_path / "runner-home"
+    runner_home.mkdir()
+    start_runners(("gaudi", "gaudi1@%h"), env={"HOME": str(runner_home)})
+    site = ".local/lib/python3.11/site-packages"
+    plant = StepSpec(
+        "plant",
+        sh(
+            f'mkdir -p "$HOME/{site}" && echo "import os" > "$HOME/{site}/planted.pth" '
+            '&& echo "$HOME" > "$MARK/home-1" && chmod 500 "$HOME/.local"'
+        ),
+        env={"MARK": str(marks)},
+    )
+    first = request(client, celery_app, world, world.head(), [target("gaudi", plant)])[0]
+    assert finished(client, first.run_id)["state"] == "success", log_text(client, first.run_id)
+    # The next job finds an empty home, and swaps it for a link to a directory of the host's.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "file").write_text("mine")
+    look = StepSpec(
+        "look",
+        sh(
+            f'echo "$HOME" >> "$MARK/homes"; test -d "$HOME" && test ! -e "$HOME/{site}" '
+            f'&& rm -rf "$HOME" && ln -s {kept} "$HOME"'
+        ),
+        env={"MARK": str(marks)},
+    )
+    for _ in range(2):
+        run = request(client, celery_app, world, world.head(), [target("gaudi", look)])[0]
+        assert finished(client, run.run_id)["state"] == "success", log_text(client, run.run_id)
+    homes = {*(marks / "homes").read_text().split(), (marks / "home-1").read_text().strip()}
+    assert str(runner_home) not in homes
+    assert list(runner_home.iterdir()) == []
+    assert (kept / "file").read_text() == "mine"  # the link was removed, not followed
+
+
 # --------------------------------------------------------------------------- trust boundary
 
 

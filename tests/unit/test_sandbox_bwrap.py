@@ -1,6 +1,7 @@
 """`sandbox: bwrap` (workers/runner/sandbox.py) on this host's real bubblewrap: the namespaces
 of `sandbox: namespaces` plus a file-system view of the step's own, the host's files read-only
-but for its tree and a private /tmp. `make test` installs bubblewrap where it can (root, CI)."""
+but for its tree, its home and a private /tmp. `make test` installs bubblewrap where it can
+(root, CI)."""
 
 from __future__ import annotations
 
@@ -49,9 +50,10 @@ def step(
     network: bool = False,
     user: str | None = None,
     python: str = sys.executable,
+    home: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     box = sandbox.resolve("bwrap", user)
-    argv = box.wrap([python, "-I", "-c", code, *args], network=network, tree=tree)
+    argv = box.wrap([python, "-I", "-c", code, *args], network=network, tree=tree, home=home)
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, cwd=tree)
 
 
@@ -72,15 +74,27 @@ def listener() -> Iterator[int]:
         yield server.getsockname()[1]
 
 
-def test_a_step_writes_its_tree_and_tmp_and_nothing_else_of_the_host(host_dir: Path) -> None:
+def test_a_step_writes_its_tree_home_and_tmp_and_nothing_else_of_the_host(
+    host_dir: Path,
+) -> None:
     runner_code = host_dir / "carry_code.py"  # stands for the runner's installed code
     runner_code.write_text("trusted = True\n")
-    tree = host_dir / "tree"
+    tree, home = host_dir / "tree", host_dir / "tree.home"
     tree.mkdir()
-    done = step(tree, WRITES, str(runner_code), str(tree / "build.txt"), "/tmp/scratch")
+    home.mkdir()
+    done = step(
+        tree,
+        WRITES,
+        str(runner_code),
+        str(tree / "build.txt"),
+        str(home / "rc"),
+        "/tmp/scratch",
+        home=home,
+    )
     assert done.returncode == 0, done.stderr
     assert f"{runner_code} refused Read-only file system" in done.stdout  # even as root
     assert f"{tree / 'build.txt'} written" in done.stdout
+    assert f"{home / 'rc'} written" in done.stdout
     assert "/tmp/scratch written" in done.stdout and "tmpdir /tmp" in done.stdout
     assert runner_code.read_text() == "trusted = True\n"
     assert (tree / "build.txt").read_text() == "planted"
@@ -114,7 +128,7 @@ def test_under_bwrap_a_step_runs_as_the_step_user(host_dir: Path) -> None:
     box = sandbox.resolve("bwrap", "nobody")
     assert box.describe(network=False) == (
         "runs under bubblewrap in its own PID, mount, IPC and UTS namespaces, with no network "
-        "(loopback only), the host's files read-only but for its tree and a private /tmp, "
+        "(loopback only), the host's files read-only but for its tree, its home and a private /tmp, "
         f"as nobody (uid {user.uid})"
     )
 

@@ -56,8 +56,9 @@ class CheckResult:
 # variables (the broker URL with its password, GitHub credentials, carry's settings) never reach
 # them; a host passes more by name with CARRY_RUNNER_PASS_ENV. The accelerator's device
 # selection and library path are no secrets, and a check cannot reach its device without them.
+# HOME is the job's own (home_dir), never the runner's.
 BASE_STEP_ENV = (
-    *("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME"),
+    *("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME"),
     *("LD_LIBRARY_PATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "HABANA_VISIBLE_DEVICES"),
     "HABANA_VISIBLE_MODULES",
 )
@@ -133,6 +134,41 @@ def steps_dir(clone: Path) -> Path:
     return clone.with_name(clone.name + ".steps")
 
 
+def home_dir(clone: Path) -> Path:
+    """The steps' HOME while a job runs in `clone`. It is made anew for each job (and each
+    A/B phase): what one job's code leaves in its home (a Python user site with a .pth file,
+    shell or tool dotfiles, caches) never reaches the next job's steps, nor the runner."""
+    return clone.with_name(clone.name + ".home")
+
+
+def _fresh_home(clone: Path) -> None:
+    home = home_dir(clone)
+    try:
+        _remove(home)
+        home.mkdir(mode=0o700)
+    except OSError as err:
+        raise _Stop(
+            Outcome("infra-error", f"cannot make the steps' home {home} anew: {err}")
+        ) from err
+
+
+def _remove(path: Path) -> None:
+    """Removes what steps left at `path`, directories they made unwritable included; a link
+    is removed itself, never followed."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+        return
+    if not path.exists():
+        return
+    path.chmod(0o700)
+    for root, dirs, _files in os.walk(path):
+        for name in dirs:
+            inner = Path(root, name)
+            if not inner.is_symlink():
+                inner.chmod(0o700)
+    shutil.rmtree(path)
+
+
 def _reap(log: RunLog, clone: Path) -> None:
     """Under the clone lock, any recorded step belongs to a job whose runner died."""
     killed = reap_orphans(steps_dir(clone))
@@ -165,8 +201,10 @@ def _phase(
         if user is not None and path.exists():  # the runner's git works on its own files only
             hand_over(path, os.geteuid(), os.getegid())
         built = _materialize(job, ctx, path, plain_upstream=bool(variant))
+        _fresh_home(path)
         if user is not None:
             _hand_to_step_user(ctx, path, user)
+            hand_over(home_dir(path), user.uid, user.gid)
         for step in job.setup:
             _setup(job, ctx, built, step, variant)
         for check in checks:
@@ -298,7 +336,7 @@ def _run(
     ctx.log.note(f"[carry] $ {' '.join(step.run)}  (timeout {step.timeout_s:g}s)")
     ctx.log.note(f"[carry] {step.name} {ctx.sandbox.describe(network=network)}")
     result = run_step(
-        ctx.sandbox.wrap(step.run, network=network, tree=built.path),
+        ctx.sandbox.wrap(step.run, network=network, tree=built.path, home=home_dir(built.path)),
         cwd=built.path,
         env=env,
         timeout_s=step.timeout_s,
@@ -324,6 +362,7 @@ def _job_env(
     job: JobPayload, ctx: JobContext, built: Materialized, step: StepSpec, variant: str
 ) -> dict[str, str]:
     return {
+        "HOME": str(home_dir(built.path)),
         "CARRY_RUN_ID": job.run_id,
         "CARRY_SERIES": job.series_id,
         "CARRY_RUNNER_KIND": job.kind,

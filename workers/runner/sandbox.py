@@ -84,13 +84,21 @@ class Sandbox:
     user: StepUser | None = None
     bwrap: str = "bwrap"
 
-    def wrap(self, argv: Sequence[str], *, network: bool, tree: Path | None = None) -> list[str]:
-        """The command line that starts `argv` in this sandbox (`tree`: the step's writable
-        directory under bwrap)."""
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        network: bool,
+        tree: Path | None = None,
+        home: Path | None = None,
+    ) -> list[str]:
+        """The command line that starts `argv` in this sandbox (`tree` and `home`: the step's
+        writable directories under bwrap)."""
         if self.isolation is Isolation.NAMESPACES:
             return _unshare_argv(self.unshare, argv, network=network, user=self.user)
         if self.isolation is Isolation.BWRAP:
-            return _bwrap_argv(self.bwrap, argv, network=network, tree=tree, user=self.user)
+            writable = {"tree": tree, "home": home}
+            return _bwrap_argv(self.bwrap, argv, network=network, user=self.user, **writable)
         if self.user is not None:  # no namespaces: the same init, only to change the user
             return [*_init(self.user, loopback=False), "--", *argv]
         return list(argv)
@@ -101,7 +109,8 @@ class Sandbox:
         if self.isolation is Isolation.BWRAP:
             return (
                 f"runs under bubblewrap in its own PID, mount, IPC and UTS namespaces, with "
-                f"{reach}, the host's files read-only but for its tree and a private /tmp{who}"
+                f"{reach}, the host's files read-only but for its tree, its home and a private "
+                f"/tmp{who}"
             )
         if self.isolation is not Isolation.NAMESPACES:
             return f"runs without a sandbox ({self.why_none}){who}"
@@ -230,6 +239,7 @@ def _bwrap_argv(
     *,
     network: bool,
     tree: Path | None,
+    home: Path | None = None,
     user: StepUser | None = None,
 ) -> list[str]:
     flags = ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
@@ -244,6 +254,8 @@ def _bwrap_argv(
     flags += ["--perms", "1777", "--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"]
     for kept in _hidden_by_private_tmp():
         flags += ["--ro-bind", kept, kept]
+    if home is not None:
+        flags += ["--bind", str(home), str(home)]
     if tree is not None:
         flags += ["--bind", str(tree), str(tree), "--chdir", str(tree)]
     return [bwrap, *flags, "--", *_init(user, loopback=False), "--", *argv]
