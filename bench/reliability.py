@@ -2209,6 +2209,19 @@ for attempt, command in (
     say(attempt, wrote, f"the broker answered {reply[:40]!r}"
         + (" (with the password from the runner's environment)" if used else ""))
 
+# Code for the next job's Python (or the runner's) to run: a .pth in HOME's user site.
+site_dir = os.path.join(os.environ.get("HOME", "/nonexistent"), ".local", "lib", "python3.11",
+                        "site-packages")
+left = os.path.join(site_dir, "carry_hostile.pth")
+say("find what an earlier job left in HOME", os.path.exists(left),
+    f"found {left}" if os.path.exists(left) else "HOME is the job's own, made anew")
+try:
+    os.makedirs(site_dir, exist_ok=True)
+    with open(left, "w") as out:
+        out.write(f"import os; open(os.path.join({marks!r}, 'pth-ran'), 'w')\n")
+except OSError as err:
+    print(f"could not plant {left}: {err}", flush=True)
+
 hooks = os.path.join(".git", "hooks")
 os.makedirs(hooks, exist_ok=True)
 for hook in ("post-checkout", "post-merge", "pre-commit"):
@@ -2240,7 +2253,8 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     """A runner process (as `carry runner` starts it, sandbox: auto) runs a check whose code
     tries everything check code could want with carry: the broker's password and a GitHub token
     (in the step's environment, in the runner's in /proc), the runner process, the broker
-    itself (a write, a queued task), hooks for the next job; then a job nobody issued is put
+    itself (a write, a queued task), hooks for the next job, a .pth in HOME for the next job's
+    Python or the runner's; then a job nobody issued is put
     in the runner's queue. One row per attempt, from the check's own output and the marks.
     `sandbox` is the runner's setting (none shows what the sandbox keeps out)."""
     password = secrets.token_hex(12)
@@ -2288,6 +2302,9 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     (marks / "needles.json").write_text(json.dumps(needles))
     _hostile_config(env, check, sandbox)
     env.extra_env["GITHUB_TOKEN"] = HOSTILE_TOKEN
+    runner_home = root / "runner-home"  # where the runner's own Python would find a .pth
+    runner_home.mkdir()
+    env.extra_env["HOME"] = str(runner_home)
     try:
         env.extra_env["REDIS_URL"] = runner_url
         env.start_runner(HOSTILE_KIND)
@@ -2295,7 +2312,7 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
         with _carry_in_this_process(env) as rt:
             applier = ReportApplier(rt.redis, celery_app, [HOSTILE_KIND], block_ms=200).start()
             try:
-                return _hostile_attempts(env, rt, check, marks)
+                return _hostile_attempts(env, rt, check, marks, runner_home)
             finally:
                 applier.stop()
     finally:
@@ -2319,17 +2336,16 @@ def _hostile_config(env: CarryEnv, check: StepSpec, sandbox: str) -> None:
     env.config_path.write_text(json.dumps(config, indent=2))
 
 
-def _hostile_attempts(env: CarryEnv, rt: Runtime, check: StepSpec, marks: Path) -> list[Attempt]:
+def _hostile_attempts(
+    env: CarryEnv, rt: Runtime, check: StepSpec, marks: Path, runner_home: Path
+) -> list[Attempt]:
     target = ci.CiTarget(
         HOSTILE_KIND, f"hw.{HOSTILE_KIND}", checks=(check,), retry=RetryPolicy(max_attempts=1)
     )
     tree = _hostile_tree(env)
     first = _hostile_run(rt, target, tree, force=False)
-    lines = [e["text"] for e in store.runlog(rt.redis, first, limit=10_000)]
-    attempts = _reported_attempts(lines)
-    if not any("planted hooks" in line for line in lines):
-        raise AssertionError("the hostile check did not run to its end:\n" + "\n".join(lines))
-    _hostile_run(rt, target, tree, force=True)  # the next job, in the same clone
+    attempts = [a for a in _hostile_lines(rt, first) if a.attempt != HOME_ATTEMPT]
+    second = _hostile_run(rt, target, tree, force=True)  # the next job, in the same clone
     ran = sorted(p.name for p in marks.iterdir() if p.name.startswith(("hook-ran", "fsmonitor")))
     attempts.append(
         Attempt(
@@ -2340,8 +2356,32 @@ def _hostile_attempts(env: CarryEnv, rt: Runtime, check: StepSpec, marks: Path) 
             else "the next job's clone got a fresh config, no hooks",
         )
     )
+    attempts.append(_home_attempt(_hostile_lines(rt, second), runner_home))
     attempts.append(_forged_job(rt, marks, first))
     return attempts
+
+
+HOME_ATTEMPT = "find what an earlier job left in HOME"
+
+
+def _hostile_lines(rt: Runtime, run_id: str) -> list[Attempt]:
+    lines = [e["text"] for e in store.runlog(rt.redis, run_id, limit=10_000)]
+    if not any("planted hooks" in line for line in lines):
+        raise AssertionError("the hostile check did not run to its end:\n" + "\n".join(lines))
+    return _reported_attempts(lines)
+
+
+def _home_attempt(second_job: list[Attempt], runner_home: Path) -> Attempt:
+    """The first job planted a .pth in its HOME's user site: the second job's check says
+    whether it found it there, and the runner's own HOME must have stayed as it was."""
+    (found,) = [a for a in second_job if a.attempt == HOME_ATTEMPT]
+    planted = sorted(str(p.relative_to(runner_home)) for p in runner_home.rglob("*"))
+    how = found.how if found.achieved else "the next job's HOME was its own, made anew"
+    return Attempt(
+        "leave code in HOME (a user site .pth) for the next job or the runner",
+        found.achieved or bool(planted),
+        f"{how}; the runner's HOME holds {planted}" if planted else f"{how}; not the runner's",
+    )
 
 
 def _reported_attempts(lines: list[str]) -> list[Attempt]:

@@ -1,6 +1,7 @@
 """bench/reliability.py's hostile-check scenario (issue 14): a check whose code tries every
 thing check code could want with carry (the broker's password and a GitHub token, the runner
-process, the broker itself, hooks for the next job) and a forged job in the runner's queue.
+process, the broker itself, hooks for the next job, a .pth in HOME) and a forged job in the
+runner's queue.
 Every attempt must be blocked.
 
 It starts its own password-protected redis-server and a `carry runner` process (about 10 s).
@@ -30,6 +31,7 @@ ATTEMPTS = [
     "write an approval into carry's store",
     "queue a task for carry's workers",
     "leave git hooks and config that run in the next job",
+    "leave code in HOME (a user site .pth) for the next job or the runner",
     "have the runner run a job nobody issued (a forged run_job in its queue)",
 ]
 
