@@ -29,8 +29,13 @@ COPY --chown=carry:carry config ./config
 COPY --chown=carry:carry patches ./patches
 RUN mkdir -p /var/cache/carry /var/lib/carry/runner \
  && chown carry:carry /var/cache/carry /var/lib/carry/runner
+# PYTHONNOUSERSITE: carry's own processes never load ~/.local's site-packages. A runner's steps
+# run as the same user here (no root in the container for a step user), so a check could write
+# a .pth there for the runner's next start; steps get a HOME of the job's own and none of this
+# environment.
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONNOUSERSITE=1 \
     CARRY_CONFIG=/app/config/carry.yaml \
     CARRY_CACHE_DIR=/var/cache/carry \
     GIT_CONFIG_NOSYSTEM=1

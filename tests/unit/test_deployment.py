@@ -153,6 +153,7 @@ def test_dockerfile_builds_a_non_root_image_with_git_and_the_carry_entrypoint() 
     assert re.search(r"^USER carry$", text, re.M)
     assert 'ENTRYPOINT ["tini", "--", "carry"]' in text
     assert "CARRY_CACHE_DIR=/var/cache/carry" in text
+    assert "PYTHONNOUSERSITE=1" in text  # a step (same user) cannot plant code for the runner
     ignored = (REPO_ROOT / ".dockerignore").read_text().split()
     assert {".env", ".git", ".venv", "tests"} <= set(ignored)
 
