@@ -2169,10 +2169,12 @@ leaks = [pid for pid, data in others if any(v in data for v in secrets.values())
 say("read the runner's environment in /proc", bool(leaks),
     f"the secrets are in the environment of pids {leaks}" if leaks
     else f"{len(others)} other process(es) visible, none holds a secret")
-# The broker's URL as the code under test would find it: in another process's environment.
+# The broker's URL as the code under test would find it: in another process's environment,
+# the one that holds the secrets first (other processes of the host may name other Redises).
 found = [
     entry[len(b"REDIS_URL="):].decode(errors="replace")
-    for _, data in others for entry in data.split(b"\0") if entry.startswith(b"REDIS_URL=")
+    for _, data in sorted(others, key=lambda found: found[0] not in leaks)
+    for entry in data.split(b"\0") if entry.startswith(b"REDIS_URL=")
 ]
 user, password = (urllib.parse.urlsplit(found[0]).username, urllib.parse.urlsplit(found[0]).password) if found else (None, None)
 runner = [

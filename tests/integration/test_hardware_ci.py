@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -524,6 +525,11 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
         registered[gaudi.name]["kind"] == "gaudi" and registered[gaudi.name]["queue"] == "hw.gaudi"
     )
     assert registered[gb10.name]["kind"] == "gb10"
+    # How each runner runs its steps is on the runners page (as root here, with no step user).
+    user = "root" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    expected = "namespaces" if sandbox.namespaces_unavailable() is None else "none (sandbox: auto"
+    assert registered[gaudi.name]["steps"].startswith(expected), registered[gaudi.name]
+    assert registered[gaudi.name]["steps"].endswith(f", as {user}"), registered[gaudi.name]
     # Runner-side rows go the same way (runners hold no GitHub token), with the commit tested.
     forwarded = [json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)]
     assert set(forwarded) == {"carry.ci.report"}

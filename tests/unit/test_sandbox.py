@@ -5,6 +5,7 @@ give namespaces."""
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -103,13 +104,19 @@ def test_the_runners_signal_reaches_a_step_that_handles_it(tmp_path: Path) -> No
     assert "got TERM" in out
 
 
+# A root runner with no step user says, in every run log, that its steps run as root.
+AS_ROOT = ", as root (no step_user)" if os.geteuid() == 0 else ""
+
+
 def test_sandbox_none_runs_the_command_as_it_is() -> None:
     box = sandbox.resolve("none")
     assert box.isolation is Isolation.NONE
     assert box.wrap(["pytest", "-q"], network=False) == ["pytest", "-q"]
     assert box.describe(network=False) == (
-        "runs without a sandbox (the runner's config says sandbox: none)"
+        f"runs without a sandbox (the runner's config says sandbox: none){AS_ROOT}"
     )
+    user = "root" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    assert box.summary() == f"none (the runner's config says sandbox: none), as {user}"
 
 
 def test_a_host_without_unshare_falls_back_under_auto_and_refuses_under_namespaces(
@@ -122,6 +129,7 @@ def test_a_host_without_unshare_falls_back_under_auto_and_refuses_under_namespac
         assert fallback.isolation is Isolation.NONE
         assert fallback.describe(network=True) == (
             "runs without a sandbox (sandbox: auto, and util-linux `unshare` is not installed)"
+            f"{AS_ROOT}"
         )
         with pytest.raises(SandboxError, match="says sandbox: namespaces, but util-linux"):
             sandbox.resolve("namespaces")
@@ -190,6 +198,8 @@ def test_a_step_user_cannot_write_what_the_runner_owns(open_dir: Path, isolation
     assert f"{tree / 'build.txt'} written" in done.stdout
     assert code.read_text() == "trusted = True\n"
     assert f"as {box.user.name} (uid {box.user.uid})" in box.describe(network=False)
+    assert "as root" not in box.describe(network=False)
+    assert box.summary().endswith(f", as {box.user.name}")
 
 
 @needs_root

@@ -43,6 +43,8 @@ from bot.store.series import forget_runner, heartbeat, now_iso
 from workers import ci_runner  # noqa: F401  (registers carry.ci.run_job on `app`)
 from workers.celery_app import app
 from workers.runner.job import reap_idle
+from workers.runner.sandbox import SandboxError
+from workers.runner.sandbox import resolve as resolve_sandbox
 
 log = logging.getLogger("carry.runner")
 DEFAULT_WORKDIR = Path("~/.cache/carry/runner").expanduser()
@@ -80,6 +82,7 @@ def main(
         "concurrency": concurrency,
         "started_at": now_iso(),
         "ready": "0",  # "1" once the worker consumes its queue
+        "steps": _steps(runner),
     }
     _say_when_ready(settings, node, info)
     stop = threading.Event()
@@ -114,6 +117,20 @@ def _runner(config: CarryConfig | None, kind: str) -> Runner | None:
         known = ", ".join(sorted(config.runners)) or "none"
         raise ConfigError([f"runner kind {kind!r} is not in runners (known: {known})"])
     return config.runners[kind]
+
+
+def _steps(runner: Runner | None) -> str:
+    """How this runner runs setup and check steps, for the runners page and its log."""
+    if runner is None:
+        return "none: no config names this kind, so every job is refused"
+    try:
+        box = resolve_sandbox(runner.sandbox, runner.step_user)
+    except SandboxError as err:
+        log.error("every job will end in infra-error: %s", err)
+        return f"none: every job ends in infra-error ({err})"
+    if box.user is None and os.geteuid() == 0:
+        log.warning("steps run as root: runners.<kind>.step_user names an unprivileged user")
+    return box.summary()
 
 
 def _share_config(config_path: str | None, runner: Runner | None) -> None:

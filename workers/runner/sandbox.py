@@ -105,6 +105,8 @@ class Sandbox:
 
     def describe(self, *, network: bool) -> str:
         who = f", as {self.user.name} (uid {self.user.uid})" if self.user else ""
+        if self.user is None and os.geteuid() == 0:  # it may write whatever root may
+            who = ", as root (no step_user)"
         reach = "the host's network" if network else "no network (loopback only)"
         if self.isolation is Isolation.BWRAP:
             return (
@@ -115,6 +117,18 @@ class Sandbox:
         if self.isolation is not Isolation.NAMESPACES:
             return f"runs without a sandbox ({self.why_none}){who}"
         return f"runs in its own PID, mount, IPC and UTS namespaces, with {reach}{who}"
+
+    def summary(self) -> str:
+        """One line for the runners page: the isolation and the user steps run as."""
+        how = f"none ({self.why_none})" if self.isolation is Isolation.NONE else self.isolation
+        return f"{how}, as {self.user.name if self.user else _user_name(os.geteuid())}"
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # a container's arbitrary uid
+        return f"uid {uid}"
 
 
 def resolve(wanted: Isolation | str, step_user: str | None = None) -> Sandbox:
