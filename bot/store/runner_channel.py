@@ -7,8 +7,7 @@ entries; it reads their cancel markers) and its kind's heartbeats (`carry:runner
 it pops and requeues jobs of its queue. It never writes series state, history or approvals
 and never queues a service task: what the service must do because of a run (history entries,
 CI rows, the budget's deferred runs) it *reports*, and the service checks each report against
-the run record and applies it
-(workers/ci_reports.py).
+the run record and applies it (workers/ci_reports.py).
 
   carry:hw:<kind>:reports    stream of reports (type, run_id, runner, data)
   carry:hw:<kind>:unacked*   the kind's Celery deliveries in progress (kombu's unacked keys,
@@ -106,8 +105,8 @@ def transport_options(kind: str) -> dict[str, Any]:
 def acl_rules(kind: str, queue: str) -> list[str]:
     """ACL SETUSER rules (without the user's name and password) for a runner of `kind` that
     consumes `queue`: its kind's runs (records, leases, verdicts, slots, budget, logs), its
-    reports and deliveries, its queue, its kind's heartbeats, the live page's channel (publish only: a
-    run log's line tells open pages to refresh), and RUNNER_COMMANDS."""
+    reports and deliveries, its queue, its kind's heartbeats, the live page's channel (publish
+    only: a run log's line tells open pages to refresh), and RUNNER_COMMANDS."""
     return [
         "resetkeys",
         "resetchannels",

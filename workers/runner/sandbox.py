@@ -97,8 +97,9 @@ class Sandbox:
         if self.isolation is Isolation.NAMESPACES:
             return _unshare_argv(self.unshare, argv, network=network, user=self.user)
         if self.isolation is Isolation.BWRAP:
-            writable = {"tree": tree, "home": home}
-            return _bwrap_argv(self.bwrap, argv, network=network, user=self.user, **writable)
+            return _bwrap_argv(
+                self.bwrap, argv, network=network, tree=tree, home=home, user=self.user
+            )
         if self.user is not None:  # no namespaces: the same init, only to change the user
             return [*_init(self.user, loopback=False), "--", *argv]
         return list(argv)
