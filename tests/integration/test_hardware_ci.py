@@ -1154,6 +1154,24 @@ def test_a_job_cannot_leave_its_home_for_the_next_or_the_runner(
     assert (kept / "file").read_text() == "mine"  # the link was removed, not followed
 
 
+def test_a_runner_that_cannot_run_its_steps_does_not_start(
+    client: redis.Redis, world: World, url: str, tmp_path: Path
+) -> None:
+    """A step user this host does not have (or a sandbox it cannot give) would fail every job:
+    the runner says why and exits before it takes a job from a runner that could run it."""
+    world.runner_config.set("gaudi", step_user="no-such-user-here")
+    client.lpush("hw.gaudi", "a job for another gaudi runner")
+    config = {"CARRY_CONFIG": str(world.runner_config.path)}
+    runner = _spawn("gaudi", "gaudi1@%h", url, tmp_path, config)
+    try:
+        assert runner.proc.wait(timeout=60) == 2
+    finally:
+        _stop(runner)
+    said = runner.log.read_text()
+    assert "carry: error: runners.gaudi: step_user 'no-such-user-here' is not a user" in said
+    assert runners(client) == [] and client.llen("hw.gaudi") == 1
+
+
 # --------------------------------------------------------------------------- trust boundary
 
 

@@ -66,6 +66,7 @@ def main(
     settings = load_settings()
     config = _config(config_path, settings)
     runner = _runner(config, kind)
+    steps = _steps(kind, runner)
     queue = runner.queue if runner else f"hw.{kind}"
     node = host_format(name or settings.runner_name or f"{kind}@%h")
     where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)
@@ -82,7 +83,7 @@ def main(
         "concurrency": concurrency,
         "started_at": now_iso(),
         "ready": "0",  # "1" once the worker consumes its queue
-        "steps": _steps(runner),
+        "steps": steps,
     }
     _say_when_ready(settings, node, info)
     stop = threading.Event()
@@ -119,15 +120,16 @@ def _runner(config: CarryConfig | None, kind: str) -> Runner | None:
     return config.runners[kind]
 
 
-def _steps(runner: Runner | None) -> str:
-    """How this runner runs setup and check steps, for the runners page and its log."""
+def _steps(kind: str, runner: Runner | None) -> str:
+    """How this runner runs setup and check steps, for the runners page. A sandbox or step
+    user that this host cannot give is a ConfigError: a runner that would fail every job must
+    not take them from the runners of its kind that can run them."""
     if runner is None:
         return "none: no config names this kind, so every job is refused"
     try:
         box = resolve_sandbox(runner.sandbox, runner.step_user)
     except SandboxError as err:
-        log.error("every job will end in infra-error: %s", err)
-        return f"none: every job ends in infra-error ({err})"
+        raise ConfigError([f"runners.{kind}: {err}"]) from None
     if box.user is None and os.geteuid() == 0:
         log.warning("steps run as root: runners.<kind>.step_user names an unprivileged user")
     return box.summary()
