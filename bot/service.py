@@ -66,17 +66,20 @@ def web(host: str, port: int) -> None:
     )
 
 
-def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> None:
+def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
+    """Runs a worker until it is stopped; returns its exit status."""
     settings()
     from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
     from workers.celery_app import app as celery_app
+    from workers.celery_app import run_worker
 
     _json_logs()
     _check_config()
     from workers.tasks import apply_time_limits
 
     apply_time_limits(settings())
-    celery_app.worker_main(
+    return run_worker(
+        celery_app,
         [
             "--quiet",  # no banner: every line on stderr is a JSON log line
             "worker",
@@ -88,7 +91,7 @@ def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> None:
             "INFO",
             "-n",
             f"carry-{os.getpid()}@%h",
-        ]
+        ],
     )
 
 

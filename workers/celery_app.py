@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from celery.signals import worker_shutdown
 
 from bot.config import ConfigError, load_settings
 
@@ -27,6 +28,7 @@ QUICK_QUEUE = "carry"
 GIT_QUEUE = "carry.git"
 SERVICE_QUEUES = f"{QUICK_QUEUE},{GIT_QUEUE}"  # what one `carry worker` consumes by default
 GIT_TASKS = ("carry.rebase", "carry.publish", "carry.poll", "carry.find_successor")
+BROKER_TRANSPORT = "workers.broker_transport:Transport"
 
 
 def redis_url() -> str:
@@ -43,6 +45,9 @@ def broker_settings(broker: str | None = None) -> dict[str, Any]:
     settings = load_settings()
     return {
         "broker_url": broker or settings.redis_url.get_secret_value(),
+        # kombu's Redis transport, which sets aside a queued message it cannot decode
+        # instead of stopping the worker (workers/broker_transport.py)
+        "broker_transport": BROKER_TRANSPORT,
         "broker_transport_options": {
             "visibility_timeout": settings.visibility_timeout_s,
             # Look for messages of dead workers on every idle poll, not every 10th.
@@ -73,6 +78,23 @@ def make_app(broker: str | None = None) -> Celery:
     # A promise: evaluated when the configuration is first read, not at import.
     app.add_defaults(lambda: _checked_broker_settings(broker))
     return app
+
+
+def run_worker(app: Celery, argv: list[str]) -> int:
+    """Runs `celery worker` (argv names it) until it stops, and returns the worker's exit
+    status: non-zero after an unrecoverable error, so that a supervisor restarting on failure
+    restarts it. Celery's worker_main drops that status (it returns None, the process 0)."""
+    status: list[int] = []
+
+    def note(sender: Any, **_: Any) -> None:
+        status.append(int(getattr(sender, "exitcode", None) or 0))
+
+    worker_shutdown.connect(note, weak=False)
+    try:
+        app.worker_main(argv)
+    finally:
+        worker_shutdown.disconnect(note)
+    return status[-1] if status else 0
 
 
 def _checked_broker_settings(broker: str | None) -> dict[str, Any]:

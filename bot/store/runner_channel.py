@@ -10,6 +10,8 @@ CI rows, the budget's deferred runs) it *reports*, and the service checks each r
 the run record and applies it (workers/ci_reports.py).
 
   carry:hw:<kind>:reports    stream of reports (type, run_id, runner, data)
+  carry:hw:<kind>:quarantine messages in the queue that are no Celery message, set aside
+                             whole (workers/broker_transport.py), newest first
   carry:hw:<kind>:unacked*   the kind's Celery deliveries in progress (kombu's unacked keys,
                              kept apart from the service's so a runner cannot requeue a
                              message into a service queue)
@@ -70,6 +72,7 @@ RUNNER_COMMANDS: Final = (
     "zrevrangebyscore",
     "zremrangebyscore",
     "lpush",
+    "ltrim",
     "rpush",
     "brpop",
     "llen",
@@ -90,15 +93,20 @@ def reports_key(kind: str) -> str:
     return f"{kind_prefix(kind)}reports"
 
 
+def quarantine_key(kind: str) -> str:
+    return f"{kind_prefix(kind)}quarantine"
+
+
 def transport_options(kind: str) -> dict[str, Any]:
-    """kombu's Redis transport options for a runner of `kind`: its deliveries in progress in
-    its own keys, and one list for its queue (no priority sub-lists, which the ACL does not
+    """kombu's Redis transport options for a runner of `kind`: its deliveries in progress and
+    the messages it sets aside in its own keys, and one list for its queue (no priority sub-lists, which the ACL does not
     name; carry sends jobs without a priority)."""
     return {
         "priority_steps": [0],
         "unacked_key": f"{kind_prefix(kind)}unacked",
         "unacked_index_key": f"{kind_prefix(kind)}unacked_index",
         "unacked_mutex_key": f"{kind_prefix(kind)}unacked_mutex",
+        "quarantine_key": quarantine_key(kind),
     }
 
 

@@ -53,8 +53,10 @@ from bot.core.ci_plan import (
 from bot.core.policy import series_digest
 from bot.core.state import CiState
 from bot.store import ci_runs as store_ci
+from bot.store import quarantine
 from bot.store import runner_channel as channel
 from bot.store.series import history, load_series, runlog, runners
+from tests.support.broker_junk import malformed, real_envelope
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
@@ -1211,6 +1213,47 @@ def test_a_forged_job_in_the_queue_runs_nothing(
     # "gaudi-forged" is no run id carry issues: its log is not the runner's to write
     assert log_text(client, "gaudi-forged") == ""
     assert not events(client, "ci-started")
+
+
+def test_a_malformed_message_in_the_queue_is_set_aside_and_the_runner_keeps_serving(
+    url: str, client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    """Anyone who may push to a runner's queue (its own broker user may, to requeue) can
+    push bytes that are no Celery message; a stock kombu worker stopped at the first of them,
+    with status 0. The runner sets each aside, whole, in its kind's quarantine list with one
+    log line, and goes on serving real jobs, all with its least-privilege broker user."""
+    channel.set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
+    limited = url.replace("redis://", "redis://carry-runner-gaudi:runner-password@", 1)
+    (runner,) = start_runners(("gaudi", "gaudi1@%h"), env={"REDIS_URL": limited})
+    junk = malformed(real_envelope(celery_app, client))
+    client.lpush("hw.gaudi", *junk.values())
+    check = StepSpec("fixed", sh("test -f fixed.txt"))
+    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(client, run.run_id)
+    text = runner.log.read_text(errors="replace")
+    assert info["state"] == "success", text[-3000:]
+    assert runner.proc.poll() is None, text[-3000:]
+    kept = quarantine.set_aside_messages(client, channel.quarantine_key("gaudi"))
+    assert sorted(kept) == sorted(junk.values())
+    said = [line for line in text.splitlines() if "is not a Celery message" in line]
+    assert sorted(why for why in junk if any(f"({why}, " in line for line in said)) == sorted(junk)
+    assert len(said) == len(junk)
+    assert "Traceback" not in text
+
+
+def test_a_runner_stopped_by_an_unrecoverable_error_exits_non_zero(
+    url: str, client: redis.Redis, start_runners: Any
+) -> None:
+    """A runner whose worker stops on an error it cannot recover from (here its broker user
+    loses BRPOP) exits non-zero, so that a supervisor restarting on failure restarts it;
+    Celery's worker_main returned 0."""
+    channel.set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
+    limited = url.replace("redis://", "redis://carry-runner-gaudi:runner-password@", 1)
+    (runner,) = start_runners(("gaudi", "gaudi1@%h"), env={"REDIS_URL": limited})
+    client.execute_command("ACL", "SETUSER", "carry-runner-gaudi", "-brpop")
+    status = wait_for(lambda: runner.proc.poll() is not None and [runner.proc.returncode], "exit")
+    assert status != [0], runner.log.read_text(errors="replace")[-2000:]
+    assert "Unrecoverable error" in runner.log.read_text(errors="replace")
 
 
 def test_a_runner_needs_no_more_than_its_least_privilege_broker_user(

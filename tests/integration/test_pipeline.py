@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
+from bot.store import quarantine
 from bot.store import series as store
+from tests.support.broker_junk import malformed, real_envelope
 from tests.support.carry_env import BODY, SERIES, CarryEnv, lanes_empty, slow_git_shim, wait_for
 
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
@@ -262,3 +264,21 @@ def test_a_slow_rebase_holds_no_webhook_or_reply_behind_it(carry, tmp_path):
     assert carry.history("rebased") == [], "the rebase had already finished: nothing was shown"
     assert taken_in_s < 2.5, f"the other push waited {taken_in_s:.1f} s behind the rebase"
     wait_for(lambda: carry.history("rebased"), 60, "the slow rebase to finish on its own worker")
+
+
+def test_a_malformed_message_in_a_service_queue_is_set_aside_and_the_worker_goes_on(carry):
+    """Bytes in a service queue that are no Celery message stopped a stock kombu worker at the
+    first of them. `carry worker` sets each aside, whole, with one log line, and goes on: the
+    push delivered after them is rebased."""
+    url = carry.start_web()
+    worker_log = carry.start_carry_worker("quick")
+    junk = malformed(real_envelope(Celery(broker=carry.redis_url), carry.client))
+    carry.client.lpush("carry", *junk.values())
+    before, after = move_upstream(carry, 1)
+    assert carry.deliver(url, "push", carry.push_payload(after, before)).status_code == 202
+    carry.wait_checked(after)
+    kept = quarantine.set_aside_messages(carry.client, quarantine.SERVICE_KEY)
+    assert sorted(kept) == sorted(junk.values())
+    said = [line for line in worker_log.read_text().splitlines() if "not a Celery message" in line]
+    assert len(said) == len(junk), said
+    assert all('"level": "warning"' in line and "Traceback" not in line for line in said)

@@ -41,7 +41,7 @@ from bot.config import (
 from bot.store.runner_channel import transport_options
 from bot.store.series import forget_runner, heartbeat, now_iso
 from workers import ci_runner  # noqa: F401  (registers carry.ci.run_job on `app`)
-from workers.celery_app import app
+from workers.celery_app import app, run_worker
 from workers.runner.job import reap_idle
 from workers.runner.sandbox import SandboxError
 from workers.runner.sandbox import resolve as resolve_sandbox
@@ -91,13 +91,12 @@ def main(
     beat.daemon = True
     beat.start()
     try:
-        app.worker_main(argv=_worker_argv(queue, node, concurrency, loglevel))
+        return run_worker(app, _worker_argv(queue, node, concurrency, loglevel))
     except SystemExit as exit_:
         return int(exit_.code or 0)
     finally:
         stop.set()
         _deregister(settings, kind, node)
-    return 0
 
 
 def _config(config_path: str | None, settings: Settings) -> CarryConfig | None:
