@@ -34,6 +34,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -2130,13 +2131,20 @@ def scenario_override_race(root: Path, scale: Scale, seed: int) -> Row:
 
 
 HOSTILE_KIND, HOSTILE_CHECK = "gaudi", "hostile"
+RUNNER_SITE = Path(sysconfig.get_paths()["purelib"])  # the runner's: it runs this interpreter
 HOSTILE_TOKEN = "ghp_hostile" + "7" * 29  # in the runner host's environment, as a careless host has
 
 # What the hostile check's code tries; it prints one "|"-separated line per attempt:
 #   attempt | achieved or blocked | what happened
 # and fails (exit 1) when any attempt was achieved. tests/integration/test_hardware_ci.py runs
 # it too.
-HOSTILE_SCRIPT = r"""
+RUNNER_PYTHON_ATTEMPT = "plant code in the runner's own Python (a .pth in its site-packages)"
+RUNNER_PTH = "carry_hostile_runner.pth"
+HOSTILE_SCRIPT = (
+    f"""
+RUNNER_PYTHON_ATTEMPT, RUNNER_PTH = {RUNNER_PYTHON_ATTEMPT!r}, {RUNNER_PTH!r}
+"""
+    + r"""
 import json, os, socket, sys, urllib.parse
 port = int(os.environ["BROKER_PORT"])
 marks = os.environ["MARKS"]
@@ -2224,6 +2232,17 @@ try:
 except OSError as err:
     print(f"could not plant {left}: {err}", flush=True)
 
+# Code for the runner's own Python: a .pth in its site-packages runs in every later
+# process of that interpreter, the next job's steps and the runner itself (with its broker
+# credentials) included.
+runner_pth = os.path.join(os.environ["RUNNER_SITE"], RUNNER_PTH)
+try:
+    with open(runner_pth, "w") as out:
+        out.write(f"import os; open(os.path.join({marks!r}, 'runner-pth-ran'), 'w')\n")
+    say(RUNNER_PYTHON_ATTEMPT, True, f"wrote {runner_pth}")
+except OSError as err:
+    say(RUNNER_PYTHON_ATTEMPT, False, f"{err.strerror or err}: the runner's Python is read-only to steps")
+
 hooks = os.path.join(".git", "hooks")
 os.makedirs(hooks, exist_ok=True)
 for hook in ("post-checkout", "post-merge", "pre-commit"):
@@ -2235,6 +2254,7 @@ os.system(f"git config core.hooksPath {hooks} && git config core.fsmonitor 'touc
 print("planted hooks for the next job", flush=True)
 sys.exit(1 if ACHIEVED else 0)  # a check that got anywhere fails
 """
+)
 
 
 @dataclass(frozen=True)
@@ -2297,7 +2317,7 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
         HOSTILE_CHECK,
         (sys.executable, "-I", str(script)),
         120,
-        {"BROKER_PORT": str(port), "MARKS": str(marks)},
+        {"BROKER_PORT": str(port), "MARKS": str(marks), "RUNNER_SITE": str(RUNNER_SITE)},
     )
     # What the runner holds: its broker password and (here, to show it is not passed on) a token.
     needles = {"password": runner_password[::-1], "token": HOSTILE_TOKEN[::-1]}
@@ -2321,6 +2341,7 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
         env.stop()
         server.kill()
         server.wait()
+        (RUNNER_SITE / RUNNER_PTH).unlink(missing_ok=True)  # if a check got that far
 
 
 def _hostile_config(env: CarryEnv, check: StepSpec, sandbox: str) -> None:

@@ -20,6 +20,8 @@ it before asking for runs; the runners read it again when it changes.
 from __future__ import annotations
 
 import base64
+import hashlib
+import io
 import json
 import os
 import pwd
@@ -30,6 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +44,7 @@ import redis
 from celery import Celery
 from celery.utils.nodenames import host_format
 
-from bench.reliability import HOSTILE_SCRIPT
+from bench.reliability import HOSTILE_SCRIPT, RUNNER_PTH, RUNNER_SITE
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -206,7 +209,7 @@ class World:
         self.downstream.git("branch", "carry/s1")
         RepoBuilder(self.root / "scratch")
 
-    def head(self, files: dict[str, str | None] | None = None) -> str:
+    def head(self, files: dict[str, str | bytes | None] | None = None) -> str:
         """A new upstream head (commits on main)."""
         self.heads += 1
         return self.upstream.commit(f"upstream change {self.heads}", files or {})
@@ -978,9 +981,8 @@ def _hostile_check(marks: Path, url: str, secret: str, name: str = "hostile") ->
     needles = {"password": url[::-1], "token": secret[::-1]}
     (marks / "needles.json").write_text(json.dumps(needles))
     port = str(urlsplit(url).port)
-    return StepSpec(
-        name, (sys.executable, "-I", str(script)), env={"BROKER_PORT": port, "MARKS": str(marks)}
-    )
+    env = {"BROKER_PORT": port, "MARKS": str(marks), "RUNNER_SITE": str(RUNNER_SITE)}
+    return StepSpec(name, (sys.executable, "-I", str(script)), env=env)
 
 
 HostileRun = Callable[..., tuple[str, str]]
@@ -994,7 +996,7 @@ def hostile_run(
     marks: Path,
     url: str,
     start_runners: Any,
-) -> HostileRun:
+) -> Iterator[HostileRun]:
     """Runs the hostile check on a gaudi runner whose environment holds a GitHub token;
     returns the run's final state and its log. `sandbox` and `networked` are the runner's
     own config for it."""
@@ -1012,7 +1014,10 @@ def hostile_run(
         state = str(finished(client, row.run_id)["state"])
         return state, log_text(client, row.run_id)
 
-    return run
+    try:
+        yield run
+    finally:  # where a check without the sandbox got that far
+        (RUNNER_SITE / RUNNER_PTH).unlink(missing_ok=True)
 
 
 def test_check_code_cannot_see_the_runner_or_reach_the_broker(hostile_run: HostileRun) -> None:
@@ -1154,6 +1159,63 @@ def test_a_job_cannot_leave_its_home_for_the_next_or_the_runner(
     assert str(runner_home) not in homes
     assert list(runner_home.iterdir()) == []
     assert (kept / "file").read_text() == "mine"  # the link was removed, not followed
+
+
+def tiny_wheel(name: str) -> bytes:
+    """A pure-Python wheel of one module that says where it was imported from."""
+    files = {
+        f"{name}/__init__.py": b"",
+        f"{name}-0.1.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n",
+        f"{name}-0.1.dist-info/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [f"{path},sha256={_digest(data)},{len(data)}" for path, data in files.items()]
+    record.append(f"{name}-0.1.dist-info/RECORD,,")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        for path, data in files.items():
+            wheel.writestr(path, data)
+        wheel.writestr(f"{name}-0.1.dist-info/RECORD", "\n".join(record) + "\n")
+    return buffer.getvalue()
+
+
+def _digest(data: str | bytes) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=").decode()
+
+
+def test_setup_installs_into_the_jobs_own_python_and_the_next_job_starts_clean(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    """The runner's Python is read-only to steps, so `pip install` in a setup step goes into
+    the job's own virtual environment (first on PATH), which also sees the runner's packages
+    (carry's checks). The next job's environment is made anew: what the first installed is
+    gone, and the runner's Python never had it."""
+    start_runners(("gaudi", "gaudi1@%h"))
+    wheel = "carry_tiny-0.1-py3-none-any.whl"
+    install = StepSpec("install", ("pip", "install", "-q", "--no-index", "--no-deps", wheel))
+    where = (
+        "import carry_tiny, workers.runner.checks as c, sys; print(carry_tiny.__file__, c.__file__)"
+    )
+    imports = StepSpec("imports", ("python", "-I", "-c", where))
+    first = world.head({wheel: tiny_wheel("carry_tiny")})
+    run = request(client, celery_app, world, first, [target("gaudi", imports, setup=(install,))])
+    info = finished(client, run[0].run_id)
+    text = log_text(client, run[0].run_id)
+    assert info["state"] == "success", text
+    installed, checks = next(
+        line.removeprefix("stdout: ").split()
+        for line in text.splitlines()
+        if "carry_tiny" in line and line.startswith("stdout: ")
+    )
+    assert Path(installed).is_relative_to(world.runner_config.path.parent / "runners"), installed
+    assert ".python/" in installed and Path(checks).is_relative_to(REPO_ROOT)
+    assert not any(Path(p).name.startswith("carry_tiny") for p in RUNNER_SITE.iterdir())
+    absent = "import importlib.util as u, sys; sys.exit(u.find_spec('carry_tiny') is not None)"
+    gone = StepSpec("gone", ("python", "-I", "-c", absent))
+    again = request(client, celery_app, world, world.head(), [target("gaudi", gone)])
+    assert finished(client, again[0].run_id)["state"] == "success", log_text(
+        client, again[0].run_id
+    )
 
 
 def test_a_runner_that_cannot_run_its_steps_does_not_start(

@@ -30,6 +30,7 @@ ATTEMPTS = [
     "connect to the broker",
     "write an approval into carry's store",
     "queue a task for carry's workers",
+    "plant code in the runner's own Python (a .pth in its site-packages)",
     "leave git hooks and config that run in the next job",
     "leave code in HOME (a user site .pth) for the next job or the runner",
     "have the runner run a job nobody issued (a forged run_job in its queue)",
@@ -61,10 +62,11 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
         "read the runner's environment in /proc",
         "see or signal the runner process",
         "connect to the broker",
+        "plant code in the runner's own Python (a .pth in its site-packages)",
     } <= achieved, shown
     # What the clean environment, the fresh clone, the runner's own config and its broker
     # user keep out.
-    assert not achieved & {*ATTEMPTS[:2], *ATTEMPTS[5:]}, shown
+    assert not achieved & {*ATTEMPTS[:2], *ATTEMPTS[5:7], *ATTEMPTS[8:]}, shown
     how = {a.attempt: a.how for a in attempts}
     for attempt in ATTEMPTS[5:7]:
         assert "NOPERM" in how[attempt] and "from the runner's environment" in how[attempt], shown

@@ -74,6 +74,65 @@ def test_without_network_a_step_has_a_working_loopback_and_no_route_to_the_host(
     assert online.returncode == 0 and online.stdout.strip() == "reached", online.stderr
 
 
+WRITE = "import sys\nfor path in sys.argv[1:]:\n    try:\n        open(path, 'w').close()\n        print(path, 'written')\n    except OSError as err:\n        print(path, err.strerror)\n"
+
+
+@needs_namespaces
+def test_a_step_cannot_write_the_runners_python_or_code() -> None:
+    """Even as root: the runner's site-packages and carry's own code are read-only in the
+    step's mount namespace, and the host sees nothing written there."""
+    targets = [Path(p) / "carry_probe.pth" for p in sandbox.runner_files()]
+    targets.append(sandbox.CODE_ROOT / "workers" / "carry_probe.py")
+    done = run_argv(
+        sandbox.resolve("auto"), [sys.executable, "-I", "-c", WRITE, *map(str, targets)]
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:-1] == [f"{t} Read-only file system" for t in targets]
+    assert not any(t.exists() for t in targets)
+    assert str(Path(sys.prefix).resolve()) in sandbox.runner_files() or any(
+        Path(sys.prefix).resolve().is_relative_to(p) for p in sandbox.runner_files()
+    )
+
+
+@needs_namespaces
+def test_a_writable_directory_inside_a_read_only_one_stays_writable(tmp_path: Path) -> None:
+    """A tree the runner keeps under its own code (a workdir in the checkout) is still the
+    step's to write; the rest of that directory is not."""
+    guarded, tree = tmp_path / "guarded", tmp_path / "guarded" / "tree"
+    tree.mkdir(parents=True)
+    box = sandbox.resolve("auto")
+    argv = box.wrap(
+        [sys.executable, "-I", "-c", WRITE, str(guarded / "x"), str(tree / "y")],
+        network=False,
+        tree=tree,
+    )
+    at = argv.index(f"--writable={tree.resolve()}")
+    argv.insert(at, f"--read-only={guarded}")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:-1] == [
+        f"{guarded / 'x'} Read-only file system",
+        f"{tree / 'y'} written",
+    ]
+
+
+def test_a_mount_that_fails_stops_the_step_before_it_starts(tmp_path: Path) -> None:
+    """sandbox_init never runs a step with less protection than it was given (here outside
+    any mount namespace, where it may not or must not mount)."""
+    marker = tmp_path / "ran"
+    argv = [sys.executable, "-I", "-S", str(sandbox.INIT), f"--read-only={tmp_path / 'missing'}"]
+    argv += ["--", "touch", str(marker)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 126
+    assert "cannot make the runner's files read-only for the step" in done.stderr
+    assert not marker.exists()
+
+
+def run_argv(box: Sandbox, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    wrapped = box.wrap(argv, network=False)
+    return subprocess.run(wrapped, capture_output=True, text=True, timeout=60, check=False)
+
+
 @needs_namespaces
 def test_exit_status_and_death_by_signal_come_through() -> None:
     box = sandbox.resolve("auto")

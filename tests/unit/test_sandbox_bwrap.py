@@ -1,7 +1,7 @@
 """`sandbox: bwrap` (workers/runner/sandbox.py) on this host's real bubblewrap: the namespaces
 of `sandbox: namespaces` plus a file-system view of the step's own, the host's files read-only
-but for its tree, its home and a private /tmp. `make test` installs bubblewrap where it can
-(root, CI)."""
+but for its tree, its home, its Python and a private /tmp. `make test` installs bubblewrap
+where it can (root, CI)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,12 @@ def step(
     home: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     box = sandbox.resolve("bwrap", user)
-    argv = box.wrap([python, "-I", "-c", code, *args], network=network, tree=tree, home=home)
+    argv = box.wrap(
+        [python, "-I", "-c", code, *args],
+        network=network,
+        tree=tree,
+        writable=[home] if home else [],
+    )
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, cwd=tree)
 
 
@@ -128,8 +133,8 @@ def test_under_bwrap_a_step_runs_as_the_step_user(host_dir: Path) -> None:
     box = sandbox.resolve("bwrap", "nobody")
     assert box.describe(network=False) == (
         "runs under bubblewrap in its own PID, mount, IPC and UTS namespaces, with no network "
-        "(loopback only), the host's files read-only but for its tree, its home and a private /tmp, "
-        f"as nobody (uid {user.uid})"
+        "(loopback only), the host's files read-only but for its tree, its home, its Python "
+        f"and a private /tmp, as nobody (uid {user.uid})"
     )
 
 

@@ -95,7 +95,7 @@ def run_variant(variant: Variant, model: Path, vllm_env: Path, work: Path) -> di
     # As a runner runs a check by default: in the step sandbox, with no network but its own
     # loopback (where vllm serve listens), where this machine gives namespaces.
     box = sandbox.resolve("auto")
-    command = box.wrap(command, network=False)
+    command = box.wrap(command, network=False, writable=[work])  # work may be in the checkout
     started = time.monotonic()
     proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_env())
     seconds = time.monotonic() - started

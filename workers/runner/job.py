@@ -26,6 +26,8 @@ from bot.core.ci_plan import (
     should_rerun,
 )
 from bot.git.runner import GitError
+from workers.runner import job_python
+from workers.runner.job_python import python_dir
 from workers.runner.sandbox import Isolation, Sandbox, StepUser, unreachable
 from workers.runner.spec import JobPayload, StepSpec
 from workers.runner.steps import CancelCheck, RunLog, StepResult, reap_orphans, run_step
@@ -56,10 +58,11 @@ class CheckResult:
 # variables (the broker URL with its password, GitHub credentials, carry's settings) never reach
 # them; a host passes more by name with CARRY_RUNNER_PASS_ENV. The accelerator's device
 # selection and library path are no secrets, and a check cannot reach its device without them.
-# HOME is the job's own (home_dir), never the runner's.
+# HOME and the Python environment (VIRTUAL_ENV, first on PATH) are the job's own (home_dir,
+# job_python), never the runner's.
 BASE_STEP_ENV = (
     *("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME"),
-    *("LD_LIBRARY_PATH", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "HABANA_VISIBLE_DEVICES"),
+    *("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "HABANA_VISIBLE_DEVICES"),
     "HABANA_VISIBLE_MODULES",
 )
 
@@ -152,6 +155,18 @@ def _fresh_home(clone: Path) -> None:
         ) from err
 
 
+def _fresh_python(clone: Path) -> None:
+    """The steps' own virtual environment (job_python), made anew like their home."""
+    where = python_dir(clone)
+    try:
+        _remove(where)
+        job_python.make(where)
+    except OSError as err:
+        raise _Stop(
+            Outcome("infra-error", f"cannot make the steps' Python {where} anew: {err}")
+        ) from err
+
+
 def _remove(path: Path) -> None:
     """Removes what steps left at `path`, directories they made unwritable included; a link
     is removed itself, never followed."""
@@ -202,9 +217,11 @@ def _phase(
             hand_over(path, os.geteuid(), os.getegid())
         built = _materialize(job, ctx, path, plain_upstream=bool(variant))
         _fresh_home(path)
+        _fresh_python(path)
         if user is not None:
             _hand_to_step_user(ctx, path, user)
             hand_over(home_dir(path), user.uid, user.gid)
+            hand_over(python_dir(path), user.uid, user.gid)
         for step in job.setup:
             _setup(job, ctx, built, step, variant)
         for check in checks:
@@ -336,7 +353,12 @@ def _run(
     ctx.log.note(f"[carry] $ {' '.join(step.run)}  (timeout {step.timeout_s:g}s)")
     ctx.log.note(f"[carry] {step.name} {ctx.sandbox.describe(network=network)}")
     result = run_step(
-        ctx.sandbox.wrap(step.run, network=network, tree=built.path, home=home_dir(built.path)),
+        ctx.sandbox.wrap(
+            step.run,
+            network=network,
+            tree=built.path,
+            writable=[home_dir(built.path), python_dir(built.path)],
+        ),
         cwd=built.path,
         env=env,
         timeout_s=step.timeout_s,
@@ -362,6 +384,7 @@ def _job_env(
     job: JobPayload, ctx: JobContext, built: Materialized, step: StepSpec, variant: str
 ) -> dict[str, str]:
     return {
+        **job_python.step_env(python_dir(built.path), ctx.env),
         "HOME": str(home_dir(built.path)),
         "CARRY_RUN_ID": job.run_id,
         "CARRY_SERIES": job.series_id,

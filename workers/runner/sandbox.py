@@ -6,8 +6,10 @@ runner or of any other process on the host (the runner's broker URL is in its en
 gets its own IPC and UTS namespaces too and, unless its config says `network: true`, its own
 network namespace with nothing but a loopback device: no route to the broker, to GitHub or to
 anything else. A runner that is not root maps itself to root in a user namespace to do this (no
-privilege on the host). The file system is the host's: what the step may read or write there is
-what the runner's user may.
+privilege on the host). The file system is the host's, but for the runner's own Python and
+carry's code (`runner_files`), which are read-only in the step's mount namespace: a step
+cannot leave code there (a .pth, a patched module) for the next job or for the runner itself.
+Elsewhere, what the step may read or write is what the runner's user may.
 
 `auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
 child processes, saying so in every run log. `namespaces` refuses to run a step without them.
@@ -16,8 +18,8 @@ child processes, saying so in every run log. `namespaces` refuses to run a step 
 its own: the host's file system read-only, the step's tree writable, a private /tmp (TMPDIR
 points there) and a minimal /dev with the accelerators' device nodes (NVIDIA, DRI, Gaudi's
 accel and hl). A step then cannot write the runner's code, its Python or anything else of the
-host's, even as root; it also cannot install into the host's Python, so setup steps must install
-into the tree (a virtual environment there). It is never chosen by `auto`.
+host's, even as root. Under either, setup steps install into the job's own Python
+(job_python.py), never the runner's. bwrap is never chosen by `auto`.
 
 With a step user (`runners.<kind>.step_user`), a root runner starts each step as that user
 (`sandbox_init.py --user`, with or without namespaces): what the step may read and write on the
@@ -31,8 +33,10 @@ import glob
 import os
 import pwd
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -40,6 +44,7 @@ from functools import cache
 from pathlib import Path
 
 INIT = Path(__file__).with_name("sandbox_init.py")
+CODE_ROOT = Path(__file__).resolve().parents[2]  # carry's checkout, or the site-packages it is in
 PROBE_TIMEOUT_S = 15
 
 
@@ -90,15 +95,19 @@ class Sandbox:
         *,
         network: bool,
         tree: Path | None = None,
-        home: Path | None = None,
+        writable: Sequence[Path] = (),
     ) -> list[str]:
-        """The command line that starts `argv` in this sandbox (`tree` and `home`: the step's
-        writable directories under bwrap)."""
+        """The command line that starts `argv` in this sandbox: `tree` (its working
+        directory) and `writable` (its home, its Python) stay writable where the sandbox
+        makes other files read-only."""
         if self.isolation is Isolation.NAMESPACES:
-            return _unshare_argv(self.unshare, argv, network=network, user=self.user)
+            writable = [*([tree] if tree else []), *writable]
+            return _unshare_argv(
+                self.unshare, argv, network=network, user=self.user, writable=writable
+            )
         if self.isolation is Isolation.BWRAP:
             return _bwrap_argv(
-                self.bwrap, argv, network=network, tree=tree, home=home, user=self.user
+                self.bwrap, argv, network=network, tree=tree, writable=writable, user=self.user
             )
         if self.user is not None:  # no namespaces: the same init, only to change the user
             return [*_init(self.user, loopback=False), "--", *argv]
@@ -112,12 +121,15 @@ class Sandbox:
         if self.isolation is Isolation.BWRAP:
             return (
                 f"runs under bubblewrap in its own PID, mount, IPC and UTS namespaces, with "
-                f"{reach}, the host's files read-only but for its tree, its home and a private "
-                f"/tmp{who}"
+                f"{reach}, the host's files read-only but for its tree, its home, its Python "
+                f"and a private /tmp{who}"
             )
         if self.isolation is not Isolation.NAMESPACES:
             return f"runs without a sandbox ({self.why_none}){who}"
-        return f"runs in its own PID, mount, IPC and UTS namespaces, with {reach}{who}"
+        return (
+            f"runs in its own PID, mount, IPC and UTS namespaces, with {reach} and the "
+            f"runner's Python and code read-only{who}"
+        )
 
     def summary(self) -> str:
         """One line for the runners page: the isolation and the user steps run as."""
@@ -184,13 +196,41 @@ def unreachable(path: Path, user: StepUser) -> Path | None:
     return None
 
 
-def _init(user: StepUser | None, *, loopback: bool) -> list[str]:
+def _init(
+    user: StepUser | None,
+    *,
+    loopback: bool,
+    read_only: Sequence[str] = (),
+    writable: Sequence[Path] = (),
+) -> list[str]:
     init = [sys.executable, "-I", "-S", str(INIT)]
     if loopback:
         init.append("--loopback")
     if user is not None:  # the init stays who it is; the step runs as the user
         init.append(f"--user={user.uid}:{user.gid}")
+    init += [f"--read-only={path}" for path in read_only]
+    init += [f"--writable={path.resolve()}" for path in writable]
     return init
+
+
+@cache
+def runner_files() -> tuple[str, ...]:
+    """What a step must not write even where the runner's user may: the runner's Python (its
+    prefixes and site-packages) and carry's code; the outermost existing directories, real
+    paths."""
+    found = {
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        *site.getsitepackages(),
+        sysconfig.get_paths()["purelib"],
+        sysconfig.get_paths()["platlib"],
+        str(CODE_ROOT),
+    }
+    paths = {Path(os.path.realpath(path)) for path in found if os.path.isdir(path)}
+    outermost = {path for path in paths if not any(p in path.parents for p in paths)}
+    return tuple(sorted(str(path) for path in outermost))
 
 
 @cache
@@ -221,14 +261,20 @@ def _trial(tool: str, argv: list[str]) -> str | None:
 
 
 def _unshare_argv(
-    unshare: str, argv: Sequence[str], *, network: bool, user: StepUser | None = None
+    unshare: str,
+    argv: Sequence[str],
+    *,
+    network: bool,
+    user: StepUser | None = None,
+    writable: Sequence[Path] = (),
 ) -> list[str]:
     flags = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
     if os.geteuid() != 0:
         flags.insert(0, "--map-root-user")
     if not network:
         flags.append("--net")
-    return [unshare, *flags, "--", *_init(user, loopback=not network), "--", *argv]
+    init = _init(user, loopback=not network, read_only=runner_files(), writable=writable)
+    return [unshare, *flags, "--", *init, "--", *argv]
 
 
 @cache
@@ -254,7 +300,7 @@ def _bwrap_argv(
     *,
     network: bool,
     tree: Path | None,
-    home: Path | None = None,
+    writable: Sequence[Path] = (),
     user: StepUser | None = None,
 ) -> list[str]:
     flags = ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
@@ -269,8 +315,8 @@ def _bwrap_argv(
     flags += ["--perms", "1777", "--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"]
     for kept in _hidden_by_private_tmp():
         flags += ["--ro-bind", kept, kept]
-    if home is not None:
-        flags += ["--bind", str(home), str(home)]
+    for path in writable:
+        flags += ["--bind", str(path), str(path)]
     if tree is not None:
         flags += ["--bind", str(tree), str(tree), "--chdir", str(tree)]
     return [bwrap, *flags, "--", *_init(user, loopback=False), "--", *argv]

@@ -1,6 +1,11 @@
 """The first process of a step's PID namespace (see sandbox.py); standard library only, run as
-`python -I -S sandbox_init.py [--loopback] [--user=UID:GID] -- ARGV...`.
+`python -I -S sandbox_init.py [--loopback] [--user=UID:GID] [--read-only=PATH]...
+[--writable=PATH]... -- ARGV...`.
 
+In the step's own mount namespace it makes each --read-only path a read-only bind mount of
+itself (the runner's Python and code: a step must not leave code there for the next job or
+the runner), keeping each --writable path below one writable. A mount that fails stops the
+step before it starts (status 126): it never runs with less protection than it was given.
 It brings the loopback device up when the step has its own network namespace, starts the step,
 passes on the signals the runner sends (an init process ignores those it has no handler for),
 reaps every orphan the step leaves (they are re-parented to it), and exits with the step's
@@ -10,6 +15,7 @@ status: its exit code, or 128 + the signal that killed it.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import signal
@@ -22,6 +28,9 @@ _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC = 0x1, 0x20, 0x1000, 0x4000
+# statvfs flag -> the mount flag a remount must keep (in a user namespace these are locked)
+_KEPT = {0x2: 0x2, 0x4: 0x4, 0x8: 0x8, 0x400: 0x400, 0x800: 0x800, 0x1000: 0x200000}
 
 
 def loopback_up() -> None:
@@ -29,6 +38,25 @@ def loopback_up() -> None:
         request = struct.pack("16sh", b"lo", 0)
         flags = struct.unpack("16sh", fcntl.ioctl(sock, _SIOCGIFFLAGS, request))[1]
         fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | _IFF_UP))
+
+
+def _mount(source: str, target: str, flags: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(source.encode(), target.encode(), None, flags, None) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"mount {target}: {os.strerror(number)}")
+
+
+def protect(read_only: list[str], writable: list[str]) -> None:
+    """Each read-only path becomes a read-only bind mount; a writable path below one is bound
+    first, so it stays a writable mount of its own inside the read-only one."""
+    for path in writable:
+        if any(path.startswith(guarded.rstrip("/") + "/") for guarded in read_only):
+            _mount(path, path, _MS_BIND | _MS_REC)
+    for path in read_only:
+        kept = sum(mount for st, mount in _KEPT.items() if os.statvfs(path).f_flag & st)
+        _mount(path, path, _MS_BIND | _MS_REC)
+        _mount(path, path, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
 
 
 def main(args: list[str]) -> int:
@@ -39,10 +67,23 @@ def main(args: list[str]) -> int:
     if args and args[0].startswith("--user="):
         uid, _, gid = args[0].removeprefix("--user=").partition(":")
         user, args = (int(uid), int(gid)), args[1:]
+    paths: dict[str, list[str]] = {"--read-only": [], "--writable": []}
+    while args and args[0].partition("=")[0] in paths:
+        option, _, path = args.pop(0).partition("=")
+        paths[option].append(path)
     if not args or args[0] != "--" or len(args) < 2:
-        print("usage: sandbox_init.py [--loopback] [--user=UID:GID] -- ARGV...", file=sys.stderr)
+        print(
+            "usage: sandbox_init.py [--loopback] [--user=UID:GID] [--read-only=PATH]... "
+            "[--writable=PATH]... -- ARGV...",
+            file=sys.stderr,
+        )
         return 126
     argv = args[1:]
+    try:
+        protect(paths["--read-only"], paths["--writable"])
+    except OSError as err:
+        print(f"cannot make the runner's files read-only for the step: {err}", file=sys.stderr)
+        return 126
     if loopback:
         loopback_up()
     child = os.fork()
