@@ -24,11 +24,24 @@ import logging
 from typing import Any
 
 import redis
+from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
 from bot.store import quarantine
 
 log = logging.getLogger("carry.broker")
+
+ALIAS = "carry-redis"  # this transport's name in a kombu URL (socket URLs need one)
+
+
+def broker_url(url: str) -> str:
+    """carry's REDIS_URL as kombu takes it. kombu knows no unix:///PATH (redis-py's form,
+    which carry's settings accept): its Redis transport takes a socket only as
+    TRANSPORT+socket:///PATH, so this transport is registered under ALIAS for that form."""
+    if not url.startswith("unix://"):
+        return url
+    TRANSPORT_ALIASES.setdefault(ALIAS, f"{__name__}:Transport")
+    return f"{ALIAS}+socket://{url.removeprefix('unix://')}"
 
 
 def envelope_problem(raw: bytes) -> str | None:

@@ -23,12 +23,13 @@ from celery import Celery
 from celery.signals import worker_shutdown
 
 from bot.config import ConfigError, load_settings
+from workers.broker_transport import broker_url
 
 QUICK_QUEUE = "carry"
 GIT_QUEUE = "carry.git"
 SERVICE_QUEUES = f"{QUICK_QUEUE},{GIT_QUEUE}"  # what one `carry worker` consumes by default
 GIT_TASKS = ("carry.rebase", "carry.publish", "carry.poll", "carry.find_successor")
-BROKER_TRANSPORT = "workers.broker_transport:Transport"
+BROKER_TRANSPORT = "workers.broker_transport:Transport"  # redis:// and rediss:// URLs
 
 
 def redis_url() -> str:
@@ -44,7 +45,7 @@ def visibility_timeout_s() -> int:
 def broker_settings(broker: str | None = None) -> dict[str, Any]:
     settings = load_settings()
     return {
-        "broker_url": broker or settings.redis_url.get_secret_value(),
+        "broker_url": broker_url(broker or settings.redis_url.get_secret_value()),
         # kombu's Redis transport, which sets aside a queued message it cannot decode
         # instead of stopping the worker (workers/broker_transport.py)
         "broker_transport": BROKER_TRANSPORT,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -68,7 +68,12 @@ def _redis_url_problem(url: str) -> str | None:
     except ValueError:
         return _REDIS_SHAPES
     if parts.scheme == "unix":
-        return None if parts.path else "unix:// needs a socket path, e.g. unix:///run/redis.sock"
+        if not parts.path:
+            return "unix:// needs a socket path, e.g. unix:///run/redis.sock"
+        if parse_qs(parts.query).get("db", ["0"]) != ["0"]:
+            # Celery's Redis transport always uses database 0 on a socket.
+            return "a unix:// broker uses database 0: leave out ?db="
+        return None
     if parts.scheme not in ("redis", "rediss"):
         return _REDIS_SHAPES
     if not parts.hostname:

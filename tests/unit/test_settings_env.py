@@ -148,6 +148,7 @@ def test_a_negative_number_is_refused(
         ("redis://127.0.0.1:port/0", "expected redis://HOST"),
         ("redis://127.0.0.1:6379/zero", "the database after the host must be a number"),
         ("unix://", "unix:// needs a socket path"),
+        ("unix:///run/redis.sock?db=2", "a unix:// broker uses database 0"),
     ],
 )
 def test_a_garbage_redis_url_is_one_line(env: pytest.MonkeyPatch, url: str, why: str) -> None:
@@ -164,7 +165,13 @@ def test_a_bad_redis_url_never_shows_its_password(env: pytest.MonkeyPatch) -> No
 
 @pytest.mark.parametrize(
     "url",
-    ["redis://127.0.0.1:6379/0", "redis://:pw@redis:6379/3", "rediss://h:6380", "unix:///r.sock"],
+    [
+        "redis://127.0.0.1:6379/0",
+        "redis://:pw@redis:6379/3",
+        "rediss://h:6380",
+        "unix:///r.sock",
+        "unix:///r.sock?db=0",
+    ],
 )
 def test_good_redis_urls_are_accepted(env: pytest.MonkeyPatch, url: str) -> None:
     env.setenv("REDIS_URL", url)
