@@ -2140,9 +2140,13 @@ HOSTILE_TOKEN = "ghp_hostile" + "7" * 29  # in the runner host's environment, as
 # it too.
 RUNNER_PYTHON_ATTEMPT = "plant code in the runner's own Python (a .pth in its site-packages)"
 RUNNER_PTH = "carry_hostile_runner.pth"
+UNDO_ATTEMPT = "undo the read-only view of the runner's Python (remount it, or unmount it)"
+MKNOD_ATTEMPT = "make a device node for the host's disk (root's power over the host)"
+SYSCTL_ATTEMPT = "change a kernel setting of the host's (core_pattern, written back as it was)"
 HOSTILE_SCRIPT = (
     f"""
 RUNNER_PYTHON_ATTEMPT, RUNNER_PTH = {RUNNER_PYTHON_ATTEMPT!r}, {RUNNER_PTH!r}
+UNDO_ATTEMPT, MKNOD_ATTEMPT, SYSCTL_ATTEMPT = {UNDO_ATTEMPT!r}, {MKNOD_ATTEMPT!r}, {SYSCTL_ATTEMPT!r}
 """
     + r"""
 import json, os, socket, sys, urllib.parse
@@ -2236,12 +2240,70 @@ except OSError as err:
 # process of that interpreter, the next job's steps and the runner itself (with its broker
 # credentials) included.
 runner_pth = os.path.join(os.environ["RUNNER_SITE"], RUNNER_PTH)
+
+def plant_in_runner_python():
+    try:
+        with open(runner_pth, "w") as out:
+            out.write(f"import os; open(os.path.join({marks!r}, 'runner-pth-ran'), 'w')\n")
+        return None
+    except OSError as err:
+        return err.strerror or str(err)
+
+refused = plant_in_runner_python()
+say(RUNNER_PYTHON_ATTEMPT, refused is None, f"wrote {runner_pth}" if refused is None
+    else f"{refused}: the runner's Python is read-only to steps")
+
+# Root in the step's mount namespace could take the read-only view away again. Only tried
+# where the step has a mount namespace of its own (its PID 1 is the sandbox's): on a bare
+# host these calls would change the host's own mounts.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+
+def mount_point(path):
+    points = []
+    for line in open("/proc/self/mountinfo"):
+        fields = line.split()
+        point = fields[4].encode().decode("unicode_escape")
+        if path == point or path.startswith(point.rstrip("/") + "/"):
+            points.append((len(point), point, "ro" in fields[5].split(",")))
+    return max(points)[1:]
+
+def undo_read_only():
+    if refused is None:
+        return True, "nothing to undo: the runner's Python was writable"
+    init = open("/proc/1/cmdline", "rb").read()
+    if b"sandbox_init" not in init and b"bwrap" not in init:
+        return False, "no mount namespace of its own: left the host's mounts alone"
+    point, read_only = mount_point(os.path.realpath(os.environ["RUNNER_SITE"]))
+    tried = []
+    for how, call in (
+        ("remount", lambda: libc.mount(point.encode(), point.encode(), None, 0x20 | 0x1000, None)),
+        ("unmount", lambda: libc.umount2(point.encode(), 2)),
+    ):
+        if call() == 0 and plant_in_runner_python() is None:
+            return True, f"{how}ed {point} and wrote {runner_pth}"
+        tried.append(f"{how} {point}: {os.strerror(ctypes.get_errno()) or 'done, still read-only'}")
+    return False, "; ".join(tried)
+
+say(UNDO_ATTEMPT, *undo_read_only())
+node = os.path.abspath("carry-hostile-disk")
 try:
-    with open(runner_pth, "w") as out:
-        out.write(f"import os; open(os.path.join({marks!r}, 'runner-pth-ran'), 'w')\n")
-    say(RUNNER_PYTHON_ATTEMPT, True, f"wrote {runner_pth}")
+    import stat
+    os.mknod(node, 0o600 | stat.S_IFBLK, os.makedev(8, 0))
+    os.unlink(node)
+    say(MKNOD_ATTEMPT, True, "made a block device node for 8:0 (the first disk) in its tree")
 except OSError as err:
-    say(RUNNER_PYTHON_ATTEMPT, False, f"{err.strerror or err}: the runner's Python is read-only to steps")
+    say(MKNOD_ATTEMPT, False, f"{err.strerror or err}: root in the step's namespaces is not the host's")
+# A host's core_pattern runs a program as root on every crash: whoever may write it owns the
+# host. Written back unchanged, so that a run where it is allowed changes nothing.
+try:
+    with open("/proc/sys/kernel/core_pattern", "rb") as setting:
+        pattern = setting.read()
+    with open("/proc/sys/kernel/core_pattern", "wb") as setting:
+        setting.write(pattern)
+    say(SYSCTL_ATTEMPT, True, "wrote /proc/sys/kernel/core_pattern")
+except OSError as err:
+    say(SYSCTL_ATTEMPT, False, f"{err.strerror or err}: /proc/sys/kernel/core_pattern")
 
 hooks = os.path.join(".git", "hooks")
 os.makedirs(hooks, exist_ok=True)
@@ -2276,7 +2338,8 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     tries everything check code could want with carry: the broker's password and a GitHub token
     (in the step's environment, in the runner's in /proc), the runner process, the broker
     itself (a write, a queued task), hooks for the next job, a .pth in HOME for the next job's
-    Python or the runner's; then a job nobody issued is put
+    Python or the runner's, a .pth in the runner's own Python (and undoing its read-only
+    view), a device node, a kernel setting; then a job nobody issued is put
     in the runner's queue. One row per attempt, from the check's own output and the marks.
     `sandbox` is the runner's setting (none shows what the sandbox keeps out)."""
     password = secrets.token_hex(12)

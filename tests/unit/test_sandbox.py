@@ -94,6 +94,54 @@ def test_a_step_cannot_write_the_runners_python_or_code() -> None:
     )
 
 
+UNDO = """
+import ctypes, os, stat, sys
+libc = ctypes.CDLL(None, use_errno=True)
+guarded, node = sys.argv[1].encode(), sys.argv[2]
+def said(status):
+    return "done" if status == 0 else os.strerror(ctypes.get_errno())
+print("remount", said(libc.mount(guarded, guarded, None, 0x20 | 0x1000, None)))
+print("umount", said(libc.umount2(guarded, 2)))
+try:
+    os.mknod(node, 0o600 | stat.S_IFBLK, os.makedev(8, 0))
+    os.unlink(node)
+    print("mknod done")
+except OSError as err:
+    print("mknod", err.strerror)
+"""
+
+
+def _bwrap_works() -> bool:
+    return sandbox.bwrap_unavailable() is None
+
+
+@pytest.mark.parametrize("isolation", ["auto", "bwrap"])
+def test_a_root_step_cannot_undo_the_read_only_mounts_or_use_the_hosts_kernel(
+    isolation: str, tmp_path: Path
+) -> None:
+    """Root in the step's namespaces is root in no namespace of the host's: it cannot
+    remount the runner's Python writable or unmount the read-only view (which would give it
+    back the host's writable one), and it cannot make a device node for the host's disk."""
+    if isolation == "auto" and not NAMESPACES and not os.environ.get("CI"):
+        pytest.skip("no namespaces here")
+    if isolation == "bwrap" and not _bwrap_works():
+        pytest.skip(f"no bubblewrap here: {sandbox.bwrap_unavailable()}")
+    guarded = sandbox.runner_files()[0]
+    probe = Path(guarded) / "carry_probe.pth"
+    step = [sys.executable, "-I", "-c", UNDO + WRITE_AFTER, guarded, str(tmp_path / "disk")]
+    try:
+        done = run_argv(sandbox.resolve(isolation), [*step, str(probe)])
+        assert done.returncode == 0, done.stderr
+        assert "done" not in done.stdout, done.stdout
+        assert f"{probe} Read-only file system" in done.stdout
+        assert not probe.exists()
+    finally:  # a failure must not leave a .pth in the runner's own Python
+        probe.unlink(missing_ok=True)
+
+
+WRITE_AFTER = WRITE.replace("sys.argv[1:]", "sys.argv[3:]")
+
+
 @needs_namespaces
 def test_a_writable_directory_inside_a_read_only_one_stays_writable(tmp_path: Path) -> None:
     """A tree the runner keeps under its own code (a workdir in the checkout) is still the
@@ -125,6 +173,56 @@ def test_a_mount_that_fails_stops_the_step_before_it_starts(tmp_path: Path) -> N
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 126
     assert "cannot make the runner's files read-only for the step" in done.stderr
+    assert not marker.exists()
+
+
+KERNEL = """
+import os, sys
+try:
+    with open("/proc/sys/kernel/core_pattern", "rb") as setting:
+        pattern = setting.read()
+    with open("/proc/sys/kernel/core_pattern", "wb") as setting:
+        setting.write(pattern)  # as it was: a run where this works changes nothing
+    print("core_pattern written")
+except OSError as err:
+    print("core_pattern", err.strerror)
+seen = {}  # a mount point's last mount is the one on top, the one a path reaches
+for line in open("/proc/self/mountinfo"):
+    point, options = line.split()[4:6]
+    if point == "/sys" or point.startswith("/sys/"):
+        seen[point] = options.split(",")[0]
+for point, access in seen.items():
+    print(point, access)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root runner's steps")
+@pytest.mark.parametrize("isolation", ["auto", "bwrap"])
+def test_a_root_step_cannot_change_the_hosts_kernel_settings_or_sysfs(isolation: str) -> None:
+    """Root in its own user namespace is still uid 0 to /proc/sys and sysfs, which check the
+    uid alone: they are read-only to the step, every sysfs mount (cgroups) included."""
+    if isolation == "auto" and not NAMESPACES and not os.environ.get("CI"):
+        pytest.skip("no namespaces here")
+    if isolation == "bwrap" and not _bwrap_works():
+        pytest.skip(f"no bubblewrap here: {sandbox.bwrap_unavailable()}")
+    done = run(sandbox.resolve(isolation), KERNEL, network=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "core_pattern Read-only file system", done.stdout
+    assert len(lines) > 1 and all(line.endswith(" ro") for line in lines[1:]), done.stdout
+
+
+@needs_namespaces
+def test_a_step_that_cannot_have_its_own_user_namespace_never_runs(tmp_path: Path) -> None:
+    """Where no user namespace may be made (here: none left under a limit of 0), the step is
+    not started with root's powers instead: sandbox_init says why and exits 126."""
+    marker = tmp_path / "ran"
+    init = [sys.executable, "-I", "-S", str(sandbox.INIT), "--confine", "--", "touch", str(marker)]
+    limit = 'echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"'
+    argv = ["unshare", "--user", "--map-root-user", "sh", "-c", limit, "sh", *init]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 126, done.stderr
+    assert "cannot confine the step to its own user namespace" in done.stderr
     assert not marker.exists()
 
 

@@ -9,7 +9,10 @@ anything else. A runner that is not root maps itself to root in a user namespace
 privilege on the host). The file system is the host's, but for the runner's own Python and
 carry's code (`runner_files`), which are read-only in the step's mount namespace: a step
 cannot leave code there (a .pth, a patched module) for the next job or for the runner itself.
-Elsewhere, what the step may read or write is what the runner's user may.
+The step itself starts in a user namespace of its own with every id mapped to itself
+(`sandbox_init.py --confine`): root there is root over nothing of the host's, so it cannot
+take those read-only mounts away, make device nodes or load modules. Elsewhere, what the
+step may read or write is what the runner's user may.
 
 `auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
 child processes, saying so in every run log. `namespaces` refuses to run a step without them.
@@ -66,6 +69,13 @@ ACCELERATOR_DEVICES = (
 )
 
 
+# What a root step, even in a user namespace of its own, could still write by uid 0 alone:
+# kernel settings (a core_pattern runs a program as root at the next crash), the SysRq
+# trigger (a reboot), sysfs and its cgroups. Read-only for the steps of a root runner; a
+# runner that is not root has no such rights to lose.
+KERNEL_INTERFACES = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/sys")
+
+
 class SandboxError(Exception):
     """The runner's config asks for isolation this host cannot give."""
 
@@ -110,7 +120,7 @@ class Sandbox:
                 self.bwrap, argv, network=network, tree=tree, writable=writable, user=self.user
             )
         if self.user is not None:  # no namespaces: the same init, only to change the user
-            return [*_init(self.user, loopback=False), "--", *argv]
+            return [*_init(self.user, loopback=False, confine=False), "--", *argv]
         return list(argv)
 
     def describe(self, *, network: bool) -> str:
@@ -200,12 +210,15 @@ def _init(
     user: StepUser | None,
     *,
     loopback: bool,
+    confine: bool = True,
     read_only: Sequence[str] = (),
     writable: Sequence[Path] = (),
 ) -> list[str]:
     init = [sys.executable, "-I", "-S", str(INIT)]
     if loopback:
         init.append("--loopback")
+    if confine:  # root in the step's namespaces holds no power over the host's
+        init.append("--confine")
     if user is not None:  # the init stays who it is; the step runs as the user
         init.append(f"--user={user.uid}:{user.gid}")
     init += [f"--read-only={path}" for path in read_only]
@@ -273,8 +286,14 @@ def _unshare_argv(
         flags.insert(0, "--map-root-user")
     if not network:
         flags.append("--net")
-    init = _init(user, loopback=not network, read_only=runner_files(), writable=writable)
+    read_only = [*runner_files(), *kernel_interfaces()]
+    init = _init(user, loopback=not network, read_only=read_only, writable=writable)
     return [unshare, *flags, "--", *init, "--", *argv]
+
+
+def kernel_interfaces() -> list[str]:
+    """The KERNEL_INTERFACES a step must get read-only: those this host has, for a root runner."""
+    return [path for path in KERNEL_INTERFACES if os.geteuid() == 0 and os.path.exists(path)]
 
 
 @cache
@@ -319,4 +338,5 @@ def _bwrap_argv(
         flags += ["--bind", str(path), str(path)]
     if tree is not None:
         flags += ["--bind", str(tree), str(tree), "--chdir", str(tree)]
-    return [bwrap, *flags, "--", *_init(user, loopback=False), "--", *argv]
+    init = _init(user, loopback=False, read_only=kernel_interfaces())
+    return [bwrap, *flags, "--", *init, "--", *argv]

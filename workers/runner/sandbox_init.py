@@ -1,11 +1,16 @@
 """The first process of a step's PID namespace (see sandbox.py); standard library only, run as
-`python -I -S sandbox_init.py [--loopback] [--user=UID:GID] [--read-only=PATH]...
+`python -I -S sandbox_init.py [--loopback] [--confine] [--user=UID:GID] [--read-only=PATH]...
 [--writable=PATH]... -- ARGV...`.
 
 In the step's own mount namespace it makes each --read-only path a read-only bind mount of
 itself (the runner's Python and code: a step must not leave code there for the next job or
 the runner), keeping each --writable path below one writable. A mount that fails stops the
 step before it starts (status 126): it never runs with less protection than it was given.
+With --confine the step then starts in a user namespace of its own (every id mapped to
+itself, so it reads and writes the files it could before): root there holds no capability in
+any namespace the runner's files, the host's kernel or the host's network belong to, so the
+step can neither remount nor unmount what was made read-only (the kernel locks mounts handed
+to a less privileged namespace), nor make device nodes, load modules or reconfigure the host.
 It brings the loopback device up when the step has its own network namespace, starts the step,
 passes on the signals the runner sends (an init process ignores those it has no handler for),
 reaps every orphan the step leaves (they are re-parented to it), and exits with the step's
@@ -18,17 +23,26 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import re
 import signal
 import socket
 import struct
 import sys
 import warnings  # noqa: F401  os.execvp imports it; a step user may not read the stdlib
+from typing import Any, NoReturn
 
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC = 0x1, 0x20, 0x1000, 0x4000
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x20000, 0x10000000
+_ST_RDONLY = 0x1
+_OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
+USAGE = (
+    "usage: sandbox_init.py [--loopback] [--confine] [--user=UID:GID] [--read-only=PATH]... "
+    "[--writable=PATH]... -- ARGV..."
+)
 # statvfs flag -> the mount flag a remount must keep (in a user namespace these are locked)
 _KEPT = {0x2: 0x2, 0x4: 0x4, 0x8: 0x8, 0x400: 0x400, 0x800: 0x800, 0x1000: 0x200000}
 
@@ -47,58 +61,98 @@ def _mount(source: str, target: str, flags: int) -> None:
         raise OSError(number, f"mount {target}: {os.strerror(number)}")
 
 
+def _unshare_user_namespace() -> None:
+    """This process into a new user namespace and a mount namespace it owns: every mount it
+    sees is then locked as it is."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"unshare a user namespace: {os.strerror(number)}")
+
+
+def map_ids_to_themselves(pid: int) -> None:
+    """Give the user namespace `pid` has just made the ids of this one, each as itself
+    (written from outside it: only a process with the right here may map more than one id)."""
+    for name in ("uid_map", "gid_map"):
+        with open(f"/proc/self/{name}") as own:
+            ranges = [line.split() for line in own if line.strip()]
+        identity = "".join(f"{first} {first} {count}\n" for first, _, count in ranges)
+        fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY)
+        try:
+            os.write(fd, identity.encode())  # the kernel takes a map in one write only
+        finally:
+            os.close(fd)
+
+
 def protect(read_only: list[str], writable: list[str]) -> None:
-    """Each read-only path becomes a read-only bind mount; a writable path below one is bound
-    first, so it stays a writable mount of its own inside the read-only one."""
+    """Each read-only path, and every mount below it, becomes read-only; a writable path below
+    one is bound first, so it stays a writable mount of its own inside the read-only one."""
     for path in writable:
-        if any(path.startswith(guarded.rstrip("/") + "/") for guarded in read_only):
+        if any(_within(path, guarded) for guarded in read_only):
             _mount(path, path, _MS_BIND | _MS_REC)
     for path in read_only:
-        kept = sum(mount for st, mount in _KEPT.items() if os.statvfs(path).f_flag & st)
         _mount(path, path, _MS_BIND | _MS_REC)
-        _mount(path, path, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
+        for point in _mount_points(path):
+            if any(_within(point, kept) for kept in writable):
+                continue
+            flags = os.statvfs(point).f_flag
+            if not flags & _ST_RDONLY:
+                kept = sum(mount for st, mount in _KEPT.items() if flags & st)
+                _mount(point, point, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _mount_points(path: str) -> list[str]:
+    """The mount points at and below `path`, outermost first (the kernel's list)."""
+    with open("/proc/self/mountinfo") as mounts:
+        points = [_OCTAL.sub(_unescape, line.split()[4]) for line in mounts]
+    return [point for point in dict.fromkeys(points) if _within(point, path)]
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return chr(int(match.group(1), 8))
+
+
+def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
+    """The options and the step's argv, or None when `args` are not sandbox_init's."""
+    options: dict[str, Any] = {"loopback": False, "confine": False, "user": None}
+    paths: dict[str, list[str]] = {"--read-only": [], "--writable": []}
+    while args and args[0] != "--":
+        option, _, value = args.pop(0).partition("=")
+        if option in ("--loopback", "--confine") and not value:
+            options[option.removeprefix("--")] = True
+        elif option == "--user":
+            uid, _, gid = value.partition(":")
+            if not (uid.isdigit() and gid.isdigit()):
+                return None
+            options["user"] = (int(uid), int(gid))
+        elif option in paths and value:
+            paths[option].append(value)
+        else:
+            return None
+    if len(args) < 2:
+        return None
+    options.update(read_only=paths["--read-only"], writable=paths["--writable"])
+    return options, args[1:]
 
 
 def main(args: list[str]) -> int:
-    loopback = bool(args) and args[0] == "--loopback"
-    if loopback:
-        args = args[1:]
-    user = None
-    if args and args[0].startswith("--user="):
-        uid, _, gid = args[0].removeprefix("--user=").partition(":")
-        user, args = (int(uid), int(gid)), args[1:]
-    paths: dict[str, list[str]] = {"--read-only": [], "--writable": []}
-    while args and args[0].partition("=")[0] in paths:
-        option, _, path = args.pop(0).partition("=")
-        paths[option].append(path)
-    if not args or args[0] != "--" or len(args) < 2:
-        print(
-            "usage: sandbox_init.py [--loopback] [--user=UID:GID] [--read-only=PATH]... "
-            "[--writable=PATH]... -- ARGV...",
-            file=sys.stderr,
-        )
+    parsed = parse(list(args))
+    if parsed is None:
+        print(USAGE, file=sys.stderr)
         return 126
-    argv = args[1:]
+    options, argv = parsed
     try:
-        protect(paths["--read-only"], paths["--writable"])
+        protect(options["read_only"], options["writable"])
     except OSError as err:
         print(f"cannot make the runner's files read-only for the step: {err}", file=sys.stderr)
         return 126
-    if loopback:
+    if options["loopback"]:
         loopback_up()
-    child = os.fork()
-    if child == 0:
-        for sig in _FORWARDED:
-            signal.signal(sig, signal.SIG_DFL)
-        try:
-            if user is not None:  # groups first: setuid gives up the right to change them
-                os.setgroups([])
-                os.setgid(user[1])
-                os.setuid(user[0])
-            os.execvp(argv[0], argv)
-        except OSError as err:
-            print(f"cannot start {argv[0]!r}: {err.strerror or err}", file=sys.stderr)
-            os._exit(127 if isinstance(err, FileNotFoundError) else 126)
+    child = start(argv, user=options["user"], confine=options["confine"])
     for sig in _FORWARDED:
         signal.signal(sig, lambda number, _frame: _pass_on(child, number))
     while True:
@@ -110,6 +164,59 @@ def main(args: list[str]) -> int:
             continue
         if pid == child:
             return _exit_code(status)
+
+
+def start(argv: list[str], *, user: tuple[int, int] | None, confine: bool) -> int:
+    """Fork and exec the step (in its own user namespace when `confine`); its pid. A step
+    that cannot be confined says why and exits 126 without running."""
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(ready_r)
+        os.close(go_w)
+        _run_step(argv, user=user, confine=confine, ready=ready_w, go=go_r)
+    os.close(ready_w)
+    os.close(go_r)
+    try:
+        if confine:
+            if os.read(ready_r, 1) != b"u":
+                return child  # it could not: it said why and exits 126
+            map_ids_to_themselves(child)
+        os.write(go_w, b"y")
+    except OSError as err:  # the step, told nothing, exits 126
+        print(f"cannot confine the step to its own user namespace: {err}", file=sys.stderr)
+    finally:
+        os.close(ready_r)
+        os.close(go_w)
+    return child
+
+
+def _run_step(
+    argv: list[str], *, user: tuple[int, int] | None, confine: bool, ready: int, go: int
+) -> NoReturn:
+    for sig in _FORWARDED:
+        signal.signal(sig, signal.SIG_DFL)
+    if confine:
+        try:
+            _unshare_user_namespace()
+        except OSError as err:
+            print(f"cannot confine the step to its own user namespace: {err}", file=sys.stderr)
+            os._exit(126)
+        os.write(ready, b"u")
+    if os.read(go, 1) != b"y":
+        os._exit(126)
+    os.close(ready)
+    os.close(go)
+    try:
+        if user is not None:  # groups first: setuid gives up the right to change them
+            os.setgroups([])
+            os.setgid(user[1])
+            os.setuid(user[0])
+        os.execvp(argv[0], argv)
+    except OSError as err:
+        print(f"cannot start {argv[0]!r}: {err.strerror or err}", file=sys.stderr)
+        os._exit(127 if isinstance(err, FileNotFoundError) else 126)
 
 
 def _pass_on(child: int, number: int) -> None:
