@@ -2143,10 +2143,12 @@ RUNNER_PTH = "carry_hostile_runner.pth"
 UNDO_ATTEMPT = "undo the read-only view of the runner's Python (remount it, or unmount it)"
 MKNOD_ATTEMPT = "make a device node for the host's disk (root's power over the host)"
 SYSCTL_ATTEMPT = "change a kernel setting of the host's (core_pattern, written back as it was)"
+DISK_ATTEMPT = "read the host's disks (a block device in /dev)"
 HOSTILE_SCRIPT = (
     f"""
 RUNNER_PYTHON_ATTEMPT, RUNNER_PTH = {RUNNER_PYTHON_ATTEMPT!r}, {RUNNER_PTH!r}
 UNDO_ATTEMPT, MKNOD_ATTEMPT, SYSCTL_ATTEMPT = {UNDO_ATTEMPT!r}, {MKNOD_ATTEMPT!r}, {SYSCTL_ATTEMPT!r}
+DISK_ATTEMPT = {DISK_ATTEMPT!r}
 """
     + r"""
 import json, os, socket, sys, urllib.parse
@@ -2287,8 +2289,8 @@ def undo_read_only():
 
 say(UNDO_ATTEMPT, *undo_read_only())
 node = os.path.abspath("carry-hostile-disk")
+import stat
 try:
-    import stat
     os.mknod(node, 0o600 | stat.S_IFBLK, os.makedev(8, 0))
     os.unlink(node)
     say(MKNOD_ATTEMPT, True, "made a block device node for 8:0 (the first disk) in its tree")
@@ -2304,6 +2306,21 @@ try:
     say(SYSCTL_ATTEMPT, True, "wrote /proc/sys/kernel/core_pattern")
 except OSError as err:
     say(SYSCTL_ATTEMPT, False, f"{err.strerror or err}: /proc/sys/kernel/core_pattern")
+# Every file of the host, secrets included, is on its disks.
+disks = sorted(
+    entry.path for entry in os.scandir("/dev")
+    if stat.S_ISBLK(os.stat(entry.path, follow_symlinks=False).st_mode)
+)
+opened, refusals = None, []
+for disk in disks:
+    try:
+        os.close(os.open(disk, os.O_RDONLY))
+        opened = disk
+        break
+    except OSError as err:
+        refusals.append(f"{disk}: {err.strerror}")
+say(DISK_ATTEMPT, opened is not None, f"opened {opened} for reading" if opened
+    else "; ".join(refusals[:3]) or "no block device in the step's /dev")
 
 hooks = os.path.join(".git", "hooks")
 os.makedirs(hooks, exist_ok=True)
@@ -2339,7 +2356,7 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     (in the step's environment, in the runner's in /proc), the runner process, the broker
     itself (a write, a queued task), hooks for the next job, a .pth in HOME for the next job's
     Python or the runner's, a .pth in the runner's own Python (and undoing its read-only
-    view), a device node, a kernel setting; then a job nobody issued is put
+    view), a device node, a kernel setting, the host's disks; then a job nobody issued is put
     in the runner's queue. One row per attempt, from the check's own output and the marks.
     `sandbox` is the runner's setting (none shows what the sandbox keeps out)."""
     password = secrets.token_hex(12)

@@ -1032,7 +1032,8 @@ def test_check_code_cannot_see_the_runner_or_reach_the_broker(hostile_run: Hosti
         "connect to the broker",
     ):
         assert f"stdout: {attempt}|blocked|" in text, text
-    assert "runs in its own PID, mount, IPC and UTS namespaces, with no network" in text
+    assert "runs in its own PID, mount, IPC and UTS namespaces and a user namespace" in text
+    assert "holds no power over the host's, with no network" in text
 
 
 def test_a_step_gets_the_network_only_where_the_runners_config_says_so(

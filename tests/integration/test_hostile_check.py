@@ -1,7 +1,8 @@
 """bench/reliability.py's hostile-check scenario (issue 14): a check whose code tries every
 thing check code could want with carry (the broker's password and a GitHub token, the runner
-process, the broker itself, hooks for the next job, a .pth in HOME) and a forged job in the
-runner's queue.
+process, the broker itself, the runner's own Python, root's powers over the host's mounts,
+devices, kernel settings and disks, hooks for the next job, a .pth in HOME) and a forged job
+in the runner's queue.
 Every attempt must be blocked.
 
 It starts its own password-protected redis-server and a `carry runner` process (about 10 s).
@@ -9,12 +10,21 @@ It starts its own password-protected redis-server and a `carry runner` process (
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from bench.reliability import render_attempts, run_hostile_check
+from bench.reliability import (
+    DISK_ATTEMPT,
+    MKNOD_ATTEMPT,
+    RUNNER_PYTHON_ATTEMPT,
+    SYSCTL_ATTEMPT,
+    UNDO_ATTEMPT,
+    render_attempts,
+    run_hostile_check,
+)
 from workers.runner.sandbox import namespaces_unavailable
 
 pytestmark = [
@@ -30,11 +40,16 @@ ATTEMPTS = [
     "connect to the broker",
     "write an approval into carry's store",
     "queue a task for carry's workers",
-    "plant code in the runner's own Python (a .pth in its site-packages)",
+    RUNNER_PYTHON_ATTEMPT,
+    UNDO_ATTEMPT,
+    MKNOD_ATTEMPT,
+    SYSCTL_ATTEMPT,
+    DISK_ATTEMPT,
     "leave git hooks and config that run in the next job",
     "leave code in HOME (a user site .pth) for the next job or the runner",
     "have the runner run a job nobody issued (a forged run_job in its queue)",
 ]
+ROOT = os.geteuid() == 0
 
 
 @pytest.mark.skipif(namespaces_unavailable() is not None, reason=str(namespaces_unavailable()))
@@ -58,15 +73,19 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
     attempts = run_hostile_check(tmp_path, sandbox="none")
     achieved = {a.attempt for a in attempts if a.achieved}
     shown = render_attempts(attempts)
+    assert [a.attempt for a in attempts] == ATTEMPTS, shown
     assert {
         "read the runner's environment in /proc",
         "see or signal the runner process",
         "connect to the broker",
-        "plant code in the runner's own Python (a .pth in its site-packages)",
+        RUNNER_PYTHON_ATTEMPT,
+        UNDO_ATTEMPT,  # nothing to undo: it was writable
+        *([MKNOD_ATTEMPT, SYSCTL_ATTEMPT] if ROOT else []),  # a bare root step is the host's root
     } <= achieved, shown
     # What the clean environment, the fresh clone, the runner's own config and its broker
     # user keep out.
-    assert not achieved & {*ATTEMPTS[:2], *ATTEMPTS[5:7], *ATTEMPTS[8:]}, shown
+    broker_writes = ATTEMPTS[5:7]
+    assert not achieved & {*ATTEMPTS[:2], *broker_writes, *ATTEMPTS[-3:]}, shown
     how = {a.attempt: a.how for a in attempts}
-    for attempt in ATTEMPTS[5:7]:
+    for attempt in broker_writes:
         assert "NOPERM" in how[attempt] and "from the runner's environment" in how[attempt], shown

@@ -212,6 +212,40 @@ def test_a_root_step_cannot_change_the_hosts_kernel_settings_or_sysfs(isolation:
     assert len(lines) > 1 and all(line.endswith(" ro") for line in lines[1:]), done.stdout
 
 
+DEV = """
+import os, stat, sys
+print(sorted(os.listdir("/dev")))
+print("block devices", [e.name for e in os.scandir("/dev") if stat.S_ISBLK(e.stat().st_mode)])
+with open("/dev/null", "w") as null, open("/dev/urandom", "rb") as random:
+    null.write("x")
+    print("urandom", len(random.read(16)))
+leader, follower = os.openpty()
+os.write(leader, b"typed\\n")
+print("pty", os.read(follower, 16))
+open(os.path.join("/dev/shm", sys.argv[1]), "w").close()
+print("shm", os.listdir("/dev/shm"))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root runner's steps")
+@needs_namespaces
+def test_a_root_runners_step_gets_a_dev_of_its_own() -> None:
+    """The host's /dev holds its disks (and a root step may open them): the step's own has
+    the standard nodes, the accelerators', ptys of its own and a private /dev/shm."""
+    name = f"carry-probe-{os.getpid()}"
+    done = run_argv(sandbox.resolve("auto"), [sys.executable, "-I", "-c", DEV, name])
+    assert done.returncode == 0, done.stderr
+    listing, blocks, urandom, pty, shm = done.stdout.splitlines()
+    standard = ["fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin"]
+    standard += ["stdout", "tty", "urandom", "zero"]
+    accelerators = [Path(device).name for device in sandbox.accelerator_devices()]
+    assert listing == str(sorted(standard + accelerators))
+    assert blocks == "block devices []"
+    assert (urandom, pty) == ("urandom 16", "pty b'typed\\n'")
+    assert shm == f"shm [{name!r}]"
+    assert not Path("/dev/shm", name).exists()  # the host's /dev/shm never saw it
+
+
 @needs_namespaces
 def test_a_step_that_cannot_have_its_own_user_namespace_never_runs(tmp_path: Path) -> None:
     """Where no user namespace may be made (here: none left under a limit of 0), the step is

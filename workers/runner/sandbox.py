@@ -11,8 +11,11 @@ carry's code (`runner_files`), which are read-only in the step's mount namespace
 cannot leave code there (a .pth, a patched module) for the next job or for the runner itself.
 The step itself starts in a user namespace of its own with every id mapped to itself
 (`sandbox_init.py --confine`): root there is root over nothing of the host's, so it cannot
-take those read-only mounts away, make device nodes or load modules. Elsewhere, what the
-step may read or write is what the runner's user may.
+take those read-only mounts away, make device nodes or load modules. A root runner's steps
+also get kernel settings and sysfs read-only (KERNEL_INTERFACES: they check uid 0, not a
+capability) and a /dev of their own: the standard nodes, the accelerators', a private
+/dev/shm and ptys, none of the host's disks. Elsewhere, what the step may read or write is
+what the runner's user may.
 
 `auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
 child processes, saying so in every run log. `namespaces` refuses to run a step without them.
@@ -58,7 +61,8 @@ class Isolation(StrEnum):
     NONE = "none"
 
 
-# Device nodes a step keeps under bwrap's minimal /dev: the accelerators and their fabrics.
+# Device nodes a step keeps in its own /dev (bwrap's, or a root runner's under namespaces):
+# the accelerators and their fabrics.
 ACCELERATOR_DEVICES = (
     "/dev/nvidia*",
     "/dev/nvidia-caps",
@@ -136,9 +140,15 @@ class Sandbox:
             )
         if self.isolation is not Isolation.NAMESPACES:
             return f"runs without a sandbox ({self.why_none}){who}"
+        guarded = "the runner's Python and code read-only"
+        if os.geteuid() == 0:  # a root runner's steps get more read-only, and a /dev
+            guarded = (
+                "the runner's Python, its code, kernel settings and sysfs read-only, a /dev "
+                "of its own"
+            )
         return (
-            f"runs in its own PID, mount, IPC and UTS namespaces, with {reach} and the "
-            f"runner's Python and code read-only{who}"
+            f"runs in its own PID, mount, IPC and UTS namespaces and a user namespace that "
+            f"holds no power over the host's, with {reach}, {guarded}{who}"
         )
 
     def summary(self) -> str:
@@ -213,12 +223,15 @@ def _init(
     confine: bool = True,
     read_only: Sequence[str] = (),
     writable: Sequence[Path] = (),
+    devices: Sequence[str] | None = None,
 ) -> list[str]:
     init = [sys.executable, "-I", "-S", str(INIT)]
     if loopback:
         init.append("--loopback")
     if confine:  # root in the step's namespaces holds no power over the host's
         init.append("--confine")
+    if devices is not None:  # a /dev of the step's own, with these of the host's nodes
+        init += ["--private-dev", *(f"--device={device}" for device in devices)]
     if user is not None:  # the init stays who it is; the step runs as the user
         init.append(f"--user={user.uid}:{user.gid}")
     init += [f"--read-only={path}" for path in read_only]
@@ -287,13 +300,22 @@ def _unshare_argv(
     if not network:
         flags.append("--net")
     read_only = [*runner_files(), *kernel_interfaces()]
-    init = _init(user, loopback=not network, read_only=read_only, writable=writable)
+    devices = accelerator_devices() if os.geteuid() == 0 else None
+    init = _init(
+        user, loopback=not network, read_only=read_only, writable=writable, devices=devices
+    )
     return [unshare, *flags, "--", *init, "--", *argv]
 
 
 def kernel_interfaces() -> list[str]:
     """The KERNEL_INTERFACES a step must get read-only: those this host has, for a root runner."""
     return [path for path in KERNEL_INTERFACES if os.geteuid() == 0 and os.path.exists(path)]
+
+
+def accelerator_devices() -> list[str]:
+    """This host's ACCELERATOR_DEVICES: what a step's own /dev keeps of the host's."""
+    found = (device for pattern in ACCELERATOR_DEVICES for device in sorted(glob.glob(pattern)))
+    return list(dict.fromkeys(found))  # /dev/nvidia-caps matches two patterns
 
 
 @cache
@@ -328,9 +350,8 @@ def _bwrap_argv(
     if not network:
         flags.append("--unshare-net")  # bwrap brings the new namespace's loopback up
     flags += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for pattern in ACCELERATOR_DEVICES:
-        for device in sorted(glob.glob(pattern)):
-            flags += ["--dev-bind", device, device]
+    for device in accelerator_devices():
+        flags += ["--dev-bind", device, device]
     flags += ["--perms", "1777", "--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"]
     for kept in _hidden_by_private_tmp():
         flags += ["--ro-bind", kept, kept]

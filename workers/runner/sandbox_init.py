@@ -1,6 +1,6 @@
 """The first process of a step's PID namespace (see sandbox.py); standard library only, run as
-`python -I -S sandbox_init.py [--loopback] [--confine] [--user=UID:GID] [--read-only=PATH]...
-[--writable=PATH]... -- ARGV...`.
+`python -I -S sandbox_init.py [--loopback] [--confine] [--private-dev] [--user=UID:GID]
+[--read-only=PATH]... [--writable=PATH]... [--device=PATH]... -- ARGV...`.
 
 In the step's own mount namespace it makes each --read-only path a read-only bind mount of
 itself (the runner's Python and code: a step must not leave code there for the next job or
@@ -11,6 +11,7 @@ itself, so it reads and writes the files it could before): root there holds no c
 any namespace the runner's files, the host's kernel or the host's network belong to, so the
 step can neither remount nor unmount what was made read-only (the kernel locks mounts handed
 to a less privileged namespace), nor make device nodes, load modules or reconfigure the host.
+With --private-dev it gets a /dev of its own with only the standard nodes and each --device.
 It brings the loopback device up when the step has its own network namespace, starts the step,
 passes on the signals the runner sends (an init process ignores those it has no handler for),
 reaps every orphan the step leaves (they are re-parented to it), and exits with the step's
@@ -40,11 +41,21 @@ _CLONE_NEWNS, _CLONE_NEWUSER = 0x20000, 0x10000000
 _ST_RDONLY = 0x1
 _OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
 USAGE = (
-    "usage: sandbox_init.py [--loopback] [--confine] [--user=UID:GID] [--read-only=PATH]... "
-    "[--writable=PATH]... -- ARGV..."
+    "usage: sandbox_init.py [--loopback] [--confine] [--private-dev] [--user=UID:GID] "
+    "[--read-only=PATH]... [--writable=PATH]... [--device=PATH]... -- ARGV..."
 )
 # statvfs flag -> the mount flag a remount must keep (in a user namespace these are locked)
 _KEPT = {0x2: 0x2, 0x4: 0x4, 0x8: 0x8, 0x400: 0x400, 0x800: 0x800, 0x1000: 0x200000}
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x2, 0x4, 0x8
+# A step's own /dev holds these of the host's nodes (and the devices it is given) and links.
+_DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
+_DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+    "ptmx": "pts/ptmx",
+}
 
 
 def loopback_up() -> None:
@@ -54,11 +65,39 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | _IFF_UP))
 
 
-def _mount(source: str, target: str, flags: int) -> None:
+def _mount(source: str, target: str, flags: int, fstype: str = "", data: str = "") -> None:
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(source.encode(), target.encode(), None, flags, None) != 0:
+    kind, options = (fstype.encode() or None), (data.encode() or None)
+    if libc.mount(source.encode(), target.encode(), kind, flags, options) != 0:
         number = ctypes.get_errno()
         raise OSError(number, f"mount {target}: {os.strerror(number)}")
+
+
+def private_dev(devices: list[str]) -> None:
+    """A /dev of the step's own, in place of the host's: a tmpfs with the standard nodes and
+    `devices` (the accelerators') bound from the host's, a private /dev/shm and a devpts of
+    its own. No disk, memory or terminal of the host's is in it."""
+    wanted = [f"/dev/{name}" for name in _DEV_NODES] + devices
+    handles = {path: os.open(path, os.O_PATH) for path in wanted if os.path.exists(path)}
+    try:  # bound from these handles: the host's /dev is hidden once the tmpfs is on it
+        _mount("tmpfs", "/dev", _MS_NOSUID, "tmpfs", "mode=0755")
+        for path, handle in handles.items():
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if os.path.isdir(f"/proc/self/fd/{handle}"):
+                os.mkdir(path)
+            else:
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            _mount(f"/proc/self/fd/{handle}", path, _MS_BIND | _MS_REC)
+    finally:
+        for handle in handles.values():
+            os.close(handle)
+    os.mkdir("/dev/shm")
+    _mount("tmpfs", "/dev/shm", _MS_NOSUID | _MS_NODEV, "tmpfs", "mode=1777")
+    os.mkdir("/dev/pts")
+    pts = "newinstance,ptmxmode=0666,mode=620"
+    _mount("devpts", "/dev/pts", _MS_NOSUID | _MS_NOEXEC, "devpts", pts)
+    for name, target in _DEV_LINKS.items():
+        os.symlink(target, f"/dev/{name}")
 
 
 def _unshare_user_namespace() -> None:
@@ -118,11 +157,16 @@ def _unescape(match: re.Match[str]) -> str:
 
 def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
     """The options and the step's argv, or None when `args` are not sandbox_init's."""
-    options: dict[str, Any] = {"loopback": False, "confine": False, "user": None}
-    paths: dict[str, list[str]] = {"--read-only": [], "--writable": []}
+    options: dict[str, Any] = {
+        "loopback": False,
+        "confine": False,
+        "private-dev": False,
+        "user": None,
+    }
+    paths: dict[str, list[str]] = {"--read-only": [], "--writable": [], "--device": []}
     while args and args[0] != "--":
         option, _, value = args.pop(0).partition("=")
-        if option in ("--loopback", "--confine") and not value:
+        if option in ("--loopback", "--confine", "--private-dev") and not value:
             options[option.removeprefix("--")] = True
         elif option == "--user":
             uid, _, gid = value.partition(":")
@@ -135,7 +179,9 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
             return None
     if len(args) < 2:
         return None
-    options.update(read_only=paths["--read-only"], writable=paths["--writable"])
+    options.update(
+        read_only=paths["--read-only"], writable=paths["--writable"], devices=paths["--device"]
+    )
     return options, args[1:]
 
 
@@ -149,6 +195,12 @@ def main(args: list[str]) -> int:
         protect(options["read_only"], options["writable"])
     except OSError as err:
         print(f"cannot make the runner's files read-only for the step: {err}", file=sys.stderr)
+        return 126
+    try:
+        if options["private-dev"]:
+            private_dev(options["devices"])
+    except OSError as err:
+        print(f"cannot give the step a /dev of its own: {err}", file=sys.stderr)
         return 126
     if options["loopback"]:
         loopback_up()
