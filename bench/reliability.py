@@ -2144,11 +2144,12 @@ UNDO_ATTEMPT = "undo the read-only view of the runner's Python (remount it, or u
 MKNOD_ATTEMPT = "make a device node for the host's disk (root's power over the host)"
 SYSCTL_ATTEMPT = "change a kernel setting of the host's (core_pattern, written back as it was)"
 DISK_ATTEMPT = "read the host's disks (a block device in /dev)"
+SOCKET_ATTEMPT = "reach a host daemon through its unix socket (in /run or /tmp)"
 HOSTILE_SCRIPT = (
     f"""
 RUNNER_PYTHON_ATTEMPT, RUNNER_PTH = {RUNNER_PYTHON_ATTEMPT!r}, {RUNNER_PTH!r}
 UNDO_ATTEMPT, MKNOD_ATTEMPT, SYSCTL_ATTEMPT = {UNDO_ATTEMPT!r}, {MKNOD_ATTEMPT!r}, {SYSCTL_ATTEMPT!r}
-DISK_ATTEMPT = {DISK_ATTEMPT!r}
+DISK_ATTEMPT, SOCKET_ATTEMPT = {DISK_ATTEMPT!r}, {SOCKET_ATTEMPT!r}
 """
     + r"""
 import json, os, socket, sys, urllib.parse
@@ -2322,6 +2323,39 @@ for disk in disks:
 say(DISK_ATTEMPT, opened is not None, f"opened {opened} for reading" if opened
     else "; ".join(refusals[:3]) or "no block device in the step's /dev")
 
+# A network namespace keeps no one from a unix socket in the file system: Docker's, systemd's
+# or a database's would let the step act outside the sandbox (the scenario runs a stand-in
+# daemon's socket under /tmp; each connection is closed at once).
+def unix_sockets(directory, depth):
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            mode = os.stat(entry.path, follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if stat.S_ISSOCK(mode):
+            yield entry.path
+        elif depth > 1 and stat.S_ISDIR(mode):
+            yield from unix_sockets(entry.path, depth - 1)
+
+found = [path for top, depth in (("/run", 4), ("/tmp", 2)) for path in unix_sockets(top, depth)]
+reached = None
+for path in found:
+    with socket.socket(socket.AF_UNIX) as client:
+        client.settimeout(2)
+        try:
+            client.connect(path)
+            reached = path
+            break
+        except OSError:
+            pass
+say(SOCKET_ATTEMPT, reached is not None, f"connected to {reached}" if reached
+    else f"{len(found)} socket(s) found, none answered" if found
+    else "no socket of the host's to be seen in /run or /tmp")
+
 hooks = os.path.join(".git", "hooks")
 os.makedirs(hooks, exist_ok=True)
 for hook in ("post-checkout", "post-merge", "pre-commit"):
@@ -2356,7 +2390,8 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     (in the step's environment, in the runner's in /proc), the runner process, the broker
     itself (a write, a queued task), hooks for the next job, a .pth in HOME for the next job's
     Python or the runner's, a .pth in the runner's own Python (and undoing its read-only
-    view), a device node, a kernel setting, the host's disks; then a job nobody issued is put
+    view), a device node, a kernel setting, the host's disks, a host daemon's unix socket;
+    then a job nobody issued is put
     in the runner's queue. One row per attempt, from the check's own output and the marks.
     `sandbox` is the runner's setting (none shows what the sandbox keeps out)."""
     password = secrets.token_hex(12)
@@ -2407,6 +2442,7 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     runner_home = root / "runner-home"  # where the runner's own Python would find a .pth
     runner_home.mkdir()
     env.extra_env["HOME"] = str(runner_home)
+    daemon = _stand_in_daemon()
     try:
         env.extra_env["REDIS_URL"] = runner_url
         env.start_runner(HOSTILE_KIND)
@@ -2418,10 +2454,22 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
             finally:
                 applier.stop()
     finally:
+        (RUNNER_SITE / RUNNER_PTH).unlink(missing_ok=True)  # if a check got that far
         env.stop()
         server.kill()
         server.wait()
-        (RUNNER_SITE / RUNNER_PTH).unlink(missing_ok=True)  # if a check got that far
+        shutil.rmtree(Path(daemon.getsockname()).parent, ignore_errors=True)
+        daemon.close()
+
+
+def _stand_in_daemon() -> socket.socket:
+    """A listening unix socket where host daemons keep theirs (two levels under /tmp), as
+    Docker's or a database's would be on a runner host."""
+    directory = tempfile.mkdtemp(prefix="carry-hostile-daemon-", dir="/tmp")
+    daemon = socket.socket(socket.AF_UNIX)
+    daemon.bind(os.path.join(directory, "daemon.sock"))
+    daemon.listen()
+    return daemon
 
 
 def _hostile_config(env: CarryEnv, check: StepSpec, sandbox: str) -> None:

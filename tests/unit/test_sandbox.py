@@ -4,6 +4,7 @@ give namespaces."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -244,6 +245,57 @@ def test_a_root_runners_step_gets_a_dev_of_its_own() -> None:
     assert (urandom, pty) == ("urandom 16", "pty b'typed\\n'")
     assert shm == f"shm [{name!r}]"
     assert not Path("/dev/shm", name).exists()  # the host's /dev/shm never saw it
+
+
+CONNECT = """
+import socket, sys
+for path in sys.argv[1:]:
+    with socket.socket(socket.AF_UNIX) as client:
+        try:
+            client.connect(path)
+            print(path, "connected")
+        except OSError as err:
+            print(path, err.strerror)
+with socket.socket(socket.AF_UNIX) as own:  # what the step serves itself still works
+    own.bind(sys.argv[-1] + ".own")
+    own.listen()
+    socket.socket(socket.AF_UNIX).connect(sys.argv[-1] + ".own")
+    print("own socket connected")
+"""
+
+
+@needs_namespaces
+@pytest.mark.parametrize("isolation", ["auto", "bwrap"])
+def test_a_step_cannot_reach_the_hosts_daemons_through_their_unix_sockets(
+    isolation: str, open_dir: Path
+) -> None:
+    """No network namespace keeps a step from a socket in the file system (Docker's,
+    systemd's, a database's): those where daemons keep them are covered; the step's tree
+    keeps its own."""
+    if isolation == "bwrap" and not _bwrap_works():
+        pytest.skip(f"no bubblewrap here: {sandbox.bwrap_unavailable()}")
+    tree = Path(tempfile.mkdtemp(prefix="carry-step-tree-", dir="/tmp"))  # its socket: /tmp/X/Y
+    daemon, in_tree = socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)
+    with daemon, in_tree, contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, tree)
+        daemon.bind(str(open_dir / "daemon.sock"))  # as /tmp/NAME/SOCKET, like ssh-agent's
+        in_tree.bind(str(tree / "step.sock"))
+        for server in (daemon, in_tree):
+            server.listen()
+        host_side = socket.socket(socket.AF_UNIX)
+        host_side.connect(str(open_dir / "daemon.sock"))  # the host still reaches it
+        host_side.close()
+        step = [sys.executable, "-I", "-c", CONNECT, str(open_dir / "daemon.sock")]
+        step.append(str(tree / "step.sock"))
+        argv = sandbox.resolve(isolation).wrap(step, network=False, tree=tree)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    if isolation == "auto":
+        assert f"{open_dir / 'daemon.sock'} Connection refused" in done.stdout, done.stdout
+    else:  # bwrap's /tmp is its own: the host's is not there at all
+        assert f"{open_dir / 'daemon.sock'} No such file or directory" in done.stdout
+    assert f"{tree / 'step.sock'} connected" in done.stdout, done.stdout
+    assert "own socket connected" in done.stdout
 
 
 @needs_namespaces

@@ -14,8 +14,10 @@ The step itself starts in a user namespace of its own with every id mapped to it
 take those read-only mounts away, make device nodes or load modules. A root runner's steps
 also get kernel settings and sysfs read-only (KERNEL_INTERFACES: they check uid 0, not a
 capability) and a /dev of their own: the standard nodes, the accelerators', a private
-/dev/shm and ptys, none of the host's disks. Elsewhere, what the step may read or write is
-what the runner's user may.
+/dev/shm and ptys, none of the host's disks. In every step's view the host's unix sockets
+where daemons keep them (/run, /tmp) are covered: a network namespace does not keep a step
+from a socket in the file system. Elsewhere, what the step may read or write is what the
+runner's user may.
 
 `auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
 child processes, saying so in every run log. `namespaces` refuses to run a step without them.
@@ -229,7 +231,7 @@ def _init(
     if loopback:
         init.append("--loopback")
     if confine:  # root in the step's namespaces holds no power over the host's
-        init.append("--confine")
+        init += ["--confine", "--hide-sockets"]
     if devices is not None:  # a /dev of the step's own, with these of the host's nodes
         init += ["--private-dev", *(f"--device={device}" for device in devices)]
     if user is not None:  # the init stays who it is; the step runs as the user
@@ -359,5 +361,6 @@ def _bwrap_argv(
         flags += ["--bind", str(path), str(path)]
     if tree is not None:
         flags += ["--bind", str(tree), str(tree), "--chdir", str(tree)]
-    init = _init(user, loopback=False, read_only=kernel_interfaces())
+    own = [*([tree] if tree else []), *writable]  # the step's: its sockets stay its own
+    init = _init(user, loopback=False, read_only=kernel_interfaces(), writable=own)
     return [bwrap, *flags, "--", *init, "--", *argv]

@@ -1,6 +1,6 @@
 """The first process of a step's PID namespace (see sandbox.py); standard library only, run as
-`python -I -S sandbox_init.py [--loopback] [--confine] [--private-dev] [--user=UID:GID]
-[--read-only=PATH]... [--writable=PATH]... [--device=PATH]... -- ARGV...`.
+`python -I -S sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets]
+[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--device=PATH]... -- ARGV...`.
 
 In the step's own mount namespace it makes each --read-only path a read-only bind mount of
 itself (the runner's Python and code: a step must not leave code there for the next job or
@@ -12,6 +12,9 @@ any namespace the runner's files, the host's kernel or the host's network belong
 step can neither remount nor unmount what was made read-only (the kernel locks mounts handed
 to a less privileged namespace), nor make device nodes, load modules or reconfigure the host.
 With --private-dev it gets a /dev of its own with only the standard nodes and each --device.
+With --hide-sockets the host's unix sockets where daemons keep them (/run, /tmp) are covered:
+a network namespace keeps no step from a socket in the file system, and through Docker's,
+systemd's or a database's a step could act outside the sandbox.
 It brings the loopback device up when the step has its own network namespace, starts the step,
 passes on the signals the runner sends (an init process ignores those it has no handler for),
 reaps every orphan the step leaves (they are re-parented to it), and exits with the step's
@@ -27,9 +30,11 @@ import os
 import re
 import signal
 import socket
+import stat
 import struct
 import sys
 import warnings  # noqa: F401  os.execvp imports it; a step user may not read the stdlib
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 _SIOCGIFFLAGS = 0x8913
@@ -41,12 +46,15 @@ _CLONE_NEWNS, _CLONE_NEWUSER = 0x20000, 0x10000000
 _ST_RDONLY = 0x1
 _OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
 USAGE = (
-    "usage: sandbox_init.py [--loopback] [--confine] [--private-dev] [--user=UID:GID] "
-    "[--read-only=PATH]... [--writable=PATH]... [--device=PATH]... -- ARGV..."
+    "usage: sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets] "
+    "[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--device=PATH]... -- ARGV..."
 )
 # statvfs flag -> the mount flag a remount must keep (in a user namespace these are locked)
 _KEPT = {0x2: 0x2, 0x4: 0x4, 0x8: 0x8, 0x400: 0x400, 0x800: 0x800, 0x1000: 0x200000}
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x2, 0x4, 0x8
+# Where hosts keep their daemons' unix sockets (Docker's, systemd's, a database's), and how
+# many directory levels down to look: a network namespace does not keep a step from them.
+_SOCKET_DIRS = {"/run": 4, "/var/run": 4, "/tmp": 2, "/var/tmp": 2}
 # A step's own /dev holds these of the host's nodes (and the devices it is given) and links.
 _DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 _DEV_LINKS = {
@@ -98,6 +106,32 @@ def private_dev(devices: list[str]) -> None:
     _mount("devpts", "/dev/pts", _MS_NOSUID | _MS_NOEXEC, "devpts", pts)
     for name, target in _DEV_LINKS.items():
         os.symlink(target, f"/dev/{name}")
+
+
+def hide_sockets(exempt: list[str]) -> None:
+    """Cover each unix socket of the host's in _SOCKET_DIRS (but those under `exempt`, the
+    step's own) with /dev/null: a step's connect() to it is then refused."""
+    tops = dict.fromkeys(os.path.realpath(top) for top in _SOCKET_DIRS)  # /var/run is /run
+    for top in tops:
+        for path in _sockets(top, _SOCKET_DIRS.get(top, 2)):
+            if not any(_within(path, kept) for kept in exempt):
+                _mount("/dev/null", path, _MS_BIND)
+
+
+def _sockets(directory: str, depth: int) -> Iterator[str]:
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:  # what the runner cannot list, its step cannot reach either
+        return
+    for entry in entries:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        if stat.S_ISSOCK(mode):
+            yield entry.path
+        elif depth > 1 and stat.S_ISDIR(mode):
+            yield from _sockets(entry.path, depth - 1)
 
 
 def _unshare_user_namespace() -> None:
@@ -161,12 +195,13 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
         "loopback": False,
         "confine": False,
         "private-dev": False,
+        "hide-sockets": False,
         "user": None,
     }
     paths: dict[str, list[str]] = {"--read-only": [], "--writable": [], "--device": []}
     while args and args[0] != "--":
         option, _, value = args.pop(0).partition("=")
-        if option in ("--loopback", "--confine", "--private-dev") and not value:
+        if option in ("--loopback", "--confine", "--private-dev", "--hide-sockets") and not value:
             options[option.removeprefix("--")] = True
         elif option == "--user":
             uid, _, gid = value.partition(":")
@@ -201,6 +236,12 @@ def main(args: list[str]) -> int:
             private_dev(options["devices"])
     except OSError as err:
         print(f"cannot give the step a /dev of its own: {err}", file=sys.stderr)
+        return 126
+    try:
+        if options["hide-sockets"]:
+            hide_sockets(options["writable"])
+    except OSError as err:
+        print(f"cannot hide the host's unix sockets from the step: {err}", file=sys.stderr)
         return 126
     if options["loopback"]:
         loopback_up()
