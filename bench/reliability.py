@@ -2145,11 +2145,13 @@ MKNOD_ATTEMPT = "make a device node for the host's disk (root's power over the h
 SYSCTL_ATTEMPT = "change a kernel setting of the host's (core_pattern, written back as it was)"
 DISK_ATTEMPT = "read the host's disks (a block device in /dev)"
 SOCKET_ATTEMPT = "reach a host daemon through its unix socket (in /run or /tmp)"
+HOST_FILE_ATTEMPT = "write a host file for root to run later (a file in /etc)"
 HOSTILE_SCRIPT = (
     f"""
 RUNNER_PYTHON_ATTEMPT, RUNNER_PTH = {RUNNER_PYTHON_ATTEMPT!r}, {RUNNER_PTH!r}
 UNDO_ATTEMPT, MKNOD_ATTEMPT, SYSCTL_ATTEMPT = {UNDO_ATTEMPT!r}, {MKNOD_ATTEMPT!r}, {SYSCTL_ATTEMPT!r}
 DISK_ATTEMPT, SOCKET_ATTEMPT = {DISK_ATTEMPT!r}, {SOCKET_ATTEMPT!r}
+HOST_FILE_ATTEMPT = {HOST_FILE_ATTEMPT!r}
 """
     + r"""
 import json, os, socket, sys, urllib.parse
@@ -2356,6 +2358,17 @@ say(SOCKET_ATTEMPT, reached is not None, f"connected to {reached}" if reached
     else f"{len(found)} socket(s) found, none answered" if found
     else "no socket of the host's to be seen in /run or /tmp")
 
+# /etc/cron.d, a profile script, a unit file: whatever the host's root runs later. The file is
+# removed at once (and says nothing), so a run where this works leaves the host as it was.
+planted = f"/etc/carry-hostile-{os.getpid()}"
+try:
+    with open(planted, "x"):
+        pass
+    os.unlink(planted)
+    say(HOST_FILE_ATTEMPT, True, f"created {planted} (and removed it)")
+except OSError as err:
+    say(HOST_FILE_ATTEMPT, False, f"{err.strerror or err}: {planted}")
+
 hooks = os.path.join(".git", "hooks")
 os.makedirs(hooks, exist_ok=True)
 for hook in ("post-checkout", "post-merge", "pre-commit"):
@@ -2390,8 +2403,8 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     (in the step's environment, in the runner's in /proc), the runner process, the broker
     itself (a write, a queued task), hooks for the next job, a .pth in HOME for the next job's
     Python or the runner's, a .pth in the runner's own Python (and undoing its read-only
-    view), a device node, a kernel setting, the host's disks, a host daemon's unix socket;
-    then a job nobody issued is put
+    view), a device node, a kernel setting, the host's disks, a host daemon's unix socket, a
+    file in /etc; then a job nobody issued is put
     in the runner's queue. One row per attempt, from the check's own output and the marks.
     `sandbox` is the runner's setting (none shows what the sandbox keeps out)."""
     password = secrets.token_hex(12)

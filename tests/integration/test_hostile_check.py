@@ -1,7 +1,7 @@
 """bench/reliability.py's hostile-check scenario (issue 14): a check whose code tries every
 thing check code could want with carry (the broker's password and a GitHub token, the runner
 process, the broker itself, the runner's own Python, root's powers over the host's mounts,
-devices, kernel settings and disks, a host daemon's unix socket, hooks for the next job, a .pth in HOME) and a forged job
+devices, kernel settings, disks and files, a host daemon's unix socket, hooks for the next job, a .pth in HOME) and a forged job
 in the runner's queue.
 Every attempt must be blocked.
 
@@ -18,6 +18,7 @@ import pytest
 
 from bench.reliability import (
     DISK_ATTEMPT,
+    HOST_FILE_ATTEMPT,
     MKNOD_ATTEMPT,
     RUNNER_PYTHON_ATTEMPT,
     SOCKET_ATTEMPT,
@@ -47,6 +48,7 @@ ATTEMPTS = [
     SYSCTL_ATTEMPT,
     DISK_ATTEMPT,
     SOCKET_ATTEMPT,
+    HOST_FILE_ATTEMPT,
     "leave git hooks and config that run in the next job",
     "leave code in HOME (a user site .pth) for the next job or the runner",
     "have the runner run a job nobody issued (a forged run_job in its queue)",
@@ -83,7 +85,7 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
         RUNNER_PYTHON_ATTEMPT,
         UNDO_ATTEMPT,  # nothing to undo: it was writable
         SOCKET_ATTEMPT,  # the scenario's stand-in daemon, at least
-        *([MKNOD_ATTEMPT, SYSCTL_ATTEMPT] if ROOT else []),  # a bare root step is the host's root
+        *([MKNOD_ATTEMPT, SYSCTL_ATTEMPT, HOST_FILE_ATTEMPT] if ROOT else []),  # root's own
     } <= achieved, shown
     # What the clean environment, the fresh clone, the runner's own config and its broker
     # user keep out.

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from workers.runner import sandbox
-from workers.runner.job import hand_over
+from workers.runner.job import hand_over, shared_dirs
 from workers.runner.sandbox import Isolation, Sandbox, SandboxError
 
 NAMESPACES = sandbox.namespaces_unavailable() is None
@@ -175,6 +175,56 @@ def test_a_mount_that_fails_stops_the_step_before_it_starts(tmp_path: Path) -> N
     assert done.returncode == 126
     assert "cannot make the runner's files read-only for the step" in done.stderr
     assert not marker.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a root runner's steps")
+@needs_namespaces
+def test_a_root_runners_step_writes_only_its_own_the_temporary_and_the_shared_directories(
+    tmp_path: Path,
+) -> None:
+    """To whatever checks the uid alone, root in a user namespace is still root: the host's
+    files are read-only to a root runner's steps (/etc, where a planted file would run as
+    root later, among them), but for the tree, the temporary directories and a directory the
+    job shares on purpose (a model cache)."""
+    tree, cache = tmp_path / "tree", Path(tempfile.mkdtemp(prefix="carry-cache-", dir="/var/tmp"))
+    tree.mkdir()
+    try:
+        planted = [f"/etc/carry-probe-{os.getpid()}", f"/var/lib/carry-probe-{os.getpid()}"]
+        allowed = [tree / "built", cache / "model", Path(f"/var/tmp/carry-probe-{os.getpid()}")]
+        targets = [*planted, *map(str, allowed)]
+        box = sandbox.resolve("auto")
+        argv = box.wrap(
+            [sys.executable, "-I", "-c", WRITE, *targets],
+            network=False,
+            tree=tree,
+            writable=[cache],
+        )
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        said = done.stdout.splitlines()
+        assert said == [f"{t} Read-only file system" for t in planted] + [
+            f"{t} written" for t in allowed
+        ], done.stdout
+        assert not any(Path(t).exists() for t in planted)
+    finally:
+        shutil.rmtree(cache)
+        Path(f"/var/tmp/carry-probe-{os.getpid()}").unlink(missing_ok=True)
+
+
+def test_only_directories_passed_by_name_are_shared(tmp_path: Path) -> None:
+    """A variable the host passes by name that names a directory (a model cache) stays
+    writable under a read-only host; carry's own variables and other values do not count."""
+    cache = tmp_path / "hf"
+    cache.mkdir()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "TMPDIR": str(tmp_path),  # a scratch directory: the sandbox's own business
+        "HF_HOME": str(cache),
+        "HF_TOKEN": "hf_not_a_path",
+        "MODEL_FILE": str(cache / "missing"),
+        "RELATIVE": "hf",
+    }
+    assert shared_dirs(env) == [cache]
 
 
 KERNEL = """

@@ -96,8 +96,11 @@ def run_variant(variant: Variant, model: Path, vllm_env: Path, work: Path) -> di
     # loopback (where vllm serve listens), where this machine gives namespaces.
     box = sandbox.resolve("auto")
     command = box.wrap(command, network=False, writable=[work])  # work may be in the checkout
+    home = work / "home"  # the step's own, as a runner gives each job (vLLM caches there)
+    home.mkdir(exist_ok=True)
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=_env())
+    env = {**_env(), "HOME": str(home)}
+    proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
     seconds = time.monotonic() - started
     data = json.loads(report.read_text()) if report.exists() else {}
     data.setdefault("summary", (proc.stdout + proc.stderr).strip()[-2000:])

@@ -73,6 +73,14 @@ def host_env_for_steps(host: Mapping[str, str], passed: Iterable[str] = ()) -> d
     return {name: host[name] for name in names if name in host}
 
 
+def shared_dirs(env: Mapping[str, str]) -> list[Path]:
+    """The directories that variables passed by name (CARRY_RUNNER_PASS_ENV) name, such as a
+    model cache in HF_HOME: jobs share them on purpose, so they stay writable where a
+    sandbox makes the host's files read-only."""
+    passed = (env[name] for name in env if name not in BASE_STEP_ENV)
+    return [Path(value) for value in passed if os.path.isabs(value) and os.path.isdir(value)]
+
+
 @dataclass
 class JobContext:
     workdir: Path
@@ -357,7 +365,7 @@ def _run(
             step.run,
             network=network,
             tree=built.path,
-            writable=[home_dir(built.path), python_dir(built.path)],
+            writable=[home_dir(built.path), python_dir(built.path), *shared_dirs(ctx.env)],
         ),
         cwd=built.path,
         env=env,

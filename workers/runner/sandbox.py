@@ -12,9 +12,11 @@ cannot leave code there (a .pth, a patched module) for the next job or for the r
 The step itself starts in a user namespace of its own with every id mapped to itself
 (`sandbox_init.py --confine`): root there is root over nothing of the host's, so it cannot
 take those read-only mounts away, make device nodes or load modules. A root runner's steps
-also get kernel settings and sysfs read-only (KERNEL_INTERFACES: they check uid 0, not a
-capability) and a /dev of their own: the standard nodes, the accelerators', a private
-/dev/shm and ptys, none of the host's disks. In every step's view the host's unix sockets
+(uid 0, to whatever checks the uid alone) get the host's whole file system read-only but for
+their tree, home and Python, the temporary directories (SCRATCH) and the directories that
+variables passed to them name (a model cache); kernel settings and sysfs are read-only too
+(KERNEL_INTERFACES), and they get a /dev of their own: the standard nodes, the
+accelerators', a private /dev/shm and ptys, none of the host's disks. In every step's view the host's unix sockets
 where daemons keep them (/run, /tmp) are covered: a network namespace does not keep a step
 from a socket in the file system. Elsewhere, what the step may read or write is what the
 runner's user may.
@@ -45,6 +47,7 @@ import site
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -80,6 +83,7 @@ ACCELERATOR_DEVICES = (
 # trigger (a reboot), sysfs and its cgroups. Read-only for the steps of a root runner; a
 # runner that is not root has no such rights to lose.
 KERNEL_INTERFACES = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/sys")
+SCRATCH = ("/tmp", "/var/tmp", "/dev", "/proc")  # writable to a root runner's steps
 
 
 class SandboxError(Exception):
@@ -145,8 +149,8 @@ class Sandbox:
         guarded = "the runner's Python and code read-only"
         if os.geteuid() == 0:  # a root runner's steps get more read-only, and a /dev
             guarded = (
-                "the runner's Python, its code, kernel settings and sysfs read-only, a /dev "
-                "of its own"
+                "the host's files read-only but for its tree, its home, its Python, the "
+                "temporary directories and the directories passed to it, a /dev of its own"
             )
         return (
             f"runs in its own PID, mount, IPC and UTS namespaces and a user namespace that "
@@ -225,6 +229,7 @@ def _init(
     confine: bool = True,
     read_only: Sequence[str] = (),
     writable: Sequence[Path] = (),
+    scratch: Sequence[Path] = (),
     devices: Sequence[str] | None = None,
 ) -> list[str]:
     init = [sys.executable, "-I", "-S", str(INIT)]
@@ -238,6 +243,7 @@ def _init(
         init.append(f"--user={user.uid}:{user.gid}")
     init += [f"--read-only={path}" for path in read_only]
     init += [f"--writable={path.resolve()}" for path in writable]
+    init += [f"--scratch={path.resolve()}" for path in scratch]
     return init
 
 
@@ -301,12 +307,26 @@ def _unshare_argv(
         flags.insert(0, "--map-root-user")
     if not network:
         flags.append("--net")
-    read_only = [*runner_files(), *kernel_interfaces()]
-    devices = accelerator_devices() if os.geteuid() == 0 else None
+    read_only, scratch, devices = [*runner_files()], [], None
+    if os.geteuid() == 0:  # the host read-only but for the step's own and scratch, a /dev
+        read_only = ["/", *read_only, *kernel_interfaces()]
+        scratch, devices = scratch_dirs(), accelerator_devices()
     init = _init(
-        user, loopback=not network, read_only=read_only, writable=writable, devices=devices
+        user,
+        loopback=not network,
+        read_only=read_only,
+        writable=writable,
+        scratch=scratch,
+        devices=devices,
     )
     return [unshare, *flags, "--", *init, "--", *argv]
+
+
+def scratch_dirs() -> list[Path]:
+    """What a root runner's steps may write of the host's besides their own: the temporary
+    directories (TMPDIR too), and /dev and /proc, which the step gets its own of."""
+    found = [*SCRATCH, tempfile.gettempdir()]  # TMPDIR's, which steps inherit
+    return [Path(path) for path in dict.fromkeys(found) if os.path.isdir(path)]
 
 
 def kernel_interfaces() -> list[str]:

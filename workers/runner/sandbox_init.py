@@ -1,10 +1,12 @@
 """The first process of a step's PID namespace (see sandbox.py); standard library only, run as
 `python -I -S sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets]
-[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--device=PATH]... -- ARGV...`.
+[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--scratch=PATH]... [--device=PATH]...
+-- ARGV...`.
 
 In the step's own mount namespace it makes each --read-only path a read-only bind mount of
 itself (the runner's Python and code: a step must not leave code there for the next job or
-the runner), keeping each --writable path below one writable. A mount that fails stops the
+the runner), keeping each --writable path (the step's own) and --scratch path (the host's
+temporary directories) below one writable. A mount that fails stops the
 step before it starts (status 126): it never runs with less protection than it was given.
 With --confine the step then starts in a user namespace of its own (every id mapped to
 itself, so it reads and writes the files it could before): root there holds no capability in
@@ -47,7 +49,8 @@ _ST_RDONLY = 0x1
 _OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
 USAGE = (
     "usage: sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets] "
-    "[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--device=PATH]... -- ARGV..."
+    "[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--scratch=PATH]... "
+    "[--device=PATH]... -- ARGV..."
 )
 # statvfs flag -> the mount flag a remount must keep (in a user namespace these are locked)
 _KEPT = {0x2: 0x2, 0x4: 0x4, 0x8: 0x8, 0x400: 0x400, 0x800: 0x800, 0x1000: 0x200000}
@@ -158,18 +161,23 @@ def map_ids_to_themselves(pid: int) -> None:
 
 
 def protect(read_only: list[str], writable: list[str]) -> None:
-    """Each read-only path, and every mount below it, becomes read-only; a writable path below
-    one is bound first, so it stays a writable mount of its own inside the read-only one."""
+    """Each read-only path, and every mount below it, becomes read-only, but for the writable
+    paths below it: each of those is bound first and stays a writable mount of its own. A path
+    that is a mount point (the root, say) is made read-only where it is, others are bound."""
     for path in writable:
-        if any(_within(path, guarded) for guarded in read_only):
+        around = [other for other in (*read_only, *writable) if _within(path, other)]
+        innermost = max((other for other in around if other != path), key=len, default=None)
+        if innermost in read_only:  # not where a writable one already makes it writable
             _mount(path, path, _MS_BIND | _MS_REC)
     for path in read_only:
-        _mount(path, path, _MS_BIND | _MS_REC)
+        if path not in _mount_points(path):
+            _mount(path, path, _MS_BIND | _MS_REC)
+        below = [kept for kept in writable if _within(kept, path) and kept != path]
         for point in _mount_points(path):
-            if any(_within(point, kept) for kept in writable):
+            if any(_within(point, kept) for kept in below):
                 continue
             flags = os.statvfs(point).f_flag
-            if not flags & _ST_RDONLY:
+            if not flags & _ST_RDONLY:  # MS_BIND: this view's flags, never the file system's
                 kept = sum(mount for st, mount in _KEPT.items() if flags & st)
                 _mount(point, point, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | kept)
 
@@ -198,7 +206,12 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
         "hide-sockets": False,
         "user": None,
     }
-    paths: dict[str, list[str]] = {"--read-only": [], "--writable": [], "--device": []}
+    paths: dict[str, list[str]] = {
+        "--read-only": [],
+        "--writable": [],
+        "--scratch": [],
+        "--device": [],
+    }
     while args and args[0] != "--":
         option, _, value = args.pop(0).partition("=")
         if option in ("--loopback", "--confine", "--private-dev", "--hide-sockets") and not value:
@@ -215,7 +228,10 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
     if len(args) < 2:
         return None
     options.update(
-        read_only=paths["--read-only"], writable=paths["--writable"], devices=paths["--device"]
+        read_only=paths["--read-only"],
+        writable=paths["--writable"],  # the step's own
+        scratch=paths["--scratch"],  # writable too, and shared with the host
+        devices=paths["--device"],
     )
     return options, args[1:]
 
@@ -226,23 +242,33 @@ def main(args: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 126
     options, argv = parsed
-    try:
-        protect(options["read_only"], options["writable"])
-    except OSError as err:
-        print(f"cannot make the runner's files read-only for the step: {err}", file=sys.stderr)
-        return 126
-    try:
-        if options["private-dev"]:
-            private_dev(options["devices"])
-    except OSError as err:
-        print(f"cannot give the step a /dev of its own: {err}", file=sys.stderr)
-        return 126
-    try:
-        if options["hide-sockets"]:
-            hide_sockets(options["writable"])
-    except OSError as err:
-        print(f"cannot hide the host's unix sockets from the step: {err}", file=sys.stderr)
-        return 126
+    preparations = (
+        (
+            True,
+            "make the runner's files read-only for the step",
+            lambda: protect(options["read_only"], [*options["writable"], *options["scratch"]]),
+        ),
+        (
+            options["private-dev"],
+            "give the step a /dev of its own",
+            lambda: private_dev(options["devices"]),
+        ),
+        (
+            options["hide-sockets"],
+            "hide the host's unix sockets from the step",
+            lambda: hide_sockets(options["writable"]),
+        ),
+    )
+    for wanted, what, prepare in preparations:
+        try:
+            if wanted:
+                prepare()
+        except OSError as err:  # the step never runs with less than it was given
+            print(f"cannot {what}: {err}", file=sys.stderr)
+            return 126
+    # The working directory was entered before these mounts: entered again by its name, it
+    # is the one they give (a writable tree inside a read-only root, say).
+    os.chdir(os.getcwd())
     if options["loopback"]:
         loopback_up()
     child = start(argv, user=options["user"], confine=options["confine"])
