@@ -2327,7 +2327,8 @@ say(DISK_ATTEMPT, opened is not None, f"opened {opened} for reading" if opened
 
 # A network namespace keeps no one from a unix socket in the file system: Docker's, systemd's
 # or a database's would let the step act outside the sandbox (the scenario runs a stand-in
-# daemon's socket under /tmp; each connection is closed at once).
+# daemon's socket under /tmp; each connection is closed at once). The search is the check's
+# own, not sandbox_init's: a check that used the code it tests could not see that code miss one.
 def unix_sockets(directory, depth):
     try:
         entries = list(os.scandir(directory))
