@@ -80,6 +80,23 @@ _SETTINGS_ENV = (
     "GITHUB_APP_PRIVATE_KEY",
     "CARRY_DASHBOARD_TOKEN",
 )
+# Secrets carry does not know the value of (a step's output, a host's other services), found
+# by their form and redacted all the same: the password of a URL (scheme://user:PASSWORD@),
+# GitHub's tokens (classic, OAuth, App installation and user, refresh; fine-grained), Hugging
+# Face's, and the credential of an Authorization header.
+_SECRET_FORMS = (
+    (
+        re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s/:@]*):[^\s/@]+@", re.IGNORECASE),
+        rf"\1:{REDACTED}@",
+    ),
+    (re.compile(r"\b(gh[pousr]_)[A-Za-z0-9]{20,}\b"), rf"\1{REDACTED}"),
+    (re.compile(r"\b(github_pat_)[A-Za-z0-9_]{20,}"), rf"\1{REDACTED}"),
+    (re.compile(r"\b(hf_)[A-Za-z0-9]{20,}\b"), rf"\1{REDACTED}"),
+    (
+        re.compile(r"\b(authorization:\s*(?:bearer|token|basic)\s+)\S+", re.IGNORECASE),
+        rf"\1{REDACTED}",
+    ),
+)
 
 
 def secret_values(
@@ -142,8 +159,9 @@ def _forms(value: str) -> set[str]:
 
 
 class SecretFilter(logging.Filter):
-    """Rewrites each record so that no known secret value reaches a handler: the message with
-    its arguments, the exception text, the stack and the structured fields."""
+    """Rewrites each record so that no secret reaches a handler (a known value, or one of the
+    _SECRET_FORMS): the message with its arguments, the exception text, the stack and the
+    structured fields."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
@@ -154,11 +172,11 @@ class SecretFilter(logging.Filter):
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
+        for form, replacement in _SECRET_FORMS:
+            text = form.sub(replacement, text)
         return text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self._secrets:
-            return True
         try:
             message = record.getMessage()
         except (TypeError, ValueError):  # bad %-arguments: left for the handler to report

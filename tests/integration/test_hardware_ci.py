@@ -971,6 +971,32 @@ def test_check_code_gets_none_of_the_runners_credentials(
     assert "stdout: token is [redacted]" in text and secrets["HF_TOKEN"] not in text
 
 
+def test_secrets_the_runner_never_held_are_redacted_from_the_run_log_by_their_form(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    """A step prints credentials carry never knew the value of (a database URL of the host's,
+    tokens it found): on stdout and stderr alike, the stored run log holds none of them."""
+    leaks = {
+        "postgres://ci:pg-pass-91823@db.internal:5432/ci": "postgres://ci:[redacted]@db.internal",
+        "ghp_" + "Z9" * 18: "ghp_[redacted]",
+        "github_pat_" + "11AB" * 6: "github_pat_[redacted]",
+        "hf_" + "q" * 34: "hf_[redacted]",
+        "Authorization: Bearer eyJhbGciOi.payload.sig": "Authorization: Bearer [redacted]",
+    }
+    start_runners(("gaudi", "gaudi1@%h"))
+    printed = "; ".join(f"echo 'out {leak}'; echo 'err {leak}' >&2" for leak in leaks)
+    row = request(
+        client, celery_app, world, world.head(), [target("gaudi", StepSpec("leaky", sh(printed)))]
+    )[0]
+    info = finished(client, row.run_id)
+    text = log_text(client, row.run_id)
+    assert info["state"] == "success", text
+    for shown in leaks.values():
+        assert f"stdout: out {shown}" in text and f"stderr: err {shown}" in text, text
+    for secret in ("pg-pass-91823", "Z9" * 18, "11AB" * 6, "q" * 34, "payload.sig"):
+        assert secret not in text
+
+
 def _hostile_check(marks: Path, url: str, secret: str, name: str = "hostile") -> StepSpec:
     """The check code of bench/reliability.py's hostile-check scenario: it prints one line per
     attempt ("<attempt>|achieved|how" or "...|blocked|why") and fails if any was achieved."""

@@ -130,3 +130,38 @@ def test_the_worker_pools_own_logger_writes_json_lines_too(
     assert len(lines) == 1
     record = json.loads(lines[0])
     assert "ForkPoolWorker-1" in record["msg"] and TOKEN not in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "stored"),
+    [
+        ("redis://runner:s3cret-pw@10.0.0.5:6379/0", "redis://runner:[redacted]@10.0.0.5:6379/0"),
+        ("REDIS_URL=redis://:pw123456@h/0", "REDIS_URL=redis://:[redacted]@h/0"),
+        (
+            "https://x-access-token:ghs_abc@github.com/o/r",
+            "https://x-access-token:[redacted]@github.com/o/r",
+        ),
+        ("token ghp_" + "a1B2" * 9 + " used", "token ghp_[redacted] used"),
+        ("ghs_" + "x" * 36, "ghs_[redacted]"),
+        ("github_pat_11ABC_" + "d" * 40, "github_pat_[redacted]"),
+        ("HF_TOKEN=hf_" + "k" * 34, "HF_TOKEN=hf_[redacted]"),
+        ("authorization: token abcdef", "authorization: token [redacted]"),
+        ("Authorization: Basic eC1hY2Nlc3M=", "Authorization: Basic [redacted]"),
+        # What only looks like one stays as it is.
+        ("git@github.com:o/r.git and https://github.com/o/r", None),
+        ("mail ada@example.com, http://host:8080/path, ghp_short", None),
+        ("the hf_ prefix, github_pat_ alone", None),
+    ],
+)
+def test_secrets_carry_never_knew_are_redacted_by_their_form(line: str, stored: str | None) -> None:
+    assert carry_log.SecretFilter([]).redact(line) == (stored or line)
+
+
+def test_a_log_record_is_redacted_by_form_without_any_known_secret(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = logging.getLogger("tests.redaction.forms")
+    log.addFilter(carry_log.SecretFilter([]))
+    with caplog.at_level(logging.INFO, logger="tests.redaction.forms"):
+        log.info("cloning %s", "https://u:hunter2-pw@git.example/r.git")
+    assert caplog.messages == ["cloning https://u:[redacted]@git.example/r.git"]
