@@ -80,6 +80,7 @@ from workers import ci, ci_runs, tasks
 from workers import runtime as runtime_module
 from workers.celery_app import app as celery_app
 from workers.ci_reports import ReportApplier
+from workers.runner.sandbox import bwrap_unavailable
 from workers.runner.spec import StepSpec, TreeSpec
 from workers.runtime import Runtime
 
@@ -2398,7 +2399,9 @@ def render_attempts(attempts: list[Attempt]) -> str:
     return "\n".join(lines)
 
 
-def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
+def run_hostile_check(
+    root: Path, *, sandbox: str = "auto", step_user: str = "auto"
+) -> list[Attempt]:
     """A runner process (as `carry runner` starts it, sandbox: auto) runs a check whose code
     tries everything check code could want with carry: the broker's password and a GitHub token
     (in the step's environment, in the runner's in /proc), the runner process, the broker
@@ -2407,7 +2410,8 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     view), a device node, a kernel setting, the host's disks, a host daemon's unix socket, a
     file in /etc; then a job nobody issued is put
     in the runner's queue. One row per attempt, from the check's own output and the marks.
-    `sandbox` is the runner's setting (none shows what the sandbox keeps out)."""
+    `sandbox` and `step_user` are the runner's settings (none and runner show what the
+    sandbox and the step user keep out)."""
     password = secrets.token_hex(12)
     port = free_port()
     (root / "redis").mkdir(parents=True)
@@ -2431,9 +2435,12 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     url = f"redis://:{password}@127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
     wait_for(lambda: _pings(client), 20, "redis-server")
-    marks = root / "marks"
+    # The check's script and the marks it reads live outside /tmp, which bwrap gives the
+    # step a private one of.
+    outside_tmp = Path(tempfile.mkdtemp(prefix="carry-hostile-", dir="/var/tmp"))
+    marks = outside_tmp / "marks"
     marks.mkdir()
-    script = root / "hostile.py"
+    script = outside_tmp / "hostile.py"
     script.write_text(HOSTILE_SCRIPT)
     # The runner's broker user, as the README sets it up: its own keys, its queue, nothing else.
     runner_password = secrets.token_hex(12)
@@ -2451,7 +2458,7 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
     # What the runner holds: its broker password and (here, to show it is not passed on) a token.
     needles = {"password": runner_password[::-1], "token": HOSTILE_TOKEN[::-1]}
     (marks / "needles.json").write_text(json.dumps(needles))
-    _hostile_config(env, check, sandbox)
+    _hostile_config(env, check, sandbox, step_user)
     env.extra_env["GITHUB_TOKEN"] = HOSTILE_TOKEN
     runner_home = root / "runner-home"  # where the runner's own Python would find a .pth
     runner_home.mkdir()
@@ -2474,6 +2481,7 @@ def run_hostile_check(root: Path, *, sandbox: str = "auto") -> list[Attempt]:
         server.wait()
         shutil.rmtree(Path(daemon.getsockname()).parent, ignore_errors=True)
         daemon.close()
+        shutil.rmtree(outside_tmp, ignore_errors=True)
 
 
 def _stand_in_daemon() -> socket.socket:
@@ -2486,7 +2494,7 @@ def _stand_in_daemon() -> socket.socket:
     return daemon
 
 
-def _hostile_config(env: CarryEnv, check: StepSpec, sandbox: str) -> None:
+def _hostile_config(env: CarryEnv, check: StepSpec, sandbox: str, step_user: str) -> None:
     env.write_config()
     config = json.loads(env.config_path.read_text())
     command = {"run": list(check.run), "timeout_s": int(check.timeout_s), "env": dict(check.env)}
@@ -2496,6 +2504,7 @@ def _hostile_config(env: CarryEnv, check: StepSpec, sandbox: str) -> None:
             "workdir": str(env.root / "runner"),
             "checks": {HOSTILE_CHECK: command},
             "sandbox": sandbox,
+            "step_user": step_user,
         }
     }
     env.config_path.write_text(json.dumps(config, indent=2))
@@ -2625,12 +2634,17 @@ def _forged_job(rt: Runtime, marks: Path, model_run: str) -> Attempt:
     )
 
 
-def scenario_hostile_check(root: Path, _scale: Scale) -> Row:
-    attempts = run_hostile_check(root)
+def scenario_hostile_check(root: Path, _scale: Scale, sandbox: str = "auto") -> Row:
+    name = "hostile check code on a runner" + (
+        f" (sandbox: {sandbox})" if sandbox != "auto" else ""
+    )
+    if sandbox == "bwrap" and bwrap_unavailable() is not None:
+        return Row(name, f"not run: {bwrap_unavailable()}", "-", "-", "-", ok=True)
+    attempts = run_hostile_check(root, sandbox=sandbox)
     print(render_attempts(attempts), flush=True)
     achieved = [a.attempt for a in attempts if a.achieved]
     return Row(
-        "hostile check code on a runner",
+        name,
         f"a check's code tried {len(attempts)} things against carry's control plane "
         "(secrets, the runner, the broker, the next job) and a forged job was queued",
         f"{len(achieved)} of {len(attempts)} achieved"
@@ -3200,6 +3214,7 @@ SCENARIOS: dict[str, Callable[[Path, Scale, int], Row | list[Row]]] = {
     "fuzz-parser": scenario_fuzz_parser,
     "override-race": scenario_override_race,
     "hostile-check": lambda root, scale, _seed: scenario_hostile_check(root, scale),
+    "hostile-check-bwrap": lambda root, scale, _seed: scenario_hostile_check(root, scale, "bwrap"),
     "intake-abuse": lambda root, scale, _seed: scenario_intake_abuse(root, scale),
 }
 

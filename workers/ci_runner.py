@@ -339,7 +339,9 @@ def _execute(
             env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
             attempt=attempt,
             # job_mismatch let the job in, so this runner's config names its kind
-            sandbox=resolve_sandbox(own.sandbox if own else "auto", own.step_user if own else None),
+            sandbox=resolve_sandbox(
+                own.sandbox if own else "auto", own.step_user if own else None, workdir
+            ),
             networked=own.networked() if own else frozenset(),
         )
         return execute(job, ctx)

@@ -243,11 +243,12 @@ class Runner(_Model):
     # namespaces where the host gives them, namespaces insists on them, bwrap adds a read-only
     # view of the host's files (bubblewrap), none runs steps bare.
     sandbox: Literal["auto", "namespaces", "bwrap", "none"] = "auto"
-    # The user setup and check commands run as (a name or a uid), with the job's tree and
-    # artifacts handed to it: a step then cannot write the runner's own code, its Python or
-    # anything else the runner's user owns. Needs a runner started as root. None: the runner's
-    # own user (the shipped setup `pip install -e .` writes into the runner's Python).
-    step_user: Annotated[str, Field(min_length=1)] | None = None
+    # The user setup and check commands run as, with the job's tree handed to it: a step then
+    # cannot write the runner's own code, its Python or anything else the runner's user owns,
+    # nor read root's files. A name or a uid (needs a runner started as root); `auto`: nobody
+    # on a root runner where the host lets it run steps, else the runner's own user, saying
+    # why (workers/runner/sandbox.py choose_user); `runner`: the runner's own user, root too.
+    step_user: Annotated[str, Field(min_length=1)] = "auto"
 
     def networked(self) -> frozenset[tuple[str, str]]:
         """(step kind, name) of the steps that get the host's network."""

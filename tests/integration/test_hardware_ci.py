@@ -530,11 +530,14 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
         registered[gaudi.name]["kind"] == "gaudi" and registered[gaudi.name]["queue"] == "hw.gaudi"
     )
     assert registered[gb10.name]["kind"] == "gb10"
-    # How each runner runs its steps is on the runners page (as root here, with no step user).
-    user = "root" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    # How each runner runs its steps is on the runners page (as root here: nobody cannot
+    # enter pytest's directories, and the page says so).
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    if os.geteuid() == 0:
+        user = "root (step_user: auto, and nobody cannot enter "
     expected = "namespaces" if sandbox.namespaces_unavailable() is None else "none (sandbox: auto"
     assert registered[gaudi.name]["steps"].startswith(expected), registered[gaudi.name]
-    assert registered[gaudi.name]["steps"].endswith(f", as {user}"), registered[gaudi.name]
+    assert f", as {user}" in registered[gaudi.name]["steps"], registered[gaudi.name]
     # Runner-side rows go the same way (runners hold no GitHub token), with the commit tested.
     forwarded = [json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)]
     assert set(forwarded) == {"carry.ci.report"}
@@ -1456,3 +1459,69 @@ def test_a_workdir_the_step_user_cannot_enter_is_an_infra_error_naming_it(
     text = log_text(client, row.run_id)
     assert info["state"] == "infra-error", text
     assert "the step user nobody cannot enter" in str(info) + text
+
+
+@pytest.fixture
+def python_enterable() -> Iterator[None]:
+    """Lets any user enter the directories above the runner's Python (this host keeps it
+    under root's 0700 home), as on a runner host whose Python is in /usr or /opt."""
+    python = Path(os.path.realpath(sys.executable))
+    closed = [p for p in python.parents if not p.stat().st_mode & 0o001]
+    for path in closed:
+        path.chmod(path.stat().st_mode | 0o001)
+    yield
+    for path in closed:
+        path.chmod(path.stat().st_mode & ~0o001)
+
+
+@needs_root
+def test_a_root_runner_runs_its_steps_as_nobody_by_default(
+    client: redis.Redis,
+    world: World,
+    celery_app: Celery,
+    marks: Path,
+    start_runners: Any,
+    enterable: None,
+    python_enterable: None,
+) -> None:
+    """step_user: auto (no step_user in the config): where nobody can enter the workdir and
+    run the runner's Python, the steps run as nobody and read none of root's files (a runner
+    host's broker password in an env file, say)."""
+    secret = marks / "runner.env"
+    secret.write_text("REDIS_URL=redis://carry-runner-gaudi:hunter2@broker:6379/0\n")
+    secret.chmod(0o600)
+    marks.chmod(0o755)
+    (runner,) = start_runners(("gaudi", "gaudi1@%h"))
+    probe = StepSpec(
+        "whoami",
+        sh('echo "uid $(id -u)"; cat "$HOST_FILE" 2>/dev/null || echo "secret refused"'),
+        env={"HOST_FILE": str(secret)},
+    )
+    row = request(client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
+    info = finished(client, row.run_id)
+    text = log_text(client, row.run_id)
+    assert info["state"] == "success", text
+    assert "stdout: uid 65534" in text and "stdout: secret refused" in text, text
+    assert "hunter2" not in text
+    assert "as nobody (uid 65534)" in text
+    registered = {r["name"]: r for r in runners(client)}
+    assert registered[runner.name]["steps"].endswith(", as nobody"), registered
+
+
+@needs_root
+def test_where_nobody_cannot_run_steps_a_root_runner_says_why_they_run_as_root(
+    client: redis.Redis, world: World, celery_app: Celery, start_runners: Any
+) -> None:
+    """pytest's directories are root's 0700: under step_user: auto steps then run as root,
+    and the run log and the runners page say why."""
+    (runner,) = start_runners(("gaudi", "gaudi1@%h"))
+    probe = StepSpec("whoami", sh('echo "uid $(id -u)"'))
+    row = request(client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
+    info = finished(client, row.run_id)
+    text = log_text(client, row.run_id)
+    assert info["state"] == "success", text
+    assert "stdout: uid 0" in text
+    why = "as root (step_user: auto, and nobody cannot enter "
+    assert why in text and "above the runner's workdir)" in text, text
+    steps = {r["name"]: r for r in runners(client)}[runner.name]["steps"]
+    assert why in steps and "above the runner's workdir)" in steps, steps

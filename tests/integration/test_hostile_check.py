@@ -27,7 +27,7 @@ from bench.reliability import (
     render_attempts,
     run_hostile_check,
 )
-from workers.runner.sandbox import namespaces_unavailable
+from workers.runner.sandbox import bwrap_unavailable, namespaces_unavailable
 
 pytestmark = [
     pytest.mark.slow,
@@ -57,8 +57,20 @@ ROOT = os.geteuid() == 0
 
 
 @pytest.mark.skipif(namespaces_unavailable() is not None, reason=str(namespaces_unavailable()))
-def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path) -> None:
-    attempts = run_hostile_check(tmp_path)
+@pytest.mark.parametrize(
+    "sandbox",
+    [
+        "auto",
+        pytest.param(
+            "bwrap",
+            marks=pytest.mark.skipif(
+                bwrap_unavailable() is not None, reason=str(bwrap_unavailable())
+            ),
+        ),
+    ],
+)
+def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path, sandbox: str) -> None:
+    attempts = run_hostile_check(tmp_path, sandbox=sandbox)
     shown = render_attempts(attempts)
     assert [a.attempt for a in attempts] == ATTEMPTS, shown
     assert [a.attempt for a in attempts if a.achieved] == [], shown
@@ -70,11 +82,11 @@ def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path) -> None:
 def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
     tmp_path: Path,
 ) -> None:
-    """The scenario can fail: on a runner configured with sandbox: none (carry before the
-    sandbox), the step, running as the runner's user, finds the broker's URL in the runner's
+    """The scenario can fail: on a runner configured with sandbox: none and its own user for
+    the steps (carry before the sandbox), the step finds the broker's URL in the runner's
     /proc environment and connects with it. What it can do there is what the runner's own
     broker user may: writing carry's store or queueing a task for its workers is refused."""
-    attempts = run_hostile_check(tmp_path, sandbox="none")
+    attempts = run_hostile_check(tmp_path, sandbox="none", step_user="runner")
     achieved = {a.attempt for a in attempts if a.achieved}
     shown = render_attempts(attempts)
     assert [a.attempt for a in attempts] == ATTEMPTS, shown

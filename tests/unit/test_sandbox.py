@@ -408,7 +408,7 @@ def test_sandbox_none_runs_the_command_as_it_is() -> None:
     assert box.describe(network=False) == (
         f"runs without a sandbox (the runner's config says sandbox: none){AS_ROOT}"
     )
-    user = "root" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    user = "root (no step_user)" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
     assert box.summary() == f"none (the runner's config says sandbox: none), as {user}"
 
 
@@ -532,3 +532,99 @@ def test_a_step_user_that_cannot_be_used_is_refused_by_name(user: str, said: str
 def test_a_step_user_needs_a_root_runner() -> None:
     with pytest.raises(SandboxError, match="needs a runner started as root"):
         sandbox.resolve_user("nobody")
+
+
+# ---------------------------------------------------------------- step_user: auto
+
+
+@pytest.fixture
+def runner_host(open_dir: Path) -> tuple[Path, Path]:
+    """A runner host where nobody may do what a step needs: a workdir it can enter and a
+    Python it can run (the system's, not the test's under root's 0700 home)."""
+    assert SYSTEM_PYTHON is not None
+    workdir = open_dir / "runner"
+    workdir.mkdir(mode=0o755)
+    return workdir, Path(os.path.realpath(SYSTEM_PYTHON))
+
+
+def closed_dir(open_dir: Path) -> Path:
+    closed = open_dir / "closed"
+    closed.mkdir(mode=0o700)
+    return closed
+
+
+@needs_root
+@pytest.mark.skipif(SYSTEM_PYTHON is None, reason="needs the system's python3")
+def test_auto_runs_a_root_runners_steps_as_nobody_where_the_host_lets_it(
+    runner_host: tuple[Path, Path], open_dir: Path
+) -> None:
+    workdir, python = runner_host
+    device = open_dir / "accel0"  # stands for an accelerator's node: mode is what counts
+    device.write_text("")
+    device.chmod(0o666)
+    user, why = sandbox.choose_user("auto", workdir, python=python, devices=[str(device)])
+    nobody = pwd.getpwnam("nobody")
+    assert user == sandbox.StepUser("nobody", nobody.pw_uid, nobody.pw_gid) and why == ""
+
+
+@needs_root
+@pytest.mark.skipif(SYSTEM_PYTHON is None, reason="needs the system's python3")
+@pytest.mark.parametrize(
+    ("what", "said"),
+    [
+        (
+            "workdir",
+            "nobody cannot enter {closed} (mode 700, root:root), above the runner's workdir",
+        ),
+        (
+            "python dir",
+            "nobody cannot enter {closed} (mode 700, root:root), above the runner's Python",
+        ),
+        ("python file", "nobody cannot run the runner's Python {file} (mode 700, root:root)"),
+        ("device", "nobody cannot open {file} (mode 660, root:root)"),
+    ],
+)
+def test_auto_keeps_steps_as_root_where_nobody_cannot_run_them_and_says_why(
+    runner_host: tuple[Path, Path], open_dir: Path, what: str, said: str
+) -> None:
+    workdir, python = runner_host
+    closed = closed_dir(open_dir)
+    devices: list[str] = []
+    file = open_dir / "file"
+    file.write_text("")
+    if what == "workdir":
+        workdir = closed / "runner"
+    elif what == "python dir":
+        python = closed / "python3"
+        shutil.copy(SYSTEM_PYTHON or "", python)
+    elif what == "python file":
+        shutil.copy(SYSTEM_PYTHON or "", file)
+        file.chmod(0o700)
+        python = file
+    else:
+        file.chmod(0o660)
+        devices = [str(file)]
+    user, why = sandbox.choose_user("auto", workdir, python=python, devices=devices)
+    assert user is None
+    assert why == "step_user: auto, and " + said.format(closed=closed, file=file)
+
+
+def test_runner_and_no_step_user_keep_the_runners_own_user() -> None:
+    assert sandbox.choose_user("runner", None) == (None, "step_user: runner")
+    assert sandbox.choose_user(None, None) == (None, "no step_user")
+
+
+@needs_root
+def test_a_root_runner_says_why_its_steps_run_as_root(tmp_path: Path) -> None:
+    """pytest's directories are root's 0700: nobody cannot reach a workdir there."""
+    box = sandbox.resolve("none", "auto", tmp_path / "runner")
+    assert box.user is None
+    closed = next(p for p in reversed((tmp_path / "runner").parents) if not p.stat().st_mode & 1)
+    said = f"as root (step_user: auto, and nobody cannot enter {closed} (mode 700, root:root)"
+    assert said in box.describe(network=False)
+    assert box.summary().startswith(f"none (the runner's config says sandbox: none), {said}")
+
+
+@pytest.mark.skipif(ROOT, reason="a runner that is not root")
+def test_auto_on_a_runner_that_is_not_root_is_its_own_user(tmp_path: Path) -> None:
+    assert sandbox.choose_user("auto", tmp_path) == (None, "")

@@ -66,11 +66,11 @@ def main(
     settings = load_settings()
     config = _config(config_path, settings)
     runner = _runner(config, kind)
-    steps = _steps(kind, runner)
-    queue = runner.queue if runner else f"hw.{kind}"
-    node = host_format(name or settings.runner_name or f"{kind}@%h")
     where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)
     where.mkdir(parents=True, exist_ok=True)
+    steps = _steps(kind, runner, where)
+    queue = runner.queue if runner else f"hw.{kind}"
+    node = host_format(name or settings.runner_name or f"{kind}@%h")
     _prepare_process(kind, node, where, settings.visibility_timeout_s)
     _share_config(config_path, runner)
     _warn_on_visibility(runner, settings.visibility_timeout_s)
@@ -119,18 +119,22 @@ def _runner(config: CarryConfig | None, kind: str) -> Runner | None:
     return config.runners[kind]
 
 
-def _steps(kind: str, runner: Runner | None) -> str:
+def _steps(kind: str, runner: Runner | None, workdir: Path) -> str:
     """How this runner runs setup and check steps, for the runners page. A sandbox or step
     user that this host cannot give is a ConfigError: a runner that would fail every job must
     not take them from the runners of its kind that can run them."""
     if runner is None:
         return "none: no config names this kind, so every job is refused"
     try:
-        box = resolve_sandbox(runner.sandbox, runner.step_user)
+        box = resolve_sandbox(runner.sandbox, runner.step_user, workdir)
     except SandboxError as err:
         raise ConfigError([f"runners.{kind}: {err}"]) from None
     if box.user is None and os.geteuid() == 0:
-        log.warning("steps run as root: runners.<kind>.step_user names an unprivileged user")
+        log.warning(
+            "steps run as root (%s): runners.%s.step_user names an unprivileged user",
+            box.why_root,
+            kind,
+        )
     return box.summary()
 
 

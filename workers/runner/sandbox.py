@@ -34,12 +34,17 @@ host's, even as root. Under either, setup steps install into the job's own Pytho
 With a step user (`runners.<kind>.step_user`), a root runner starts each step as that user
 (`sandbox_init.py --user`, with or without namespaces): what the step may read and write on the
 host is then what that user may, not what root may. The user must be able to reach the tree
-(the runner's workdir) and the tools the steps run.
+(the runner's workdir) and the tools the steps run. `auto` (the default) picks `nobody` on a
+root runner where the host lets it run steps (`choose_user`): it can enter the workdir, run
+the runner's Python and open the accelerators; elsewhere steps run as root, and the runner
+says why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import grp
 import os
 import pwd
 import shutil
@@ -49,7 +54,6 @@ import sys
 import sysconfig
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
@@ -85,12 +89,24 @@ ACCELERATOR_DEVICES = (
 KERNEL_INTERFACES = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/sys")
 SCRATCH = ("/tmp", "/var/tmp", "/dev", "/proc")  # writable to a root runner's steps
 
+AUTO_STEP_USER = "nobody"  # who `step_user: auto` runs a root runner's steps as
+RUNNER_STEP_USER = "runner"  # `step_user: runner`: the runner's own user, root included
+# The device nodes a step opens to compute (NVIDIA's, Gaudi's): `auto` keeps steps as root
+# where its user may not open one. MIG's root-only nvidia-caps are not among them.
+COMPUTE_DEVICES = (
+    "/dev/nvidia[0-9]*",
+    "/dev/nvidiactl",
+    "/dev/nvidia-uvm",
+    "/dev/accel/accel*",
+    "/dev/hl[0-9]*",
+)
+
 
 class SandboxError(Exception):
     """The runner's config asks for isolation this host cannot give."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class StepUser:
     """Who a step runs as when it is not the runner's own user."""
 
@@ -99,7 +115,7 @@ class StepUser:
     gid: int
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Sandbox:
     """How this runner starts steps: `namespaces`, or `none` with the reason; as `user`."""
 
@@ -108,6 +124,7 @@ class Sandbox:
     unshare: str = "unshare"  # its path, found when the sandbox was resolved
     user: StepUser | None = None
     bwrap: str = "bwrap"
+    why_root: str = "no step_user"  # why a root runner's steps run as root (user is None)
 
     def wrap(
         self,
@@ -136,7 +153,7 @@ class Sandbox:
     def describe(self, *, network: bool) -> str:
         who = f", as {self.user.name} (uid {self.user.uid})" if self.user else ""
         if self.user is None and os.geteuid() == 0:  # it may write whatever root may
-            who = ", as root (no step_user)"
+            who = f", as root ({self.why_root})"
         reach = "the host's network" if network else "no network (loopback only)"
         if self.isolation is Isolation.BWRAP:
             return (
@@ -160,6 +177,8 @@ class Sandbox:
     def summary(self) -> str:
         """One line for the runners page: the isolation and the user steps run as."""
         how = f"none ({self.why_none})" if self.isolation is Isolation.NONE else self.isolation
+        if self.user is None and os.geteuid() == 0:
+            return f"{how}, as root ({self.why_root})"
         return f"{how}, as {self.user.name if self.user else _user_name(os.geteuid())}"
 
 
@@ -170,24 +189,104 @@ def _user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def resolve(wanted: Isolation | str, step_user: str | None = None) -> Sandbox:
-    """The sandbox the runner's config asks for, as this host can give it."""
+def resolve(
+    wanted: Isolation | str, step_user: str | None = None, workdir: Path | None = None
+) -> Sandbox:
+    """The sandbox the runner's config asks for, as this host can give it. `step_user` is
+    the config's (None: the runner's own user); `auto` looks at `workdir` (choose_user)."""
     wanted = Isolation(wanted)
-    user = resolve_user(step_user) if step_user is not None else None
+    user, why_root = choose_user(step_user, workdir)
     if wanted is Isolation.NONE:
-        return Sandbox(Isolation.NONE, "the runner's config says sandbox: none", user=user)
-    if wanted is Isolation.BWRAP:
+        box = Sandbox(Isolation.NONE, "the runner's config says sandbox: none")
+    elif wanted is Isolation.BWRAP:
         missing = bwrap_unavailable()
         if missing is not None:
             raise SandboxError(f"the runner's config says sandbox: bwrap, but {missing}")
-        return Sandbox(Isolation.BWRAP, user=user, bwrap=shutil.which("bwrap") or "bwrap")
-    failure = namespaces_unavailable()
-    if failure is None:
-        unshare = shutil.which("unshare") or "unshare"
-        return Sandbox(Isolation.NAMESPACES, unshare=unshare, user=user)
-    if wanted is Isolation.NAMESPACES:
+        box = Sandbox(Isolation.BWRAP, bwrap=shutil.which("bwrap") or "bwrap")
+    elif (failure := namespaces_unavailable()) is None:
+        box = Sandbox(Isolation.NAMESPACES, unshare=shutil.which("unshare") or "unshare")
+    elif wanted is Isolation.NAMESPACES:
         raise SandboxError(f"the runner's config says sandbox: namespaces, but {failure}")
-    return Sandbox(Isolation.NONE, f"sandbox: auto, and {failure}", user=user)
+    else:
+        box = Sandbox(Isolation.NONE, f"sandbox: auto, and {failure}")
+    return dataclasses.replace(box, user=user, why_root=why_root)
+
+
+def choose_user(
+    step_user: str | None,
+    workdir: Path | None,
+    *,
+    python: Path | None = None,
+    devices: Sequence[str] | None = None,
+) -> tuple[StepUser | None, str]:
+    """Who steps run as (None: the runner's own user) and, when that is root, why.
+
+    `auto` on a root runner is AUTO_STEP_USER where the host lets that user run steps: it can
+    enter the workdir (the trees are there), run the runner's Python (the job's own Python is
+    made from it) and open the accelerators (COMPUTE_DEVICES). Where it cannot, steps run as
+    root and the reason says what to change. A runner that is not root runs steps as itself.
+    `python` and `devices` default to this runner's interpreter and COMPUTE_DEVICES."""
+    if step_user is None or step_user == RUNNER_STEP_USER:
+        return None, "step_user: runner" if step_user else "no step_user"
+    if step_user != "auto":
+        return resolve_user(step_user), ""
+    if os.geteuid() != 0:
+        return None, ""
+    try:
+        entry = pwd.getpwnam(AUTO_STEP_USER)
+    except KeyError:
+        return None, f"step_user: auto, and this host has no user {AUTO_STEP_USER}"
+    user = StepUser(entry.pw_name, entry.pw_uid, entry.pw_gid)
+    python = python or Path(os.path.realpath(sys.executable))
+    refused = _refused_to(user, workdir, python, compute_devices() if devices is None else devices)
+    if refused is not None:
+        return None, f"step_user: auto, and {user.name} {refused}"
+    return user, ""
+
+
+def _refused_to(
+    user: StepUser, workdir: Path | None, python: Path, devices: Sequence[str]
+) -> str | None:
+    """What `user` may not do of what a step needs (None: nothing)."""
+    needs = [("the runner's Python", python)]
+    if workdir is not None:
+        needs.insert(0, ("the runner's workdir", workdir / "clones"))
+    for what, path in needs:
+        closed = unreachable(path, user)
+        if closed is not None:
+            return f"cannot enter {closed} ({_mode(closed)}), above {what}"
+    if not _allows(python.stat(), user, 0o5):
+        return f"cannot run the runner's Python {python} ({_mode(python)})"
+    for device in devices:
+        if not _allows(Path(device).stat(), user, 0o6):
+            return f"cannot open {device} ({_mode(Path(device))})"
+    return None
+
+
+def _mode(path: Path) -> str:
+    info = path.stat()
+    try:
+        group = grp.getgrgid(info.st_gid).gr_name
+    except KeyError:
+        group = str(info.st_gid)
+    return f"mode {info.st_mode & 0o777:o}, {_user_name(info.st_uid)}:{group}"
+
+
+def compute_devices() -> list[str]:
+    """This host's COMPUTE_DEVICES."""
+    return sorted({device for pattern in COMPUTE_DEVICES for device in glob.glob(pattern)})
+
+
+def _allows(info: os.stat_result, user: StepUser, bits: int) -> bool:
+    """Whether a file's mode gives `user` (its own group only: steps drop the others) `bits`
+    (4 read, 2 write, 1 execute or enter)."""
+    if info.st_uid == user.uid:
+        shift = 6
+    elif info.st_gid == user.gid:
+        shift = 3
+    else:
+        shift = 0
+    return (info.st_mode >> shift) & bits == bits
 
 
 def resolve_user(step_user: str) -> StepUser:
@@ -208,16 +307,14 @@ def resolve_user(step_user: str) -> StepUser:
 
 def unreachable(path: Path, user: StepUser) -> Path | None:
     """The first directory above `path` that `user` may not enter (None when it may reach it):
-    a runner's workdir under root's 0700 home is one."""
+    a runner's workdir under root's 0700 home is one. One that does not exist yet is made by
+    the runner later, and not counted."""
     for directory in reversed(path.resolve().parents):
-        info = directory.stat()
-        if info.st_uid == user.uid:
-            allowed = info.st_mode & 0o100
-        elif info.st_gid == user.gid:
-            allowed = info.st_mode & 0o010
-        else:
-            allowed = info.st_mode & 0o001
-        if not allowed:
+        try:
+            info = directory.stat()
+        except FileNotFoundError:
+            break
+        if not _allows(info, user, 0o1):
             return directory
     return None
 
