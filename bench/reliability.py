@@ -2147,12 +2147,15 @@ SYSCTL_ATTEMPT = "change a kernel setting of the host's (core_pattern, written b
 DISK_ATTEMPT = "read the host's disks (a block device in /dev)"
 SOCKET_ATTEMPT = "reach a host daemon through its unix socket (in /run or /tmp)"
 HOST_FILE_ATTEMPT = "write a host file for root to run later (a file in /etc)"
+POISON_ATTEMPT = "plant objects in the shared clone for the next job (a replace ref)"
+POISON = b"poisoned by an earlier job\n"
 HOSTILE_SCRIPT = (
     f"""
 RUNNER_PYTHON_ATTEMPT, RUNNER_PTH = {RUNNER_PYTHON_ATTEMPT!r}, {RUNNER_PTH!r}
 UNDO_ATTEMPT, MKNOD_ATTEMPT, SYSCTL_ATTEMPT = {UNDO_ATTEMPT!r}, {MKNOD_ATTEMPT!r}, {SYSCTL_ATTEMPT!r}
 DISK_ATTEMPT, SOCKET_ATTEMPT = {DISK_ATTEMPT!r}, {SOCKET_ATTEMPT!r}
-HOST_FILE_ATTEMPT = {HOST_FILE_ATTEMPT!r}
+HOST_FILE_ATTEMPT, POISON_ATTEMPT = {HOST_FILE_ATTEMPT!r}, {POISON_ATTEMPT!r}
+POISON = {POISON!r}
 """
     + r"""
 import json, os, socket, sys, urllib.parse
@@ -2371,15 +2374,39 @@ try:
 except OSError as err:
     say(HOST_FILE_ATTEMPT, False, f"{err.strerror or err}: {planted}")
 
+# The clone is the runner's, kept between jobs: a replace ref that swaps a file of the tree
+# the next job builds (and verifies by its id), then hooks and config for the next job's git
+# (last: the check's own git would run them).
+import subprocess
+def git(*args, stdin=None):
+    done = subprocess.run(["git", *args], input=stdin, capture_output=True)
+    return done.stdout.decode().strip(), done.returncode, done.stderr.decode().strip()
+
+# A replace ref for the tree the job built: the next job's git would read the check's
+# tree in its place, while the tree's id (what the runner verifies) stays the same.
+target = git("ls-files")[0].splitlines()[0]
+blob, failed, said = git("hash-object", "-w", "--stdin", stdin=POISON)
+if not failed:
+    listing = git("ls-tree", "HEAD")[0].replace(git("rev-parse", f"HEAD:{target}")[0], blob)
+    evil, failed, said = git("mktree", stdin=(listing + "\n").encode())
+if not failed:
+    _, failed, said = git("replace", "-f", git("rev-parse", "HEAD^{tree}")[0], evil)
+say(POISON_ATTEMPT, not failed, f"planted a replace ref: the tree's {target} is the check's"
+    if not failed else f"{said or 'refused'}: the clone's .git is read-only to steps")
 hooks = os.path.join(".git", "hooks")
-os.makedirs(hooks, exist_ok=True)
-for hook in ("post-checkout", "post-merge", "pre-commit"):
-    path = os.path.join(hooks, hook)
-    with open(path, "w") as out:
-        out.write(f"#!/bin/sh\ntouch {marks}/hook-ran-{hook}\n")
-    os.chmod(path, 0o755)
-os.system(f"git config core.hooksPath {hooks} && git config core.fsmonitor 'touch {marks}/fsmonitor-ran'")
-print("planted hooks for the next job", flush=True)
+try:
+    os.makedirs(hooks, exist_ok=True)
+    for hook in ("post-checkout", "post-merge", "pre-commit"):
+        path = os.path.join(hooks, hook)
+        with open(path, "w") as out:
+            out.write(f"#!/bin/sh\ntouch {marks}/hook-ran-{hook}\n")
+        os.chmod(path, 0o755)
+    os.system(f"git config core.hooksPath {hooks} && git config core.fsmonitor 'touch {marks}/fsmonitor-ran'")
+    print("planted hooks for the next job", flush=True)
+except OSError as err:
+    print(f"could not plant hooks: {err.strerror or err}", flush=True)
+
+print("hostile check done", flush=True)
 sys.exit(1 if ACHIEVED else 0)  # a check that got anywhere fails
 """
 )
@@ -2540,7 +2567,7 @@ HOME_ATTEMPT = "find what an earlier job left in HOME"
 
 def _hostile_lines(rt: Runtime, run_id: str) -> list[Attempt]:
     lines = [e["text"] for e in store.runlog(rt.redis, run_id, limit=10_000)]
-    if not any("planted hooks" in line for line in lines):
+    if "hostile check done" not in lines:
         raise AssertionError("the hostile check did not run to its end:\n" + "\n".join(lines))
     return _reported_attempts(lines)
 

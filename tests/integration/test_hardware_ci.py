@@ -1132,7 +1132,8 @@ def test_a_job_cannot_plant_hooks_or_config_for_the_next(
             "for h in post-checkout pre-commit post-applypatch applypatch-msg; do "
             'printf "#!/bin/sh\\ntouch %s-$h\\n" "$PWNED" > .git/hooks/$h; '
             "chmod +x .git/hooks/$h; done; "
-            'git config core.fsmonitor "touch $PWNED-fsmonitor; false"'
+            'git config core.fsmonitor "touch $PWNED-fsmonitor; false"; '
+            "true"  # where the sandbox makes .git read-only, every write above fails
         ),
         env={"PWNED": str(pwned)},
     )
@@ -1429,6 +1430,9 @@ def test_steps_run_as_the_step_user_and_cannot_write_the_runners_files(
         sh(
             'echo "uid $(id -u)"; echo built > built.txt && echo "tree written"; '
             '(echo planted >> "$CODE") 2>/dev/null && echo "code written" || echo "code refused"; '
+            'echo "head $(git rev-parse HEAD)"; '
+            '(git update-ref refs/replace/x HEAD) 2>/dev/null && echo "git dir written" '
+            '|| echo "git dir refused"; '
             "test -f fixed.txt"
         ),
         env={"CODE": str(runner_code)},
@@ -1439,6 +1443,10 @@ def test_steps_run_as_the_step_user_and_cannot_write_the_runners_files(
     assert state == "success", text
     assert "stdout: uid 65534" in text and "stdout: tree written" in text, text
     assert "stdout: code refused" in text, text
+    # The step user's git reads the clone (root's .git), and cannot write it.
+    heads = [line.split()[-1] for line in text.splitlines() if line.startswith("stdout: head ")]
+    assert len(heads) == 1 and len(heads[0]) == 40, text  # git would say "dubious ownership"
+    assert "stdout: git dir refused" in text, text
     assert "the tree belongs to nobody for the steps" in text
     assert "as nobody (uid 65534)" in text
     assert runner_code.read_text() == "trusted = True\n"

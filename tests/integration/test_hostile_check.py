@@ -20,6 +20,7 @@ from bench.reliability import (
     DISK_ATTEMPT,
     HOST_FILE_ATTEMPT,
     MKNOD_ATTEMPT,
+    POISON_ATTEMPT,
     RUNNER_PYTHON_ATTEMPT,
     SOCKET_ATTEMPT,
     SYSCTL_ATTEMPT,
@@ -49,6 +50,7 @@ ATTEMPTS = [
     DISK_ATTEMPT,
     SOCKET_ATTEMPT,
     HOST_FILE_ATTEMPT,
+    POISON_ATTEMPT,
     "leave git hooks and config that run in the next job",
     "leave code in HOME (a user site .pth) for the next job or the runner",
     "have the runner run a job nobody issued (a forged run_job in its queue)",
@@ -98,6 +100,7 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
         UNDO_ATTEMPT,  # nothing to undo: it was writable
         SOCKET_ATTEMPT,  # the scenario's stand-in daemon, at least
         *([MKNOD_ATTEMPT, SYSCTL_ATTEMPT, HOST_FILE_ATTEMPT] if ROOT else []),  # root's own
+        POISON_ATTEMPT,  # the runner's own git then reads no replace ref
     } <= achieved, shown
     # What the clean environment, the fresh clone, the runner's own config and its broker
     # user keep out.

@@ -31,7 +31,15 @@ from workers.runner.job_python import python_dir
 from workers.runner.sandbox import Isolation, Sandbox, StepUser, unreachable
 from workers.runner.spec import JobPayload, StepSpec
 from workers.runner.steps import CancelCheck, RunLog, StepResult, reap_orphans, run_step
-from workers.runner.tree import Materialized, TreeError, clone_lock, clone_path, materialize
+from workers.runner.tree import (
+    GIT_DIR,
+    Materialized,
+    TreeError,
+    clone_lock,
+    clone_path,
+    materialize,
+    safe_directory,
+)
 
 
 @dataclass(frozen=True)
@@ -252,15 +260,19 @@ def _hand_to_step_user(ctx: JobContext, path: Path, user: StepUser) -> None:
                 f"tree {path}: put the runner's workdir where it can",
             )
         )
-    hand_over(path, user.uid, user.gid)
-    ctx.log.note(f"[carry] the tree belongs to {user.name} for the steps")
+    hand_over(path, user.uid, user.gid, keep=GIT_DIR)
+    ctx.log.note(
+        f"[carry] the tree belongs to {user.name} for the steps (its {GIT_DIR} stays root's)"
+    )
 
 
-def hand_over(tree: Path, uid: int, gid: int) -> None:
-    """Makes `uid` the owner of everything in `tree`. Links are changed themselves, never
-    followed: a step's symlink to a file of the host gives it nothing."""
+def hand_over(tree: Path, uid: int, gid: int, *, keep: str | None = None) -> None:
+    """Makes `uid` the owner of everything in `tree` but its entry `keep`. Links are changed
+    themselves, never followed: a step's symlink to a file of the host gives it nothing."""
     os.lchown(tree, uid, gid)
     for root, dirs, files in os.walk(tree):
+        if root == str(tree) and keep in dirs:
+            dirs.remove(keep)
         for name in (*dirs, *files):
             os.lchown(os.path.join(root, name), uid, gid)
 
@@ -366,6 +378,7 @@ def _run(
             network=network,
             tree=built.path,
             writable=[home_dir(built.path), python_dir(built.path), *shared_dirs(ctx.env)],
+            protected=[built.path / GIT_DIR],
         ),
         cwd=built.path,
         env=env,
@@ -405,6 +418,10 @@ def _job_env(
         "CARRY_VARIANT": variant,
         "CARRY_ATTEMPT": str(ctx.attempt),
         "CARRY_ARTIFACTS_DIR": str(artifacts_dir(ctx.workdir, job.run_id)),
+        # The clone's .git stays the runner's (a step user's git would refuse it as another
+        # user's repository) and read-only to the steps: what a job could plant there (a
+        # replace ref, an object) would change the tree the next job builds and tests.
+        **safe_directory(built.path),
     }
 
 

@@ -133,18 +133,31 @@ class Sandbox:
         network: bool,
         tree: Path | None = None,
         writable: Sequence[Path] = (),
+        protected: Sequence[Path] = (),
     ) -> list[str]:
         """The command line that starts `argv` in this sandbox: `tree` (its working
         directory) and `writable` (its home, its Python) stay writable where the sandbox
-        makes other files read-only."""
+        makes other files read-only; `protected` (the clone's .git in the tree) is read-only
+        all the same."""
         if self.isolation is Isolation.NAMESPACES:
             writable = [*([tree] if tree else []), *writable]
             return _unshare_argv(
-                self.unshare, argv, network=network, user=self.user, writable=writable
+                self.unshare,
+                argv,
+                network=network,
+                user=self.user,
+                writable=writable,
+                protected=protected,
             )
         if self.isolation is Isolation.BWRAP:
             return _bwrap_argv(
-                self.bwrap, argv, network=network, tree=tree, writable=writable, user=self.user
+                self.bwrap,
+                argv,
+                network=network,
+                tree=tree,
+                writable=writable,
+                user=self.user,
+                protected=protected,
             )
         if self.user is not None:  # no namespaces: the same init, only to change the user
             return [*_init(self.user, loopback=False, confine=False), "--", *argv]
@@ -398,6 +411,7 @@ def _unshare_argv(
     network: bool,
     user: StepUser | None = None,
     writable: Sequence[Path] = (),
+    protected: Sequence[Path] = (),
 ) -> list[str]:
     flags = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
     if os.geteuid() != 0:
@@ -411,12 +425,17 @@ def _unshare_argv(
     init = _init(
         user,
         loopback=not network,
-        read_only=read_only,
+        read_only=[*read_only, *_existing(protected)],
         writable=writable,
         scratch=scratch,
         devices=devices,
     )
     return [unshare, *flags, "--", *init, "--", *argv]
+
+
+def _existing(paths: Sequence[Path]) -> list[str]:
+    """The real paths of those that exist (a tree with no .git yet has nothing to protect)."""
+    return [str(path.resolve()) for path in paths if path.exists()]
 
 
 def scratch_dirs() -> list[Path]:
@@ -462,6 +481,7 @@ def _bwrap_argv(
     tree: Path | None,
     writable: Sequence[Path] = (),
     user: StepUser | None = None,
+    protected: Sequence[Path] = (),
 ) -> list[str]:
     flags = ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if os.geteuid() != 0:
@@ -478,6 +498,8 @@ def _bwrap_argv(
         flags += ["--bind", str(path), str(path)]
     if tree is not None:
         flags += ["--bind", str(tree), str(tree), "--chdir", str(tree)]
+    for kept in _existing(protected):  # after the tree's bind: read-only inside it
+        flags += ["--ro-bind", kept, kept]
     own = [*([tree] if tree else []), *writable]  # the step's: its sockets stay its own
     init = _init(user, loopback=False, read_only=kernel_interfaces(), writable=own)
     return [bwrap, *flags, "--", *init, "--", *argv]

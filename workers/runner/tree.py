@@ -47,7 +47,14 @@ _NO_HOOKS = {
     "GIT_CONFIG_COUNT": "1",
     "GIT_CONFIG_KEY_0": "core.hooksPath",
     "GIT_CONFIG_VALUE_0": "/dev/null",
+    # A replace ref makes git read another object for a commit or a tree: the tree a job
+    # builds would differ from the one it verified.
+    "GIT_NO_REPLACE_OBJECTS": "1",
 }
+GIT_DIR = ".git"
+# What in .git could make carry's git read objects other than the clone's own: replace refs,
+# grafts (another history) and alternates (another object store).
+_FOREIGN_OBJECTS = ("refs/replace", "info/grafts", "objects/info/alternates")
 
 
 class TreeError(RuntimeError):
@@ -129,10 +136,25 @@ def _open_clone(path: Path, note: Note) -> Git:
 
 
 def _forget_job_state(path: Path) -> None:
-    """Removes what an earlier job could have planted in .git for carry's own git to run."""
-    (path / ".git" / "config").unlink(missing_ok=True)
-    shutil.rmtree(path / ".git" / "hooks", ignore_errors=True)
-    (path / ".git" / "info" / "attributes").unlink(missing_ok=True)
+    """Removes what an earlier job could have planted in .git for carry's own git to run or
+    read (steps get .git read-only where the sandbox or a step user allows; a runner with
+    neither cannot stop a step, as the runner's own user, writing it)."""
+    (path / GIT_DIR / "config").unlink(missing_ok=True)
+    shutil.rmtree(path / GIT_DIR / "hooks", ignore_errors=True)
+    (path / GIT_DIR / "info" / "attributes").unlink(missing_ok=True)
+    for planted in _FOREIGN_OBJECTS:
+        shutil.rmtree(path / GIT_DIR / planted, ignore_errors=True)
+        (path / GIT_DIR / planted).unlink(missing_ok=True)
+
+
+def safe_directory(path: Path) -> dict[str, str]:
+    """Environment that lets a step's git use the clone although .git belongs to the runner's
+    user, not the step's (git's safe.directory, given as command-line configuration)."""
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "safe.directory",
+        "GIT_CONFIG_VALUE_0": str(path),
+    }
 
 
 def _recover(git: Git, path: Path) -> None:
