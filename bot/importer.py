@@ -285,7 +285,9 @@ def _pr_head(mirror: Mirror, source: str, number: int) -> str:
     mirror.ensure()
     with mirror.locked():
         try:
-            mirror.git.run("fetch", "--quiet", "--no-tags", "--force", source, f"+{pull}:{local}")
+            mirror.git.run(
+                "fetch", "--quiet", "--no-tags", "--force", "--", source, f"+{pull}:{local}"
+            )
         except GitError as err:
             message = f"cannot fetch {pull} from {source}: {err.stderr_text.strip()}"
             raise ImportFailed(message) from err

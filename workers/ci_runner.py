@@ -26,6 +26,7 @@ from bot.core.ci_plan import (
     short,
     split_ci_key,
 )
+from bot.core.state import CiStatus
 from bot.log import correlated, secret_values
 from bot.store.ci_runs import (
     cancel_reason,
@@ -146,7 +147,7 @@ def run_job(self: RunnerTask, payload: dict[str, Any]) -> str:
     runner = runner_name(self)
     effects = ReportedEffects(client, load_settings().runner_kind or job.kind, runner)
     with correlated(run_id=job.run_id, task_id=str(self.request.id)):
-        refusal = _refusal(job)
+        refusal = _refusal(job) or _not_as_issued(client, job)
         if refusal is not None:
             _refuse(client, effects, job, runner, refusal)
             effects.budget_freed(job.kind)
@@ -189,11 +190,40 @@ def _refusal(job: JobPayload) -> str | None:
     return mismatch
 
 
+# What a job must hold as carry issued it (the run record keeps the issued payload): which
+# series and tree, on which head, with which steps.
+_ISSUED_FIELDS = ("series_id", "kind", "tree_key", "head_sha", "tree", "setup", "checks")
+
+
+def _not_as_issued(client: redis.Redis, job: JobPayload) -> str | None:
+    """Why a job (of a run id of this runner's kind) is not the run carry issued under its
+    id (None when it is, or when carry knows no such run: _admit records that): a run that
+    waits for `/carry approve` is queued by no one, and a job whose tree or steps differ from
+    the issued run's is another job."""
+    run = load_run(client, job.run_id)
+    if run is None:
+        return None
+    if run.state == CiStatus.WAITING_APPROVAL:
+        return f"run {job.run_id} waits for /carry approve: carry has not queued it"
+    differs = _differences_from_issued(job, run.payload)
+    if differs:
+        verb = "differs" if len(differs) == 1 else "differ"
+        return f"its {' and '.join(differs)} {verb} from run {job.run_id} as carry issued it"
+    return None
+
+
+def _differences_from_issued(job: JobPayload, issued: JobPayload) -> list[str]:
+    ours, theirs = job.to_dict(), issued.to_dict()
+    return [name for name in _ISSUED_FIELDS if ours[name] != theirs[name]]
+
+
 def _refuse(
     client: redis.Redis, effects: ReportedEffects, job: JobPayload, runner: str, reason: str
 ) -> None:
-    """Ends a job that names commands this runner's config does not: it runs nothing, and says
-    so in the run's log, the history and (when the run is known) its verdict."""
+    """Refuses a job that names commands this runner's config does not, or that is not the
+    run carry issued: it runs nothing, and says so in the run's log, the history and, when
+    the job is the run carry queued (this runner cannot run it), the run's verdict. A changed
+    copy of a run (a forgery) leaves the run as it is."""
     log.warning("refused run %s: %s", job.run_id, reason)
     effects.history(job.series_id, "ci-refused", run_id=job.run_id, runner=runner, reason=reason)
     if not is_run_id(effects.kind, job.run_id):  # not a run of this kind: not its to write
@@ -202,8 +232,11 @@ def _refuse(
     runlog.note(f"[carry] {runner} refused run {job.run_id}, it ran nothing: {reason}")
     runlog.close()
     run = load_run(client, job.run_id)
+    active = (CiStatus.QUEUED, CiStatus.RUNNING)
+    if run is None or run.state not in active or _differences_from_issued(job, run.payload):
+        return
     # A copy of a run that a runner is executing now leaves that execution alone.
-    if run is not None and not lease_holder(client, job.run_id):
+    if not lease_holder(client, job.run_id):
         end_run(client, effects, run, "infra-error", f"refused by {runner}: {reason}")
 
 

@@ -110,7 +110,9 @@ class Downstream:
     def push(self, commit: str, branch: str, expected: str | None) -> None:
         """Force-pushes `branch`, but only over the sha carry last saw there."""
         lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
-        self.git.run("push", "--quiet", lease, self.mirror.source, f"{commit}:refs/heads/{branch}")
+        self.git.run(
+            "push", "--quiet", lease, "--", self.mirror.source, f"{commit}:refs/heads/{branch}"
+        )
 
     def commits_by_others(self, base: str, tip: str) -> list[BranchCommit]:
         """Commits on `tip` but not on `base` that carry did not commit (another committer:
@@ -129,4 +131,4 @@ class Downstream:
         if self.mirror.remote_refs(ref).get(ref) == commit:
             return
         lease = f"--force-with-lease={ref}:"  # never over a branch of that name someone made
-        self.git.run("push", "--quiet", lease, self.mirror.source, f"{commit}:{ref}")
+        self.git.run("push", "--quiet", lease, "--", self.mirror.source, f"{commit}:{ref}")

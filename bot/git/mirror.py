@@ -62,7 +62,10 @@ def default_cache_dir() -> Path:
 
 
 def normalize_source(source: str) -> str:
-    """Absolute path for a local repository, the URL unchanged otherwise."""
+    """Absolute path for a local repository, the URL unchanged otherwise. A source that
+    starts with `-` is refused: git would read it as an option."""
+    if source.startswith("-"):
+        raise MirrorError(f"repository {source!r} starts with '-': git would read it as an option")
     if re.match(r"^[a-z][a-z0-9+.-]*://", source) or re.match(r"^[\w.-]+@[\w.-]+:", source):
         return source
     path = Path(source).expanduser()
@@ -150,7 +153,7 @@ class Mirror:
 
     def _fetch(self, *refspecs: str) -> None:
         if not self._fetch_by_links(refspecs):
-            self.git.run("fetch", "--quiet", "--no-tags", "--force", self.source, *refspecs)
+            self.git.run("fetch", "--quiet", "--no-tags", "--force", "--", self.source, *refspecs)
         touchindex.update(self.git, self.path)
 
     def index(self) -> None:
@@ -167,7 +170,7 @@ class Mirror:
         if objects is None:
             return False
         try:
-            advertised = self.git.run("ls-remote", self.source).text
+            advertised = self.git.run("ls-remote", "--", self.source).text
         except GitError:
             return False
         updates = _ref_updates(refspecs, advertised)
@@ -188,7 +191,7 @@ class Mirror:
     def _advertised(self, *patterns: str) -> dict[str, str]:
         """remote_refs on a mirror that exists."""
         try:
-            out = self.git.run("ls-remote", self.source, *patterns).text
+            out = self.git.run("ls-remote", "--", self.source, *patterns).text
         except GitError as err:
             raise MirrorError(
                 f"cannot read repository {self.source}: {err.stderr_text.strip()}"

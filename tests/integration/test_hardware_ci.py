@@ -1275,7 +1275,8 @@ def test_a_forged_job_in_the_queue_runs_nothing(
 ) -> None:
     """Whoever can write to the broker can queue any payload; the runner runs only what its
     own config names. A forged job for a real run (one waiting for an approval) and one for
-    a made-up run both end refused, visibly, with no command run."""
+    a made-up run are both refused, visibly, with no command run; the real run is left as
+    it was (a forgery could end it as an infra-error)."""
     start_runners(("gaudi", "gaudi1@%h"))
     check = StepSpec("fixed", sh("test -f fixed.txt"))
     waiting = request(client, celery_app, world, world.head(), [target("gaudi", check)], actor="x")
@@ -1297,15 +1298,77 @@ def test_a_forged_job_in_the_queue_runs_nothing(
         waiting[0].run_id: "command of check 'fixed' differs from this runner's config",
         "gaudi-forged": "check 'evil' is not in this runner's config",
     }
-    ended = finished(client, waiting[0].run_id)
-    assert ended["state"] == "infra-error"
-    assert ended["detail"].startswith("refused by gaudi1@")
-    row = rows(client)["gaudi/fixed"]
-    assert row.state == "infra-error" and "command of check 'fixed' differs" in row.detail
+    left = ci.run_info(client, waiting[0].run_id)
+    assert left is not None and left["state"] == "waiting-approval"
+    assert rows(client)["gaudi/fixed"].state == "waiting-approval"
     assert "differs from this runner's config" in log_text(client, waiting[0].run_id)
     # "gaudi-forged" is no run id carry issues: its log is not the runner's to write
     assert log_text(client, "gaudi-forged") == ""
     assert not events(client, "ci-started")
+
+
+def test_a_copy_of_a_run_that_waits_for_approval_runs_nothing_until_it_is_approved(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    """A verbatim copy of a run that waits for /carry approve names only configured commands:
+    the runner ran it, a stranger's head on the hardware with no approval. And a copy whose
+    tree names an option for git (--upload-pack runs a command) reached git. Both are refused,
+    and the run still waits, then runs once approved."""
+    start_runners(("gaudi", "gaudi1@%h"))
+    check = StepSpec(
+        "fixed",
+        sh('touch "$MARK/ran-$CARRY_UPSTREAM_SHA"; test -f fixed.txt'),
+        env={"MARK": str(marks)},
+    )
+    head = world.head()
+    (waiting,) = request(client, celery_app, world, head, [target("gaudi", check)], actor="x")
+    info = ci.run_info(client, waiting.run_id)
+    assert waiting.state == "waiting-approval" and info is not None
+    payload = info["payload"]
+    pwned = marks / "pwned"
+    option = {**payload["tree"], "upstream_url": f"--upload-pack=touch {pwned};"}
+    for forged in (payload, {**payload, "tree": option}):
+        celery_app.send_task(ci_runs.TASK_NAME, args=[forged], queue="hw.gaudi")
+
+    wait_for(lambda: len(events(client, "ci-refused")) == 2, "both copies refused")
+    assert sorted(p.name for p in marks.iterdir()) == []
+    reasons = sorted(e["data"]["reason"] for e in events(client, "ci-refused"))
+    assert reasons[0] == f"run {waiting.run_id} waits for /carry approve: carry has not queued it"
+    assert reasons[1].startswith("the tree's upstream_url '--upload-pack=touch")
+    run = ci.run_info(client, waiting.run_id)
+    assert run is not None and run["state"] == "waiting-approval"
+    ci.approve(client, SERIES, head, "maintainer", celery_app=celery_app)
+    assert finished(client, waiting.run_id)["state"] == "success"
+    assert sorted(p.name for p in marks.iterdir()) == [f"ran-{head}"]
+
+
+def test_a_copy_of_a_queued_run_with_another_tree_runs_nothing(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    """A run carry queued names its tree; a copy of it that names another upstream commit (a
+    head nobody approved) is another job, and the runner refuses it."""
+    check = StepSpec(
+        "fixed",
+        sh('touch "$MARK/ran-$CARRY_UPSTREAM_SHA"; test -f fixed.txt'),
+        env={"MARK": str(marks)},
+    )
+    head = world.head()
+    (queued,) = request(client, celery_app, world, head, [target("gaudi", check)])
+    info = ci.run_info(client, queued.run_id)
+    assert queued.state == "queued" and info is not None
+    other = world.head({"stranger.txt": "x\n"})
+    tree = {**info["payload"]["tree"], "upstream_sha": other}
+    celery_app.send_task(
+        ci_runs.TASK_NAME, args=[{**info["payload"], "tree": tree}], queue="hw.gaudi"
+    )
+    start_runners(("gaudi", "gaudi1@%h"))
+    assert finished(client, queued.run_id)["state"] == "success"
+    wait_for(lambda: events(client, "ci-refused"), "the copy refused")
+    (refused,) = events(client, "ci-refused")
+    assert refused["data"]["reason"] == (
+        f"its tree differs from run {queued.run_id} as carry issued it"
+    )
+    assert sorted(p.name for p in marks.iterdir()) == [f"ran-{head}"]
 
 
 def test_a_malformed_message_in_the_queue_is_set_aside_and_the_runner_keeps_serving(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.git.mirror import Mirror
+from bot.git.mirror import Mirror, MirrorError
 from tests.support.gitrepo import RepoBuilder, git
 
 
@@ -43,3 +43,14 @@ def test_a_mirror_missing_the_objects_its_refs_name_is_repaired(
     assert Mirror(str(up.path), tmp_path / "cache").resolve("main").sha == head
     git(mirror.path, "fsck", "--no-progress")  # raises on a broken object store
     assert mirror.has_commit(head)
+
+
+@pytest.mark.parametrize("source", ["-uabc@x:", "--upload-pack=touch pwned", "-"])
+def test_a_repository_that_git_would_read_as_an_option_is_refused(
+    tmp_path: Path, source: str
+) -> None:
+    """An upstream named like an option never reaches git (scp-like `-u…@host:` did: git said
+    "unknown switch `u'")."""
+    with pytest.raises(MirrorError, match="starts with '-': git would read it as an option"):
+        Mirror(source, cache_dir=tmp_path)
+    assert not (tmp_path / "mirrors").exists()

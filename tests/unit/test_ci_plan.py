@@ -414,10 +414,15 @@ UNIT = StepSpec("unit", ("pytest", "-q"), 900, {"HW": "1"})
 SMOKE = StepSpec("smoke", ("./smoke.sh",))
 
 
+TREE = TreeSpec("u", A, "d", "refs/heads/carry/s", B, "patches/s", DIGEST, "e" * 40)
+
+
 def job(
-    setup: tuple[StepSpec, ...] = (INSTALL,), *checks: StepSpec, kind: str = "gaudi"
+    setup: tuple[StepSpec, ...] = (INSTALL,),
+    *checks: StepSpec,
+    kind: str = "gaudi",
+    tree: TreeSpec = TREE,
 ) -> JobPayload:
-    tree = TreeSpec("u", A, "d", "refs/heads/carry/s", B, "patches/s", DIGEST, "t" * 40)
     return JobPayload("r1", "s", kind, f"hw.{kind}", "k", A, tree, setup, checks or (UNIT,))
 
 
@@ -452,3 +457,39 @@ def test_a_runner_without_config_runs_nothing() -> None:
     assert job_mismatch(job(), "gaudi", None) == (
         "this runner has no config: it runs only the commands its own config names"
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("upstream_url", "--upload-pack=touch /tmp/pwned", "the tree's upstream_url '--upload"),
+        ("downstream_url", "-uabc@x:", "the tree's downstream_url '-uabc@x:' is not a repository"),
+        ("downstream_url", "", "the tree's downstream_url '' is not a repository"),
+        ("upstream_url", "https://h/r\n--x", "the tree's upstream_url"),
+        ("upstream_sha", "--output=/etc/x", "the tree's upstream_sha '--output=/etc/x' is not an"),
+        ("downstream_sha", "HEAD~1", "the tree's downstream_sha 'HEAD~1' is not an object id"),
+        ("expected_tree", "E" * 40, "the tree's expected_tree"),
+        ("downstream_ref", "refs/heads/x:refs/heads/y", "the tree's downstream_ref"),
+        ("downstream_ref", "--mirror", "the tree's downstream_ref '--mirror'"),
+        ("upstream_ref", "refs/../../x", "the tree's upstream_ref"),
+        ("patches_dir", "../../etc", "the tree's patches_dir '../../etc'"),
+        ("patches_dir", "/etc", "the tree's patches_dir '/etc'"),
+        # What carry itself writes passes.
+        ("upstream_url", "https://github.com/vllm-project/vllm-gaudi.git", None),
+        ("upstream_url", "git@github.com:o/r.git", None),
+        ("upstream_sha", "a" * 64, None),  # a SHA-256 repository
+        ("upstream_ref", "refs/pull/12/head", None),
+        ("upstream_ref", "v0.30.0", None),
+        ("upstream_ref", None, None),
+    ],
+)
+def test_a_job_whose_tree_carry_could_not_have_issued_runs_nothing(
+    field: str, value: str | None, reason: str | None
+) -> None:
+    """The tree's values reach git on the runner: a URL or a ref that git would read as an
+    option (`--upload-pack` runs a command) never gets there."""
+    found = job_mismatch(job(tree=replace(TREE, **{field: value})), "gaudi", RUNNER)
+    if reason is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(reason), found

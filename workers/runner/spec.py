@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -194,18 +195,50 @@ def recipe_digest(setup: Sequence[StepSpec], checks: Sequence[StepSpec]) -> str:
 # --------------------------------------------------------------------------- trust boundary
 
 
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # SHA-1, or SHA-256
+# A ref or a relative path as carry writes them: nothing git could read as an option or a
+# refspec, no way up (..), no control characters.
+_REF = re.compile(r"(?!-)(?!.*\.\.)[A-Za-z0-9._/+@-]+")
+_PATH = re.compile(r"(?![-/])(?!.*\.\.)[A-Za-z0-9._/+@-]+")
+
+
+def tree_problem(tree: TreeSpec) -> str | None:
+    """Why a job's tree is not one carry could have issued (None when its every field has
+    the form carry gives it): its values reach git on the runner."""
+    for name in ("upstream_sha", "downstream_sha", "expected_tree"):
+        value = getattr(tree, name)
+        if not _OBJECT_ID.fullmatch(value):
+            return f"the tree's {name} {value!r} is not an object id"
+    for name in ("upstream_url", "downstream_url"):
+        value = getattr(tree, name)
+        if not value or value.startswith("-") or not value.isprintable() or " " in value:
+            return f"the tree's {name} {value!r} is not a repository git may be given"
+    for name, form in (
+        ("downstream_ref", _REF),
+        ("upstream_ref", _REF),
+        ("patches_dir", _PATH),
+    ):
+        value = getattr(tree, name)
+        if value is not None and not form.fullmatch(value):
+            return f"the tree's {name} {value!r} is not a ref or path carry writes"
+    return None
+
+
 def job_mismatch(job: JobPayload, kind: str, runner: Runner | None) -> str | None:
     """Why this runner must not run `job`, or None when every command in it is its own.
 
     The queue is not trusted: a job names checks, and each setup step and check must equal
     (argv, env, timeout) what the runner's own config says for its kind; the setup must be
-    the configured setup, in order. `ab` is not compared: it reruns the same command on
+    the configured setup, in order; its tree's fields must have the forms carry gives them. `ab` is not compared: it reruns the same command on
     plain upstream, and the series, not the runner, chooses it.
     """
     if runner is None:
         return "this runner has no config: it runs only the commands its own config names"
     if job.kind != kind:
         return f"the job is for runner kind {job.kind!r}, this runner is {kind!r}"
+    problem = tree_problem(job.tree)
+    if problem is not None:
+        return problem
     configured = {step.name: step for step in runner.setup}
     for step in job.setup:
         if step.name not in configured:

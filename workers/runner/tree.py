@@ -171,7 +171,14 @@ def _fetch_upstream(git: Git, spec: TreeSpec, note: Note) -> None:
         return
     note(f"[carry] fetching upstream {short(sha)} from {spec.upstream_url}")
     by_sha = git.run(
-        "fetch", "-q", "--no-tags", spec.upstream_url, sha, check=False, timeout=FETCH_TIMEOUT_S
+        "fetch",
+        "-q",
+        "--no-tags",
+        "--",
+        spec.upstream_url,
+        sha,
+        check=False,
+        timeout=FETCH_TIMEOUT_S,
     )
     if not _has_commit(git, sha) and spec.upstream_ref:
         refspec = f"+{spec.upstream_ref}:{UPSTREAM_REF}"
@@ -194,6 +201,7 @@ def _fetch_downstream(git: Git, spec: TreeSpec, note: Note) -> None:
             "fetch",
             "-q",
             "--no-tags",
+            "--",
             spec.downstream_url,
             sha,
             check=False,
@@ -207,7 +215,7 @@ def _fetch_downstream(git: Git, spec: TreeSpec, note: Note) -> None:
 
 def _fetch(git: Git, url: str, refspec: str) -> None:
     try:
-        git.run("fetch", "-q", "--no-tags", url, refspec, timeout=FETCH_TIMEOUT_S)
+        git.run("fetch", "-q", "--no-tags", "--", url, refspec, timeout=FETCH_TIMEOUT_S)
     except GitError as err:
         raise TreeError(f"git fetch {url} {refspec} failed: {err.stderr_text[-800:]}") from err
 
