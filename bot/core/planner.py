@@ -412,6 +412,12 @@ def _approve(
         return None, f"Not approved: no upstream head carry knows starts with {sha} ({shown})."
     args = {"sha": sha, "by": event.author}
     line = f"Approved {sha[:12]} for the hardware runners."
+    if not any(head.startswith(sha.lower()) for head in known):  # a full SHA, of no known head
+        current = f"the upstream head is {series.head_sha[:12]}" if series.head_sha else "none yet"
+        line += (
+            f" carry has seen no upstream head {sha[:12]} ({current}): that exact commit runs "
+            "on the hardware if it becomes the head, and nothing else does."
+        )
     if command.arg is None and series.head_sha and series.head_sha != sha:
         line += (
             f" The upstream head has moved since your comment, to {series.head_sha[:12]}: "

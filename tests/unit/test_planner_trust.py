@@ -120,6 +120,22 @@ def test_an_approve_for_a_sha_that_matches_no_known_head_approves_nothing() -> N
     assert "no upstream head carry knows starts with deadbeefdead" in reply(actions)
 
 
+def test_an_approve_for_a_full_sha_of_no_known_head_says_so() -> None:
+    """A full SHA binds as given (a maintainer may approve the commit they reviewed before
+    its push reaches carry), and the answer says that carry has not seen it."""
+    unseen = "c" * 40
+    actions = plan(authorized(f"/carry approve {unseen}"), facts())
+    (approve,) = only(actions, "approve")
+    assert approve.args["sha"] == unseen
+    assert reply(actions) == (
+        f"Approved {unseen[:12]} for the hardware runners. carry has seen no upstream head "
+        f"{unseen[:12]} (the upstream head is {OLD[:12]}): that exact commit runs on the "
+        "hardware if it becomes the head, and nothing else does."
+    )
+    known = plan(authorized(f"/carry approve {OLD}"), facts())
+    assert reply(known) == f"Approved {OLD[:12]} for the hardware runners."
+
+
 def pushed(actor: str | None, after: str = OLD) -> ev.HeadMoved:
     return ev.HeadMoved(
         repo="up/stream", ref="refs/heads/main", before="0" * 40, after=after, actor=actor
