@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 import re
@@ -201,6 +202,17 @@ class SecretFilter(logging.Filter):
         if isinstance(value, list | tuple):
             return [self._redact_value(item) for item in value]
         return value
+
+
+def redact(text: str) -> str:
+    """`text` as it may be stored or shown: with the secrets this process knows (from its
+    environment, read once) and the _SECRET_FORMS redacted, as in carry's logs."""
+    return _process_filter().redact(text)
+
+
+@functools.cache
+def _process_filter() -> SecretFilter:
+    return SecretFilter(_environment_secrets())
 
 
 def _environment_secrets() -> set[str]:

@@ -27,7 +27,7 @@ from bot.core.ci_plan import (
     split_ci_key,
 )
 from bot.core.state import CiStatus
-from bot.log import correlated, secret_values
+from bot.log import correlated, redact, secret_values
 from bot.store.ci_runs import (
     cancel_reason,
     is_run_id,
@@ -411,7 +411,7 @@ def _record_check(
     runner: str,
     result: CheckResult,
 ) -> None:
-    data = {**asdict(result), "attempt": attempt, "runner": runner}
+    data = {**asdict(result), "reason": redact(result.reason), "attempt": attempt, "runner": runner}
     if result.final:
         record_check(client, job.run_id, result.key, data)
     effects.history(job.series_id, "ci-check", run_id=job.run_id, **data)

@@ -20,6 +20,7 @@ from bot.core.ci_plan import (
     ci_key,
 )
 from bot.core.state import CiState, CiStatus, SeriesState
+from bot.log import redact
 from bot.store.ci_runs import leave_budget, run_fields, transition
 from bot.store.series import (
     append_history,
@@ -129,7 +130,10 @@ def finish(client: redis.Redis, celery_app: Celery, run: Run, state: str, detail
 
 
 def end_run(client: redis.Redis, effects: RunEffects, run: Run, state: str, detail: str) -> bool:
-    """Ends a run (once): its unfinished rows take `state`; budget entries are dropped."""
+    """Ends a run (once): its unfinished rows take `state`; budget entries are dropped. The
+    detail (an error's text, a URL in it) is redacted as carry's logs are before it is
+    stored."""
+    detail = redact(detail)
     if not transition(client, run.run_id, state, ACTIVE_STATES, detail=detail):
         return False
     leave_budget(client, run.kind, run.run_id)

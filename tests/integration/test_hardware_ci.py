@@ -34,7 +34,7 @@ import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -998,6 +998,32 @@ def test_secrets_the_runner_never_held_are_redacted_from_the_run_log_by_their_fo
         assert f"stdout: out {shown}" in text and f"stderr: err {shown}" in text, text
     for secret in ("pg-pass-91823", "Z9" * 18, "11AB" * 6, "q" * 34, "payload.sig"):
         assert secret not in text
+
+
+def test_an_error_that_names_a_url_with_a_password_is_stored_without_it(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+) -> None:
+    """The runner's own errors (a fetch that failed, naming the repository) reach the run's
+    detail, its CI rows and the history: redacted there as in the run log."""
+    start_runners(("gaudi", "gaudi1@%h"))
+    check = StepSpec("fixed", sh("test -f fixed.txt"))
+    once = target("gaudi", check, retry=RetryPolicy(max_attempts=1))
+    world.runner_config.allow([once])
+    tree = replace(
+        world.tree(world.head()), upstream_url="http://carry:pw-4815162342@127.0.0.1:9/u"
+    )
+    (row,) = ci.request_ci(
+        client, celery_app, SERIES, [once], tree, trusted_authors=TRUSTED, actor="ada", debounce_s=0
+    )
+    info = finished(client, row.run_id)
+    assert info["state"] == "infra-error"
+    # (The job itself names the URL as given; carry's config refuses a URL with a password.)
+    info.pop("payload")
+    stored = json.dumps(
+        [info, [r.detail for r in rows(client).values()], events(client, "ci-infra-error")]
+    )
+    assert "could not be fetched from http://carry:[redacted]@127.0.0.1:9/u" in stored, stored
+    assert "pw-4815162342" not in stored + log_text(client, row.run_id)
 
 
 def _hostile_check(marks: Path, url: str, secret: str, name: str = "hostile") -> StepSpec:
