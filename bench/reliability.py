@@ -2132,6 +2132,9 @@ def scenario_override_race(root: Path, scale: Scale, seed: int) -> Row:
 
 
 HOSTILE_KIND, HOSTILE_CHECK = "gaudi", "hostile"
+# The check's code needs only the standard library: the host's own Python runs it, which a
+# step user can (this host's runner Python may sit under root's 0700 home).
+HOSTILE_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
 RUNNER_SITE = Path(sysconfig.get_paths()["purelib"])  # the runner's: it runs this interpreter
 HOSTILE_TOKEN = "ghp_hostile" + "7" * 29  # in the runner host's environment, as a careless host has
 
@@ -2302,7 +2305,7 @@ try:
     os.unlink(node)
     say(MKNOD_ATTEMPT, True, "made a block device node for 8:0 (the first disk) in its tree")
 except OSError as err:
-    say(MKNOD_ATTEMPT, False, f"{err.strerror or err}: root in the step's namespaces is not the host's")
+    say(MKNOD_ATTEMPT, False, f"{err.strerror or err}: the step holds no root power over the host")
 # A host's core_pattern runs a program as root on every crash: whoever may write it owns the
 # host. Written back unchanged, so that a run where it is allowed changes nothing.
 try:
@@ -2392,7 +2395,7 @@ if not failed:
 if not failed:
     _, failed, said = git("replace", "-f", git("rev-parse", "HEAD^{tree}")[0], evil)
 say(POISON_ATTEMPT, not failed, f"planted a replace ref: the tree's {target} is the check's"
-    if not failed else f"{said or 'refused'}: the clone's .git is read-only to steps")
+    if not failed else f"{(said or 'refused').splitlines()[0]}: the clone's .git is read-only to steps")
 hooks = os.path.join(".git", "hooks")
 try:
     os.makedirs(hooks, exist_ok=True)
@@ -2462,9 +2465,10 @@ def run_hostile_check(
     url = f"redis://:{password}@127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
     wait_for(lambda: _pings(client), 20, "redis-server")
-    # The check's script and the marks it reads live outside /tmp, which bwrap gives the
-    # step a private one of.
+    # The check's script, the marks it reads and the runner's workdir live outside /tmp (bwrap
+    # gives the step a private one), where a step user may enter.
     outside_tmp = Path(tempfile.mkdtemp(prefix="carry-hostile-", dir="/var/tmp"))
+    outside_tmp.chmod(0o711)
     marks = outside_tmp / "marks"
     marks.mkdir()
     script = outside_tmp / "hostile.py"
@@ -2478,14 +2482,14 @@ def run_hostile_check(
     env.carry_patches([FIX])
     check = StepSpec(
         HOSTILE_CHECK,
-        (sys.executable, "-I", str(script)),
+        (HOSTILE_PYTHON, "-I", str(script)),
         120,
         {"BROKER_PORT": str(port), "MARKS": str(marks), "RUNNER_SITE": str(RUNNER_SITE)},
     )
     # What the runner holds: its broker password and (here, to show it is not passed on) a token.
     needles = {"password": runner_password[::-1], "token": HOSTILE_TOKEN[::-1]}
     (marks / "needles.json").write_text(json.dumps(needles))
-    _hostile_config(env, check, sandbox, step_user)
+    _hostile_config(env, check, sandbox, step_user, outside_tmp / "runner")
     env.extra_env["GITHUB_TOKEN"] = HOSTILE_TOKEN
     runner_home = root / "runner-home"  # where the runner's own Python would find a .pth
     runner_home.mkdir()
@@ -2521,14 +2525,16 @@ def _stand_in_daemon() -> socket.socket:
     return daemon
 
 
-def _hostile_config(env: CarryEnv, check: StepSpec, sandbox: str, step_user: str) -> None:
+def _hostile_config(
+    env: CarryEnv, check: StepSpec, sandbox: str, step_user: str, workdir: Path
+) -> None:
     env.write_config()
     config = json.loads(env.config_path.read_text())
     command = {"run": list(check.run), "timeout_s": int(check.timeout_s), "env": dict(check.env)}
     config["runners"] = {
         HOSTILE_KIND: {
             "queue": f"hw.{HOSTILE_KIND}",
-            "workdir": str(env.root / "runner"),
+            "workdir": str(workdir),
             "checks": {HOSTILE_CHECK: command},
             "sandbox": sandbox,
             "step_user": step_user,
@@ -2661,14 +2667,27 @@ def _forged_job(rt: Runtime, marks: Path, model_run: str) -> Attempt:
     )
 
 
-def scenario_hostile_check(root: Path, _scale: Scale, sandbox: str = "auto") -> Row:
-    name = "hostile check code on a runner" + (
-        f" (sandbox: {sandbox})" if sandbox != "auto" else ""
-    )
+# What only namespaces keep from a step: a step user still sees other processes (not their
+# environment), has the host's network (the broker, with no credential) and reaches a
+# daemon's socket that is open to every user.
+NEEDS_NAMESPACES = ("see or signal the runner process", "connect to the broker", SOCKET_ATTEMPT)
+
+
+def scenario_hostile_check(
+    root: Path, _scale: Scale, sandbox: str = "auto", step_user: str = "auto"
+) -> Row:
+    """The default runner and bwrap: every attempt must be blocked. No sandbox but a step
+    user (a host without namespaces): every attempt but NEEDS_NAMESPACES."""
+    name = "hostile check code on a runner"
+    if (sandbox, step_user) != ("auto", "auto"):
+        name += f" (sandbox: {sandbox}, step_user: {step_user})"
     if sandbox == "bwrap" and bwrap_unavailable() is not None:
         return Row(name, f"not run: {bwrap_unavailable()}", "-", "-", "-", ok=True)
-    attempts = run_hostile_check(root, sandbox=sandbox)
+    if step_user != "auto" and os.geteuid() != 0:
+        return Row(name, "not run: a step user needs a runner started as root", "-", "-", "-")
+    attempts = run_hostile_check(root, sandbox=sandbox, step_user=step_user)
     print(render_attempts(attempts), flush=True)
+    allowed = NEEDS_NAMESPACES if sandbox == "none" else ()
     achieved = [a.attempt for a in attempts if a.achieved]
     return Row(
         name,
@@ -2677,9 +2696,9 @@ def scenario_hostile_check(root: Path, _scale: Scale, sandbox: str = "auto") -> 
         f"{len(achieved)} of {len(attempts)} achieved"
         + (f": {'; '.join(achieved)}" if achieved else ""),
         "-",
-        "nothing to recover: the step ran in its own namespaces with a clean environment; the "
-        "runner ran only its own config's commands",
-        ok=not achieved and len(attempts) >= 9,
+        "nothing to recover: the step ran with a clean environment, in its own namespaces or "
+        "as its own user; the runner ran only its own config's commands",
+        ok=set(achieved) <= set(allowed) and len(attempts) >= 9,
     )
 
 
@@ -3242,6 +3261,9 @@ SCENARIOS: dict[str, Callable[[Path, Scale, int], Row | list[Row]]] = {
     "override-race": scenario_override_race,
     "hostile-check": lambda root, scale, _seed: scenario_hostile_check(root, scale),
     "hostile-check-bwrap": lambda root, scale, _seed: scenario_hostile_check(root, scale, "bwrap"),
+    "hostile-check-step-user": lambda root, scale, _seed: scenario_hostile_check(
+        root, scale, "none", step_user="nobody"
+    ),
     "intake-abuse": lambda root, scale, _seed: scenario_intake_abuse(root, scale),
 }
 

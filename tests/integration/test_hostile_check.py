@@ -20,6 +20,7 @@ from bench.reliability import (
     DISK_ATTEMPT,
     HOST_FILE_ATTEMPT,
     MKNOD_ATTEMPT,
+    NEEDS_NAMESPACES,
     POISON_ATTEMPT,
     RUNNER_PYTHON_ATTEMPT,
     SOCKET_ATTEMPT,
@@ -109,3 +110,18 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
     how = {a.attempt: a.how for a in attempts}
     for attempt in broker_writes:
         assert "NOPERM" in how[attempt] and "from the runner's environment" in how[attempt], shown
+
+
+@pytest.mark.skipif(not ROOT, reason="a step user needs a runner started as root")
+def test_with_no_sandbox_a_step_user_alone_keeps_out_all_but_what_needs_namespaces(
+    tmp_path: Path,
+) -> None:
+    """A host without namespaces (the compose file's containers): the step user keeps the
+    check from the runner's environment and Python, root's powers, the host's files and the
+    clone; only the host's network, its process list and a socket open to all stay in reach."""
+    attempts = run_hostile_check(tmp_path, sandbox="none", step_user="nobody")
+    shown = render_attempts(attempts)
+    assert [a.attempt for a in attempts] == ATTEMPTS, shown
+    achieved = {a.attempt for a in attempts if a.achieved}
+    assert achieved <= set(NEEDS_NAMESPACES), shown
+    assert "connect to the broker" in achieved, shown  # the scenario can tell
