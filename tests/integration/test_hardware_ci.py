@@ -1333,6 +1333,15 @@ def test_a_forged_job_in_the_queue_runs_nothing(
     assert not events(client, "ci-started")
 
 
+def marking_check(marks: Path) -> StepSpec:
+    """A check that leaves ran-<upstream sha> in `marks` for each tree it runs on."""
+    return StepSpec(
+        "fixed",
+        sh('touch "$MARK/ran-$CARRY_UPSTREAM_SHA"; test -f fixed.txt'),
+        env={"MARK": str(marks)},
+    )
+
+
 def test_a_copy_of_a_run_that_waits_for_approval_runs_nothing_until_it_is_approved(
     client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
@@ -1341,11 +1350,7 @@ def test_a_copy_of_a_run_that_waits_for_approval_runs_nothing_until_it_is_approv
     tree names an option for git (--upload-pack runs a command) reached git. Both are refused,
     and the run still waits, then runs once approved."""
     start_runners(("gaudi", "gaudi1@%h"))
-    check = StepSpec(
-        "fixed",
-        sh('touch "$MARK/ran-$CARRY_UPSTREAM_SHA"; test -f fixed.txt'),
-        env={"MARK": str(marks)},
-    )
+    check = marking_check(marks)
     head = world.head()
     (waiting,) = request(client, celery_app, world, head, [target("gaudi", check)], actor="x")
     info = ci.run_info(client, waiting.run_id)
@@ -1373,11 +1378,7 @@ def test_a_copy_of_a_queued_run_with_another_tree_runs_nothing(
 ) -> None:
     """A run carry queued names its tree; a copy of it that names another upstream commit (a
     head nobody approved) is another job, and the runner refuses it."""
-    check = StepSpec(
-        "fixed",
-        sh('touch "$MARK/ran-$CARRY_UPSTREAM_SHA"; test -f fixed.txt'),
-        env={"MARK": str(marks)},
-    )
+    check = marking_check(marks)
     head = world.head()
     (queued,) = request(client, celery_app, world, head, [target("gaudi", check)])
     info = ci.run_info(client, queued.run_id)
