@@ -289,8 +289,9 @@ def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
             f"Sorry @{event.author}, carry takes commands only from people with write access "
             f"to this repository (your permission: {event.permission or 'none'})."
         )
-        # One refusal per person and PR: a stranger's twenty comments get one answer, not twenty.
-        once = f"refused:{series.id}:{event.number}:{event.author.lower()}"
+        # One refusal per PR: twenty comments of strangers (one, or twenty accounts) get one
+        # answer, which the next stranger can read, not twenty.
+        once = f"refused:{series.id}:{event.number}"
         return [_reply(series, event, text, once, "commenter lacks write access")]
     actions: list[Action] = []
     lines: list[str] = []
