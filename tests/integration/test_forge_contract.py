@@ -29,6 +29,7 @@ from bot.github.forge import (
     RateLimited,
 )
 from bot.github.port import ForgePort
+from tests.support.deployment import fresh_forge_caches
 from tests.support.gitrepo import RepoBuilder
 
 REPO, UPSTREAM = "acme/widget", "upstream-org/engine"
@@ -198,10 +199,7 @@ def start(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Start]:
     """start(auth="token"|"app", private=False, plan="free") -> Side on this backend."""
-    # Forge's caches are per process, by API URL: a later emulator may get the same port.
-    monkeypatch.setattr(forge_module, "TOKENS", forge_module.InstallationTokens())
-    monkeypatch.setattr(forge_module, "PERMISSIONS", forge_module.PermissionCache())
-    monkeypatch.setattr(forge_module, "RENAMES", {})
+    fresh_forge_caches(monkeypatch)
     with contextlib.ExitStack() as running:
         emulators: list[GitHubEmulator] = []
 

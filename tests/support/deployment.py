@@ -14,6 +14,7 @@ import pytest
 
 from bot.core.state import CiState, PrInfo, SeriesState
 from bot.emulator import GitHubEmulator, generate_app_key
+from bot.github import forge as forge_module
 from bot.github.forge import Forge
 from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv
@@ -90,6 +91,14 @@ def pr(state: SeriesState) -> PrInfo:
     return state.pr
 
 
+def fresh_forge_caches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forge's caches are per process, by API URL: a later emulator may get the port of an
+    earlier one, whose installation token or roles would be taken for its own."""
+    monkeypatch.setattr(forge_module, "TOKENS", forge_module.InstallationTokens())
+    monkeypatch.setattr(forge_module, "PERMISSIONS", forge_module.PermissionCache())
+    monkeypatch.setattr(forge_module, "RENAMES", {})
+
+
 @contextlib.contextmanager
 def deployments(
     tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
@@ -113,6 +122,7 @@ def deployments(
         ) -> Deployment:
             gh = running.enter_context(GitHubEmulator(tmp_path / "gh", enterprise=enterprise))
             started.append(gh)
+            fresh_forge_caches(monkeypatch)
             env.carry_patches(list(patches))
             git(env.downstream, "init", "-q", "-b", "main")
             git(env.downstream, "add", "-A")
