@@ -5,11 +5,12 @@
 
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml requirements.lock ./
+COPY pyproject.toml ./
 COPY bot ./bot
 COPY workers ./workers
-# The dependencies at the versions of requirements.lock (what `make install` and the tests use).
-RUN pip wheel --no-cache-dir --wheel-dir /wheels -c requirements.lock .
+# carry's wheel alone; the final stage installs it with its declared dependencies at the
+# versions of requirements.lock, as tests/integration/test_installed_package.py does.
+RUN pip wheel --no-deps --wheel-dir /dist .
 
 FROM python:3.11-slim
 ARG CARRY_EXTRAS=""
@@ -19,10 +20,11 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates tini \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 carry
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels carry \
- && if [ -n "$CARRY_EXTRAS" ]; then pip install --no-cache-dir "carry[$CARRY_EXTRAS]" --find-links /wheels; fi \
- && rm -rf /wheels
+COPY --from=build /dist /dist
+COPY requirements.lock /tmp/requirements.lock
+RUN cd /tmp && wheel="$(ls /dist/carry-*.whl)" \
+ && pip install -c requirements.lock --no-cache-dir "$wheel${CARRY_EXTRAS:+[$CARRY_EXTRAS]}" \
+ && rm -rf /dist /tmp/requirements.lock
 WORKDIR /app
 # The series and the example config; compose mounts ./config over /app/config.
 COPY --chown=carry:carry config ./config
