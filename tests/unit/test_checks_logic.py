@@ -210,14 +210,45 @@ def test_two_classes_fail_and_name_the_cold_request_and_the_reference_class() ->
     assert [c["matches_reference"] for c in result.details["classes"]] == [False, True]
 
 
-def test_one_class_must_also_equal_the_reference() -> None:
+def test_one_class_passes_and_the_reference_only_informs() -> None:
+    """The rule the bug breaks decides (one class in one server and mode); a class that differs
+    from the cudagraph_mode=NONE reference still passes: on an H200 correct code differs across
+    modes at 59 of 278 positions, so that comparison is reported, never a failure."""
     classes = classify([_sample(i, COLD) for i in range(3)])
     differs = ple_offload.verdict(classes, _reference(WARM), {})
-    assert differs.status is Status.FAILED and "differ from the" in differs.summary
+    assert differs.status is Status.PASSED and differs.mismatches == []
+    assert "differs from the cudagraph_mode=NONE reference at 2 of 4 positions" in differs.summary
+    assert "information only" in differs.summary
+    assert differs.details["cross_mode"]["differing_positions"] == 2
     agrees = ple_offload.verdict(classes, _reference(COLD), {})
-    assert agrees.status is Status.PASSED and agrees.mismatches == []
+    assert agrees.status is Status.PASSED and "equal to the" in agrees.summary
+    assert agrees.details["cross_mode"]["differing_positions"] == 0
     alone = ple_offload.verdict(classes, None, {})
     assert alone.status is Status.PASSED and alone.details["reference"] is None
+
+
+def _valued(index: int, values: tuple[ple_offload.PositionValues, ...]) -> Sample:
+    positions = tuple(ple_offload.position_digest_of(v) for v in values)
+    return Sample(index, positions, values=values)
+
+
+def test_the_cross_mode_comparison_measures_the_largest_logprob_difference() -> None:
+    graphs = (None, ((5, -0.5), (9, -1.25)), ((3, -2.0), (4, -0.1)))
+    eager = (None, ((5, -0.5), (9, -1.5)), ((3, -2.0), (8, -0.1)))
+    reference = reference_from_classes(classify([_valued(0, eager)]), "none", {})
+    result = ple_offload.verdict(classify([_valued(i, graphs) for i in range(4)]), reference, {})
+    assert result.status is Status.PASSED
+    assert result.details["cross_mode"] == {
+        "differing_positions": 2,
+        "positions": 3,
+        "first_position": 1,
+        "largest_logprob_difference": 0.25,
+        "top_tokens_differ": 1,
+    }
+    assert "largest logprob difference 0.25" in result.summary
+    # Two classes still fail, whatever the reference says.
+    two = [_valued(0, eager), *(_valued(i, graphs) for i in range(1, 4))]
+    assert ple_offload.verdict(classify(two), reference, {}).status is Status.FAILED
 
 
 def test_a_reference_run_with_two_classes_gives_no_verdict() -> None:
@@ -242,6 +273,26 @@ def test_reference_file_round_trip_and_fingerprint_guard(tmp_path: Path) -> None
         load_reference(path, fingerprint)
     with pytest.raises(UsageError, match="cannot read"):
         load_reference(tmp_path / "missing.json", fingerprint)
+
+
+def test_a_reference_file_keeps_the_values_and_format_1_is_still_read(tmp_path: Path) -> None:
+    values = (None, ((5, -0.5), (9, -1.25)))
+    path = tmp_path / "ref.json"
+    record_reference(path, classify([_valued(0, values)]), "http://none", {"model": "m"})
+    assert load_reference(path, {"model": "m"}).values == values
+    data = json.loads(path.read_text())
+    data["position_logprobs"][1][0][1] = -0.75
+    path.write_text(json.dumps(data))
+    with pytest.raises(UsageError, match="position_logprobs do not match"):
+        load_reference(path, {"model": "m"})
+    del data["position_logprobs"]
+    data["format"] = 1
+    path.write_text(json.dumps(data))
+    old = load_reference(path, {"model": "m"})
+    assert old.values == ()
+    result = ple_offload.verdict(classify([_valued(0, (((1, -1.0),),) * 2)]), old, {})
+    assert result.details["cross_mode"]["largest_logprob_difference"] is None
+    assert "the reference has no values" in result.summary
 
 
 def test_a_reply_without_prompt_logprobs_is_an_infra_error() -> None:

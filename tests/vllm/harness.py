@@ -11,7 +11,8 @@ The variants and what each must give (``--strict`` exits 1 when one does not):
   step, so the probe sees no decode row that missed one: INCONCLUSIVE, not a hollow PASS.
 * async-inputs ``clean`` / ``bug-injected``: a prefill-first scheduler (``--scheduler-cls``)
   leaves decodes out behind long prompts: PASS without the bug, FAIL with it.
-* ple-offload ``clean``: 1 class, equal to a cudagraph_mode=NONE reference: PASS.
+* ple-offload ``clean``: 1 class: PASS (the cudagraph_mode=NONE reference is compared and
+  reported, with the largest logprob difference; it never decides).
 * ple-offload ``bug-injected``: the first request is computed differently: 2 classes, FAIL.
 
     python -m tests.vllm.harness --vllm-env .venv-vllm --work /tmp/carry-vllm [--strict]

@@ -3,9 +3,14 @@
 With CUDA graphs on, the unfixed offload semaphore runs one step ahead, so every forward consumes
 the previous step's per-layer embeddings: N identical sequential requests fall into two classes
 (the cold first one, then the rest). The check sends N identical requests with prompt_logprobs,
-hashes each request's full per-position vectors, groups the hashes into classes (expect 1) and
-compares the class with a cudagraph_mode=NONE reference: another server, a JSON file recorded
-earlier with --record-reference, or (with --serve) a NONE server it starts first.
+hashes each request's full per-position vectors and groups the hashes into classes.
+
+The rule that decides is the one the bug breaks, within one server and one mode: exactly one
+class passes, more than one fails. The class is also compared with a cudagraph_mode=NONE
+reference (another server, a JSON file recorded earlier with --record-reference, or, with
+--serve, a NONE server it starts first), but only as information: on real GPUs the modes differ
+in numerics for correct code (on an H200, 59 of 278 positions), so the comparison reports where
+they differ and the largest logprob difference, and never fails a run.
 
     python -m workers.runner.checks.ple_offload --base-url URL --model M \
         [--reference-url URL | --reference-json FILE] [--json OUT]
@@ -59,7 +64,8 @@ from workers.runner.checks.vllm_server import (
 )
 
 NAME = "ple-offload"
-REFERENCE_FORMAT = 1
+REFERENCE_FORMAT = 2  # 2 adds each position's logprobs; format 1 (hashes only) is still read
+READABLE_FORMATS = (1, 2)
 OFFLOAD_ENV = "VLLM_PLE_CPU_OFFLOAD"
 OFFLOAD_ACTIVE = "PleOffloadLayer"  # what the offload worker's ready line names
 
@@ -92,15 +98,89 @@ class Plan:
 
 def position_digest(position: PositionLogprobs | None) -> str:
     """Exact hash of one position: every (token id, logprob) pair, bit for bit."""
-    if position is None:
-        canonical = "null"
-    else:
-        canonical = json.dumps([[tid, position[tid].logprob] for tid in sorted(position)])
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return position_digest_of(position_values(position))
 
 
 def vector_digest(positions: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(positions).encode()).hexdigest()
+
+
+# One position's (token id, logprob) pairs, sorted by token id; None where the server sent null.
+PositionValues = tuple[tuple[int, float], ...] | None
+
+
+def position_values(position: PositionLogprobs | None) -> PositionValues:
+    if position is None:
+        return None
+    return tuple((tid, position[tid].logprob) for tid in sorted(position))
+
+
+def position_digest_of(values: PositionValues) -> str:
+    """position_digest of a position kept as values (what a reference file holds)."""
+    canonical = "null" if values is None else json.dumps([[tid, lp] for tid, lp in values])
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class CrossMode:
+    """How one class compares with the reference: information, never a verdict."""
+
+    differing_positions: int
+    positions: int
+    first_position: int | None
+    largest_logprob_difference: float | None  # None: no values to compare (a format-1 file)
+    top_tokens_differ: int  # positions whose sets of returned token ids differ
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "differing_positions": self.differing_positions,
+            "positions": self.positions,
+            "first_position": self.first_position,
+            "largest_logprob_difference": self.largest_logprob_difference,
+            "top_tokens_differ": self.top_tokens_differ,
+        }
+
+    def sentence(self) -> str:
+        if self.differing_positions == 0:
+            return "equal to the cudagraph_mode=NONE reference"
+        largest = (
+            "largest logprob difference unknown: the reference has no values"
+            if self.largest_logprob_difference is None
+            else f"largest logprob difference {self.largest_logprob_difference:.3g}"
+        )
+        return (
+            f"differs from the cudagraph_mode=NONE reference at {self.differing_positions} of "
+            f"{self.positions} positions, first at {self.first_position} ({largest}; "
+            f"{self.top_tokens_differ} positions return other top tokens); information only, "
+            "modes may differ in numerics"
+        )
+
+
+def cross_mode(
+    positions: Sequence[str],
+    values: Sequence[PositionValues],
+    reference_positions: Sequence[str],
+    reference_values: Sequence[PositionValues],
+) -> CrossMode:
+    diff = differing_positions(reference_positions, positions)
+    comparable = bool(values) and len(values) == len(positions) and bool(reference_values)
+    largest: float | None = 0.0 if comparable else None
+    top_differ = 0
+    if comparable:
+        for index in diff:
+            ours = dict(values[index] or ()) if index < len(values) else {}
+            theirs = dict(reference_values[index] or ()) if index < len(reference_values) else {}
+            if set(ours) != set(theirs):
+                top_differ += 1
+            for tid in set(ours) & set(theirs):
+                largest = max(largest or 0.0, abs(ours[tid] - theirs[tid]))
+    return CrossMode(
+        len(diff),
+        max(len(positions), len(reference_positions)),
+        diff[0] if diff else None,
+        largest,
+        top_differ,
+    )
 
 
 @dataclass(frozen=True)
@@ -109,6 +189,7 @@ class Sample:
     positions: tuple[str, ...]
     first_token: str | None = None
     first_token_logprob: float | None = None
+    values: tuple[PositionValues, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -123,6 +204,7 @@ def sample_from(index: int, completion: Completion) -> Sample:
         positions=tuple(position_digest(p) for p in completion.prompt_logprobs),
         first_token=completion.tokens[0] if completion.tokens else None,
         first_token_logprob=completion.token_logprobs[0] if completion.token_logprobs else None,
+        values=tuple(position_values(p) for p in completion.prompt_logprobs),
     )
 
 
@@ -133,6 +215,7 @@ class RequestClass:
     members: list[int] = field(default_factory=list)
     first_token: str | None = None
     first_token_logprob: float | None = None
+    values: tuple[PositionValues, ...] = ()
 
 
 def classify(samples: Sequence[Sample]) -> list[RequestClass]:
@@ -146,6 +229,7 @@ def classify(samples: Sequence[Sample]) -> list[RequestClass]:
                 s.positions,
                 first_token=s.first_token,
                 first_token_logprob=s.first_token_logprob,
+                values=s.values,
             )
         cls.members.append(s.index)
     return list(classes.values())
@@ -162,6 +246,7 @@ class Reference:
     positions: tuple[str, ...]
     source: str
     fingerprint: Mapping[str, Any]
+    values: tuple[PositionValues, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -171,6 +256,9 @@ class Reference:
             "fingerprint": dict(self.fingerprint),
             "class_hash": self.digest,
             "position_hashes": list(self.positions),
+            "position_logprobs": [
+                None if v is None else [[tid, lp] for tid, lp in v] for v in self.values
+            ],
         }
 
 
@@ -183,7 +271,8 @@ def reference_from_classes(
             f"the reference run at {source} is not self-consistent: {len(classes)} classes "
             f"(sizes {sizes})"
         )
-    return Reference(classes[0].digest, classes[0].positions, source, dict(fingerprint))
+    only = classes[0]
+    return Reference(only.digest, only.positions, source, dict(fingerprint), only.values)
 
 
 def load_reference(path: Path, fingerprint: Mapping[str, Any]) -> Reference:
@@ -192,16 +281,25 @@ def load_reference(path: Path, fingerprint: Mapping[str, Any]) -> Reference:
         positions = tuple(str(p) for p in data["position_hashes"])
         recorded = data["fingerprint"]
         digest = str(data["class_hash"])
+        values = tuple(
+            None if v is None else tuple((int(tid), float(lp)) for tid, lp in v)
+            for v in data.get("position_logprobs") or ()
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"cannot read reference {path}: {exc!r}") from exc
-    if data.get("check") != NAME or data.get("format") != REFERENCE_FORMAT:
-        raise UsageError(f"{path} is not a format-{REFERENCE_FORMAT} {NAME} reference")
+    if data.get("check") != NAME or data.get("format") not in READABLE_FORMATS:
+        formats = " or ".join(f"format-{n}" for n in READABLE_FORMATS)
+        raise UsageError(f"{path} is not a {formats} {NAME} reference")
+    if values and (
+        len(values) != len(positions) or tuple(map(position_digest_of, values)) != positions
+    ):
+        raise UsageError(f"{path}: position_logprobs do not match its position_hashes")
     if recorded != dict(fingerprint):
         keys = sorted(k for k in {*recorded, *fingerprint} if recorded.get(k) != fingerprint.get(k))
         raise UsageError(f"{path} was recorded for another request (differs in {', '.join(keys)})")
     if vector_digest(positions) != digest:
         raise UsageError(f"{path}: class_hash does not match its position_hashes")
-    return Reference(digest, positions, str(path), recorded)
+    return Reference(digest, positions, str(path), recorded, values)
 
 
 def _class_row(cls: RequestClass, reference: Reference | None) -> dict[str, Any]:
@@ -239,6 +337,8 @@ def _class_mismatch(
 def verdict(
     classes: Sequence[RequestClass], reference: Reference | None, details: dict[str, Any]
 ) -> CheckResult:
+    """One class passes, more than one fails: the rule the bug breaks, in one server and one
+    mode. The reference only informs (details["cross_mode"]); it never decides."""
     total = sum(len(c.members) for c in classes)
     info = {
         **details,
@@ -247,32 +347,28 @@ def verdict(
         if reference is None
         else {"source": reference.source, "hash": reference.digest},
     }
-    ref_note = "no reference given" if reference is None else "cudagraph_mode=NONE reference"
-    if reference is not None:
-        baseline, baseline_name = reference.positions, "the reference"
-    else:
-        largest = max(classes, key=lambda c: len(c.members))
-        baseline, baseline_name = largest.positions, "the largest class"
-    mismatches = [
-        _class_mismatch(n, c, baseline, baseline_name, total)
-        for n, c in enumerate(classes, start=1)
-        if c.digest != vector_digest(baseline)
-    ]
     if len(classes) > 1:
+        largest = max(classes, key=lambda c: len(c.members))
+        mismatches = [
+            _class_mismatch(n, c, largest.positions, f"class {classes.index(largest) + 1}", total)
+            for n, c in enumerate(classes, start=1)
+            if c is not largest
+        ]
         sizes = ", ".join(str(len(c.members)) for c in classes)
         matching = [
             n for n, c in enumerate(classes, 1) if reference and c.digest == reference.digest
         ]
-        tail = f"; class {matching[0]} equals the {ref_note}" if matching else ""
+        tail = f"; class {matching[0]} equals the cudagraph_mode=NONE reference" if matching else ""
         summary = (
             f"{total} identical requests fell into {len(classes)} classes (sizes {sizes}){tail}"
         )
         return failed(NAME, summary, info, mismatches)
-    if mismatches:
-        summary = f"all {total} requests agree but differ from the {ref_note}"
-        return failed(NAME, summary, info, mismatches)
-    agreement = f"equal to the {ref_note}" if reference is not None else ref_note
-    return passed(NAME, f"{total} identical requests, 1 class ({agreement})", info)
+    [only] = classes
+    if reference is None:
+        return passed(NAME, f"{total} identical requests, 1 class (no reference given)", info)
+    comparison = cross_mode(only.positions, only.values, reference.positions, reference.values)
+    info["cross_mode"] = comparison.to_dict()
+    return passed(NAME, f"{total} identical requests, 1 class; {comparison.sentence()}", info)
 
 
 def collect(client: OpenAIClient, plan: Plan, count: int, concurrency: int) -> list[Sample]:
