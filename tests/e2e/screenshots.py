@@ -2,8 +2,8 @@
 
 Two upstream repositories on disk and a downstream checkout with five series and their fix
 pages; carry's rebase (the engine on real git), its read-only publish and its poller write the
-store, a private Redis. Only the CI rows are written the way workers/ci.py stores them, since a
-run needs a runner host. The whole app serves that store and headless Chromium takes the shots.
+store, a private Redis. Only the CI rows are written the way workers/ci/rows.py stores them,
+since a run needs a runner host. The whole app serves that store and headless Chromium takes the shots.
 
     python -m tests.e2e.screenshots docs/screenshots      (what `make screenshots` runs)
 

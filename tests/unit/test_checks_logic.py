@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.runner.checks import CHECKS, async_inputs, ple_offload, run_check
-from workers.runner.checks.async_inputs import (
+from vllm_checks import CHECKS, async_inputs, ple_offload, run_check
+from vllm_checks.async_inputs import (
     Observation,
     Plan,
     PlannedRequest,
@@ -20,7 +20,7 @@ from workers.runner.checks.async_inputs import (
     describe_divergence,
     overlapping_decoders,
 )
-from workers.runner.checks.openai_client import (
+from vllm_checks.openai_client import (
     Completion,
     CompletionRequest,
     Timing,
@@ -28,7 +28,7 @@ from workers.runner.checks.openai_client import (
     normalize_base_url,
     parse_completion,
 )
-from workers.runner.checks.ple_offload import (
+from vllm_checks.ple_offload import (
     Sample,
     classify,
     load_reference,
@@ -36,7 +36,7 @@ from workers.runner.checks.ple_offload import (
     record_reference,
     reference_from_classes,
 )
-from workers.runner.checks.report import (
+from vllm_checks.report import (
     CheckResult,
     Inconclusive,
     InfraError,
@@ -45,7 +45,7 @@ from workers.runner.checks.report import (
     conclude,
     passed,
 )
-from workers.runner.checks.vllm_server import (
+from vllm_checks.vllm_server import (
     ServeSpec,
     VllmServer,
     add_serve_arguments,

@@ -1,4 +1,4 @@
-"""Runner-side Verify checks, by name; each is also ``python -m workers.runner.checks.<module>``.
+"""Runner-side Verify checks, by name; each is also ``python -m vllm_checks.<module>``.
 
 Modules are imported only when a check runs, so importing this package stays cheap.
 """
@@ -10,13 +10,13 @@ import sys
 from collections.abc import Sequence
 
 CHECKS: dict[str, str] = {
-    "async-inputs": "workers.runner.checks.async_inputs",
-    "ple-offload": "workers.runner.checks.ple_offload",
+    "async-inputs": "vllm_checks.async_inputs",
+    "ple-offload": "vllm_checks.ple_offload",
 }
 
 
 def run_check(name: str, argv: Sequence[str]) -> int:
-    """Run a check's command line; exit-code contract in ``workers.runner.checks.report``."""
+    """Run a check's command line; exit-code contract in ``vllm_checks.report``."""
     if name not in CHECKS:
         print(f"unknown check {name!r}; known: {', '.join(sorted(CHECKS))}", file=sys.stderr)
         return 2

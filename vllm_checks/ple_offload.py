@@ -7,9 +7,9 @@ hashes each request's full per-position vectors, groups the hashes into classes 
 compares the class with a cudagraph_mode=NONE reference: another server, a JSON file recorded
 earlier with --record-reference, or (with --serve) a NONE server it starts first.
 
-    python -m workers.runner.checks.ple_offload --base-url URL --model M \
+    python -m vllm_checks.ple_offload --base-url URL --model M \
         [--reference-url URL | --reference-json FILE] [--json OUT]
-    python -m workers.runner.checks.ple_offload --serve M     # NONE reference, then the default
+    python -m vllm_checks.ple_offload --serve M     # NONE reference, then the default
 
 With ``--expect-ple-offload`` (``--serve`` only) both servers get ``VLLM_PLE_CPU_OFFLOAD=1`` and the
 server under test must show the offload running: its log has to report a ``PleOffloadLayer``
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.runner.checks.openai_client import (
+from vllm_checks.openai_client import (
     Completion,
     CompletionRequest,
     OpenAIClient,
@@ -39,7 +39,7 @@ from workers.runner.checks.openai_client import (
     positive_int,
     target_model,
 )
-from workers.runner.checks.report import (
+from vllm_checks.report import (
     CheckResult,
     Inconclusive,
     InfraError,
@@ -49,7 +49,7 @@ from workers.runner.checks.report import (
     failed,
     passed,
 )
-from workers.runner.checks.vllm_server import (
+from vllm_checks.vllm_server import (
     ServeSpec,
     VllmServer,
     add_serve_arguments,

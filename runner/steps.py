@@ -29,9 +29,9 @@ from typing import IO
 
 import redis
 
+from bot.ci.spec import LogLimits
 from bot.log import SecretFilter
 from bot.store.series import append_runlog
-from workers.runner.spec import LogLimits
 
 CancelCheck = Callable[[], str | None]  # a reason when the step must stop, else None
 STEP_TOKEN_ENV = "CARRY_STEP_TOKEN"
