@@ -71,6 +71,7 @@ from bot.git.runner import GitError
 from bot.github.forge import Forge, ForgeError
 from bot.queue.celery_app import app as celery_app
 from bot.store import runner_channel as channel
+from bot.store import runners
 from bot.store import series as store
 from bot.store.metrics import GITHUB_KEY, record_rate_limit
 from bot.web.webhooks import (
@@ -2574,7 +2575,7 @@ HOME_ATTEMPT = "find what an earlier job left in HOME"
 
 
 def _hostile_lines(rt: Runtime, run_id: str) -> list[Attempt]:
-    lines = [e["text"] for e in store.runlog(rt.redis, run_id, limit=10_000)]
+    lines = [e["text"] for e in runners.runlog(rt.redis, run_id, limit=10_000)]
     if "hostile check done" not in lines:
         raise AssertionError("the hostile check did not run to its end:\n" + "\n".join(lines))
     return _reported_attempts(lines)

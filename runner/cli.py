@@ -2,7 +2,7 @@
 
 It consumes only the kind's queue (`runners.<kind>.queue`, by default hw.<kind>), one job at a
 time (concurrency 1, prefetch 1, late acks, requeue when the job process is lost), and
-registers itself through heartbeats (bot.store.series.heartbeat) so the API and dashboard list
+registers itself through heartbeats (bot.store.runners.heartbeat) so the API and dashboard list
 it. Before it starts it kills what a previous, lost runner left running in its workdir.
 
 Broker facts that matter here (Redis transport): an unacknowledged job returns to the queue
@@ -40,7 +40,8 @@ from bot.config import (
 )
 from bot.queue.celery_app import app, run_worker
 from bot.store.runner_channel import transport_options
-from bot.store.series import forget_runner, heartbeat, now_iso
+from bot.store.runners import forget_runner, heartbeat
+from bot.store.series import now_iso
 from runner import task  # noqa: F401  (registers carry.ci.run_job on `app`)
 from runner.job import reap_idle
 from runner.sandbox import SandboxError

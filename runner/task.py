@@ -55,10 +55,8 @@ from bot.store.ci_runs import (
     transition,
 )
 from bot.store.runner_channel import send_report
-from bot.store.series import (
-    heartbeat,
-    now_iso,
-)
+from bot.store.runners import heartbeat
+from bot.store.series import now_iso
 from runner.job import (
     CheckResult,
     JobContext,

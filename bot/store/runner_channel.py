@@ -26,7 +26,8 @@ from typing import Any, Final
 import redis
 
 from bot.store.ci_runs import kind_acl_patterns, run_id_glob
-from bot.store.series import PREFIX, UPDATES_CHANNEL, runlog_key, runner_key
+from bot.store.runners import runlog_key, runner_key
+from bot.store.series import PREFIX, UPDATES_CHANNEL
 
 HW: Final = f"{PREFIX}hw:"
 REPORTS_MAXLEN: Final = 200_000

@@ -31,6 +31,7 @@ from bot.config import CarryConfig, Settings
 from bot.core.ci_plan import classify_outcome
 from bot.core.render import pr_title
 from bot.core.state import CiState, SeriesState
+from bot.store import runners
 from bot.store import series as store
 from bot.store.metrics import record_rate_limit
 from bot.web.app import create_app
@@ -403,7 +404,7 @@ def store_ci_row(client: redis.Redis, series_id: str, row: CiState) -> None:
 def ci_passed(client: redis.Redis, series_id: str, head: str) -> None:
     run_id = "run-gaudi-0041"
     store.append_history(client, series_id, "ci-started", run_id=run_id, runner="gaudi-1")
-    store.append_runlog(client, run_id, "stdout", "greedy-match: 64 prompts, outputs identical")
+    runners.append_runlog(client, run_id, "stdout", "greedy-match: 64 prompts, outputs identical")
     row = CiState(CI_KEY, "success", run_id, head_sha=head, detail="greedy outputs match")
     store_ci_row(client, series_id, row)
     store.append_history(client, series_id, "ci-success", run_id=run_id, reason=row.detail)
@@ -417,7 +418,7 @@ def ci_runner_lost(client: redis.Redis, series_id: str, head: str) -> None:
         store.append_history(
             client, series_id, "ci-started", run_id=run_id, runner="gaudi-2", attempt=attempt
         )
-        store.append_runlog(client, run_id, "carry", f"[carry] attempt {attempt} on gaudi-2")
+        runners.append_runlog(client, run_id, "carry", f"[carry] attempt {attempt} on gaudi-2")
         store.append_history(
             client,
             series_id,

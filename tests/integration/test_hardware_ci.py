@@ -61,7 +61,8 @@ from bot.queue.celery_app import make_app
 from bot.store import ci_runs as store_ci
 from bot.store import quarantine
 from bot.store import runner_channel as channel
-from bot.store.series import history, load_series, runlog, runners
+from bot.store.runners import runlog, runners
+from bot.store.series import history, load_series
 from runner import sandbox
 from runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
 from tests.support.broker_junk import malformed, real_envelope

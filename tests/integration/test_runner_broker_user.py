@@ -20,7 +20,8 @@ from bot.core.state import SeriesState
 from bot.queue.celery_app import make_app
 from bot.store import runner_channel as channel
 from bot.store.ci_runs import write_run
-from bot.store.series import forget_runner, heartbeat, history, runners, save_series
+from bot.store.runners import forget_runner, heartbeat, runners
+from bot.store.series import history, save_series
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
 from workers.ci.reports import ReportApplier
