@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import json
 import math
@@ -10,8 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
-from vllm_checks import CHECKS, async_inputs, ple_offload, run_check
+from tests.support.paths import REPO_ROOT
+from vllm_checks import async_inputs, ple_offload
 from vllm_checks.async_inputs import (
     Observation,
     Plan,
@@ -399,9 +402,20 @@ def test_ple_reference_sources_are_exclusive() -> None:
     assert exc.value.code == 2
 
 
-def test_registry_names_both_checks_and_rejects_unknown_ones() -> None:
-    assert set(CHECKS) == {"async-inputs", "ple-offload"}
-    assert run_check("nope", []) == 2
+@pytest.mark.parametrize("config", ["carry.yaml", "carry.example.yaml"])
+def test_every_configured_vllm_check_is_a_module_with_a_main(config: str) -> None:
+    """The configuration is the one list of checks: each `python -m vllm_checks.<module>`
+    it runs names a module of the package that has a main."""
+    data = yaml.safe_load((REPO_ROOT / "config" / config).read_text())
+    modules = {
+        run[run.index("-m") + 1]
+        for runner in data["runners"].values()
+        for check in runner["checks"].values()
+        if "-m" in (run := check["run"]) and run[run.index("-m") + 1].startswith("vllm_checks")
+    }
+    assert modules == {"vllm_checks.async_inputs", "vllm_checks.ple_offload"}
+    for name in modules:
+        assert callable(importlib.import_module(name).main), name
 
 
 # ----------------------------------------------------------------------------- vllm serve
