@@ -8,6 +8,8 @@ WORKDIR /src
 COPY pyproject.toml ./
 COPY bot ./bot
 COPY workers ./workers
+COPY runner ./runner
+COPY vllm_checks ./vllm_checks
 # carry's wheel alone; the final stage installs it with its declared dependencies at the
 # versions of requirements.lock, as tests/integration/test_installed_package.py does.
 RUN pip wheel --no-deps --wheel-dir /dist .

@@ -57,6 +57,8 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
+from bot.ci import runs as ci_runs
+from bot.ci.spec import StepSpec, TreeSpec
 from bot.config import Settings
 from bot.core import events as ev
 from bot.core.ci_plan import FINAL_STATES, REUSABLE, RetryPolicy
@@ -67,7 +69,9 @@ from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror, MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import Forge, ForgeError
+from bot.queue.celery_app import app as celery_app
 from bot.store import runner_channel as channel
+from bot.store import runners
 from bot.store import series as store
 from bot.store.metrics import GITHUB_KEY, record_rate_limit
 from bot.web.webhooks import (
@@ -76,12 +80,11 @@ from bot.web.webhooks import (
     SIGNATURE_HEADER,
     sign,
 )
-from workers import ci, ci_runs, tasks
+from runner.sandbox import bwrap_unavailable
 from workers import runtime as runtime_module
-from workers.celery_app import app as celery_app
-from workers.ci_reports import ReportApplier
-from workers.runner.sandbox import bwrap_unavailable
-from workers.runner.spec import StepSpec, TreeSpec
+from workers import tasks
+from workers.ci import requests as ci
+from workers.ci.reports import ReportApplier
 from workers.runtime import Runtime
 
 # The scenarios drive carry through the test suite's harness (a whole deployment in a temporary
@@ -2202,7 +2205,7 @@ found = [
 ]
 user, password = (urllib.parse.urlsplit(found[0]).username, urllib.parse.urlsplit(found[0]).password) if found else (None, None)
 runner = [
-    pid for pid, data in proc_files("cmdline") if b"bot.cli\0runner" in data or b"runner_cli" in data
+    pid for pid, data in proc_files("cmdline") if b"bot.cli\0runner" in data or b"runner.cli" in data
 ]
 signalled = []
 for pid in runner:
@@ -2572,7 +2575,7 @@ HOME_ATTEMPT = "find what an earlier job left in HOME"
 
 
 def _hostile_lines(rt: Runtime, run_id: str) -> list[Attempt]:
-    lines = [e["text"] for e in store.runlog(rt.redis, run_id, limit=10_000)]
+    lines = [e["text"] for e in runners.runlog(rt.redis, run_id, limit=10_000)]
     if "hostile check done" not in lines:
         raise AssertionError("the hostile check did not run to its end:\n" + "\n".join(lines))
     return _reported_attempts(lines)

@@ -320,8 +320,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def _service(name: str, *args: object) -> int:
-    """Runs bot.service.<name>(*args); its ServiceError is a usage error (one line, status 2)."""
-    from bot import service
+    """Runs workers.service.<name>(*args); its ServiceError is a usage error (one line, status 2)."""
+    from workers import service
 
     try:
         result = getattr(service, name)(*args)
@@ -343,7 +343,7 @@ def cmd_beat(args: argparse.Namespace) -> int:
 
 
 def cmd_runner(args: argparse.Namespace) -> int:
-    from workers.runner import runner_cli
+    from runner import cli as runner_cli
 
     return runner_cli.main(
         args.kind, args.config, args.concurrency, name=args.name, workdir=args.workdir

@@ -15,7 +15,7 @@ from bot.core import transitions as tr
 from bot.core.planner import Action
 from bot.core.state import Phase, SeriesState
 from bot.store import series as store
-from workers import ci
+from workers.ci import requests as ci
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.dispatch")

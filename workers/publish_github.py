@@ -19,7 +19,7 @@ from bot.github.forge import DraftsNotSupported, PullInfo
 from bot.github.port import ForgePort
 from bot.store import series as store
 from workers import downstream as downstream_repo
-from workers import hardware
+from workers.ci import github as hardware
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.publish")

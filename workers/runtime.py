@@ -22,7 +22,7 @@ Clock = Callable[[], str]  # the time now, as carry records it (ISO 8601, UTC)
 
 
 def send_with_celery(name: str, kwargs: dict[str, Any]) -> None:
-    from workers.celery_app import app
+    from bot.queue.celery_app import app
 
     app.send_task(name, kwargs=kwargs)
 

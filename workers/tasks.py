@@ -14,6 +14,7 @@ from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_failure, worker_ready
 
+from bot.ci import runs as ci_runs
 from bot.config import Settings
 from bot.core import events as ev
 from bot.core import transitions as tr
@@ -22,11 +23,13 @@ from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import ForgeError, PermissionUnknown, RateLimited
 from bot.log import correlated
+from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
 from bot.store.metrics import count_event
-from workers import ci, ci_runs, dashboard_issue, hardware, poller, publish
-from workers.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
-from workers.ci_reports import ReportApplier
+from workers import dashboard_issue, poller, publish
+from workers.ci import github as hardware
+from workers.ci import requests as ci
+from workers.ci.reports import ReportApplier
 from workers.dispatch import carry_out
 from workers.facts import gather
 from workers.rebase import rebase_series, register_series
@@ -182,7 +185,7 @@ def _register(**_: object) -> None:
 @worker_ready.connect
 def _apply_runner_reports(sender: Any = None, **_: object) -> None:
     """A service worker on the quick lane applies what the runners report (their broker
-    users may not write series state or queue a task: workers/ci_reports.py)."""
+    users may not write series state or queue a task: workers/ci/reports.py)."""
     consumer = getattr(sender, "task_consumer", None)
     queues = {queue.name for queue in getattr(consumer, "queues", ())}
     rt = runtime()

@@ -239,7 +239,7 @@ class Runner(_Model):
     workdir: Annotated[str, Field(min_length=1)]
     setup: list[SetupStep] = Field(default_factory=list)
     checks: dict[Name, Command] = Field(default_factory=dict)
-    # How steps are isolated from the runner and the host (workers/runner/sandbox.py): auto uses
+    # How steps are isolated from the runner and the host (runner/sandbox.py): auto uses
     # namespaces where the host gives them, namespaces insists on them, bwrap adds a read-only
     # view of the host's files (bubblewrap), none runs steps bare.
     sandbox: Literal["auto", "namespaces", "bwrap", "none"] = "auto"
@@ -247,7 +247,7 @@ class Runner(_Model):
     # cannot write the runner's own code, its Python or anything else the runner's user owns,
     # nor read root's files. A name or a uid (needs a runner started as root); `auto`: nobody
     # on a root runner where the host lets it run steps, else the runner's own user, saying
-    # why (workers/runner/sandbox.py choose_user); `runner`: the runner's own user, root too.
+    # why (runner/sandbox.py choose_user); `runner`: the runner's own user, root too.
     step_user: Annotated[str, Field(min_length=1)] = "auto"
 
     def networked(self) -> frozenset[tuple[str, str]]:

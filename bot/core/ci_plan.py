@@ -2,8 +2,8 @@
 
 What is tested (the tree key), who may reach the hardware (approval), what to do with a request
 (reuse, join, wait for approval, enqueue, supersede, defer over budget), what a step's end means
-(success, test failure, infrastructure error) and when to try again. workers/ci.py gathers the
-facts from Redis and carries the actions out; workers/runner/ runs the steps. Nothing here does
+(success, test failure, infrastructure error) and when to try again. workers/ci/requests.py
+gathers the facts from Redis and carries the actions out; runner/ runs the steps. Nothing here does
 I/O: no celery, redis, git or github.
 """
 
@@ -237,7 +237,7 @@ class Outcome:
 
 # Signals that come from outside the code under test: the OOM killer, an operator, a shutdown.
 INFRA_SIGNALS = frozenset({signals.SIGKILL, signals.SIGTERM, signals.SIGHUP, signals.SIGINT})
-EXIT_PASSED, EXIT_FAILED, EXIT_NO_VERDICT = 0, 1, 2  # workers.runner.checks exit-code contract
+EXIT_PASSED, EXIT_FAILED, EXIT_NO_VERDICT = 0, 1, 2  # vllm_checks exit-code contract
 EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND = 126, 127  # POSIX shells
 
 

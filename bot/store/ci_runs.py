@@ -10,7 +10,7 @@
   slots:<kind>             zset of running leases (budget.running), expiring
   lock:<kind>              serializes planning for a runner kind
 
-The run record is stored as text fields; workers/ci_runs.py reads it into a `Run` (its payload
+The run record is stored as text fields; bot/ci/runs.py reads it into a `Run` (its payload
 is the runner's job, which bot/ does not know)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Messages taken off a broker queue that are no Celery message, set aside whole
-(workers/broker_transport.py), newest first; the newest KEEP of each list are kept.
+(bot/queue/broker_transport.py), newest first; the newest KEEP of each list are kept.
 
   carry:broker:quarantine    what the service's workers set aside
   carry:hw:<kind>:quarantine what the runners of a kind set aside

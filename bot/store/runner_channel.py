@@ -7,11 +7,11 @@ entries; it reads their cancel markers) and its kind's heartbeats (`carry:runner
 it pops and requeues jobs of its queue. It never writes series state, history or approvals
 and never queues a service task: what the service must do because of a run (history entries,
 CI rows, the budget's deferred runs) it *reports*, and the service checks each report against
-the run record and applies it (workers/ci_reports.py).
+the run record and applies it (workers/ci/reports.py).
 
   carry:hw:<kind>:reports    stream of reports (type, run_id, runner, data)
   carry:hw:<kind>:quarantine messages in the queue that are no Celery message, set aside
-                             whole (workers/broker_transport.py), newest first
+                             whole (bot/queue/broker_transport.py), newest first
   carry:hw:<kind>:unacked*   the kind's Celery deliveries in progress (kombu's unacked keys,
                              kept apart from the service's so a runner cannot requeue a
                              message into a service queue)
@@ -26,7 +26,8 @@ from typing import Any, Final
 import redis
 
 from bot.store.ci_runs import kind_acl_patterns, run_id_glob
-from bot.store.series import PREFIX, UPDATES_CHANNEL, runlog_key, runner_key
+from bot.store.runners import runlog_key, runner_key
+from bot.store.series import PREFIX, UPDATES_CHANNEL
 
 HW: Final = f"{PREFIX}hw:"
 REPORTS_MAXLEN: Final = 200_000

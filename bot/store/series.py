@@ -1,4 +1,4 @@
-"""Series state, decision history, runs and coordination keys in Redis.
+"""Series state, decision history and coordination keys in Redis.
 
 Layout (all keys prefixed `carry:`):
   carry:series:<id>        JSON of bot.core.state.SeriesState (the current picture)
@@ -7,13 +7,12 @@ Layout (all keys prefixed `carry:`):
   carry:wanted:<id>        the newest head a rebase was requested for (bursts collapse to it)
   carry:done:<key>         idempotency markers for actions already carried out
   carry:lock:<id>          one job per series at a time
-  carry:runner:<kind>:<name>  runner heartbeats (hash, with expiry)
-  carry:runlog:<run_id>    stream of a CI run's output, bounded
   carry:updates            pub/sub channel: a message per change, for live pages
 
 The other modules of bot.store own the other keys: deliveries.py (webhook deliveries),
 pr_polls.py (what the PR poller last saw), dashboard_issue.py (carry's issue on GitHub),
-ci_runs.py (the hardware runs, carry:ci:) and metrics.py (carry's counters, carry:metrics:).
+ci_runs.py (the hardware runs, carry:ci:), runners.py (runner heartbeats and run logs) and
+metrics.py (carry's counters, carry:metrics:).
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ log = logging.getLogger("carry.store")
 PREFIX: Final = "carry:"
 UPDATES_CHANNEL: Final = "carry:updates"
 HISTORY_MAXLEN: Final = 20_000
-RUNLOG_MAXLEN: Final = 5_000
 DONE_TTL_S: Final = 90 * 24 * 3600
 
 
@@ -389,60 +387,6 @@ def set_ci_tree(client: redis.Redis, series_id: str, spec: dict[str, Any]) -> No
 def ci_tree(client: redis.Redis, series_id: str) -> dict[str, Any] | None:
     raw = client.get(f"{PREFIX}citree:{series_id}")
     return json.loads(raw) if raw else None
-
-
-def runner_key(kind: str, runner: str) -> str:
-    return f"{PREFIX}runner:{kind}:{runner}"
-
-
-def heartbeat(
-    client: redis.Redis, kind: str, runner: str, info: dict[str, Any], ttl_s: int = 60
-) -> None:
-    key = runner_key(kind, runner)
-    client.hset(key, mapping={"seen_at": now_iso(), **{k: str(v) for k, v in info.items()}})
-    client.expire(key, ttl_s)
-
-
-def forget_runner(client: redis.Redis, kind: str, runner: str) -> None:
-    """A runner that stops says so at once (its heartbeat would otherwise linger to expiry)."""
-    client.delete(runner_key(kind, runner))
-
-
-def runners(client: redis.Redis) -> list[dict[str, str]]:
-    """Live runners; the kind is the key's (a runner's broker user writes only its own kind's
-    heartbeats), never what a heartbeat says of itself."""
-    out = []
-    for key in sorted(client.scan_iter(runner_key("*", "*"))):
-        kind, _, name = _text(key).removeprefix(f"{PREFIX}runner:").partition(":")
-        if not name:  # a heartbeat of a runner older than kind-scoped keys
-            continue
-        data = {_text(k): _text(v) for k, v in client.hgetall(key).items()}
-        out.append({**data, "name": name, "kind": kind})
-    return out
-
-
-def runlog_key(run_id: str) -> str:
-    return f"{PREFIX}runlog:{run_id}"
-
-
-def append_runlog(client: redis.Redis, run_id: str, stream: str, text: str) -> None:
-    client.xadd(
-        runlog_key(run_id),
-        {"stream": stream, "text": text},
-        maxlen=RUNLOG_MAXLEN,
-        approximate=True,
-    )
-    publish(client, {"kind": "runlog", "run": run_id})
-
-
-def runlog(
-    client: redis.Redis, run_id: str, after: str = "-", limit: int = 1000
-) -> list[dict[str, str]]:
-    start = f"({after}" if after != "-" else "-"
-    return [
-        {"id": _text(i), **{_text(k): _text(v) for k, v in raw.items()}}
-        for i, raw in client.xrange(runlog_key(run_id), min=start, count=limit)
-    ]
 
 
 def _text(value: Any) -> str:

@@ -20,7 +20,8 @@ from bot.fixes import carrier_of, release_line
 from bot.series_loader import LoadedSeries, SeriesInvalid
 from bot.series_loader import load_series as load_series_dir
 from bot.store.metrics import queue_depths, rate_limit_seen
-from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series, runlog, runners
+from bot.store.runners import runlog, runners
+from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series
 from bot.web.models import (
     AttentionOut,
     CiOut,

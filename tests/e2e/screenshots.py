@@ -2,8 +2,8 @@
 
 Two upstream repositories on disk and a downstream checkout with five series and their fix
 pages; carry's rebase (the engine on real git), its read-only publish and its poller write the
-store, a private Redis. Only the CI rows are written the way workers/ci.py stores them, since a
-run needs a runner host. The whole app serves that store and headless Chromium takes the shots.
+store, a private Redis. Only the CI rows are written the way workers/ci/rows.py stores them,
+since a run needs a runner host. The whole app serves that store and headless Chromium takes the shots.
 
     python -m tests.e2e.screenshots docs/screenshots      (what `make screenshots` runs)
 
@@ -31,6 +31,7 @@ from bot.config import CarryConfig, Settings
 from bot.core.ci_plan import classify_outcome
 from bot.core.render import pr_title
 from bot.core.state import CiState, SeriesState
+from bot.store import runners
 from bot.store import series as store
 from bot.store.metrics import record_rate_limit
 from bot.web.app import create_app
@@ -403,7 +404,7 @@ def store_ci_row(client: redis.Redis, series_id: str, row: CiState) -> None:
 def ci_passed(client: redis.Redis, series_id: str, head: str) -> None:
     run_id = "run-gaudi-0041"
     store.append_history(client, series_id, "ci-started", run_id=run_id, runner="gaudi-1")
-    store.append_runlog(client, run_id, "stdout", "greedy-match: 64 prompts, outputs identical")
+    runners.append_runlog(client, run_id, "stdout", "greedy-match: 64 prompts, outputs identical")
     row = CiState(CI_KEY, "success", run_id, head_sha=head, detail="greedy outputs match")
     store_ci_row(client, series_id, row)
     store.append_history(client, series_id, "ci-success", run_id=run_id, reason=row.detail)
@@ -417,7 +418,7 @@ def ci_runner_lost(client: redis.Redis, series_id: str, head: str) -> None:
         store.append_history(
             client, series_id, "ci-started", run_id=run_id, runner="gaudi-2", attempt=attempt
         )
-        store.append_runlog(client, run_id, "carry", f"[carry] attempt {attempt} on gaudi-2")
+        runners.append_runlog(client, run_id, "carry", f"[carry] attempt {attempt} on gaudi-2")
         store.append_history(
             client,
             series_id,

@@ -14,7 +14,8 @@ import pytest
 import redis
 from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect, sync_playwright
 
-from bot.store.series import append_history, append_runlog, save_series
+from bot.store.runners import append_runlog
+from bot.store.series import append_history, save_series
 from tests.e2e import screenshots as docs
 from tests.e2e.screenshots import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.test_dashboard_api import (

@@ -13,13 +13,13 @@ import httpx
 import pytest
 
 from bot.emulator import GitHubEmulator
+from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from bot.web.app import create_app
 from tests.support.asgi import serve
 from tests.support.carry_env import BODY, SERIES, CarryEnv, authorized_comment, queued_tasks
 from workers import poller
 from workers import runtime as runtime_module
-from workers.celery_app import app as celery_app
 from workers.runtime import Runtime
 from workers.successor import find_successor
 from workers.tasks import handle_event

@@ -11,9 +11,9 @@ import redis
 
 from bot.config import CarryConfig, Settings
 from bot.core.state import SeriesState
+from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
-from workers import hardware
-from workers.celery_app import app as celery_app
+from workers.ci import github as hardware
 from workers.runtime import Runtime
 
 OLD, NEW = "1" * 40, "2" * 40

@@ -146,7 +146,7 @@ def test_bad_config_stops_the_service_with_a_precise_message(tmp_path):
     )
 
 
-HEAVY_MODULES = ("redis", "celery", "fastapi", "git", "pydantic_settings", "bot.service")
+HEAVY_MODULES = ("redis", "celery", "fastapi", "git", "pydantic_settings", "workers.service")
 IMPORTED_BY_CHECK = """
 import sys
 from bot.cli import main

@@ -25,10 +25,9 @@ from bot.core import transitions as tr
 from bot.core.state import CiState, PatchState, PrInfo, SeriesState
 from bot.store.deliveries import record_delivery
 from bot.store.metrics import record_rate_limit
+from bot.store.runners import append_runlog, heartbeat
 from bot.store.series import (
     append_history,
-    append_runlog,
-    heartbeat,
     load_series,
     save_series,
     update_series,

@@ -25,6 +25,7 @@ from bot.core.state import CiState
 from bot.emulator import GitHubEmulator, WebhookSink
 from bot.github import forge as forge_module
 from bot.github.forge import ForgeError
+from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from bot.store.metrics import GITHUB_KEY
 from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_tasks
@@ -45,9 +46,9 @@ from tests.support.deployment import (
     pr,
 )
 from tests.support.gitrepo import git
-from workers import hardware, poller, publish, tasks
+from workers import poller, publish, tasks
 from workers import runtime as runtime_module
-from workers.celery_app import app as celery_app
+from workers.ci import github as hardware
 from workers.rebase import rebase_series
 
 
@@ -121,8 +122,8 @@ def test_an_old_runs_late_end_goes_on_the_commit_it_tested_not_on_the_new_head(
     assert new_head != old_head
     d.report(second, CiState(runner=CHECK, state="success", run_id="r2", commit_sha=new_head))
     shown = _latest(d, new_head)
-    # The old run is cancelled late (its runner was killing the step): workers.ci keeps the
-    # newer run's row and reports the old one, which lost its place.
+    # The old run is cancelled late (its runner was killing the step): workers.ci.rows keeps
+    # the newer run's row and reports the old one, which lost its place.
     ended = CiState(runner=CHECK, state="cancelled", run_id="r1", commit_sha=old_head)
     hardware.report_on_github(SERIES, ended)
     assert _latest(d, new_head) == shown  # the new head still shows its own run's success

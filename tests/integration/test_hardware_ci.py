@@ -1,4 +1,4 @@
-"""Hardware CI end to end: real runner workers (`python -m workers.runner.runner_cli`, Celery
+"""Hardware CI end to end: real runner workers (`python -m runner.cli`, Celery
 prefork, concurrency 1), real git repositories, shell commands as setup and checks.
 
 Redis: a private redis-server for this module, flushed before each test. The runners are
@@ -45,6 +45,8 @@ from celery import Celery
 from celery.utils.nodenames import host_format
 
 from bench.reliability import HOSTILE_SCRIPT, RUNNER_PTH, RUNNER_SITE
+from bot.ci import runs as ci_runs
+from bot.ci.spec import LogLimits, StepSpec, TreeSpec
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -55,20 +57,20 @@ from bot.core.ci_plan import (
 )
 from bot.core.policy import series_digest
 from bot.core.state import CiState
+from bot.queue.celery_app import make_app
 from bot.store import ci_runs as store_ci
 from bot.store import quarantine
 from bot.store import runner_channel as channel
-from bot.store.series import history, load_series, runlog, runners
+from bot.store.runners import runlog, runners
+from bot.store.series import history, load_series
+from runner import sandbox
+from runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
 from tests.support.broker_junk import malformed, real_envelope
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
-from workers import ci, ci_runs
-from workers.celery_app import make_app
-from workers.ci_reports import ReportApplier
-from workers.runner import sandbox
-from workers.runner.spec import LogLimits, StepSpec, TreeSpec
-from workers.runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
+from workers.ci import requests as ci
+from workers.ci.reports import ReportApplier
 
 SERIES = "s1"
 TRUSTED = ["ada"]
@@ -118,10 +120,10 @@ def host_pid(ns_pid: int, marker: str) -> int:
 
 
 def runner_process_of(pid: int) -> int:
-    """The runner (pool) process that started a step: its nearest ancestor running runner_cli
+    """The runner (pool) process that started a step: its nearest ancestor running runner.cli
     (the step itself cannot see it from its own PID namespace)."""
     while pid > 1:
-        if b"workers.runner.runner_cli" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if b"runner.cli" in Path(f"/proc/{pid}/cmdline").read_bytes():
             return pid
         stat = Path(f"/proc/{pid}/stat").read_text()
         pid = int(stat[stat.rfind(")") + 2 :].split()[1])
@@ -339,7 +341,7 @@ def _spawn(kind: str, name: str, url: str, tmp_path: Path, extra: dict[str, str]
     env = {**os.environ, "REDIS_URL": url, "PYTHONPATH": str(REPO_ROOT)}
     env.pop("CARRY_CONFIG", None)
     env.update(extra)
-    argv = [sys.executable, "-m", "workers.runner.runner_cli", "--kind", kind, "--name", name]
+    argv = [sys.executable, "-m", "runner.cli", "--kind", kind, "--name", name]
     argv += ["--workdir", str(workdir), "--loglevel", "INFO"]
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -1250,9 +1252,7 @@ def test_setup_installs_into_the_jobs_own_python_and_the_next_job_starts_clean(
     start_runners(("gaudi", "gaudi1@%h"))
     wheel = "carry_tiny-0.1-py3-none-any.whl"
     install = StepSpec("install", ("pip", "install", "-q", "--no-index", "--no-deps", wheel))
-    where = (
-        "import carry_tiny, workers.runner.checks as c, sys; print(carry_tiny.__file__, c.__file__)"
-    )
+    where = "import carry_tiny, vllm_checks as c, sys; print(carry_tiny.__file__, c.__file__)"
     imports = StepSpec("imports", ("python", "-I", "-c", where))
     first = world.head({wheel: tiny_wheel("carry_tiny")})
     run = request(client, celery_app, world, first, [target("gaudi", imports, setup=(install,))])

@@ -29,7 +29,7 @@ from bench.reliability import (
     render_attempts,
     run_hostile_check,
 )
-from workers.runner.sandbox import bwrap_unavailable, namespaces_unavailable
+from runner.sandbox import bwrap_unavailable, namespaces_unavailable
 
 pytestmark = [
     pytest.mark.slow,

@@ -25,9 +25,8 @@ import httpx
 import pytest
 
 from bot.local_redis import free_port
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import PACKAGES, REPO_ROOT
 
-PACKAGES = ("bot", "workers")
 LOCK = REPO_ROOT / "requirements.lock"
 OFFLINE = ("No matching distribution found", "Could not find a version")
 # How the wheel is built and installed, here and in the Dockerfile.
@@ -120,9 +119,9 @@ def test_the_fresh_environment_holds_no_dev_extra(installed: Installed) -> None:
 
 EVERY_MODULE = """
 import importlib, importlib.resources, importlib.util, json, pkgutil
-import bot, workers
+import bot, runner, vllm_checks, workers
 failed, files = {}, []
-for package in (bot, workers):
+for package in (bot, workers, runner, vllm_checks):
     files.append(package.__file__)
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         try:

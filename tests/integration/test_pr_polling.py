@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bot.emulator import GitHubEmulator
+from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_names
 from workers import poller
 from workers import runtime as runtime_module
-from workers.celery_app import app as celery_app
 from workers.tasks import handle_event
 
 UP = ("upstream-org", "engine")

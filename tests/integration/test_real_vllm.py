@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from runner import sandbox
 from tests.support.paths import REPO_ROOT
 from tests.vllm import harness
-from workers.runner import sandbox
 
 VLLM_ENV = REPO_ROOT / ".venv-vllm"
 

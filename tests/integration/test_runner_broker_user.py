@@ -1,6 +1,6 @@
 """Issue 14: a runner's broker user is least-privilege, and what it reports is data the
 service checks. Real redis-server with the ACL rules carry ships (bot/store/runner_channel),
-the real report applier (workers/ci_reports.py)."""
+the real report applier (workers/ci/reports.py)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,16 @@ from pathlib import Path
 import pytest
 import redis
 
+from bot.ci.spec import JobPayload, StepSpec, TreeSpec
 from bot.core.state import SeriesState
+from bot.queue.celery_app import make_app
 from bot.store import runner_channel as channel
 from bot.store.ci_runs import write_run
-from bot.store.series import forget_runner, heartbeat, history, runners, save_series
+from bot.store.runners import forget_runner, heartbeat, runners
+from bot.store.series import history, save_series
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
-from workers.celery_app import make_app
-from workers.ci_reports import ReportApplier
-from workers.runner.spec import JobPayload, StepSpec, TreeSpec
+from workers.ci.reports import ReportApplier
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
 

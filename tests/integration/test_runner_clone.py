@@ -1,4 +1,4 @@
-"""The runner's persistent clone (workers/runner/tree.py) on real git: what a job's code can
+"""The runner's persistent clone (runner/tree.py) on real git: what a job's code can
 leave in the clone's .git never changes the tree the next job builds, even where the job
 could write .git (a runner with no sandbox and no step user)."""
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.ci.spec import TreeSpec
+from runner.tree import TreeError, materialize
 from tests.support.gitrepo import RepoBuilder, git
-from workers.runner.spec import TreeSpec
-from workers.runner.tree import TreeError, materialize
 
 
 def upstream_spec(tmp_path: Path) -> tuple[TreeSpec, RepoBuilder]:

@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 import redis
 
+from bot.ci.spec import TreeSpec
 from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.state import SeriesState
+from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from tests.support.carry_env import (
     BODY,
@@ -29,11 +31,10 @@ from tests.support.carry_env import (
     queued_names,
     queued_tasks,
 )
-from workers import ci, rebase, tasks
+from workers import rebase, tasks
 from workers import runtime as runtime_module
-from workers.celery_app import app as celery_app
+from workers.ci import requests as ci
 from workers.rebase import rebase_series
-from workers.runner.spec import TreeSpec
 from workers.runtime import Runtime
 
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
+from bot.ci.runs import TASK_NAME as RUNNER_JOB
 from bot.config import Settings
+from bot.queue.celery_app import app
 from bot.store import series as store
 from tests.support.carry_env import SERIES, CarryEnv, one_fix_in_this_process
 from workers import runtime as runtime_module
 from workers import tasks
-from workers.celery_app import app
-from workers.ci_runs import TASK_NAME as RUNNER_JOB
 
 
 @pytest.fixture

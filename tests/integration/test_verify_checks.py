@@ -15,8 +15,8 @@ import pytest
 
 from tests.support.fake_vllm_server import FakeConfig, FakeVllmServer
 from tests.support.paths import REPO_ROOT
-from workers.runner.checks import async_inputs, ple_offload
-from workers.runner.checks.vllm_server import free_port
+from vllm_checks import async_inputs, ple_offload
+from vllm_checks.vllm_server import free_port
 
 MODEL = "fake/model"
 BUDGET = 64
@@ -214,7 +214,7 @@ def test_a_wrong_model_name_gives_exit_2(
 def test_the_module_entry_point_exits_2_when_the_server_is_down() -> None:
     argv = ["--base-url", f"http://127.0.0.1:{free_port()}", "--model", MODEL]
     proc = subprocess.run(
-        [sys.executable, "-m", "workers.runner.checks.ple_offload", *argv],
+        [sys.executable, "-m", "vllm_checks.ple_offload", *argv],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -24,11 +24,11 @@ import redis
 
 from bot.core.state import SeriesState
 from bot.local_redis import free_port
+from bot.queue.celery_app import SERVICE_QUEUES
 from bot.store import series as store
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
 from workers import runtime as runtime_module
-from workers.celery_app import SERVICE_QUEUES
 
 SECRET = "test-webhook-secret"
 UPSTREAM_REPO = "upstream-org/engine"
@@ -116,7 +116,7 @@ def authorized_comment(rt: Any, body: str, comment_id: int, author: str = "alice
 
 
 def queued_tasks(client: Any) -> list[dict[str, Any]]:
-    """The messages waiting in carry's own lanes (workers/celery_app.py), oldest first in each
+    """The messages waiting in carry's own lanes (bot/queue/celery_app.py), oldest first in each
     lane: the quick lane's, then the git lane's."""
     return [
         json.loads(raw)
@@ -249,7 +249,7 @@ class CarryEnv:
         env = self.env
         if path_prefix:
             env["PATH"] = f"{path_prefix}:{env['PATH']}"
-        argv = ["celery", "-A", "workers.celery_app", "worker", "-Q", SERVICE_QUEUES, "-c", "1"]
+        argv = ["celery", "-A", "workers.tasks", "worker", "-Q", SERVICE_QUEUES, "-c", "1"]
         argv += ["--pool", "solo", "-n", f"{name}@carry-test", "--without-mingle"]
         argv += ["--without-gossip", "--loglevel", "INFO"]
         proc, log_path = self.spawn(argv, f"worker-{name}.log", env=env)

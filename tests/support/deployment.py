@@ -16,12 +16,13 @@ from bot.core.state import CiState, PrInfo, SeriesState
 from bot.emulator import GitHubEmulator, generate_app_key
 from bot.github import forge as forge_module
 from bot.github.forge import Forge
+from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from tests.support.carry_env import BODY, SERIES, CarryEnv
 from tests.support.gitrepo import git
-from workers import hardware, publish
+from workers import publish
 from workers import runtime as runtime_module
-from workers.celery_app import app as celery_app
+from workers.ci import github as hardware
 from workers.rebase import rebase_series
 from workers.runtime import Runtime
 
@@ -73,7 +74,7 @@ class Deployment:
         return pull
 
     def report(self, state: SeriesState, row: CiState) -> None:
-        """A CI row changed (as workers.ci stores it), then the GitHub hook runs."""
+        """A CI row changed (as workers.ci.rows stores it), then the GitHub hook runs."""
         state.ci[row.runner] = row
         store.save_series(self.rt.redis, state)
         hardware.report_on_github(SERIES, row)

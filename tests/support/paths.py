@@ -10,3 +10,5 @@ GITHUB_CONTRACT = TEST_DATA / "github"
 WEBHOOK_EXAMPLES = GITHUB_CONTRACT / "webhooks"
 REST_SCHEMAS = GITHUB_CONTRACT / "rest"
 STORED_STATES = TEST_DATA / "state"
+# carry's top-level packages: the shared library, the service, the runner host, the vLLM checks.
+PACKAGES = ("bot", "workers", "runner", "vllm_checks")

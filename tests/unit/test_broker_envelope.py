@@ -1,4 +1,4 @@
-"""workers.broker_transport.envelope_problem: what a Celery app really publishes passes; each
+"""bot.queue.broker_transport.envelope_problem: what a Celery app really publishes passes; each
 malformed variant is named by what is wrong with it."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import redis
 
+from bot.queue.broker_transport import envelope_problem
+from bot.queue.celery_app import make_app
 from tests.support.broker_junk import malformed, real_envelope
-from workers.broker_transport import envelope_problem
-from workers.celery_app import make_app
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from workers.broker_transport import Channel, broker_url
-from workers.celery_app import make_app
+from bot.queue.broker_transport import Channel, broker_url
+from bot.queue.celery_app import make_app
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
 

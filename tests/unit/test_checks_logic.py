@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import json
 import math
@@ -10,9 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
-from workers.runner.checks import CHECKS, async_inputs, ple_offload, run_check
-from workers.runner.checks.async_inputs import (
+from tests.support.paths import REPO_ROOT
+from vllm_checks import async_inputs, ple_offload
+from vllm_checks.async_inputs import (
     Observation,
     Plan,
     PlannedRequest,
@@ -20,7 +23,7 @@ from workers.runner.checks.async_inputs import (
     describe_divergence,
     overlapping_decoders,
 )
-from workers.runner.checks.openai_client import (
+from vllm_checks.openai_client import (
     Completion,
     CompletionRequest,
     Timing,
@@ -28,7 +31,7 @@ from workers.runner.checks.openai_client import (
     normalize_base_url,
     parse_completion,
 )
-from workers.runner.checks.ple_offload import (
+from vllm_checks.ple_offload import (
     Sample,
     classify,
     load_reference,
@@ -36,7 +39,7 @@ from workers.runner.checks.ple_offload import (
     record_reference,
     reference_from_classes,
 )
-from workers.runner.checks.report import (
+from vllm_checks.report import (
     CheckResult,
     Inconclusive,
     InfraError,
@@ -45,7 +48,7 @@ from workers.runner.checks.report import (
     conclude,
     passed,
 )
-from workers.runner.checks.vllm_server import (
+from vllm_checks.vllm_server import (
     ServeSpec,
     VllmServer,
     add_serve_arguments,
@@ -450,9 +453,20 @@ def test_ple_reference_sources_are_exclusive() -> None:
     assert exc.value.code == 2
 
 
-def test_registry_names_both_checks_and_rejects_unknown_ones() -> None:
-    assert set(CHECKS) == {"async-inputs", "ple-offload"}
-    assert run_check("nope", []) == 2
+@pytest.mark.parametrize("config", ["carry.yaml", "carry.example.yaml"])
+def test_every_configured_vllm_check_is_a_module_with_a_main(config: str) -> None:
+    """The configuration is the one list of checks: each `python -m vllm_checks.<module>`
+    it runs names a module of the package that has a main."""
+    data = yaml.safe_load((REPO_ROOT / "config" / config).read_text())
+    modules = {
+        run[run.index("-m") + 1]
+        for runner in data["runners"].values()
+        for check in runner["checks"].values()
+        if "-m" in (run := check["run"]) and run[run.index("-m") + 1].startswith("vllm_checks")
+    }
+    assert modules == {"vllm_checks.async_inputs", "vllm_checks.ple_offload"}
+    for name in modules:
+        assert callable(importlib.import_module(name).main), name
 
 
 # ----------------------------------------------------------------------------- vllm serve

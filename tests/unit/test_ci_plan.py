@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from bot.ci.spec import JobPayload, StepSpec, TreeSpec, job_mismatch
 from bot.config import Runner
 from bot.core.ci_plan import (
     ActiveRun,
@@ -32,7 +33,6 @@ from bot.core.ci_plan import (
     tree_key,
 )
 from bot.core.policy import series_digest
-from workers.runner.spec import JobPayload, StepSpec, TreeSpec, job_mismatch
 
 A = "a" * 40
 B = "b" * 40

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bot.config import Settings
-from tests.support.paths import REPO_ROOT
+from tests.support.paths import PACKAGES, REPO_ROOT
 
 COMPOSE = REPO_ROOT / "docker-compose.yml"
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
@@ -56,7 +56,7 @@ def test_core_services_exist_and_run_the_carry_image(compose: dict[str, Any]) ->
     for name in ("web", "worker", "git-worker", "beat", *RUNNERS):
         assert found[name]["build"] == ".", name
         assert found[name]["image"] == "carry:latest", name
-    # One worker per lane (workers/celery_app.py): the quick work and the git work.
+    # One worker per lane (bot/queue/celery_app.py): the quick work and the git work.
     assert command_text(found["worker"]) == "worker --queues carry"
     assert command_text(found["git-worker"]) == "worker --queues carry.git"
     assert command_text(found["beat"]) == "beat"
@@ -166,11 +166,12 @@ def documented_variables() -> set[str]:
 
 
 def read_variables() -> set[str]:
-    """Every environment variable bot/ and workers/ read (os.environ / getenv)."""
+    """Every environment variable carry's packages read (os.environ / getenv)."""
     pattern = re.compile(r"""(?:environ(?:\.get)?\(|environ\[|getenv\()\s*["']([A-Z_][A-Z0-9_]*)""")
     found = set()
-    for path in [*(REPO_ROOT / "bot").rglob("*.py"), *(REPO_ROOT / "workers").rglob("*.py")]:
-        found |= set(pattern.findall(path.read_text()))
+    for package in PACKAGES:
+        for path in (REPO_ROOT / package).rglob("*.py"):
+            found |= set(pattern.findall(path.read_text()))
     return found
 
 

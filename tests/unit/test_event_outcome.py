@@ -61,7 +61,7 @@ TABLE: list[tuple[str, dict[str, Any], Outcome]] = [
     ("waiting-for-ref", {"ref": "refs/tags/v1.2"}, "routine"),
     ("ref-appeared", {"ref": "refs/tags/v1.2"}, "routine"),
     ("successor-proposed", {"closed": "o/r#5", "summary": "o/r#9 carries it on"}, "problem"),
-    # workers/ci.py and workers/hardware.py
+    # workers/ci/requests.py and workers/ci/github.py
     ("ci-enqueue", {"runner_kind": "gaudi", "run_ids": ["r1"], "reason": "new tree"}, "routine"),
     ("ci-wait-approval", {"runner_kind": "gaudi", "run_ids": ["r1"]}, "routine"),
     ("ci-started", {"run_id": "r1", "runner": "gaudi-1", "attempt": 1}, "routine"),

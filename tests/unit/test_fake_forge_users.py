@@ -9,7 +9,7 @@ import pytest
 from bot.core.state import CiState, CiStatus, PatchState, SeriesState
 from bot.github.fake import InMemoryForge
 from bot.github.forge import ForgeError
-from workers import hardware
+from workers.ci import github as hardware
 from workers.publish_github import CONFLICT_MARKER, _conflict_comment
 
 

@@ -1,12 +1,12 @@
-"""A job carries its series to the runner (workers/runner/spec.py TreeSpec.patches): exact
+"""A job carries its series to the runner (bot/ci/spec.py TreeSpec.patches): exact
 bytes through the broker's JSON, in the order the `series` file gives, or not at all."""
 
 from __future__ import annotations
 
 import json
 
-from workers.hardware import carried_series
-from workers.runner.spec import TreeSpec
+from bot.ci.spec import TreeSpec
+from workers.ci.github import carried_series
 
 SPEC = TreeSpec(
     upstream_url="https://example.invalid/up.git",

@@ -1,4 +1,4 @@
-"""The step sandbox (workers/runner/sandbox.py) on this host's real `unshare`: what a step sees
+"""The step sandbox (runner/sandbox.py) on this host's real `unshare`: what a step sees
 of processes, the network and signals, and what a runner's config gets where a host cannot
 give namespaces."""
 
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from workers.runner import sandbox
-from workers.runner.job import hand_over, shared_dirs
-from workers.runner.sandbox import Isolation, Sandbox, SandboxError
+from runner import sandbox
+from runner.job import hand_over, shared_dirs
+from runner.sandbox import Isolation, Sandbox, SandboxError
 
 NAMESPACES = sandbox.namespaces_unavailable() is None
 # Skipped only off CI: the CI machine gives namespaces, and there a broken sandbox must fail.
@@ -83,7 +83,7 @@ def test_a_step_cannot_write_the_runners_python_or_code() -> None:
     """Even as root: the runner's site-packages and carry's own code are read-only in the
     step's mount namespace, and the host sees nothing written there."""
     targets = [Path(p) / "carry_probe.pth" for p in sandbox.runner_files()]
-    targets.append(sandbox.CODE_ROOT / "workers" / "carry_probe.py")
+    targets.append(sandbox.CODE_ROOT / "runner" / "carry_probe.py")
     done = run_argv(
         sandbox.resolve("auto"), [sys.executable, "-I", "-c", WRITE, *map(str, targets)]
     )

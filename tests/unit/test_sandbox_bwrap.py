@@ -1,4 +1,4 @@
-"""`sandbox: bwrap` (workers/runner/sandbox.py) on this host's real bubblewrap: the namespaces
+"""`sandbox: bwrap` (runner/sandbox.py) on this host's real bubblewrap: the namespaces
 of `sandbox: namespaces` plus a file-system view of the step's own, the host's files read-only
 but for its tree, its home, its Python and a private /tmp. `make test` installs bubblewrap
 where it can (root, CI)."""
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from workers.runner import sandbox
-from workers.runner.sandbox import Isolation, SandboxError
+from runner import sandbox
+from runner.sandbox import Isolation, SandboxError
 
 BWRAP = sandbox.bwrap_unavailable() is None
 SYSTEM_PYTHON = shutil.which(

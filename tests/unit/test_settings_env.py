@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from bot.config import LOG_LEVELS, ConfigError, Settings, load_settings, log_level, redact_url
+from bot.queue.celery_app import broker_settings
+from runner import cli as runner_cli
+from runner import lease as ci_leases
+from runner import task as ci_runner
 from tests.support.paths import REPO_ROOT
-from workers import ci_leases, ci_runner
-from workers.celery_app import broker_settings
-from workers.runner import runner_cli
 
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
 # In .env.example but not Settings fields: read by docker compose only, or named by carry.yaml.
@@ -223,8 +224,8 @@ def start(argv: list[str], tmp_path: Path, **variables: str) -> subprocess.Compl
         ["bot.cli", "worker"],
         ["bot.cli", "beat"],
         ["bot.cli", "web", "--port", "0"],
-        ["celery", "-A", "workers.celery_app", "worker", "--pool", "solo"],
-        ["workers.runner.runner_cli", "--kind", "gaudi"],
+        ["celery", "-A", "bot.queue.celery_app", "worker", "--pool", "solo"],
+        ["runner.cli", "--kind", "gaudi"],
     ],
     ids=["worker", "beat", "web", "celery-worker", "runner"],
 )
@@ -240,7 +241,7 @@ def test_a_process_started_with_a_bad_setting_exits_2_with_one_line(
 
 
 def test_importing_the_workers_reads_no_setting(tmp_path: Path) -> None:
-    code = "import workers.tasks, workers.ci, workers.ci_runner, workers.runner.runner_cli, bot.service"
+    code = "import workers.tasks, workers.ci.requests, runner.task, runner.cli, workers.service"
     imported = subprocess.run(
         [sys.executable, "-c", code],
         env=clean_environment(tmp_path, CARRY_LOCK_TTL_S="x", REDIS_URL="garbage"),
@@ -253,7 +254,7 @@ def test_importing_the_workers_reads_no_setting(tmp_path: Path) -> None:
 
 
 def test_carry_run_names_the_redis_database_it_uses() -> None:
-    from bot.service import redis_database
+    from workers.service import redis_database
 
     assert redis_database("redis://127.0.0.1:6379/0") == "database 0 of redis://127.0.0.1:6379"
     assert redis_database("redis://:pw@redis:6379/3") == "database 3 of redis://:***@redis:6379"

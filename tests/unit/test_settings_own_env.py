@@ -9,19 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = ROOT / "bot" / "config" / "settings.py"
 # Code that does not run in a carry process: the probe runs inside vLLM's server, the emulator
 # and the demo play GitHub and the people around carry.
 ELSEWHERE = (
-    ROOT / "workers" / "runner" / "checks" / "vllm_probe.py",
+    ROOT / "vllm_checks" / "vllm_probe.py",
     ROOT / "bot" / "emulator",
     ROOT / "bot" / "demo.py",
 )
 
 
 def carry_modules() -> list[Path]:
-    paths = [*(ROOT / "bot").rglob("*.py"), *(ROOT / "workers").rglob("*.py")]
+    paths = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
     return sorted(
         p for p in paths if p != SETTINGS and not any(p == e or e in p.parents for e in ELSEWHERE)
     )

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "bot" / "store"
 # Redis commands on keys that have no namesake on dicts, sets or files.
@@ -22,7 +24,7 @@ KEY = re.compile(r"^carry:[a-z_]+:")  # "carry:ci:...", "carry:series:..."; not 
 
 
 def modules_outside_the_store() -> list[Path]:
-    paths = [*(ROOT / "bot").rglob("*.py"), *(ROOT / "workers").rglob("*.py")]
+    paths = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
     return sorted(p for p in paths if STORE not in p.parents)
 
 

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # `python tests/vllm/harness.py` as well as `-m`
     sys.path.insert(0, str(REPO))
 
-from workers.runner import sandbox  # noqa: E402
+from runner import sandbox  # noqa: E402
 
 PREFILL_FIRST = "carry_vllm_bugs.scheduler.PrefillFirstAsyncScheduler"
 BUDGET = 64
@@ -88,7 +88,7 @@ def run_variant(variant: Variant, model: Path, vllm_env: Path, work: Path) -> di
     report = out / "report.json"
     report.unlink(missing_ok=True)
     module = "async_inputs" if variant.check == "async-inputs" else "ple_offload"
-    command = [sys.executable, "-m", f"workers.runner.checks.{module}", "--serve", str(model)]
+    command = [sys.executable, "-m", f"vllm_checks.{module}", "--serve", str(model)]
     command += ["--vllm-bin", str(vllm_env / "bin" / "vllm"), "--serve-log-dir", str(out)]
     command += ["--serve-arg=--dtype=float32", "--serve-arg=--max-model-len=2048"]
     command += ["--serve-env", "VLLM_CPU_KVCACHE_SPACE=1", "--startup-timeout", "600"]

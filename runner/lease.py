@@ -13,13 +13,13 @@ from contextlib import suppress
 
 import redis
 
+from bot.ci.runs import Run, RunEffects, end_run
+from bot.ci.spec import (
+    JobPayload,
+)
 from bot.config import load_settings
 from bot.store import ci_runs as store
 from bot.store.ci_runs import cancel_reason
-from workers.ci_runs import Run, RunEffects, end_run
-from workers.runner.spec import (
-    JobPayload,
-)
 
 log = logging.getLogger("carry.ci")
 

@@ -59,7 +59,7 @@ from functools import cache
 from pathlib import Path
 
 INIT = Path(__file__).with_name("sandbox_init.py")
-CODE_ROOT = Path(__file__).resolve().parents[2]  # carry's checkout, or the site-packages it is in
+CODE_ROOT = Path(__file__).resolve().parents[1]  # carry's checkout, or the site-packages it is in
 PROBE_TIMEOUT_S = 15
 
 

@@ -12,9 +12,9 @@ reference (another server, a JSON file recorded earlier with --record-reference,
 in numerics for correct code (on an H200, 59 of 278 positions), so the comparison reports where
 they differ and the largest logprob difference, and never fails a run.
 
-    python -m workers.runner.checks.ple_offload --base-url URL --model M \
+    python -m vllm_checks.ple_offload --base-url URL --model M \
         [--reference-url URL | --reference-json FILE] [--json OUT]
-    python -m workers.runner.checks.ple_offload --serve M     # NONE reference, then the default
+    python -m vllm_checks.ple_offload --serve M     # NONE reference, then the default
 
 With ``--expect-ple-offload`` (``--serve`` only) both servers get ``VLLM_PLE_CPU_OFFLOAD=1`` and the
 server under test must show the offload running: its log has to report a ``PleOffloadLayer``
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workers.runner.checks.openai_client import (
+from vllm_checks.openai_client import (
     Completion,
     CompletionRequest,
     OpenAIClient,
@@ -44,7 +44,7 @@ from workers.runner.checks.openai_client import (
     positive_int,
     target_model,
 )
-from workers.runner.checks.report import (
+from vllm_checks.report import (
     CheckResult,
     Inconclusive,
     InfraError,
@@ -54,7 +54,7 @@ from workers.runner.checks.report import (
     failed,
     passed,
 )
-from workers.runner.checks.vllm_server import (
+from vllm_checks.vllm_server import (
     ServeSpec,
     VllmServer,
     add_serve_arguments,

@@ -11,6 +11,10 @@ Queues (lanes):
 Nothing here reads the environment at import: the broker URL and the visibility timeout come
 from the validated settings (bot.config) when Celery first needs its configuration, so a bad
 value is reported by the process that starts (`carry worker`, `carry runner`, ...) as one line.
+
+The app names no task module: each process imports the tasks it runs, the service's worker
+workers.tasks (`celery -A workers.tasks worker`), a runner host runner.task, so a runner host
+loads none of the service's code.
 """
 
 from __future__ import annotations
@@ -23,13 +27,13 @@ from celery import Celery
 from celery.signals import worker_shutdown
 
 from bot.config import ConfigError, load_settings
-from workers.broker_transport import broker_url
+from bot.queue.broker_transport import broker_url
 
 QUICK_QUEUE = "carry"
 GIT_QUEUE = "carry.git"
 SERVICE_QUEUES = f"{QUICK_QUEUE},{GIT_QUEUE}"  # what one `carry worker` consumes by default
 GIT_TASKS = ("carry.rebase", "carry.publish", "carry.poll", "carry.find_successor")
-BROKER_TRANSPORT = "workers.broker_transport:Transport"  # redis:// and rediss:// URLs
+BROKER_TRANSPORT = "bot.queue.broker_transport:Transport"  # redis:// and rediss:// URLs
 
 
 def redis_url() -> str:
@@ -47,7 +51,7 @@ def broker_settings(broker: str | None = None) -> dict[str, Any]:
     return {
         "broker_url": broker_url(broker or settings.redis_url.get_secret_value()),
         # kombu's Redis transport, which sets aside a queued message it cannot decode
-        # instead of stopping the worker (workers/broker_transport.py)
+        # instead of stopping the worker (bot/queue/broker_transport.py)
         "broker_transport": BROKER_TRANSPORT,
         "broker_transport_options": {
             "visibility_timeout": settings.visibility_timeout_s,
@@ -59,7 +63,7 @@ def broker_settings(broker: str | None = None) -> dict[str, Any]:
 
 
 def make_app(broker: str | None = None) -> Celery:
-    app = Celery("carry", backend=None, include=["workers.tasks", "workers.ci_runner"])
+    app = Celery("carry", backend=None)
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -100,7 +104,7 @@ def run_worker(app: Celery, argv: list[str]) -> int:
 
 def _checked_broker_settings(broker: str | None) -> dict[str, Any]:
     """carry's own commands check the settings before Celery reads them; under the `celery`
-    command (`celery -A workers.celery_app worker`) this is the first look, so a bad setting
+    command (`celery -A bot.queue.celery_app worker`) this is the first look, so a bad setting
     ends it here with carry's one-line message instead of a traceback."""
     try:
         return broker_settings(broker)

@@ -2,7 +2,7 @@
 
 It consumes only the kind's queue (`runners.<kind>.queue`, by default hw.<kind>), one job at a
 time (concurrency 1, prefetch 1, late acks, requeue when the job process is lost), and
-registers itself through heartbeats (bot.store.series.heartbeat) so the API and dashboard list
+registers itself through heartbeats (bot.store.runners.heartbeat) so the API and dashboard list
 it. Before it starts it kills what a previous, lost runner left running in its workdir.
 
 Broker facts that matter here (Redis transport): an unacknowledged job returns to the queue
@@ -38,13 +38,14 @@ from bot.config import (
     load_settings,
     log_level,
 )
+from bot.queue.celery_app import app, run_worker
 from bot.store.runner_channel import transport_options
-from bot.store.series import forget_runner, heartbeat, now_iso
-from workers import ci_runner  # noqa: F401  (registers carry.ci.run_job on `app`)
-from workers.celery_app import app, run_worker
-from workers.runner.job import reap_idle
-from workers.runner.sandbox import SandboxError
-from workers.runner.sandbox import resolve as resolve_sandbox
+from bot.store.runners import forget_runner, heartbeat
+from bot.store.series import now_iso
+from runner import task  # noqa: F401  (registers carry.ci.run_job on `app`)
+from runner.job import reap_idle
+from runner.sandbox import SandboxError
+from runner.sandbox import resolve as resolve_sandbox
 
 log = logging.getLogger("carry.runner")
 DEFAULT_WORKDIR = Path("~/.cache/carry/runner").expanduser()
@@ -61,7 +62,7 @@ def main(
 ) -> int:
     """Runs the worker until it is stopped; returns its exit status. A bad setting or config
     raises ConfigError before anything starts."""
-    from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
+    from bot.queue import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
 
     settings = load_settings()
     config = _config(config_path, settings)
@@ -139,7 +140,7 @@ def _steps(kind: str, runner: Runner | None, workdir: Path) -> str:
 
 
 def _share_config(config_path: str | None, runner: Runner | None) -> None:
-    """The pool processes read the config again for every job (workers.ci_runner.runner_config), from
+    """The pool processes read the config again for every job (runner.task.runner_config), from
     CARRY_CONFIG: --config goes there, so they read the file this process read."""
     if config_path is not None:
         os.environ["CARRY_CONFIG"] = str(Path(config_path).expanduser().resolve())
@@ -157,7 +158,7 @@ def _prepare_process(kind: str, node: str, workdir: Path, visibility_timeout_s: 
         CARRY_RUNNER_KIND=kind, CARRY_RUNNER_NAME=node, CARRY_RUNNER_WORKDIR=str(workdir)
     )
     # A runner host needs only the hardware task, not the service's tasks or their config.
-    app.conf.include = ["workers.ci_runner"]
+    app.conf.include = ["runner.task"]
     sweep = max(1, min(60, visibility_timeout_s // 4))
     app.conf.broker_transport_options = {
         **(app.conf.broker_transport_options or {}),
@@ -268,7 +269,7 @@ def _log_level_arg(value: str) -> str:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """`python -m workers.runner.runner_cli`: a bad setting or config is one line, status 2."""
+    """`python -m runner.cli`: a bad setting or config is one line, status 2."""
     args = parse_args(argv)
     logging.basicConfig(level=args.loglevel, stream=sys.stderr)
     try:

@@ -1,13 +1,13 @@
 """Celery signal hooks: JSON log lines whose correlation ids follow the work across processes.
 
-Importing this module connects them (bot.service does, for `carry web|worker|beat`):
+Importing this module connects them (workers.service does, for `carry web|worker|beat`):
   * setup_logging: Celery installs no handler of its own; bot.log.setup writes JSON lines with
     the correlation ids and every secret of the environment redacted;
   * before_task_publish: the correlation ids of the code that enqueues a task (the webhook's
     delivery_id and event_key, the parent task's id) travel in the message's headers;
   * task_prerun / task_postrun: each task runs with those ids plus its own task_id and name
     bound, so every line it logs says which delivery, event and task it belongs to; a CI job
-    adds its run_id (workers.ci).
+    adds its run_id (workers.ci.requests).
 """
 
 from __future__ import annotations

@@ -22,11 +22,12 @@ from typing import Any, Final
 import redis
 from celery import Celery
 
+from bot.ci.runs import check_keys, load_run
 from bot.core.ci_plan import FINAL_STATES
 from bot.store import runner_channel as channel
 from bot.store.runner_channel import Report
 from bot.store.series import append_history, load_series
-from workers.ci_runs import ServiceEffects, check_keys, load_run
+from workers.ci.requests import ServiceEffects
 
 log = logging.getLogger("carry.ci")
 

@@ -1,6 +1,7 @@
-"""Hardware CI, the service side: request runs, cancel stale ones, reuse results, gate
-untrusted heads. The run store is workers/ci_runs.py, leases and slots workers/ci_leases.py,
-and the `carry.ci.run_job` task that runner hosts execute workers/ci_runner.py.
+"""Hardware runs on the service: request them, cancel stale ones, reuse results, gate
+untrusted heads, end them. The run record is bot/ci/runs.py, the job bot/ci/spec.py; leases and
+slots are runner/lease.py, and the `carry.ci.run_job` task that runner hosts execute
+runner/task.py.
 
 Decisions come from bot.core.ci_plan (pure); this module gathers the facts from the run store
 (bot/store/ci_runs.py, which owns every `carry:ci:` key), carries the actions out and records
@@ -10,7 +11,7 @@ Each check's row is a CiState in SeriesState.ci under ci_plan.ci_key(kind, check
 "gaudi/async-inputs" (its `runner` field holds the same key, so tables name the check). Every
 change is appended to the series history and sent to the service as a `carry.ci.report` task,
 from the service and from runner hosts alike (runners hold no GitHub credentials): one path,
-whose reports workers.hardware puts on GitHub.
+whose reports workers.ci.github puts on GitHub.
 """
 
 from __future__ import annotations
@@ -24,6 +25,21 @@ from typing import Any
 import redis
 from celery import Celery
 
+from bot.ci.runs import (
+    TASK_NAME,
+    Run,
+    check_keys,
+    end_run,
+    load_run,
+    must_load,
+)
+from bot.ci.spec import (
+    JobPayload,
+    LogLimits,
+    StepSpec,
+    TreeSpec,
+    recipe_digest,
+)
 from bot.config import CarryConfig, load_settings
 from bot.core.ci_plan import (
     ACTIVE_STATES,
@@ -42,6 +58,7 @@ from bot.core.ci_plan import (
     tree_key,
 )
 from bot.core.state import CiState, CiStatus, SeriesState
+from bot.queue.celery_app import app
 from bot.store import ci_runs as store
 from bot.store.ci_runs import in_flight, kind_lock, stored_result
 from bot.store.series import (
@@ -51,25 +68,7 @@ from bot.store.series import (
     now_iso,
     update_series,
 )
-from workers.celery_app import app
-from workers.ci_runs import (
-    TASK_NAME,
-    Run,
-    check_keys,
-    ci_row,
-    finish,
-    load_run,
-    must_load,
-    publish_rows,
-    rows_of,
-)
-from workers.runner.spec import (
-    JobPayload,
-    LogLimits,
-    StepSpec,
-    TreeSpec,
-    recipe_digest,
-)
+from workers.ci.rows import ci_row, publish_rows, rows_of
 
 log = logging.getLogger("carry.ci")
 
@@ -310,6 +309,39 @@ def _reuse(
     store.forget_current(client, job.series_id, job.kind)
     publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
     return rows
+
+
+# --------------------------------------------------------------------------- a run's effects
+
+
+@dataclass
+class ServiceEffects:
+    """The service's RunEffects: it writes the history and the series' CI rows itself and
+    releases the runs the budget held back (a runner reports these: runner.task)."""
+
+    client: redis.Redis
+    celery_app: Celery
+
+    def history(self, series_id: str, kind: str, **fields: Any) -> None:
+        append_history(self.client, series_id, kind, **fields)
+
+    def rows(self, run_id: str, only: str | None = None) -> None:
+        """Publishes the run's rows as its record holds them now (`only`: one check's)."""
+        run = load_run(self.client, run_id)
+        if run is not None:
+            rows = [r for r in rows_of(run) if only is None or r.runner == only]
+            publish_rows(self.client, self.celery_app, run.series, rows, replace_rows=False)
+
+    def budget_freed(self, kind: str) -> None:
+        try:
+            release_deferred(self.client, self.celery_app, kind)
+        except Exception:
+            log.exception("releasing deferred %s runs failed", kind)
+
+
+def finish(client: redis.Redis, celery_app: Celery, run: Run, state: str, detail: str) -> bool:
+    """Ends a run (once), on the service: see end_run."""
+    return end_run(client, ServiceEffects(client, celery_app), run, state, detail)
 
 
 # --------------------------------------------------------------------------- cancel, approve

@@ -23,11 +23,11 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.ci.spec import TreeSpec
 from bot.core.ci_plan import short
 from bot.core.policy import series_digest
 from bot.core.seriesfile import parse_series
 from bot.git.runner import Git, GitError
-from workers.runner.spec import TreeSpec
 
 Note = Callable[[str], None]
 FETCH_TIMEOUT_S = 1800

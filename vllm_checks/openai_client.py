@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from workers.runner.checks.report import InfraError
+from vllm_checks.report import InfraError
 
 _FILLER = (
     "river carried small stones past the old mill while children counted boats and birds above "

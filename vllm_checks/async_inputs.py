@@ -8,13 +8,13 @@ greedy tokens is a mismatch. The concurrent pass runs first so a prefix cache ca
 prompts already computed.
 
 Whether any decode row did miss a step is measured, not assumed: carry's scheduler probe
-(``workers.runner.checks.vllm_probe``, a vLLM plugin) counts the decode rows that were not in the
+(``vllm_checks.vllm_probe``, a vLLM plugin) counts the decode rows that were not in the
 previous step. ``--serve`` turns it on; with ``--base-url`` give the file the server's
 ``CARRY_VLLM_PROBE`` names as ``--probe-file``. No such row, or no probe: INCONCLUSIVE.
 
-    python -m workers.runner.checks.async_inputs --base-url http://127.0.0.1:8000 --model M \
+    python -m vllm_checks.async_inputs --base-url http://127.0.0.1:8000 --model M \
         --budget 128 --probe-file /tmp/probe.jsonl [--json OUT]
-    python -m workers.runner.checks.async_inputs --serve M --budget 128   # starts vLLM itself
+    python -m vllm_checks.async_inputs --serve M --budget 128   # starts vLLM itself
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from workers.runner.checks import vllm_probe
-from workers.runner.checks.openai_client import (
+from vllm_checks import vllm_probe
+from vllm_checks.openai_client import (
     Completion,
     CompletionRequest,
     OpenAIClient,
@@ -41,7 +41,7 @@ from workers.runner.checks.openai_client import (
     positive_int,
     target_model,
 )
-from workers.runner.checks.report import (
+from vllm_checks.report import (
     CheckResult,
     Inconclusive,
     InfraError,
@@ -51,7 +51,7 @@ from workers.runner.checks.report import (
     failed,
     passed,
 )
-from workers.runner.checks.vllm_server import (
+from vllm_checks.vllm_server import (
     VllmServer,
     add_serve_arguments,
     async_inputs_command,

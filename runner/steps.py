@@ -29,9 +29,9 @@ from typing import IO
 
 import redis
 
+from bot.ci.spec import LogLimits
 from bot.log import SecretFilter
-from bot.store.series import append_runlog
-from workers.runner.spec import LogLimits
+from bot.store.runners import append_runlog
 
 CancelCheck = Callable[[], str | None]  # a reason when the step must stop, else None
 STEP_TOKEN_ENV = "CARRY_STEP_TOKEN"
@@ -41,7 +41,7 @@ DEFAULT_LIMITS = LogLimits()
 
 
 class RunLog:
-    """The live log of one run: a Redis stream (bot.store.series.append_runlog), bounded, and an
+    """The live log of one run: a Redis stream (bot.store.runners.append_runlog), bounded, and an
     optional complete-ish copy in a local file (capped at 64 MiB). Every line passes through
     the same secret redaction as carry's own logs before it is stored anywhere."""
 

@@ -1,4 +1,5 @@
-"""The service side of hardware CI: ask for runs of a proposed tree, report results on GitHub."""
+"""Hardware CI at the PR: ask for runs of the tree a PR proposes (and `/carry retest`), put
+their results on GitHub (check runs or commit statuses, and the PR's CI table)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,17 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from bot.ci import runs as ci_runs
+from bot.ci.spec import TreeSpec
 from bot.core.ci_plan import check_run_status
 from bot.core.render import pr_body, pr_title
 from bot.core.seriesfile import parse_series
 from bot.core.state import CiState, SeriesState
 from bot.github.forge import ForgeError
 from bot.github.port import ForgePort
+from bot.queue.celery_app import app
 from bot.store import series as store
-from workers import ci, ci_runs
-from workers.celery_app import app
-from workers.runner.spec import TreeSpec
+from workers.ci import requests as ci
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger("carry.hardware")
@@ -119,7 +121,8 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
 
 @app.task(name=ci_runs.REPORT_TASK, acks_late=True)
 def report(series_id: str, row: dict[str, Any]) -> None:
-    """workers.ci sends this task for every change of a CI row, on the service and on runners."""
+    """workers.ci.rows sends this task for every change of a CI row, on the service and on
+    runners."""
     report_on_github(series_id, CiState.from_dict(row))
 
 

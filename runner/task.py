@@ -15,6 +15,18 @@ from typing import Any
 import redis
 from celery import Task
 
+from bot.ci.runs import (
+    TASK_NAME,
+    Run,
+    RunEffects,
+    check_keys,
+    end_run,
+    load_run,
+)
+from bot.ci.spec import (
+    JobPayload,
+    job_mismatch,
+)
 from bot.config import CarryConfig, ConfigError, load_config, load_settings
 from bot.core.ci_plan import (
     FINAL_STATES,
@@ -28,6 +40,7 @@ from bot.core.ci_plan import (
 )
 from bot.core.state import CiStatus
 from bot.log import correlated, redact, secret_values
+from bot.queue.celery_app import app, redis_url
 from bot.store.ci_runs import (
     cancel_reason,
     is_run_id,
@@ -42,21 +55,9 @@ from bot.store.ci_runs import (
     transition,
 )
 from bot.store.runner_channel import send_report
-from bot.store.series import (
-    heartbeat,
-    now_iso,
-)
-from workers.celery_app import app, redis_url
-from workers.ci_leases import Watch, acquire_lease, holder_id, wait_for_slot
-from workers.ci_runs import (
-    TASK_NAME,
-    Run,
-    RunEffects,
-    check_keys,
-    end_run,
-    load_run,
-)
-from workers.runner.job import (
+from bot.store.runners import heartbeat
+from bot.store.series import now_iso
+from runner.job import (
     CheckResult,
     JobContext,
     JobResult,
@@ -64,12 +65,9 @@ from workers.runner.job import (
     execute,
     host_env_for_steps,
 )
-from workers.runner.sandbox import resolve as resolve_sandbox
-from workers.runner.spec import (
-    JobPayload,
-    job_mismatch,
-)
-from workers.runner.steps import RunLog
+from runner.lease import Watch, acquire_lease, holder_id, wait_for_slot
+from runner.sandbox import resolve as resolve_sandbox
+from runner.steps import RunLog
 
 log = logging.getLogger("carry.ci")
 
@@ -105,7 +103,7 @@ def runner_workdir() -> Path:
 @dataclass
 class ReportedEffects:
     """A runner's RunEffects: reports on its kind's stream, which the service checks against
-    the run record and applies (workers/ci_reports.py). The runner's broker user may write
+    the run record and applies (workers/ci/reports.py). The runner's broker user may write
     neither series state nor a service queue."""
 
     client: redis.Redis

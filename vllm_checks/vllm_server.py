@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from workers.runner.checks.openai_client import health_ok
-from workers.runner.checks.report import InfraError
+from vllm_checks.openai_client import health_ok
+from vllm_checks.report import InfraError
 
 NONE_COMPILATION_CONFIG = {"cudagraph_mode": "NONE"}
 DEFAULT_STARTUP_TIMEOUT = 1200.0

@@ -44,9 +44,9 @@ def web(host: str, port: int) -> None:
     settings()
     import uvicorn
 
+    from bot.queue import logging_hooks  # noqa: F401  (correlation ids travel with each task)
+    from bot.queue.celery_app import app as celery_app
     from bot.web.app import create_app
-    from workers import logging_hooks  # noqa: F401  (correlation ids travel with each task)
-    from workers.celery_app import app as celery_app
     from workers.runtime import runtime
 
     _json_logs()
@@ -69,9 +69,9 @@ def web(host: str, port: int) -> None:
 def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
     """Runs a worker until it is stopped; returns its exit status."""
     settings()
-    from workers import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
-    from workers.celery_app import app as celery_app
-    from workers.celery_app import run_worker
+    from bot.queue import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
+    from bot.queue.celery_app import app as celery_app
+    from bot.queue.celery_app import run_worker
 
     _json_logs()
     _check_config()
@@ -97,8 +97,8 @@ def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
 
 def beat() -> None:
     cache_dir = settings().cache_dir
-    from workers import logging_hooks  # noqa: F401  (JSON logs)
-    from workers.celery_app import app as celery_app
+    from bot.queue import logging_hooks  # noqa: F401  (JSON logs)
+    from bot.queue.celery_app import app as celery_app
 
     _json_logs()
     config = _check_config()
@@ -224,7 +224,7 @@ def run(host: str, port: int) -> int:
     cli = [sys.executable, "-m", "bot.cli"]
     procs = {
         "web": subprocess.Popen([*cli, "web", "--host", host, "--port", str(port)], env=env),
-        # One worker per lane (workers/celery_app.py): a slow rebase holds up no reply.
+        # One worker per lane (bot/queue/celery_app.py): a slow rebase holds up no reply.
         "worker": subprocess.Popen([*cli, "worker", "--queues", "carry"], env=env),
         "git-worker": subprocess.Popen([*cli, "worker", "--queues", "carry.git"], env=env),
         "beat": subprocess.Popen([*cli, "beat"], env=env),

@@ -1,7 +1,7 @@
 """The job payload: everything a runner needs to test one exact tree, as JSON-safe values.
 
-The service (workers/ci.py) builds it from the config and the engine's result; the runner
-(workers/runner/job.py) executes it. It is self-contained, so a run can be understood and
+The service (workers/ci/requests.py) builds it from the config and the engine's result; a
+runner host (runner/job.py) executes it. It is self-contained, so a run can be understood and
 repeated from its payload alone. Shape (version 1)::
 
     {"version": 1, "run_id": "gaudi-3f9c...", "series_id": "...", "kind": "gaudi",

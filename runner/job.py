@@ -1,6 +1,6 @@
 """One hardware job on a runner: materialize the exact tree, run setup, run the checks, keep
 the artifacts. Results go out through the callbacks in `JobContext` as each check ends, so the
-service shows them live; workers/ci.py supplies those callbacks (and the Redis bookkeeping).
+service shows them live; runner/task.py supplies those callbacks (and the Redis bookkeeping).
 
 A check already concluded (success or failure) in an earlier attempt of the same run is not run
 again: an infrastructure retry repeats only what did not get a verdict.
@@ -17,6 +17,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.ci.spec import JobPayload, StepSpec
 from bot.core.ci_plan import (
     UPSTREAM_VARIANT,
     Outcome,
@@ -26,12 +27,11 @@ from bot.core.ci_plan import (
     should_rerun,
 )
 from bot.git.runner import GitError
-from workers.runner import job_python
-from workers.runner.job_python import python_dir
-from workers.runner.sandbox import Isolation, Sandbox, StepUser, unreachable
-from workers.runner.spec import JobPayload, StepSpec
-from workers.runner.steps import CancelCheck, RunLog, StepResult, reap_orphans, run_step
-from workers.runner.tree import (
+from runner import job_python
+from runner.job_python import python_dir
+from runner.sandbox import Isolation, Sandbox, StepUser, unreachable
+from runner.steps import CancelCheck, RunLog, StepResult, reap_orphans, run_step
+from runner.tree import (
     GIT_DIR,
     Materialized,
     TreeError,

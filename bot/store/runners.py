@@ -1,0 +1,77 @@
+"""What runner hosts write for people to see: their heartbeats and each CI run's live log.
+
+Layout (all keys prefixed `carry:`):
+  carry:runner:<kind>:<name>  runner heartbeats (hash, with expiry)
+  carry:runlog:<run_id>       stream of a CI run's output, bounded
+
+A runner's broker user may write only its own kind's heartbeats and its kind's runs' logs
+(bot/store/runner_channel.py holds it to that).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import redis
+
+from bot.store.series import PREFIX, now_iso, publish
+
+RUNLOG_MAXLEN: Final = 5_000
+
+
+def runner_key(kind: str, runner: str) -> str:
+    return f"{PREFIX}runner:{kind}:{runner}"
+
+
+def heartbeat(
+    client: redis.Redis, kind: str, runner: str, info: dict[str, Any], ttl_s: int = 60
+) -> None:
+    key = runner_key(kind, runner)
+    client.hset(key, mapping={"seen_at": now_iso(), **{k: str(v) for k, v in info.items()}})
+    client.expire(key, ttl_s)
+
+
+def forget_runner(client: redis.Redis, kind: str, runner: str) -> None:
+    """A runner that stops says so at once (its heartbeat would otherwise linger to expiry)."""
+    client.delete(runner_key(kind, runner))
+
+
+def runners(client: redis.Redis) -> list[dict[str, str]]:
+    """Live runners; the kind is the key's (a runner's broker user writes only its own kind's
+    heartbeats), never what a heartbeat says of itself."""
+    out = []
+    for key in sorted(client.scan_iter(runner_key("*", "*"))):
+        kind, _, name = _text(key).removeprefix(f"{PREFIX}runner:").partition(":")
+        if not name:  # a heartbeat of a runner older than kind-scoped keys
+            continue
+        data = {_text(k): _text(v) for k, v in client.hgetall(key).items()}
+        out.append({**data, "name": name, "kind": kind})
+    return out
+
+
+def runlog_key(run_id: str) -> str:
+    return f"{PREFIX}runlog:{run_id}"
+
+
+def append_runlog(client: redis.Redis, run_id: str, stream: str, text: str) -> None:
+    client.xadd(
+        runlog_key(run_id),
+        {"stream": stream, "text": text},
+        maxlen=RUNLOG_MAXLEN,
+        approximate=True,
+    )
+    publish(client, {"kind": "runlog", "run": run_id})
+
+
+def runlog(
+    client: redis.Redis, run_id: str, after: str = "-", limit: int = 1000
+) -> list[dict[str, str]]:
+    start = f"({after}" if after != "-" else "-"
+    return [
+        {"id": _text(i), **{_text(k): _text(v) for k, v in raw.items()}}
+        for i, raw in client.xrange(runlog_key(run_id), min=start, count=limit)
+    ]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -1,0 +1,82 @@
+"""The CI rows of hardware runs, on the service: what a run shows for each of its checks,
+stored in the series (SeriesState.ci) and reported as `carry.ci.report` tasks."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+
+import redis
+from celery import Celery
+
+from bot.ci.runs import REPORT_TASK, SERVICE_QUEUE, Run, check_keys
+from bot.ci.spec import JobPayload
+from bot.core.ci_plan import REUSABLE
+from bot.core.state import CiState, CiStatus, SeriesState
+from bot.store.series import now_iso, update_series
+
+log = logging.getLogger("carry.ci")
+
+
+def ci_row(
+    key: str, state: CiStatus, run_id: str, job: JobPayload, detail: str, attempt: int
+) -> CiState:
+    return CiState(
+        runner=key,
+        state=state,
+        run_id=run_id,
+        tree_key=job.tree_key,
+        head_sha=job.head_sha,
+        detail=detail,
+        updated_at=now_iso(),
+        attempt=max(1, attempt),
+        commit_sha=job.tree.downstream_sha,
+    )
+
+
+def rows_of(run: Run) -> list[CiState]:
+    """The rows of a run: a concluded check shows its verdict, the others the run's state."""
+    rows = []
+    for key in check_keys(run.kind, run.payload.checks):
+        check = run.checks.get(key)
+        if check is not None and check.get("verdict") in REUSABLE:
+            state, detail = CiStatus(check["verdict"]), str(check.get("reason", ""))
+            attempt = int(check.get("attempt", run.attempt))
+        else:
+            state, detail, attempt = CiStatus(run.state), run.detail, run.attempt
+        rows.append(ci_row(key, state, run.run_id, run.payload, detail, attempt))
+    return rows
+
+
+def publish_rows(
+    client: redis.Redis,
+    celery_app: Celery,
+    series_id: str,
+    rows: list[CiState],
+    *,
+    replace_rows: bool,
+) -> None:
+    """Stores rows in SeriesState.ci and reports them. A runner's late update never overwrites
+    the row of a newer run (replace_rows=False keeps rows that another run owns)."""
+    written: list[CiState] = []
+
+    def update(state: SeriesState) -> bool:
+        written.clear()
+        for row in rows:
+            existing = state.ci.get(row.runner)
+            if replace_rows or existing is None or existing.run_id == row.run_id:
+                state.ci[row.runner] = row
+                written.append(row)
+        return bool(written)
+
+    update_series(client, series_id, update)
+    # A row that lost its place (an old run ending) is still reported: its check run ends too.
+    notify(celery_app, series_id, rows)
+
+
+def notify(celery_app: Celery, series_id: str, rows: list[CiState]) -> None:
+    for row in rows:
+        try:
+            celery_app.send_task(REPORT_TASK, args=[series_id, asdict(row)], queue=SERVICE_QUEUE)
+        except Exception:  # reporting must never break a run; the row is stored regardless
+            log.exception("reporting CI row %s of %s failed", row.runner, series_id)
