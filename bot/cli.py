@@ -101,7 +101,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not args.repo or not args.head:
         raise UsageError("--repo and --head are required (or --series DIR of a configured series)")
     if not args.patch and not args.series:
-        raise UsageError("give --patch FILE (repeatable) or --series DIR")
+        raise UsageError("give --patch FILE... or --series DIR")
     if "://" not in args.repo and "@" not in args.repo:
         _check_local_repo(args.repo)
     from bot.git.engine import Engine
@@ -400,9 +400,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _service("run", args.host, args.port)
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_LEVEL_HELP = f"level of carry's log lines on stderr: {', '.join(LOG_LEVELS)} (default warning)"
+
+
+def _log_level(text: str) -> str:
+    """A level name of LOG_LEVELS, in any case, as logging spells it (DEBUG ... CRITICAL)."""
+    if text.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"unknown level {text!r} (choose from {', '.join(LOG_LEVELS)})"
+        )
+    return text.upper()
+
+
+def _add_log_level(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--log-level", type=_log_level, default=default, metavar="LEVEL", help=LOG_LEVEL_HELP
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="carry", description=__doc__)
-    parser.add_argument("--log-level", default="WARNING")
+    _add_log_level(parser, "WARNING")
     parser.add_argument(
         "--version", action=_VersionAction, help="print carry's version and its dependencies'"
     )
@@ -411,7 +430,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="re-apply patches on an upstream head and classify them")
     check.add_argument("--repo", help="upstream repository: local path (bare or not) or URL")
     check.add_argument("--head", help="any revision: branch, tag, SHA, refs/pull/N/head")
-    check.add_argument("--patch", action="append", help="patch file, in series order (repeatable)")
+    check.add_argument(
+        "--patch",
+        action="extend",
+        nargs="+",
+        metavar="FILE",
+        help="patch files, in series order (`--patch a b` or `--patch a --patch b`)",
+    )
     check.add_argument("--series", help="series directory under patches/")
     check.add_argument("--base", help="upstream commit the series was last verified on")
     check.add_argument("--json", action="store_true", help="print one JSON object")
@@ -501,6 +526,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--port", type=int, default=8000)
     run.set_defaults(func=cmd_run)
 
+    # --log-level after the command's name too (`carry fixes --log-level info`). SUPPRESS as
+    # its default there: a level given before the name stays unless one is given after it.
+    for command in sub.choices.values():
+        _add_log_level(command, argparse.SUPPRESS)
     # Listed for --help only: main() hands everything after `demo` to bot.demo.
     sub.add_parser("demo", help="play the whole loop against a local GitHub emulator")
     return parser
@@ -559,17 +588,36 @@ def _setup_logging(level: str, with_settings: bool) -> None:
     logging.getLogger("carry").setLevel(level.upper())
 
 
+def _die_of_sigpipe() -> None:
+    """What a command line tool does when its reader goes away (`carry check --json | head`):
+    it stops at once, without a word, killed by SIGPIPE as `cat` or `git log` would be. (Python
+    ignores SIGPIPE, so a write to the closed pipe raised BrokenPipeError instead.) stdout
+    becomes /dev/null first, so that nothing tries to flush into the closed pipe again."""
+    import os
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     demo_argv = _demo_argv(argv)
     if demo_argv is not None:
         from bot import demo
 
-        return int(demo.main(demo_argv))
+        return int(demo.main(demo_argv, prog="carry demo"))
     args = build_parser().parse_args(argv)
     try:
         _setup_logging(args.log_level, args.func not in (cmd_check, cmd_fixes))
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _die_of_sigpipe()
+        raise
     except UsageError as err:
         print(f"carry: error: {err}", file=sys.stderr)
         return 2

@@ -331,3 +331,83 @@ def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
     bare = carry("fixes", "--patches-dir", patches_dir, env=env)
     assert bare.returncode == 0 and "release lines unknown" in bare.stderr
     assert "(waiting)" not in bare.stdout and "not carried" not in bare.stdout
+
+
+# ---------------------------------------------------------------- no tracebacks, flags as written
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--log-level", "verbose", "fixes"], ["fixes", "--log-level", "verbose"]],
+)
+def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(args):
+    result = carry(*args, "--patches-dir", str(REPO_ROOT / "patches"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(
+        "argument --log-level: unknown level 'verbose' "
+        "(choose from debug, info, warning, error, critical)"
+    )
+
+
+def test_log_level_is_taken_after_the_command_and_has_help(series, tmp_path):
+    up, patches = series
+    args = check_args(up, patches, tmp_path, exit_code=False)
+    said = "checked 2 patches on"  # the engine's INFO line
+    after = carry(*args, "--log-level", "info")
+    assert after.returncode == 0, after.stderr
+    assert said in after.stderr  # the level given after the command's name is the one used
+    before = carry("--log-level", "INFO", *args)
+    assert said in before.stderr  # and one given before it is not undone by a default
+    assert said not in carry(*args).stderr
+    assert "level of carry's log lines on stderr: debug, info" in carry("--help").stdout
+    assert "--log-level LEVEL" in carry("check", "--help").stdout
+
+
+@pytest.mark.parametrize("json_output", [True, False])
+def test_a_closed_pipe_ends_the_check_quietly(series, tmp_path, json_output):
+    """`carry check ... --json | head -c 300`: the reader is gone before carry writes (the
+    read end is closed before carry starts), and carry stops as `cat` would, killed by SIGPIPE,
+    with nothing on stderr."""
+    import signal
+
+    up, patches = series
+    args = check_args(up, patches, tmp_path, exit_code=False) + (["--json"] if json_output else [])
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", *args],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    os.close(write_end)
+    _, stderr = proc.communicate(timeout=120)
+    assert stderr == ""
+    assert proc.returncode == -signal.SIGPIPE
+
+
+def test_patch_takes_several_files_after_one_flag(series, tmp_path):
+    up, patches = series
+    base = ["check", "--repo", str(up.path), "--head", "main", "--cache-dir", str(tmp_path / "c")]
+    together = carry(*base, "--json", "--patch", *map(str, patches))
+    assert together.returncode == 0, together.stderr
+    repeated = carry(*check_args(up, patches, tmp_path, exit_code=False), "--json")
+    assert json.loads(together.stdout) == json.loads(repeated.stdout)
+    assert [p["patch"] for p in json.loads(together.stdout)["patches"]] == list(map(str, patches))
+
+
+def test_demo_help_names_carry_demo():
+    assert carry("demo", "--help").stdout.startswith("usage: carry demo ")
+    bad = carry("demo", "--no-such-option")
+    assert "carry demo: error: unrecognized arguments: --no-such-option" in bad.stderr
+    module = subprocess.run(
+        [sys.executable, "-m", "bot.demo", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=60,
+    )
+    assert module.returncode == 0 and module.stdout.startswith("usage: python -m bot.demo ")
