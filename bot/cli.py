@@ -330,7 +330,32 @@ def _service(name: str, *args: object) -> int:
     return result if isinstance(result, int) else 0
 
 
+def _check_port(host: str, port: int) -> None:
+    """Refuses a host and port the web service could not listen on (another process has the
+    port, or the address is not this host's), before anything starts: one line, not the URL
+    of a dashboard that never comes, a bind error and the pollers' warnings. (Another process
+    may still take the port in the moment between; the web service then says so itself.)"""
+    import socket
+
+    where = f"{host}:{port}"
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise UsageError(f"cannot listen on {where}: {err.strerror} (give another --host)") from err
+    family, kind, proto, _, address = found[0]
+    with socket.socket(family, kind, proto) as sock:
+        # As uvicorn does: a port whose last connections are in TIME_WAIT is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as err:
+            raise UsageError(
+                f"cannot listen on {where}: {err.strerror} (give another --port)"
+            ) from err
+
+
 def cmd_web(args: argparse.Namespace) -> int:
+    _check_port(args.host, args.port)
     return _service("web", args.host, args.port)
 
 
@@ -397,6 +422,7 @@ def cmd_runner_user(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    _check_port(args.host, args.port)
     return _service("run", args.host, args.port)
 
 

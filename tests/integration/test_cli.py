@@ -411,3 +411,23 @@ def test_demo_help_names_carry_demo():
         timeout=60,
     )
     assert module.returncode == 0 and module.stdout.startswith("usage: python -m bot.demo ")
+
+
+@pytest.mark.parametrize("command", ["run", "web"])
+def test_a_taken_port_is_one_line_before_anything_starts(command, redis_url, tmp_path):
+    """Before: `carry run` printed the dashboard's URL, then uvicorn's bind error as JSON, then
+    two poll warnings, and exited 1."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"REDIS_URL": redis_url, "CARRY_WEBHOOK_SECRET": "s" * 32}
+        result = carry(command, "--port", str(port), env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"carry: error: cannot listen on 127.0.0.1:{port}: Address already in use "
+        "(give another --port)\n"
+    )
+    assert result.stdout == ""
