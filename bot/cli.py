@@ -204,7 +204,7 @@ def _hunk_lines(conflict: dict[str, Any]) -> list[str]:
 
 
 def cmd_fixes(args: argparse.Namespace) -> int:
-    from bot.fixes import fix_rows, render_fix_table
+    from bot.fixes import Verdict, fix_rows, render_fix_table
     from bot.series_loader import SeriesInvalid, load_all
 
     try:
@@ -216,13 +216,12 @@ def cmd_fixes(args: argparse.Namespace) -> int:
     for said in (problem, no_config):
         if said:
             print(f"carry: {said}", file=sys.stderr)
-    decisions = {
-        f"{series_id}/{patch.name}": patch.decision
+    verdicts = {
+        f"{series_id}/{patch.name}": Verdict.shown(patch.status, patch.decision)
         for series_id, state in (states or {}).items()
         for patch in state.patches
-        if patch.decision != "none"
     }
-    rows = fix_rows(series, decisions, unknown=states is None, carriers=carriers)
+    rows = fix_rows(series, verdicts, unknown=states is None, carriers=carriers)
     sys.stdout.write(render_fix_table(rows))
     return 0
 

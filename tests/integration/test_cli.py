@@ -259,7 +259,15 @@ def test_a_patch_with_a_path_outside_the_tree_is_invalid_not_a_traceback(
     assert "invalid" in result.stdout and problem in result.stdout
 
 
-def test_fixes_show_the_services_latest_decisions(redis_url, tmp_path):
+def fixes_lines(text: str, series: str) -> list[str]:
+    """The first patch line under `series` in `carry fixes` output (none: an empty list)."""
+    lines = text.splitlines()
+    start = lines.index(f"  {series}") + 1
+    return [line for line in lines[start:] if line.startswith("    ")][:1]
+
+
+def test_fixes_show_each_patchs_status_and_decision_in_100_columns(redis_url, tmp_path):
+    """Before: one 243-column row per page with only the decision: a conflict read `keep`."""
     import redis
 
     from bot.core.state import PatchState, SeriesState
@@ -268,22 +276,34 @@ def test_fixes_show_the_services_latest_decisions(redis_url, tmp_path):
     patches_dir = REPO_ROOT / "patches"
     name = "0001-seed-decode-input-ids-before-async-scatter.patch"
     client = redis.Redis.from_url(redis_url)
-    state = SeriesState(id="async-inputs-main")
-    state.patches = [PatchState(name=name, status="contained", decision="drop")]
-    store.save_series(client, state)
+    for series_id, status, decision in [
+        ("async-inputs-main", "contained", "drop"),
+        ("async-inputs-v0.26.0", "conflict", "keep"),
+    ]:
+        state = SeriesState(id=series_id)
+        state.patches = [PatchState(name=name, status=status, decision=decision)]
+        store.save_series(client, state)
     env = {"REDIS_URL": redis_url}
     result = carry("fixes", "--patches-dir", str(patches_dir), env=env)
     assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if "async-inputs-main" in line)
-    assert row.rstrip().endswith("drop")
-    other = next(line for line in result.stdout.splitlines() if "async-inputs-v0.26.0" in line)
-    assert other.rstrip().endswith("none yet")
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100, result.stdout
+    header = result.stdout.splitlines()[0]
+    assert header.split() == ["FIX", "/", "SERIES", "/", "PATCH", "STATUS", "DECISION"]
+    (main,) = fixes_lines(result.stdout, "async-inputs-main")
+    (release,) = fixes_lines(result.stdout, "async-inputs-v0.26.0")
+    (unchecked,) = fixes_lines(result.stdout, "async-inputs-v0.30.0")
+    assert main.split() == [name, "contained", "drop"]
+    assert release.split() == [name, "conflict", "keep"]
+    assert unchecked.split() == [name, "not", "checked", "none", "yet"]
+    assert main.index("contained") == release.index("conflict") == header.index("STATUS")
+    assert "async-inputs: upstream vllm-project/vllm-gaudi#1919 (open)" in result.stdout
 
     away = carry(
         "fixes", "--patches-dir", str(patches_dir), env={"REDIS_URL": "redis://127.0.0.1:1/0"}
     )
     assert away.returncode == 0 and "latest decisions unknown" in away.stderr
-    assert "none yet" not in away.stdout and "unknown" in away.stdout
+    assert "none yet" not in away.stdout
+    assert fixes_lines(away.stdout, "async-inputs-main")[0].split() == [name, "unknown", "unknown"]
 
 
 def test_text_output_of_a_partial_says_which_hunk_upstream_lacks(make_repo, tmp_path):
@@ -318,12 +338,12 @@ def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
     patches_dir = str(REPO_ROOT / "patches")
     result = carry("fixes", "--patches-dir", patches_dir, env={"REDIS_URL": redis_url})
     assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if "async-inputs-main" in line)
-    assert "v0.26.0, v0.30.0 (waiting)" in row
+    assert "; releases v0.26.0, v0.30.0 (waiting)\n" in result.stdout
+    notes = " ".join(result.stdout.split())  # the notes wrap at 100 columns
     assert (
         "async-inputs v0.30.0: waiting: upstream has not cut it yet "
         "(async-inputs-v0.30.0 waits for refs/tags/v0.30.0)"
-    ) in result.stdout
+    ) in notes
     # The PLE page lists 20260906.1 (a carry VERSION, not an upstream release): said, not hidden.
     assert "ple-offload-semaphore 20260906.1: not carried" in result.stdout
 
