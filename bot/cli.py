@@ -160,9 +160,57 @@ def _local_revision(repo: str, head: str) -> str:
 
 
 def _write_refreshed(report: SeriesReport) -> None:
+    """Rewrites the patch files whose context moved, and says so on stderr (stdout holds the
+    table or the JSON). A `# base:` those files made stale is updated, as carry's proposals do:
+    to the head, where the whole series (`--series`, or every one of its patches) was checked
+    on it; otherwise removed, for the series' other patches were not checked there."""
+    rewritten: dict[Path, list[str]] = {}
+    checked: dict[Path, list[str]] = {}  # directory -> the names checked from it, in order
     for patch in report.patches:
+        checked.setdefault(Path(patch.patch).parent.resolve(), []).append(Path(patch.patch).name)
         if patch.refreshed is not None and patch.changed:
-            Path(patch.patch).write_bytes(patch.refreshed)
+            path = Path(patch.patch)
+            path.write_bytes(patch.refreshed)
+            print(
+                f"carry: rewrote {path}: its context moved on {report.head[:12]}", file=sys.stderr
+            )
+            rewritten.setdefault(path.parent.resolve(), []).append(path.name)
+    for directory, names in rewritten.items():
+        _update_base(directory, names, checked[directory], report.head)
+
+
+def _update_base(directory: Path, names: list[str], checked: list[str], head: str) -> None:
+    """The `# base:` of the series file in `directory` that lists the rewritten `names`: the
+    head where the check had every patch of the series, in order (`checked`); else none."""
+    from dataclasses import replace
+
+    from bot.core.seriesfile import parse_series, render_series, with_base
+    from bot.series_loader import SERIES_FILE
+
+    path = directory / SERIES_FILE
+    try:
+        series, problems = parse_series(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError):
+        return  # no series file: the patches were loose files, and no base went stale
+    if problems or series.base is None or series.base == head:
+        return
+    if not set(names) & set(series.patches):
+        return
+    if list(series.patches) == checked:
+        path.write_text(render_series(with_base(series, head)), encoding="utf-8")
+        print(
+            f"carry: {path}: base is now {head[:12]} (was {series.base[:12]}): the series was "
+            "checked on it",
+            file=sys.stderr,
+        )
+        return
+    path.write_text(render_series(replace(series, base=None)), encoding="utf-8")
+    print(
+        f"carry: {path}: removed base {series.base[:12]}: {', '.join(names)} now "
+        f"fit{'s' if len(names) == 1 else ''} the head, the series' other patches were not checked there (check it with --series DIR to "
+        "record the head as its base)",
+        file=sys.stderr,
+    )
 
 
 def render_table(report: SeriesReport) -> str:

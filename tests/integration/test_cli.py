@@ -451,3 +451,100 @@ def test_a_taken_port_is_one_line_before_anything_starts(command, redis_url, tmp
         "(give another --port)\n"
     )
     assert result.stdout == ""
+
+
+# ---------------------------------------------------------------- --write-refreshed
+
+FIX_PAGE = """\
+# value-fix
+
+Make values safe.
+
+| Field | Value |
+|---|---|
+| Affects | every widget |
+| Releases | v1.0 |
+| Patches | {patches} |
+| Upstream | not-filed |
+| Test | none |
+
+## Problem
+
+P.
+
+## Symptom
+
+S.
+
+## Who is affected
+
+W.
+
+## The fix
+
+F.
+
+## Verify
+
+V.
+"""
+
+
+def series_dir(series, tmp_path: Path, name: str = "values") -> tuple[Path, str]:
+    """The fixture's two patches (0001 applies on main with its context moved, 0002 conflicts)
+    as a series verified on main's first commit, the `# base:` `--write-refreshed` makes stale."""
+    up, patches = series
+    directory = tmp_path / "patches" / name
+    directory.mkdir(parents=True)
+    for patch in patches:
+        (directory / patch.name).write_bytes(patch.read_bytes())
+    listed = "; ".join(f"{p.name}: mod.py" for p in patches)
+    (directory / "value-fix.md").write_text(FIX_PAGE.replace("{patches}", listed))
+    base = up.git("rev-parse", "main~1").strip()
+    (directory / "series").write_text(f"# base: {base}\n" + "".join(f"{p.name}\n" for p in patches))
+    return directory, base
+
+
+def test_write_refreshed_says_what_it_rewrote_and_moves_the_series_base(series, tmp_path):
+    """Before: the patch file was rewritten without a word, and `# base:` kept naming the
+    commit the rewritten patch no longer fits."""
+    up, patches = series
+    directory, base = series_dir(series, tmp_path)
+    first = directory / patches[0].name
+    carried = first.read_bytes()
+    result = carry(
+        "check",
+        *("--repo", str(up.path), "--head", "main", "--series", str(directory)),
+        *("--write-refreshed", "--json", "--cache-dir", str(tmp_path / "c")),
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)  # what carry says goes to stderr: stdout stays JSON
+    head = up.head("main")
+    assert report["base"] == base and report["head"] == head
+    assert first.read_bytes() != carried
+    assert (directory / patches[1].name).read_bytes() == patches[1].read_bytes()  # conflict
+    assert result.stderr.splitlines() == [
+        f"carry: rewrote {first}: its context moved on {head[:12]}",
+        f"carry: {directory / 'series'}: base is now {head[:12]} (was {base[:12]}): "
+        "the series was checked on it",
+    ]
+    assert (directory / "series").read_text().splitlines()[0] == f"# base: {head}"
+    again = carry(*check_args(up, [], tmp_path, exit_code=False), "--series", str(directory))
+    assert " applies " in again.stdout.splitlines()[1], again.stdout  # as is, now
+
+
+def test_write_refreshed_of_part_of_a_series_removes_its_base(series, tmp_path):
+    up, patches = series
+    directory, base = series_dir(series, tmp_path)
+    first = directory / patches[0].name
+    result = carry(
+        *check_args(up, [first], tmp_path, exit_code=False), "--write-refreshed", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"carry: rewrote {first}: its context moved on {up.head('main')[:12]}",
+        f"carry: {directory / 'series'}: removed base {base[:12]}: {first.name} now fits the "
+        "head, the series' other patches were not checked there (check it with --series DIR "
+        "to record the head as its base)",
+    ]
+    assert (directory / "series").read_text() == "".join(f"{p.name}\n" for p in patches)
