@@ -548,3 +548,22 @@ def test_write_refreshed_of_part_of_a_series_removes_its_base(series, tmp_path):
         "to record the head as its base)",
     ]
     assert (directory / "series").read_text() == "".join(f"{p.name}\n" for p in patches)
+
+
+def test_json_base_is_the_base_given_or_null(series, tmp_path):
+    """`base` is the base the check used (--base, else the series' `# base:`), never the head."""
+    up, patches = series
+    loose = carry(*check_args(up, patches, tmp_path, exit_code=False), "--json")
+    report = json.loads(loose.stdout)
+    assert report["base"] is None and report["head"] == up.head("main")
+    directory, base = series_dir(series, tmp_path)
+    args = ["--repo", str(up.path), "--head", "main", "--cache-dir", str(tmp_path / "c")]
+    from_series = json.loads(carry("check", *args, "--series", str(directory), "--json").stdout)
+    assert from_series["base"] == base != from_series["head"]
+    given = up.git("rev-parse", "main~1").strip()
+    assert (
+        json.loads(
+            carry("check", *args, "--patch", str(patches[0]), "--base", "main~1", "--json").stdout
+        )["base"]
+        == given
+    )
