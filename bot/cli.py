@@ -681,6 +681,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if demo_argv is not None:
         from bot import demo
 
+        build_parser().parse_args(argv[: len(argv) - len(demo_argv)])  # carry's own options
+
         return int(demo.main(demo_argv, prog="carry demo"))
     args = build_parser().parse_args(argv)
     try:

@@ -358,7 +358,11 @@ def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
 
 @pytest.mark.parametrize(
     "args",
-    [["--log-level", "verbose", "fixes"], ["fixes", "--log-level", "verbose"]],
+    [
+        ["--log-level", "verbose", "fixes"],
+        ["fixes", "--log-level", "verbose"],
+        ["--log-level", "verbose", "demo"],
+    ],
 )
 def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(args):
     result = carry(*args, "--patches-dir", str(REPO_ROOT / "patches"))
