@@ -101,7 +101,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if not args.repo or not args.head:
         raise UsageError("--repo and --head are required (or --series DIR of a configured series)")
     if not args.patch and not args.series:
-        raise UsageError("give --patch FILE (repeatable) or --series DIR")
+        raise UsageError("give --patch FILE... or --series DIR")
     if "://" not in args.repo and "@" not in args.repo:
         _check_local_repo(args.repo)
     from bot.git.engine import Engine
@@ -160,9 +160,57 @@ def _local_revision(repo: str, head: str) -> str:
 
 
 def _write_refreshed(report: SeriesReport) -> None:
+    """Rewrites the patch files whose context moved, and says so on stderr (stdout holds the
+    table or the JSON). A `# base:` those files made stale is updated, as carry's proposals do:
+    to the head, where the whole series (`--series`, or every one of its patches) was checked
+    on it; otherwise removed, for the series' other patches were not checked there."""
+    rewritten: dict[Path, list[str]] = {}
+    checked: dict[Path, list[str]] = {}  # directory -> the names checked from it, in order
     for patch in report.patches:
+        checked.setdefault(Path(patch.patch).parent.resolve(), []).append(Path(patch.patch).name)
         if patch.refreshed is not None and patch.changed:
-            Path(patch.patch).write_bytes(patch.refreshed)
+            path = Path(patch.patch)
+            path.write_bytes(patch.refreshed)
+            print(
+                f"carry: rewrote {path}: its context moved on {report.head[:12]}", file=sys.stderr
+            )
+            rewritten.setdefault(path.parent.resolve(), []).append(path.name)
+    for directory, names in rewritten.items():
+        _update_base(directory, names, checked[directory], report.head)
+
+
+def _update_base(directory: Path, names: list[str], checked: list[str], head: str) -> None:
+    """The `# base:` of the series file in `directory` that lists the rewritten `names`: the
+    head where the check had every patch of the series, in order (`checked`); else none."""
+    from dataclasses import replace
+
+    from bot.core.seriesfile import parse_series, render_series, with_base
+    from bot.series_loader import SERIES_FILE
+
+    path = directory / SERIES_FILE
+    try:
+        series, problems = parse_series(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError):
+        return  # no series file: the patches were loose files, and no base went stale
+    if problems or series.base is None or series.base == head:
+        return
+    if not set(names) & set(series.patches):
+        return
+    if list(series.patches) == checked:
+        path.write_text(render_series(with_base(series, head)), encoding="utf-8")
+        print(
+            f"carry: {path}: base is now {head[:12]} (was {series.base[:12]}): the series was "
+            "checked on it",
+            file=sys.stderr,
+        )
+        return
+    path.write_text(render_series(replace(series, base=None)), encoding="utf-8")
+    print(
+        f"carry: {path}: removed base {series.base[:12]}: {', '.join(names)} now "
+        f"fit{'s' if len(names) == 1 else ''} the head, the series' other patches were not checked there (check it with --series DIR to "
+        "record the head as its base)",
+        file=sys.stderr,
+    )
 
 
 def render_table(report: SeriesReport) -> str:
@@ -204,7 +252,7 @@ def _hunk_lines(conflict: dict[str, Any]) -> list[str]:
 
 
 def cmd_fixes(args: argparse.Namespace) -> int:
-    from bot.fixes import fix_rows, render_fix_table
+    from bot.fixes import Verdict, fix_rows, render_fix_table
     from bot.series_loader import SeriesInvalid, load_all
 
     try:
@@ -216,13 +264,12 @@ def cmd_fixes(args: argparse.Namespace) -> int:
     for said in (problem, no_config):
         if said:
             print(f"carry: {said}", file=sys.stderr)
-    decisions = {
-        f"{series_id}/{patch.name}": patch.decision
+    verdicts = {
+        f"{series_id}/{patch.name}": Verdict.shown(patch.status, patch.decision)
         for series_id, state in (states or {}).items()
         for patch in state.patches
-        if patch.decision != "none"
     }
-    rows = fix_rows(series, decisions, unknown=states is None, carriers=carriers)
+    rows = fix_rows(series, verdicts, unknown=states is None, carriers=carriers)
     sys.stdout.write(render_fix_table(rows))
     return 0
 
@@ -330,7 +377,32 @@ def _service(name: str, *args: object) -> int:
     return result if isinstance(result, int) else 0
 
 
+def _check_port(host: str, port: int) -> None:
+    """Refuses a host and port the web service could not listen on (another process has the
+    port, or the address is not this host's), before anything starts: one line, not the URL
+    of a dashboard that never comes, a bind error and the pollers' warnings. (Another process
+    may still take the port in the moment between; the web service then says so itself.)"""
+    import socket
+
+    where = f"{host}:{port}"
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise UsageError(f"cannot listen on {where}: {err.strerror} (give another --host)") from err
+    family, kind, proto, _, address = found[0]
+    with socket.socket(family, kind, proto) as sock:
+        # As uvicorn does: a port whose last connections are in TIME_WAIT is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as err:
+            raise UsageError(
+                f"cannot listen on {where}: {err.strerror} (give another --port)"
+            ) from err
+
+
 def cmd_web(args: argparse.Namespace) -> int:
+    _check_port(args.host, args.port)
     return _service("web", args.host, args.port)
 
 
@@ -397,12 +469,32 @@ def cmd_runner_user(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    _check_port(args.host, args.port)
     return _service("run", args.host, args.port)
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_LEVEL_HELP = f"level of carry's log lines on stderr: {', '.join(LOG_LEVELS)} (default warning)"
+
+
+def _log_level(text: str) -> str:
+    """A level name of LOG_LEVELS, in any case, as logging spells it (DEBUG ... CRITICAL)."""
+    if text.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"unknown level {text!r} (choose from {', '.join(LOG_LEVELS)})"
+        )
+    return text.upper()
+
+
+def _add_log_level(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--log-level", type=_log_level, default=default, metavar="LEVEL", help=LOG_LEVEL_HELP
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="carry", description=__doc__)
-    parser.add_argument("--log-level", default="WARNING")
+    _add_log_level(parser, "WARNING")
     parser.add_argument(
         "--version", action=_VersionAction, help="print carry's version and its dependencies'"
     )
@@ -411,7 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="re-apply patches on an upstream head and classify them")
     check.add_argument("--repo", help="upstream repository: local path (bare or not) or URL")
     check.add_argument("--head", help="any revision: branch, tag, SHA, refs/pull/N/head")
-    check.add_argument("--patch", action="append", help="patch file, in series order (repeatable)")
+    check.add_argument(
+        "--patch",
+        action="extend",
+        nargs="+",
+        metavar="FILE",
+        help="patch files, in series order (`--patch a b` or `--patch a --patch b`)",
+    )
     check.add_argument("--series", help="series directory under patches/")
     check.add_argument("--base", help="upstream commit the series was last verified on")
     check.add_argument("--json", action="store_true", help="print one JSON object")
@@ -501,6 +599,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--port", type=int, default=8000)
     run.set_defaults(func=cmd_run)
 
+    # --log-level after the command's name too (`carry fixes --log-level info`). SUPPRESS as
+    # its default there: a level given before the name stays unless one is given after it.
+    for command in sub.choices.values():
+        _add_log_level(command, argparse.SUPPRESS)
     # Listed for --help only: main() hands everything after `demo` to bot.demo.
     sub.add_parser("demo", help="play the whole loop against a local GitHub emulator")
     return parser
@@ -559,17 +661,38 @@ def _setup_logging(level: str, with_settings: bool) -> None:
     logging.getLogger("carry").setLevel(level.upper())
 
 
+def _die_of_sigpipe() -> None:
+    """What a command line tool does when its reader goes away (`carry check --json | head`):
+    it stops at once, without a word, killed by SIGPIPE as `cat` or `git log` would be. (Python
+    ignores SIGPIPE, so a write to the closed pipe raised BrokenPipeError instead.) stdout
+    becomes /dev/null first, so that nothing tries to flush into the closed pipe again."""
+    import os
+    import signal
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     demo_argv = _demo_argv(argv)
     if demo_argv is not None:
         from bot import demo
 
-        return int(demo.main(demo_argv))
+        build_parser().parse_args(argv[: len(argv) - len(demo_argv)])  # carry's own options
+
+        return int(demo.main(demo_argv, prog="carry demo"))
     args = build_parser().parse_args(argv)
     try:
         _setup_logging(args.log_level, args.func not in (cmd_check, cmd_fixes))
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        _die_of_sigpipe()
+        raise
     except UsageError as err:
         print(f"carry: error: {err}", file=sys.stderr)
         return 2

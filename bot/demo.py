@@ -914,9 +914,9 @@ def keep_running(demo: Demo) -> None:
         time.sleep(1)
 
 
-def parse_args(argv: Sequence[str] | None) -> Options:
+def parse_args(argv: Sequence[str] | None, prog: str = "python -m bot.demo") -> Options:
     parser = argparse.ArgumentParser(
-        prog="python -m bot.demo", description=textwrap.dedent(__doc__ or "").split("\n")[0]
+        prog=prog, description=textwrap.dedent(__doc__ or "").split("\n")[0]
     )
     parser.add_argument(
         "--port", type=int, help=f"dashboard port (default: $PORT, else {DEFAULT_PORT})"
@@ -987,8 +987,9 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    options = parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "python -m bot.demo") -> int:
+    """The demo; `prog` names it in usage and errors (`carry demo` when carry runs it)."""
+    options = parse_args(argv, prog)
     port = usable_port(options)
     if port is None:
         print(f"carry demo: port {options.port} is in use: pass another --port", file=sys.stderr)

@@ -13,9 +13,30 @@ if TYPE_CHECKING:
     from bot.config import BaseSpec
     from bot.core.state import SeriesState
 
-NO_DECISION = "none yet"
-UNKNOWN_DECISION = "unknown"  # the service's store could not be read
-COLUMNS = ("FIX", "SERIES", "UPSTREAM", "RELEASES", "PATCHES", "LATEST DECISION")
+NO_DECISION = "none yet"  # the series has not been checked
+NOT_CHECKED = "not checked"
+UNKNOWN = "unknown"  # the service's store could not be read: status and decision unknown
+AWAITING_IMPORT = "awaiting import"  # the series file waits for `carry import`
+NOTHING = "-"  # the decision of a patch not imported yet
+WIDTH = 100  # `carry fixes` fits a terminal of 100 columns
+HEADER = ("FIX / SERIES / PATCH", "STATUS", "DECISION")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the service's last check said of one patch (its stored PatchState)."""
+
+    status: str  # a bot.core.classify.Status value
+    decision: str  # a bot.core.classify.Decision value
+
+    @classmethod
+    def shown(cls, status: str, decision: str) -> Verdict:
+        """As `carry fixes` shows it: a patch still pending was not checked, and "none" is
+        "none yet"."""
+        return cls(
+            NOT_CHECKED if status == "pending" else status,
+            NO_DECISION if decision == "none" else decision,
+        )
 
 
 @dataclass(frozen=True)
@@ -42,33 +63,38 @@ def carrier_of(
 
 
 @dataclass(frozen=True)
+class PatchRow:
+    name: str
+    status: str
+    decision: str
+
+
+@dataclass(frozen=True)
 class FixRow:
+    """A fix page of one series: the page's fields, and each patch it names with its verdict."""
+
     fix: str
     series: str
     upstream: str
     releases: str
-    patches: str
-    decision: str
+    patches: tuple[PatchRow, ...]
     # why a release the page lists is not carried, one line each (with known carriers)
     notes: tuple[str, ...] = ()
-
-    def cells(self) -> tuple[str, ...]:
-        return (self.fix, self.series, self.upstream, self.releases, self.patches, self.decision)
 
 
 def fix_rows(
     series: Iterable[LoadedSeries],
-    decisions: Mapping[str, str] | None = None,
+    verdicts: Mapping[str, Verdict] | None = None,
     *,
     unknown: bool = False,
     carriers: Sequence[Carrier] | None = None,
 ) -> list[FixRow]:
-    """Rows sorted by (fix, series). `decisions` maps a patch to its latest decision, keyed
-    '<series-id>/<patch>' or, for all series, by the bare patch file name; with `unknown`, the
-    decisions could not be read and a patch without one says so rather than "none yet". With
+    """Rows sorted by (fix, series). `verdicts` maps a patch to the service's last verdict,
+    keyed '<series-id>/<patch>' or, for all series, by the bare patch file name; a patch
+    without one was not checked, or, with `unknown`, the verdicts could not be read. With
     `carriers` (the configured series), each listed release says whether a series carries it."""
     loaded_series = list(series)
-    missing = UNKNOWN_DECISION if unknown else NO_DECISION
+    missing = Verdict(UNKNOWN, UNKNOWN) if unknown else Verdict(NOT_CHECKED, NO_DECISION)
     directories = _directories_by_fix(loaded_series)
     rows = []
     for loaded in loaded_series:
@@ -77,7 +103,7 @@ def fix_rows(
             if carriers is not None:
                 of_fix = [c for c in carriers if c.patches in directories[page.name]]
                 lines = [release_line(page.name, r, of_fix) for r in page.releases]
-            rows.append(_row(loaded, page, decisions or {}, missing, lines))
+            rows.append(_row(loaded, page, verdicts or {}, missing, lines))
     return sorted(rows, key=lambda row: (row.fix, row.series))
 
 
@@ -117,13 +143,13 @@ def _directories_by_fix(series: Iterable[LoadedSeries]) -> dict[str, set[str]]:
 def _row(
     loaded: LoadedSeries,
     page: FixPage,
-    decisions: Mapping[str, str],
-    missing: str,
+    verdicts: Mapping[str, Verdict],
+    missing: Verdict,
     lines: list[ReleaseLine] | None,
 ) -> FixRow:
     series = loaded.series_id
     if loaded.is_awaiting_import:
-        series = f"{series} (awaiting import)"
+        series = f"{series} ({AWAITING_IMPORT})"
     if lines is None:
         releases = ", ".join(page.releases)
     else:
@@ -133,40 +159,70 @@ def _row(
         series=series,
         upstream=page.upstream_text or "-",
         releases=releases or "-",
-        patches=", ".join(page.patch_names) or "-",
-        decision=_decision(loaded, page, decisions, missing),
+        patches=tuple(_patch_row(loaded, name, verdicts, missing) for name in page.patch_names),
         notes=tuple(note for x in lines or () if (note := x.note(page.name))),
     )
 
 
-def _decision(
-    loaded: LoadedSeries, page: FixPage, decisions: Mapping[str, str], missing: str
-) -> str:
+def _patch_row(
+    loaded: LoadedSeries, name: str, verdicts: Mapping[str, Verdict], missing: Verdict
+) -> PatchRow:
     if loaded.is_awaiting_import:
-        return "awaiting import"
-    found = []
-    for patch in page.patch_names:
-        key = f"{loaded.series_id}/{patch}"
-        found.append((patch, decisions.get(key, decisions.get(patch, missing))))
-    if not found:
-        return missing
-    if len({decision for _, decision in found}) == 1:
-        return found[0][1]
-    return "; ".join(f"{patch}: {decision}" for patch, decision in found)
+        return PatchRow(name, AWAITING_IMPORT, NOTHING)
+    found = verdicts.get(f"{loaded.series_id}/{name}", verdicts.get(name, missing))
+    return PatchRow(name, found.status, found.decision)
 
 
 def render_fix_table(rows: Sequence[FixRow]) -> str:
-    """Fixed-width plain text, one line per row, columns separated by two spaces."""
-    table = [COLUMNS, *(row.cells() for row in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in table
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    """Plain text that fits WIDTH columns: per fix page a line with its upstream state and
+    releases, per series a line, and per patch a line with its status and decision, those two
+    in aligned columns under a header."""
+    patches = [patch for row in rows for patch in row.patches]
+    status_w = max((len(p.status) for p in patches), default=0)
+    status_w = max(status_w, len(HEADER[1]))
+    decision_w = max([len(HEADER[2]), *(len(p.decision) for p in patches)])
+    name_w = max([len(HEADER[0]), *(len(_PATCH_INDENT + p.name) for p in patches)])
+    name_w = min(name_w, WIDTH - status_w - decision_w - 4)
+
+    def columns(left: str, status: str, decision: str) -> list[str]:
+        # A name too long for its column gets a line of its own, the verdict the next one.
+        above = [left] if len(left) > name_w else []
+        left = "" if above else left
+        return [*above, f"{left:<{name_w}}  {status:<{status_w}}  {decision}"]
+
+    lines = columns(*HEADER)
     if not rows:
         lines.append("(no fix pages)")
+    shown: tuple[str, str, str] | None = None
+    for row in rows:
+        if (row.fix, row.upstream, row.releases) != shown:  # series whose pages agree share it
+            lines += [""] if shown is not None else []
+            shown = (row.fix, row.upstream, row.releases)
+            lines += _wrap(f"{row.fix}: upstream {row.upstream}; releases {row.releases}", "")
+        lines.append(f"  {row.series}")
+        for patch in row.patches:
+            lines += columns(_PATCH_INDENT + patch.name, patch.status, patch.decision)
     notes = sorted({note for row in rows for note in row.notes})
     if notes:
         lines += ["", "Releases the fix pages list that no series carries:"]
-        lines += [f"  {note}" for note in notes]
+        for note in notes:
+            lines += _wrap(note, "  ")
     return "".join(line.rstrip() + "\n" for line in lines)
+
+
+_PATCH_INDENT = "    "
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    """`text` in lines of at most WIDTH columns, the later ones indented further; names and
+    refs are never split (a single word longer than a line keeps its own line)."""
+    import textwrap
+
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=indent,
+        subsequent_indent=indent + "    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )

@@ -10,8 +10,9 @@ Sources, in this order when combined (commits first, then files):
 
 Commits are written with `format_patch` (fixed options), so importing the same commits twice
 gives the same bytes. New patches are numbered after the series' last patch and named like
-`git format-patch` names them (`NNNN-slug.patch`), unless `--name` says otherwise or a fix page of
-the series already names a patch with that number (the name the page waits for is kept).
+`git format-patch` names them (`NNNN-slug.patch`, a closing PR number kept whole), unless
+`--name` says otherwise or a fix page of the series already names a patch with that number
+(the name the page waits for is kept).
 
 Every imported patch must be named by a fix page: a patch no page names is refused unless
 `--page NAME` is given, which adds it (with the files it touches) to that page's Patches field.
@@ -51,6 +52,7 @@ DEFAULT_BASE_BRANCH = "main"
 # git format-patch: file names are at most 64 characters, ".patch" included (format.filenameMaxLength)
 _NAME_MAX = 64 - len(".patch") - 1
 _NUMBERED = re.compile(r"^[0-9]{4}-")
+_PR_SUFFIX = re.compile(r"\(#([0-9]+)\)\W*\Z")  # GitHub's squash merges: "Subject (#1609)"
 
 
 class ImportFailed(Exception):
@@ -375,8 +377,17 @@ def slug(subject: str) -> str:
 
 
 def patch_name(number: int, subject: str) -> str:
-    stem = f"{number:04d}-{slug(subject) or 'patch'}"[:_NAME_MAX]
-    return f"{stem}.patch"
+    """`NNNN-slug.patch`, cut to git format-patch's length; where the cut would take part of
+    the PR number that ends a squash-merged subject ("... (#1609)"), the words before it are
+    cut instead, so the name keeps the number whole."""
+    stem = f"{number:04d}-{slug(subject) or 'patch'}"
+    if len(stem) <= _NAME_MAX:
+        return f"{stem}.patch"
+    pr = _PR_SUFFIX.search(subject)
+    if pr is None:
+        return f"{stem[:_NAME_MAX]}.patch"
+    tail = f"-{pr.group(1)}"
+    return f"{stem[: _NAME_MAX - len(tail)].rstrip('.-')}{tail}.patch"
 
 
 def _names(

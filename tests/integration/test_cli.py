@@ -259,7 +259,15 @@ def test_a_patch_with_a_path_outside_the_tree_is_invalid_not_a_traceback(
     assert "invalid" in result.stdout and problem in result.stdout
 
 
-def test_fixes_show_the_services_latest_decisions(redis_url, tmp_path):
+def fixes_lines(text: str, series: str) -> list[str]:
+    """The first patch line under `series` in `carry fixes` output (none: an empty list)."""
+    lines = text.splitlines()
+    start = lines.index(f"  {series}") + 1
+    return [line for line in lines[start:] if line.startswith("    ")][:1]
+
+
+def test_fixes_show_each_patchs_status_and_decision_in_100_columns(redis_url, tmp_path):
+    """Before: one 243-column row per page with only the decision: a conflict read `keep`."""
     import redis
 
     from bot.core.state import PatchState, SeriesState
@@ -268,22 +276,34 @@ def test_fixes_show_the_services_latest_decisions(redis_url, tmp_path):
     patches_dir = REPO_ROOT / "patches"
     name = "0001-seed-decode-input-ids-before-async-scatter.patch"
     client = redis.Redis.from_url(redis_url)
-    state = SeriesState(id="async-inputs-main")
-    state.patches = [PatchState(name=name, status="contained", decision="drop")]
-    store.save_series(client, state)
+    for series_id, status, decision in [
+        ("async-inputs-main", "contained", "drop"),
+        ("async-inputs-v0.26.0", "conflict", "keep"),
+    ]:
+        state = SeriesState(id=series_id)
+        state.patches = [PatchState(name=name, status=status, decision=decision)]
+        store.save_series(client, state)
     env = {"REDIS_URL": redis_url}
     result = carry("fixes", "--patches-dir", str(patches_dir), env=env)
     assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if "async-inputs-main" in line)
-    assert row.rstrip().endswith("drop")
-    other = next(line for line in result.stdout.splitlines() if "async-inputs-v0.26.0" in line)
-    assert other.rstrip().endswith("none yet")
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100, result.stdout
+    header = result.stdout.splitlines()[0]
+    assert header.split() == ["FIX", "/", "SERIES", "/", "PATCH", "STATUS", "DECISION"]
+    (main,) = fixes_lines(result.stdout, "async-inputs-main")
+    (release,) = fixes_lines(result.stdout, "async-inputs-v0.26.0")
+    (unchecked,) = fixes_lines(result.stdout, "async-inputs-v0.30.0")
+    assert main.split() == [name, "contained", "drop"]
+    assert release.split() == [name, "conflict", "keep"]
+    assert unchecked.split() == [name, "not", "checked", "none", "yet"]
+    assert main.index("contained") == release.index("conflict") == header.index("STATUS")
+    assert "async-inputs: upstream vllm-project/vllm-gaudi#1919 (open)" in result.stdout
 
     away = carry(
         "fixes", "--patches-dir", str(patches_dir), env={"REDIS_URL": "redis://127.0.0.1:1/0"}
     )
     assert away.returncode == 0 and "latest decisions unknown" in away.stderr
-    assert "none yet" not in away.stdout and "unknown" in away.stdout
+    assert "none yet" not in away.stdout
+    assert fixes_lines(away.stdout, "async-inputs-main")[0].split() == [name, "unknown", "unknown"]
 
 
 def test_text_output_of_a_partial_says_which_hunk_upstream_lacks(make_repo, tmp_path):
@@ -318,12 +338,12 @@ def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
     patches_dir = str(REPO_ROOT / "patches")
     result = carry("fixes", "--patches-dir", patches_dir, env={"REDIS_URL": redis_url})
     assert result.returncode == 0, result.stderr
-    row = next(line for line in result.stdout.splitlines() if "async-inputs-main" in line)
-    assert "v0.26.0, v0.30.0 (waiting)" in row
+    assert "; releases v0.26.0, v0.30.0 (waiting)\n" in result.stdout
+    notes = " ".join(result.stdout.split())  # the notes wrap at 100 columns
     assert (
         "async-inputs v0.30.0: waiting: upstream has not cut it yet "
         "(async-inputs-v0.30.0 waits for refs/tags/v0.30.0)"
-    ) in result.stdout
+    ) in notes
     # The PLE page lists 20260906.1 (a carry VERSION, not an upstream release): said, not hidden.
     assert "ple-offload-semaphore 20260906.1: not carried" in result.stdout
 
@@ -331,3 +351,223 @@ def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
     bare = carry("fixes", "--patches-dir", patches_dir, env=env)
     assert bare.returncode == 0 and "release lines unknown" in bare.stderr
     assert "(waiting)" not in bare.stdout and "not carried" not in bare.stdout
+
+
+# ---------------------------------------------------------------- no tracebacks, flags as written
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--log-level", "verbose", "fixes"],
+        ["fixes", "--log-level", "verbose"],
+        ["--log-level", "verbose", "demo"],
+    ],
+)
+def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(args):
+    result = carry(*args, "--patches-dir", str(REPO_ROOT / "patches"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(
+        "argument --log-level: unknown level 'verbose' "
+        "(choose from debug, info, warning, error, critical)"
+    )
+
+
+def test_log_level_is_taken_after_the_command_and_has_help(series, tmp_path):
+    up, patches = series
+    args = check_args(up, patches, tmp_path, exit_code=False)
+    said = "checked 2 patches on"  # the engine's INFO line
+    after = carry(*args, "--log-level", "info")
+    assert after.returncode == 0, after.stderr
+    assert said in after.stderr  # the level given after the command's name is the one used
+    before = carry("--log-level", "INFO", *args)
+    assert said in before.stderr  # and one given before it is not undone by a default
+    assert said not in carry(*args).stderr
+    assert "level of carry's log lines on stderr: debug, info" in carry("--help").stdout
+    assert "--log-level LEVEL" in carry("check", "--help").stdout
+
+
+@pytest.mark.parametrize("json_output", [True, False])
+def test_a_closed_pipe_ends_the_check_quietly(series, tmp_path, json_output):
+    """`carry check ... --json | head -c 300`: the reader is gone before carry writes (the
+    read end is closed before carry starts), and carry stops as `cat` would, killed by SIGPIPE,
+    with nothing on stderr."""
+    import signal
+
+    up, patches = series
+    args = check_args(up, patches, tmp_path, exit_code=False) + (["--json"] if json_output else [])
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", *args],
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    os.close(write_end)
+    _, stderr = proc.communicate(timeout=120)
+    assert stderr == ""
+    assert proc.returncode == -signal.SIGPIPE
+
+
+def test_patch_takes_several_files_after_one_flag(series, tmp_path):
+    up, patches = series
+    base = ["check", "--repo", str(up.path), "--head", "main", "--cache-dir", str(tmp_path / "c")]
+    together = carry(*base, "--json", "--patch", *map(str, patches))
+    assert together.returncode == 0, together.stderr
+    repeated = carry(*check_args(up, patches, tmp_path, exit_code=False), "--json")
+    assert json.loads(together.stdout) == json.loads(repeated.stdout)
+    assert [p["patch"] for p in json.loads(together.stdout)["patches"]] == list(map(str, patches))
+
+
+def test_demo_help_names_carry_demo():
+    assert carry("demo", "--help").stdout.startswith("usage: carry demo ")
+    bad = carry("demo", "--no-such-option")
+    assert "carry demo: error: unrecognized arguments: --no-such-option" in bad.stderr
+    module = subprocess.run(
+        [sys.executable, "-m", "bot.demo", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=60,
+    )
+    assert module.returncode == 0 and module.stdout.startswith("usage: python -m bot.demo ")
+
+
+@pytest.mark.parametrize("command", ["run", "web"])
+def test_a_taken_port_is_one_line_before_anything_starts(command, redis_url, tmp_path):
+    """Before: `carry run` printed the dashboard's URL, then uvicorn's bind error as JSON, then
+    two poll warnings, and exited 1."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"REDIS_URL": redis_url, "CARRY_WEBHOOK_SECRET": "s" * 32}
+        result = carry(command, "--port", str(port), env=env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"carry: error: cannot listen on 127.0.0.1:{port}: Address already in use "
+        "(give another --port)\n"
+    )
+    assert result.stdout == ""
+
+
+# ---------------------------------------------------------------- --write-refreshed
+
+FIX_PAGE = """\
+# value-fix
+
+Make values safe.
+
+| Field | Value |
+|---|---|
+| Affects | every widget |
+| Releases | v1.0 |
+| Patches | {patches} |
+| Upstream | not-filed |
+| Test | none |
+
+## Problem
+
+P.
+
+## Symptom
+
+S.
+
+## Who is affected
+
+W.
+
+## The fix
+
+F.
+
+## Verify
+
+V.
+"""
+
+
+def series_dir(series, tmp_path: Path, name: str = "values") -> tuple[Path, str]:
+    """The fixture's two patches (0001 applies on main with its context moved, 0002 conflicts)
+    as a series verified on main's first commit, the `# base:` `--write-refreshed` makes stale."""
+    up, patches = series
+    directory = tmp_path / "patches" / name
+    directory.mkdir(parents=True)
+    for patch in patches:
+        (directory / patch.name).write_bytes(patch.read_bytes())
+    listed = "; ".join(f"{p.name}: mod.py" for p in patches)
+    (directory / "value-fix.md").write_text(FIX_PAGE.replace("{patches}", listed))
+    base = up.git("rev-parse", "main~1").strip()
+    (directory / "series").write_text(f"# base: {base}\n" + "".join(f"{p.name}\n" for p in patches))
+    return directory, base
+
+
+def test_write_refreshed_says_what_it_rewrote_and_moves_the_series_base(series, tmp_path):
+    """Before: the patch file was rewritten without a word, and `# base:` kept naming the
+    commit the rewritten patch no longer fits."""
+    up, patches = series
+    directory, base = series_dir(series, tmp_path)
+    first = directory / patches[0].name
+    carried = first.read_bytes()
+    result = carry(
+        "check",
+        *("--repo", str(up.path), "--head", "main", "--series", str(directory)),
+        *("--write-refreshed", "--json", "--cache-dir", str(tmp_path / "c")),
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)  # what carry says goes to stderr: stdout stays JSON
+    head = up.head("main")
+    assert report["base"] == base and report["head"] == head
+    assert first.read_bytes() != carried
+    assert (directory / patches[1].name).read_bytes() == patches[1].read_bytes()  # conflict
+    assert result.stderr.splitlines() == [
+        f"carry: rewrote {first}: its context moved on {head[:12]}",
+        f"carry: {directory / 'series'}: base is now {head[:12]} (was {base[:12]}): "
+        "the series was checked on it",
+    ]
+    assert (directory / "series").read_text().splitlines()[0] == f"# base: {head}"
+    again = carry(*check_args(up, [], tmp_path, exit_code=False), "--series", str(directory))
+    assert " applies " in again.stdout.splitlines()[1], again.stdout  # as is, now
+
+
+def test_write_refreshed_of_part_of_a_series_removes_its_base(series, tmp_path):
+    up, patches = series
+    directory, base = series_dir(series, tmp_path)
+    first = directory / patches[0].name
+    result = carry(
+        *check_args(up, [first], tmp_path, exit_code=False), "--write-refreshed", "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"carry: rewrote {first}: its context moved on {up.head('main')[:12]}",
+        f"carry: {directory / 'series'}: removed base {base[:12]}: {first.name} now fits the "
+        "head, the series' other patches were not checked there (check it with --series DIR "
+        "to record the head as its base)",
+    ]
+    assert (directory / "series").read_text() == "".join(f"{p.name}\n" for p in patches)
+
+
+def test_json_base_is_the_base_given_or_null(series, tmp_path):
+    """`base` is the base the check used (--base, else the series' `# base:`), never the head."""
+    up, patches = series
+    loose = carry(*check_args(up, patches, tmp_path, exit_code=False), "--json")
+    report = json.loads(loose.stdout)
+    assert report["base"] is None and report["head"] == up.head("main")
+    directory, base = series_dir(series, tmp_path)
+    args = ["--repo", str(up.path), "--head", "main", "--cache-dir", str(tmp_path / "c")]
+    from_series = json.loads(carry("check", *args, "--series", str(directory), "--json").stdout)
+    assert from_series["base"] == base != from_series["head"]
+    given = up.git("rev-parse", "main~1").strip()
+    assert (
+        json.loads(
+            carry("check", *args, "--patch", str(patches[0]), "--base", "main~1", "--json").stdout
+        )["base"]
+        == given
+    )

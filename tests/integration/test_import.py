@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli import main
+from bot.core.fixpage import is_patch_name
 from bot.core.seriesfile import parse_series
 from bot.importer import patch_name, slug
 from bot.series_loader import load_series
@@ -532,6 +533,37 @@ def test_names_follow_git_format_patch(
         repo.commit("Base", {"a": "1\n"})
         repo.commit(subject, {"a": "2\n"})
         assert [p.name for p in repo.format_patch("HEAD~1..HEAD", tmp_path / "o")] == [expected]
+
+
+@pytest.mark.parametrize(
+    ("subject", "git_cuts_to", "expected"),
+    [
+        (
+            "[Bugfix] Seed decode input ids before async scatte (#1609)",
+            "0001-Bugfix-Seed-decode-input-ids-before-async-scatte-160.patch",
+            "0001-Bugfix-Seed-decode-input-ids-before-async-scatt-1609.patch",
+        ),
+        (
+            "[Bugfix] Seed decode input ids before the async scatter on HPU (#12).",
+            "0001-Bugfix-Seed-decode-input-ids-before-the-async-scatte.patch",
+            "0001-Bugfix-Seed-decode-input-ids-before-the-async-sca-12.patch",
+        ),
+    ],
+)
+def test_a_cut_name_keeps_the_pr_number_whole(
+    subject: str, git_cuts_to: str, expected: str, make_repo, tmp_path: Path
+) -> None:
+    """git format-patch cuts names to 63 characters, whatever they end with: `(#1609)` became
+    `160`, `(#12)` went. carry cuts the words before the PR number instead (a name that fits
+    is git's)."""
+    repo = make_repo("cut")
+    repo.commit("Base", {"a": "1\n"})
+    repo.commit(subject, {"a": "2\n"})
+    assert [p.name for p in repo.format_patch("HEAD~1..HEAD", tmp_path / "o")] == [git_cuts_to]
+    name = patch_name(1, subject)
+    assert name == expected
+    assert len(name) == len(git_cuts_to) and is_patch_name(name)
+    assert patch_name(1, "Short subject (#1609)") == "0001-Short-subject-1609.patch"
 
 
 def test_series_file_is_rewritten_without_the_awaiting_line(

@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 
 from bot.core.fixpage import UpstreamEntry, UpstreamRef
-from bot.fixes import NO_DECISION, Carrier, FixRow, fix_rows, release_line, render_fix_table
+from bot.fixes import (
+    NO_DECISION,
+    NOT_CHECKED,
+    Carrier,
+    FixRow,
+    PatchRow,
+    Verdict,
+    fix_rows,
+    release_line,
+    render_fix_table,
+)
 from bot.series_loader import (
     AWAITING_IMPORT,
     READY,
@@ -381,44 +391,65 @@ def test_fix_rows(tmp_path: Path) -> None:
             "gaudi-main",
             "vllm-project/vllm-gaudi#1919 (open)",
             "v0.26.0",
-            PATCH,
-            NO_DECISION,
+            (PatchRow(PATCH, NOT_CHECKED, NO_DECISION),),
         ),
         FixRow(
             "ple",
             "ple-pr (awaiting import)",
             "vllm-project/vllm-gaudi#1919 (closed)",
             "v0.26.0",
-            "0002-reset.patch",
-            "awaiting import",
+            (PatchRow("0002-reset.patch", "awaiting import", "-"),),
         ),
     ]
 
 
-def test_fix_rows_decisions(tmp_path: Path) -> None:
+def test_fix_rows_verdicts(tmp_path: Path) -> None:
     loaded = fixes_series(tmp_path)
-    by_series = fix_rows(loaded, {f"gaudi-main/{PATCH}": "applied cleanly", PATCH: "dropped"})
-    assert by_series[0].decision == "applied cleanly"
-    assert fix_rows(loaded, {PATCH: "conflict"})[0].decision == "conflict"
+    verdicts = {f"gaudi-main/{PATCH}": Verdict("conflict", "keep"), PATCH: Verdict("x", "y")}
+    assert fix_rows(loaded, verdicts)[0].patches == (PatchRow(PATCH, "conflict", "keep"),)
+    assert fix_rows(loaded, {PATCH: Verdict("contained", "drop")})[0].patches[0].decision == (
+        "drop"
+    )
+    unknown = fix_rows(loaded, unknown=True)
+    assert unknown[0].patches == (PatchRow(PATCH, "unknown", "unknown"),)
+    assert Verdict.shown("pending", "none") == Verdict(NOT_CHECKED, NO_DECISION)
 
 
 def test_render_fix_table(tmp_path: Path) -> None:
-    table = render_fix_table(fix_rows(fixes_series(tmp_path)))
-    assert table.splitlines()[0].split() == [
-        "FIX",
-        "SERIES",
-        "UPSTREAM",
-        "RELEASES",
-        "PATCHES",
-        "LATEST",
-        "DECISION",
-    ]
-    assert table.splitlines()[2] == (
-        "async-inputs  gaudi-main                vllm-project/vllm-gaudi#1919 (open)    "
-        "v0.26.0   0001-seed.patch   none yet"
+    verdicts = {f"gaudi-main/{PATCH}": Verdict("conflict", "keep")}
+    table = render_fix_table(fix_rows(fixes_series(tmp_path), verdicts))
+    assert table == (
+        "FIX / SERIES / PATCH  STATUS           DECISION\n"
+        "async-inputs: upstream vllm-project/vllm-gaudi#1919 (open); releases v0.26.0\n"
+        "  gaudi-main\n"
+        "    0001-seed.patch   conflict         keep\n"
+        "\n"
+        "ple: upstream vllm-project/vllm-gaudi#1919 (closed); releases v0.26.0\n"
+        "  ple-pr (awaiting import)\n"
+        "    0002-reset.patch  awaiting import  -\n"
     )
     assert render_fix_table([]).endswith("(no fix pages)\n")
-    assert table == render_fix_table(fix_rows(fixes_series(tmp_path / "again")))
+
+
+def test_fix_table_fits_100_columns() -> None:
+    """Long names and notes wrap or move to lines of their own; the verdicts stay aligned."""
+    long_name = "0001-" + "x" * 80 + ".patch"  # 95 columns with its indent
+    row = FixRow(
+        "fix",
+        "series",
+        "owner/repo#1 (closed, superseded by owner/repo#2) " + "and a long story " * 8,
+        "v1.0 (not carried)",
+        (PatchRow(long_name, "upstream-version", "review"), PatchRow(PATCH, "applies", "keep")),
+        ("fix v1.0: not carried: " + "a reason in many words " * 10,),
+    )
+    table = render_fix_table([row])
+    assert max(len(line) for line in table.splitlines()) <= 100, table
+    lines = table.splitlines()
+    at = lines.index(f"    {long_name}")
+    assert lines[at + 1].split() == ["upstream-version", "review"]
+    status_column = lines[0].index("STATUS")
+    assert lines[at + 1].index("upstream-version") == status_column
+    assert lines[at + 2].index("applies") == status_column
 
 
 # ---------------------------------------------------------------- the real series in patches/
