@@ -8,7 +8,6 @@ views are those of bot.web.api, so every page has a JSON twin.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -393,7 +392,6 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["short"] = lambda sha: (sha or "")[:12]
     env.filters["ref_words"] = ref_words
-    env.filters["compact_json"] = lambda value: json.dumps(value, default=str)
     env.filters["words"] = field_words
     return env
 
