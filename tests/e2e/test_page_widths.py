@@ -83,7 +83,7 @@ def run_ids(client: redis.Redis) -> list[str]:
 
 
 def every_page(client: redis.Redis) -> list[str]:
-    paths = ["/", "/events", "/events?outcome=problem", "/runners"]
+    paths = ["/", "/events", "/events?outcome=problem", "/runners", "/runs"]
     for state in store.all_series(client):
         paths.append(f"/series/{state.id}")
         paths += [docs.patch_url(state.id, p.name) for p in state.patches]
