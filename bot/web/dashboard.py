@@ -26,6 +26,7 @@ from fastapi.staticfiles import StaticFiles
 from markupsafe import Markup, escape
 
 from bot.config import CarryConfig
+from bot.core.publishing import PublishStep
 from bot.store.deliveries import recent_deliveries
 from bot.store.series import UPDATES_CHANNEL, all_series, load_series
 from bot.web.access import SESSION_COOKIE, Access
@@ -390,6 +391,7 @@ def _environment() -> jinja2.Environment:
         url_patch=lambda sid, name: f"/series/{quote(sid, safe='')}/patches/{quote(name, safe='')}",
         url_run=lambda rid: f"/runs/{quote(rid, safe='')}",
         markdown=render_markdown,
+        step_of=PublishStep.from_fields,
         ago=lambda iso: age_text(age_seconds(iso)) or iso,
     )
     env.filters["short"] = lambda sha: (sha or "")[:12]
