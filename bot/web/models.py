@@ -108,6 +108,9 @@ class _SeriesFields(ApiModel):
     attention: list[AttentionOut]
     pr: PrOut | None
     ci: dict[str, CiOut]
+    # The patch files in the series directory (series order), checked or not; None where the
+    # directory cannot be read (no configuration, no directory, problems).
+    patch_files: list[str] | None = None
 
 
 class SeriesSummaryOut(_SeriesFields):

@@ -229,6 +229,12 @@ class FixPages:
             return {}
         return {name: page for page in loaded.pages for name in page.patch_names}
 
+    def patch_files(self, series_id: str) -> list[str] | None:
+        """The patch files of the series directory, in series order; None when it cannot be
+        read (no configuration, no directory, problems)."""
+        loaded = self._load(series_id)
+        return None if isinstance(loaded, str) else list(loaded.patch_names)
+
     def lookup(self, series_id: str, patch: str) -> FixPageFound:
         loaded = self._load(series_id)
         if isinstance(loaded, str):
@@ -404,17 +410,24 @@ def _summary_fields(state: SeriesState) -> dict[str, Any]:
 
 
 def series_summary(
-    state: SeriesState, pages: Mapping[str, FixPage] | None = None
+    state: SeriesState,
+    pages: Mapping[str, FixPage] | None = None,
+    patch_files: list[str] | None = None,
 ) -> SeriesSummaryOut:
     found = pages or {}
     patches = [patch_out(p, found.get(p.name), web_host(state)) for p in state.patches]
-    return SeriesSummaryOut(**_summary_fields(state), patches=patches)
+    return SeriesSummaryOut(**_summary_fields(state), patches=patches, patch_files=patch_files)
 
 
-def series_full(state: SeriesState, pages: Mapping[str, FixPage] | None = None) -> SeriesOut:
+def series_full(
+    state: SeriesState,
+    pages: Mapping[str, FixPage] | None = None,
+    patch_files: list[str] | None = None,
+) -> SeriesOut:
     found = pages or {}
     return SeriesOut(
         **_summary_fields(state),
+        patch_files=patch_files,
         patches=[patch_state_out(p, found.get(p.name), web_host(state)) for p in state.patches],
         checked_head=state.checked_head,
         checked_digest=state.checked_digest,
@@ -438,7 +451,9 @@ def series_list(
     """Every series, those that need attention first, then by id; and carry's own health."""
     states = sorted(all_series(client), key=lambda s: (not s.needs_attention, s.id))
     return SeriesListOut(
-        series=[series_summary(s, fix_pages.pages_of(s.id)) for s in states],
+        series=[
+            series_summary(s, fix_pages.pages_of(s.id), fix_pages.patch_files(s.id)) for s in states
+        ],
         health=carry_health(client, config),
     )
 
@@ -451,7 +466,8 @@ def require_series(client: redis.Redis, series_id: str) -> SeriesState:
 
 
 def series_detail(client: redis.Redis, series_id: str, fix_pages: FixPages) -> SeriesOut:
-    return series_full(require_series(client, series_id), fix_pages.pages_of(series_id))
+    state = require_series(client, series_id)
+    return series_full(state, fix_pages.pages_of(series_id), fix_pages.patch_files(series_id))
 
 
 def _entry_out(entry: dict[str, Any]) -> HistoryEntryOut:
