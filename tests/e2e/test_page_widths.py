@@ -7,12 +7,14 @@ output of several lines is preformatted text, never one paragraph."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from playwright.sync_api import Browser, Page, sync_playwright
@@ -147,6 +149,14 @@ def test_every_page_of_the_demo_fits_1280_px_with_its_toggles_open(
     assert f"/series/{DEMO_SERIES}" in paths and any(p.startswith("/runs/") for p in paths)
     with serve(create_app(config, settings, client)) as site:
         measured = measure_all(browser, site, paths)
+        kept = next(p.name for p in store.all_series(client)[0].patches if p.decision == "keep")
+        fix_page = httpx.get(f"{site}{docs.patch_url(DEMO_SERIES, kept)}", timeout=10).text
+    # The demo carries its fixes on upstream PR #1 (failed on f87f93e: "main: not carried").
+    releases = re.findall(r"<li>(main: [^<]*)</li>", fix_page)
+    assert releases == [
+        "main: on a PR: calc-fixes carries it on upstream PR #1; a PR names no release, so "
+        "carry does not match it to main"
+    ]
     too_wide = [(m.path, m.width) for m in measured if m.width > WIDTH]
     assert too_wide == []
     shown_raw = [(m.path, m.raw) for m in measured if m.raw]
