@@ -47,6 +47,7 @@ class Carrier:
     patches: str  # its directory's name under the patches directory
     release: str | None  # the upstream release its base sits on (a tag, a release branch)
     waiting_for: str | None = None  # the ref upstream has not created yet (the service's state)
+    pull: int | None = None  # the upstream PR it sits on, for a PR base (which names no release)
 
 
 def carrier_of(
@@ -59,7 +60,7 @@ def carrier_of(
     if base.tag_pattern and head_ref.startswith("refs/tags/"):
         release = head_ref.removeprefix("refs/tags/")
     waiting = state.waiting_for_ref if state is not None else None
-    return Carrier(series_id, directory, release, waiting)
+    return Carrier(series_id, directory, release, waiting, base.pull)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def fix_rows(
 @dataclass(frozen=True)
 class ReleaseLine:
     release: str
-    mark: str  # "" when carried; else "waiting" or "not carried"
+    mark: str  # "" when carried; else "waiting", "on a PR" or "not carried"
     reason: str | None  # why, when it is not carried
 
     def note(self, fix: str) -> str | None:
@@ -125,6 +126,11 @@ def release_line(fix: str, release: str, carriers: Sequence[Carrier]) -> Release
     if on_it:
         waiting = ", ".join(f"{c.series_id} waits for {c.waiting_for}" for c in on_it)
         return ReleaseLine(release, "waiting", f"upstream has not cut it yet ({waiting})")
+    on_prs = [c for c in carriers if c.pull is not None and c.release is None]
+    if on_prs:
+        who = ", ".join(f"{c.series_id} carries it on upstream PR #{c.pull}" for c in on_prs)
+        why = f"{who}; a PR names no release, so carry does not match it to {release}"
+        return ReleaseLine(release, "on a PR", why)
     why = (
         f"no configured series with a page of {fix} sits on an upstream release named "
         f"{release} (base {{tag: {release}}} or a branch ending in it)"

@@ -8,8 +8,11 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from bot.core import proposal
 from bot.core import transitions as tr
+from bot.core.publishing import PublishStep, publish_step
 from bot.core.render import next_version, pr_body, pr_title
+from bot.core.state import SeriesState
 from bot.store import series as store
 from workers.publish_github import publish as publish_on_github
 from workers.runtime import Runtime
@@ -41,13 +44,15 @@ def publish(
     proposal = {"changed": changed, "title": title, "body": body, "version": version}
     proposal["head"] = head_sha
     if rt.settings.github_auth == "none":
-        note = "proposal ready; read-only mode (no GitHub credentials): nothing pushed"
+        step = would_do(rt, state, version)
+        note = f"read-only mode (no GitHub credentials), nothing pushed; carry would {step.words}"
+        said = step.fields()
         store.update_series(
             rt.redis,
             series_id,
             lambda fresh: tr.published(fresh, None, None, note),
             also=lambda pipe: store.queue_history(
-                pipe, series_id, "proposal", read_only=True, **proposal
+                pipe, series_id, "proposal", read_only=True, **proposal, **said
             ),
         )
         return
@@ -55,3 +60,19 @@ def publish(
     # then refuses it.
     store.append_history(rt.redis, series_id, "proposal", read_only=False, **proposal)
     publish_on_github(rt, state, title, body, version, changed, tree)
+
+
+def would_do(rt: Runtime, state: SeriesState, version: str | None) -> PublishStep:
+    """What the publisher on GitHub would do with this result: the same proposal and the
+    same decision, with the downstream checkout standing for the downstream branch and carry's
+    PR as carry last knew it (read-only mode pushes no branch)."""
+    series = rt.config.series_by_id(state.id)
+    directory = rt.patches_root / series.patches
+    files = sorted(directory.iterdir()) if directory.is_dir() else []
+    current = {p.name: p.read_bytes() for p in files if p.is_file()}
+    stash = store.refreshed(
+        rt.redis, state.id, state.checked_head or "", state.checked_digest or ""
+    )
+    plan = proposal.build(current, state, stash, version, datetime.now(UTC).date())
+    pr = state.pr.number if state.pr is not None and state.pr.state == "open" else None
+    return publish_step(files=plan.files, open_pr=pr, branch_exists=False, outcome=state.outcome)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from bot.core import proposal
 from bot.core import transitions as tr
+from bot.core.publishing import Step, publish_step
 from bot.core.render import conflict_report, kept_commits_comment
 from bot.core.state import PrInfo, SeriesState
 from bot.git.downstream import BranchCommit, Downstream
@@ -72,13 +73,24 @@ def publish(
     )
     plan = proposal.build(current, state, stash, version, datetime.now(UTC).date())
     pull = forge.find_open_pull(branch)
-    if not plan.files and pull is None and state.outcome not in ("conflict", "review"):
+    step = publish_step(
+        files=plan.files,
+        open_pr=pull.number if pull is not None else None,
+        branch_exists=branch in heads,
+        outcome=state.outcome,
+    )
+    if step.step is Step.NOTHING:
         store.append_history(
-            rt.redis, state.id, "published", result="nothing to propose", head=state.checked_head
+            rt.redis,
+            state.id,
+            "published",
+            result="nothing to propose",
+            reason=step.reason,
+            head=state.checked_head,
         )
         return
-    if not plan.files and pull is None and branch not in heads:
-        _report_without_pr(rt, state)  # a conflict or review with no file to propose
+    if step.step is Step.REPORT:
+        _report_without_pr(rt, state, step.reason)  # a conflict or review with no file to propose
         return
     on_branch = downstream.read_dir(heads[branch], directory) if branch in heads else None
     if on_branch is not None and proposal.same_patches(
@@ -244,12 +256,13 @@ def _conflict_comment(forge: ForgePort, number: int, state: SeriesState) -> None
     )
 
 
-def _report_without_pr(rt: Runtime, state: SeriesState) -> None:
+def _report_without_pr(rt: Runtime, state: SeriesState, reason: str) -> None:
     store.append_history(
         rt.redis,
         state.id,
         "published",
         result="needs attention, but nothing to push: see the dashboard",
+        reason=reason,
         outcome=state.outcome,
         head=state.checked_head,
     )

@@ -307,3 +307,34 @@ def take_slot(client: redis.Redis, kind: str, run_id: str, limit: int, ttl_s: in
 
 def free_slot(client: redis.Redis, kind: str, run_id: str) -> None:
     client.zrem(_slots_key(kind), run_id)
+
+
+# What a list of runs shows of each: not its payload (the job, with every patch) nor its checks.
+RUN_LIST_FIELDS: Final = (
+    "series",
+    "kind",
+    "runner",
+    "head_sha",
+    "state",
+    "detail",
+    "attempt",
+    "created_at",
+    "updated_at",
+)
+
+
+def all_runs(client: redis.Redis, batch: int = 500) -> list[dict[str, str]]:
+    """Every run's record (RUN_LIST_FIELDS, its id as "run_id"), in no particular order."""
+    prefix = f"{CI}run:"
+    keys = [as_text(key) for key in client.scan_iter(f"{prefix}*", count=batch)]
+    out: list[dict[str, str]] = []
+    for start in range(0, len(keys), batch):
+        chunk = keys[start : start + batch]
+        pipe = client.pipeline(transaction=False)
+        for key in chunk:
+            pipe.hmget(key, list(RUN_LIST_FIELDS))
+        for key, values in zip(chunk, pipe.execute(), strict=True):
+            if any(v is not None for v in values):  # gone between SCAN and HMGET
+                record = {f: as_text(v) for f, v in zip(RUN_LIST_FIELDS, values, strict=True)}
+                out.append({"run_id": key.removeprefix(prefix), **record})
+    return out

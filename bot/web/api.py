@@ -11,6 +11,7 @@ import redis
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, field_validator
 
 from bot.config import CarryConfig
 from bot.store.series import HISTORY_MAXLEN
@@ -24,17 +25,22 @@ from bot.web.models import (
     RunLogOut,
     RunnersOut,
     RunOut,
+    RunsFilterOut,
+    RunsOut,
     SeriesListOut,
     SeriesOut,
 )
 from bot.web.timeline import Outcome
 from bot.web.views import (
+    RUN_RESULTS,
+    RUNS_PAGE,
     FixPages,
     NotFound,
     find_run,
     patch_detail,
     run_log,
     runners_view,
+    runs_view,
     series_detail,
     series_history,
     series_list,
@@ -43,6 +49,31 @@ from bot.web.views import (
 # Celery's Redis transport keeps one list per priority step beside the plain queue name.
 _STREAM_ID = r"^(-|[0-9]+(-[0-9]+)?)$"
 _ENTRY_ID = r"^[0-9]+-[0-9]+$"  # one history entry's stream id
+
+
+class RunsQuery(BaseModel):
+    """The filters of the list of runs, as query parameters (the page's form sends "" for
+    any)."""
+
+    series: str | None = Field(None, max_length=200)
+    runner: str | None = Field(None, max_length=200)
+    head: Annotated[str, Field(pattern=r"^[0-9a-fA-F]{0,40}$")] | None = None
+    result: str | None = Field(None, max_length=40)
+
+    @field_validator("result")
+    @classmethod
+    def _known_result(cls, value: str | None) -> str | None:
+        if value and value not in RUN_RESULTS:
+            raise ValueError(f"unknown result {value!r}: one of {', '.join(RUN_RESULTS)}")
+        return value
+
+    def filters(self) -> RunsFilterOut:
+        return RunsFilterOut(
+            series=self.series or None,
+            runner=self.runner or None,
+            head=self.head.lower() if self.head else None,
+            result=self.result or None,
+        )
 
 
 # --------------------------------------------------------------------------- the router
@@ -116,6 +147,16 @@ def api_router(
     @router.get("/runners", response_model=RunnersOut)
     def get_runners() -> RunnersOut:
         return runners_view(client, config)
+
+    @router.get("/runs", response_model=RunsOut)
+    def get_runs(
+        chosen: Annotated[RunsQuery, Query()],
+        page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+        per_page: Annotated[int, Query(ge=1, le=500)] = RUNS_PAGE,
+    ) -> RunsOut:
+        """Every hardware run, newest request first; `series`, `runner` (a kind or a runner's
+        name), `head` (a prefix of the upstream head) and `result` keep those that match."""
+        return runs_view(client, chosen.filters(), page, per_page)
 
     @router.get("/runs/{run_id}", response_model=RunOut, responses=_NOT_FOUND)
     def get_run(run_id: SeriesId) -> RunOut | JSONResponse:

@@ -8,7 +8,6 @@ views are those of bot.web.api, so every page has a JSON twin.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -27,9 +26,11 @@ from fastapi.staticfiles import StaticFiles
 from markupsafe import Markup, escape
 
 from bot.config import CarryConfig
+from bot.core.publishing import PublishStep
 from bot.store.deliveries import recent_deliveries
 from bot.store.series import UPDATES_CHANNEL, all_series, load_series
 from bot.web.access import SESSION_COOKIE, Access
+from bot.web.api import RunsQuery
 from bot.web.models import AttentionOut, PatchOut, SeriesListOut, SeriesSummaryOut
 from bot.web.timeline import OUTCOME_WORDS, Outcome, by_head, field_words
 from bot.web.views import (
@@ -43,6 +44,7 @@ from bot.web.views import (
     patch_out,
     run_log,
     runners_view,
+    runs_view,
     series_detail,
     series_history,
     series_list,
@@ -389,11 +391,11 @@ def _environment() -> jinja2.Environment:
         url_patch=lambda sid, name: f"/series/{quote(sid, safe='')}/patches/{quote(name, safe='')}",
         url_run=lambda rid: f"/runs/{quote(rid, safe='')}",
         markdown=render_markdown,
+        step_of=PublishStep.from_fields,
         ago=lambda iso: age_text(age_seconds(iso)) or iso,
     )
     env.filters["short"] = lambda sha: (sha or "")[:12]
     env.filters["ref_words"] = ref_words
-    env.filters["compact_json"] = lambda value: json.dumps(value, default=str)
     env.filters["words"] = field_words
     return env
 
@@ -565,6 +567,26 @@ class Dashboard:
             live=Live(series=run.series or "", run=run_id),
         )
 
+    def runs(self, chosen: RunsQuery, page: int) -> HTMLResponse:
+        """Every hardware run, newest first, a page at a time, filtered as the query says."""
+        view = runs_view(self.client, chosen.filters(), page)
+        query = {k: v for k, v in view.filters.model_dump().items() if v}
+
+        def page_url(number: int) -> str:
+            return "/runs?" + urlencode({**query, "page": number})
+
+        return self.pages.render(
+            "runs.html",
+            title="Runs",
+            nav="runs",
+            json_url="/api/v1/runs"
+            + (f"?{urlencode({**query, 'page': page})}" if query or page > 1 else ""),
+            view=view,
+            newer=page_url(page - 1) if page > 1 else None,
+            older=page_url(page + 1) if page < view.pages else None,
+            live=Live(poll_s=15),
+        )
+
     def runners(self) -> HTMLResponse:
         return self.pages.render(
             "runners.html",
@@ -665,6 +687,13 @@ def dashboard_router(
     @router.get("/runs/{run_id}", dependencies=pages)
     def run(run_id: str) -> HTMLResponse:
         return _guarded(lambda: board.run(run_id), board.pages)
+
+    @router.get("/runs", dependencies=pages)
+    def runs(
+        chosen: Annotated[RunsQuery, Query()],
+        page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    ) -> HTMLResponse:
+        return board.runs(chosen, page)
 
     @router.get("/runners", dependencies=pages)
     def runners() -> HTMLResponse:

@@ -108,6 +108,9 @@ class _SeriesFields(ApiModel):
     attention: list[AttentionOut]
     pr: PrOut | None
     ci: dict[str, CiOut]
+    # The patch files in the series directory (series order), checked or not; None where the
+    # directory cannot be read (no configuration, no directory, problems).
+    patch_files: list[str] | None = None
 
 
 class SeriesSummaryOut(_SeriesFields):
@@ -239,3 +242,41 @@ class RunLogOut(ApiModel):
     run_id: str
     after: str
     lines: list[RunLogLineOut]
+
+
+class RunRowOut(ApiModel):
+    """One hardware run as the list of runs shows it."""
+
+    run_id: str
+    series: str
+    kind: str  # the runner kind it was requested for
+    runner: str  # the runner that took it ("" before one did)
+    head_sha: str
+    result: str  # its state: waiting-approval | queued | running | success | failure | ...
+    finished: bool
+    detail: str
+    attempt: int
+    requested_at: str | None
+    updated_at: str | None
+    duration_s: int | None  # from request to result; so far, for a run not finished
+    duration: str | None
+    age: str | None  # how long ago it was requested, in words
+
+
+class RunsFilterOut(ApiModel):
+    series: str | None = None
+    runner: str | None = None  # a runner kind or a runner's name
+    head: str | None = None  # a prefix of the upstream head
+    result: str | None = None
+
+
+class RunsOut(ApiModel):
+    runs: list[RunRowOut]  # newest request first
+    filters: RunsFilterOut
+    total: int  # runs that match the filters
+    page: int
+    pages: int
+    per_page: int
+    series_ids: list[str]  # what the filters can choose from, over every run
+    kinds: list[str]
+    results: list[str]

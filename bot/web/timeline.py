@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, get_args
 
+from bot.core.publishing import PublishStep
+
 LIMIT: Final = 300
 # Fields for machines (idempotency keys, content digests, delivery ids): shown under details.
 MACHINE_FIELDS: Final = frozenset(
@@ -47,6 +49,15 @@ def _published(d: Mapping[str, Any]) -> str:
     return f"PR #{d['pr']} updated for {_short(d.get('head'))}: {what}"
 
 
+def _proposal(d: Mapping[str, Any]) -> str:
+    if not d.get("read_only", True):
+        return f"PR text ready to post: {d['title']}"
+    step = PublishStep.from_fields(d)
+    if step is None:  # recorded before carry said what it would do
+        return f"PR proposed (read-only mode, nothing pushed): {d['title']}"
+    return f"read-only mode, nothing pushed; carry would {step.words}: {step.reason}"
+
+
 SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
     "rebased": _rebased,
     "decision": _decision,
@@ -67,11 +78,7 @@ SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
     "waiting-for-ref": lambda d: f"waiting for upstream to create {d.get('ref')}",
     "ref-appeared": lambda d: f"{d.get('ref')} appeared upstream",
     "successor-proposed": lambda d: str(d.get("summary", "")),
-    "proposal": lambda d: (
-        f"PR proposed (read-only mode, nothing pushed): {d['title']}"
-        if d.get("read_only", True)
-        else f"PR text ready to post: {d['title']}"
-    ),
+    "proposal": lambda d: _proposal(d),
     "ci-started": lambda d: (
         f"{d['run_id']} started on {d['runner']}"
         + (f" (attempt {d['attempt']})" if d.get("attempt", 1) > 1 else "")

@@ -14,11 +14,13 @@ from typing import Any, Final
 import redis
 
 from bot.config import BaseSpec, CarryConfig
+from bot.core.ci_plan import FINAL_STATES
 from bot.core.fixpage import FixPage, UpstreamEntry
-from bot.core.state import CiState, PatchState, PrInfo, SeriesState
+from bot.core.state import CiState, CiStatus, PatchState, PrInfo, SeriesState
 from bot.fixes import carrier_of, release_line
 from bot.series_loader import LoadedSeries, SeriesInvalid
 from bot.series_loader import load_series as load_series_dir
+from bot.store.ci_runs import all_runs
 from bot.store.metrics import queue_depths, rate_limit_seen
 from bot.store.runners import runlog, runners
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series
@@ -42,6 +44,9 @@ from bot.web.models import (
     RunnerOut,
     RunnersOut,
     RunOut,
+    RunRowOut,
+    RunsFilterOut,
+    RunsOut,
     SectionOut,
     SeriesListOut,
     SeriesOut,
@@ -225,6 +230,12 @@ class FixPages:
             return {}
         return {name: page for page in loaded.pages for name in page.patch_names}
 
+    def patch_files(self, series_id: str) -> list[str] | None:
+        """The patch files of the series directory, in series order; None when it cannot be
+        read (no configuration, no directory, problems)."""
+        loaded = self._load(series_id)
+        return None if isinstance(loaded, str) else list(loaded.patch_names)
+
     def lookup(self, series_id: str, patch: str) -> FixPageFound:
         loaded = self._load(series_id)
         if isinstance(loaded, str):
@@ -400,17 +411,24 @@ def _summary_fields(state: SeriesState) -> dict[str, Any]:
 
 
 def series_summary(
-    state: SeriesState, pages: Mapping[str, FixPage] | None = None
+    state: SeriesState,
+    pages: Mapping[str, FixPage] | None = None,
+    patch_files: list[str] | None = None,
 ) -> SeriesSummaryOut:
     found = pages or {}
     patches = [patch_out(p, found.get(p.name), web_host(state)) for p in state.patches]
-    return SeriesSummaryOut(**_summary_fields(state), patches=patches)
+    return SeriesSummaryOut(**_summary_fields(state), patches=patches, patch_files=patch_files)
 
 
-def series_full(state: SeriesState, pages: Mapping[str, FixPage] | None = None) -> SeriesOut:
+def series_full(
+    state: SeriesState,
+    pages: Mapping[str, FixPage] | None = None,
+    patch_files: list[str] | None = None,
+) -> SeriesOut:
     found = pages or {}
     return SeriesOut(
         **_summary_fields(state),
+        patch_files=patch_files,
         patches=[patch_state_out(p, found.get(p.name), web_host(state)) for p in state.patches],
         checked_head=state.checked_head,
         checked_digest=state.checked_digest,
@@ -434,7 +452,9 @@ def series_list(
     """Every series, those that need attention first, then by id; and carry's own health."""
     states = sorted(all_series(client), key=lambda s: (not s.needs_attention, s.id))
     return SeriesListOut(
-        series=[series_summary(s, fix_pages.pages_of(s.id)) for s in states],
+        series=[
+            series_summary(s, fix_pages.pages_of(s.id), fix_pages.patch_files(s.id)) for s in states
+        ],
         health=carry_health(client, config),
     )
 
@@ -447,7 +467,8 @@ def require_series(client: redis.Redis, series_id: str) -> SeriesState:
 
 
 def series_detail(client: redis.Redis, series_id: str, fix_pages: FixPages) -> SeriesOut:
-    return series_full(require_series(client, series_id), fix_pages.pages_of(series_id))
+    state = require_series(client, series_id)
+    return series_full(state, fix_pages.pages_of(series_id), fix_pages.patch_files(series_id))
 
 
 def _entry_out(entry: dict[str, Any]) -> HistoryEntryOut:
@@ -613,3 +634,91 @@ def run_log(client: redis.Redis, run_id: str, after: str, limit: int = 1000) -> 
     if not lines and after == "-":
         find_run(client, run_id)  # raises NotFound for a run nobody knows
     return RunLogOut(run_id=run_id, after=lines[-1].id if lines else after, lines=lines)
+
+
+# --------------------------------------------------------------------------- the list of runs
+
+RUNS_PAGE: Final = 50
+RUN_RESULTS: Final = tuple(status.value for status in CiStatus)
+
+
+def duration_text(seconds: int | None) -> str | None:
+    if seconds is None:
+        return None
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def _moment(iso: str | None) -> datetime | None:
+    if not iso:
+        return None
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def run_row(record: Mapping[str, str], now: datetime) -> RunRowOut:
+    result = record.get("state", "")
+    finished = result in FINAL_STATES
+    requested, updated = record.get("created_at") or None, record.get("updated_at") or None
+    start, end = _moment(requested), (_moment(updated) if finished else now)
+    seconds = max(0, int((end - start).total_seconds())) if start and end else None
+    attempt = record.get("attempt", "")
+    return RunRowOut(
+        run_id=record["run_id"],
+        series=record.get("series", ""),
+        kind=record.get("kind", ""),
+        runner=record.get("runner", ""),
+        head_sha=record.get("head_sha", ""),
+        result=result,
+        finished=finished,
+        detail=record.get("detail", ""),
+        attempt=int(attempt) if attempt.isdigit() else 0,
+        requested_at=requested,
+        updated_at=updated,
+        duration_s=seconds,
+        duration=duration_text(seconds),
+        age=age_text(age_seconds(requested, now)),
+    )
+
+
+def _matches(row: RunRowOut, chosen: RunsFilterOut) -> bool:
+    return (
+        (not chosen.series or row.series == chosen.series)
+        and (not chosen.runner or chosen.runner in (row.kind, row.runner))
+        and (not chosen.head or row.head_sha.startswith(chosen.head.lower()))
+        and (not chosen.result or row.result == chosen.result)
+    )
+
+
+def runs_view(
+    client: redis.Redis,
+    chosen: RunsFilterOut | None = None,
+    page: int = 1,
+    per_page: int = RUNS_PAGE,
+    now: datetime | None = None,
+) -> RunsOut:
+    """Every hardware run carry keeps, newest request first, those that match `chosen`, one
+    page of `per_page` (a page past the last is empty)."""
+    chosen = chosen or RunsFilterOut()
+    moment = now or datetime.now(UTC)
+    every = [run_row(record, moment) for record in all_runs(client)]
+    every.sort(key=lambda r: (r.requested_at or "", r.run_id), reverse=True)
+    shown = [row for row in every if _matches(row, chosen)]
+    start = (page - 1) * per_page
+    return RunsOut(
+        runs=shown[start : start + per_page],
+        filters=chosen,
+        total=len(shown),
+        page=page,
+        pages=max(1, -(-len(shown) // per_page)),
+        per_page=per_page,
+        series_ids=sorted({r.series for r in every if r.series}),
+        kinds=sorted({r.kind for r in every if r.kind}),
+        results=list(RUN_RESULTS),
+    )

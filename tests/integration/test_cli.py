@@ -344,8 +344,12 @@ def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
         "async-inputs v0.30.0: waiting: upstream has not cut it yet "
         "(async-inputs-v0.30.0 waits for refs/tags/v0.30.0)"
     ) in notes
-    # The PLE page lists 20260906.1 (a carry VERSION, not an upstream release): said, not hidden.
-    assert "ple-offload-semaphore 20260906.1: not carried" in result.stdout
+    # The PLE page lists 20260906.1 (a carry VERSION, not an upstream release): said, not hidden;
+    # its series sits on an upstream PR, which names no release.
+    assert (
+        "ple-offload-semaphore 20260906.1: on a PR: ple-offload-pr53899 carries it on upstream "
+        "PR #53899; a PR names no release"
+    ) in notes
 
     env = {"REDIS_URL": redis_url, "CARRY_CONFIG": str(tmp_path / "missing.yaml")}
     bare = carry("fixes", "--patches-dir", patches_dir, env=env)

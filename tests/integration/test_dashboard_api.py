@@ -577,7 +577,7 @@ def test_overview_page_has_attention_first_and_real_table_headers(site: Site) ->
     assert html.index(f"{PATCH}: conflict") > attention
     assert '<th scope="col">Base and head</th>' in html
     assert f'<th scope="row" data-label="Series"><a href="/series/{MAIN}">{MAIN}</a>' in html
-    assert "no patches yet" in html  # the PLE series has no patches yet
+    assert "awaiting import: no patch files yet" in html  # the PLE series
     # One row per series and a fixed set of columns: no column per patch name (a series
     # carrying different patches made the table the cross-product of all of them).
     head = html[html.index("<thead>", html.index("What is carried where")) :]
@@ -592,6 +592,41 @@ def test_overview_page_has_attention_first_and_real_table_headers(site: Site) ->
         "Last event",
     ]
     assert '<span class="st tone-bad">conflict</span>' in html
+
+
+def test_the_interdiff_is_named_for_what_it_compares(client: redis.Redis) -> None:
+    """It compares the carried patch with the refreshed one, not with upstream's version
+    (failed on f87f93e: "Interdiff against upstream's version")."""
+    interdiff = (
+        "--- carried\n+++ refreshed\n@@ -3,3 +3,3 @@\n-@@ -20,6 +20,8 @@\n+@@ -24,6 +24,8 @@\n"
+    )
+    patch = PatchState(name=PATCH, status="applies-moved", decision="keep", interdiff=interdiff)
+    save_series(client, SeriesState(id=MAIN, patches=[patch]))
+    with dashboard(client) as url:
+        page = httpx.get(f"{url}/series/{MAIN}/patches/{PATCH}", timeout=10).text
+
+    assert "upstream&#39;s version" not in page and "upstream's version" not in page
+    assert (
+        "<h3>What the refresh changes in the patch (the carried patch against the refreshed "
+        "one)</h3>"
+    ) in page
+    assert '<span class="add">+@@ -24,6 +24,8 @@</span>' in page
+
+
+def test_a_series_not_checked_yet_shows_its_patch_files(client: redis.Redis) -> None:
+    """Before its first check a series has patch files, not "no patches" (failed on f87f93e:
+    the overview said "no patches yet" and the series page "No patches recorded yet")."""
+    save_series(client, SeriesState(id=MAIN, upstream_repo="vllm-project/vllm-gaudi"))
+    save_series(client, ple_series())
+    with dashboard(client) as url:
+        overview = httpx.get(f"{url}/", timeout=10).text
+        page = httpx.get(f"{url}/series/{MAIN}", timeout=10).text
+        listed = httpx.get(f"{url}/api/v1/series", timeout=10).json()["series"]
+
+    row = overview[overview.index(f'id="series-{MAIN}"') :].split("</tr>", 1)[0]
+    assert "1 patch file, not checked yet" in row and "no patches" not in row
+    assert f"1 patch file, not checked yet: {PATCH}." in page
+    assert {s["id"]: s["patch_files"] for s in listed} == {MAIN: [PATCH], PLE: []}
 
 
 @pytest.mark.parametrize(

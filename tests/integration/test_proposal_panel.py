@@ -3,6 +3,8 @@ rendered, not one timeline row cut at 80 characters."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 import redis
@@ -10,6 +12,7 @@ import redis
 from bot.core.render import pr_body, pr_title
 from bot.core.state import PatchState, PrInfo, SeriesState
 from bot.store.series import append_history, save_series
+from tests.e2e import screenshots as docs
 from tests.integration.test_dashboard_api import dashboard
 
 SERIES = "read-only-series"
@@ -79,3 +82,39 @@ def test_before_a_pr_is_opened_the_page_says_so_not_read_only(client):
         text = httpx.get(f"{url}/series/{SERIES}", timeout=10).text
     section = text[text.index('id="pr-title"') : text.index('id="ci-title"')]
     assert "carry has not opened its PR yet" in section and "Read-only mode" not in section
+
+
+def pr_section(page: str) -> str:
+    return page[page.index('id="pr-title"') : page.index('id="ci-title"')]
+
+
+def test_read_only_mode_says_what_carry_would_do_for_each_series(client, tmp_path):
+    """State carry's own rebase and read-only publish built (tests/e2e/screenshots.py): a
+    conflict with no file to propose, a patch to review, a patch upstream took, and two clean
+    series. Failed on c0833b8: every one said "This is the PR it would open"."""
+    built = docs.build_state(client, tmp_path)
+    with docs.served(client, built) as url:
+        pages = {
+            sid: pr_section(httpx.get(f"{url}/series/{sid}", timeout=10).text)
+            for sid in docs.SERIES_IDS
+        }
+        events = httpx.get(f"{url}/events", params={"kind": "proposal"}, timeout=10).text
+    would = {
+        sid: re.search(r"it would <strong>([^<]+)</strong>: ([^<]+)\.</p>", section)
+        for sid, section in pages.items()
+    }
+    assert {sid: found.group(1) for sid, found in would.items() if found} == {
+        docs.CONFLICT: "report without a PR",
+        docs.PARTIAL: "open a draft PR",
+        docs.PROPOSAL: "open a PR",
+        docs.LOST_RUNNER: "propose nothing",
+        docs.UNREACHABLE: "propose nothing",
+    }
+    assert "needs a human (conflict), but no file would change" in would[docs.CONFLICT].group(2)
+    assert "would be removed in the series directory" in would[docs.PROPOSAL].group(2)
+    assert "already has every file" in would[docs.LOST_RUNNER].group(2)
+    opens = [sid for sid, section in pages.items() if "This is the PR it would open" in section]
+    assert opens == [docs.PARTIAL, docs.PROPOSAL]
+    for sid in (docs.CONFLICT, docs.LOST_RUNNER, docs.UNREACHABLE):
+        assert "The PR text carry prepared, which it would not post" in pages[sid]
+    assert "carry would report without a PR: the series needs a human (conflict)" in events

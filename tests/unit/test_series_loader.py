@@ -516,6 +516,13 @@ def test_real_ple_page_never_calls_53899_merged() -> None:
         ),
         ([Carrier("a", "dir-a", "v0.9")], "not carried", "no configured series"),
         ([], "not carried", "no configured series"),
+        # A series on a PR head carries the fix (issue 36: the demo's pages said "not carried")
+        (
+            [Carrier("a", "dir-a", None, pull=7)],
+            "on a PR",
+            "a carries it on upstream PR #7; a PR names no release",
+        ),
+        ([Carrier("a", "dir-a", "v1"), Carrier("b", "dir-b", None, pull=7)], "", None),
     ],
 )
 def test_a_listed_release_is_carried_waited_for_or_not_carried(
