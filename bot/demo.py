@@ -8,7 +8,7 @@ It builds, under a demo directory (default `.carry-demo/` in the current directo
 - carry's web, worker and beat processes, and two runner workers (kinds gaudi and gb10) whose
   hardware checks are plain shell commands;
 - Redis: a private redis-server of its own on a free port, its files in the demo directory,
-  nothing saved to disk. Only --redis-url (or REDIS_URL) points it at another Redis; the demo
+  nothing saved to disk, its `default` user behind a password. Only --redis-url (or REDIS_URL) points it at another Redis; the demo
   then wants an empty database there, and empties a non-empty one only with --redis-flush.
 
 Then it plays a storyline and says what to look at on the dashboard: the PR head moves, carry
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -739,12 +740,16 @@ def shown(url: str) -> str:
 
 
 def own_redis(directory: Path) -> LocalRedis:
-    """The demo's own redis-server: nobody else's data is in it."""
+    """The demo's own redis-server: nobody else's data is in it, and its `default` user has
+    a password (the demo's runners and their checks get none of carry's)."""
     try:
-        server = LocalRedis(directory / "redis").start()
+        server = LocalRedis(directory / "redis", password=secrets.token_urlsafe(24)).start()
     except LocalRedisError as err:
         raise DemoError(f"{err}; or pass --redis-url to use a Redis of yours") from err
-    say(f"Redis: the demo's own redis-server on {server.url} (in {directory / 'redis'}, not saved)")
+    say(
+        f"Redis: the demo's own redis-server on {shown(server.url)} (in {directory / 'redis'}, "
+        f"not saved; its password in {server.conf})"
+    )
     return server
 
 

@@ -1,14 +1,18 @@
-"""A private redis-server process on a free local port: the demo's own Redis, and the
-benchmarks'. Nobody else's data lives in it, so emptying or stopping it is always safe."""
+"""A private redis-server process on a free local port: `carry run`'s Redis (durable, with a
+password), the demo's own, and the benchmarks'. Nobody else's data lives in it, so emptying or
+stopping it is always safe."""
 
 from __future__ import annotations
 
+import os
+import secrets
 import shutil
 import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -30,33 +34,74 @@ def answers(url: str) -> bool:
         return False
 
 
+def stored_password(path: Path) -> str:
+    """The password kept in `path` (owner-only), made on first use: a private Redis keeps
+    its password across restarts, and `redis-cli` users find it there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        password = path.read_text().strip()
+        if not password:
+            raise LocalRedisError(
+                f"{path} is empty: delete it, and a new password is made"
+            ) from None
+        return password
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(32) + "\n")
+    return path.read_text().strip()
+
+
 @dataclass
 class LocalRedis:
     """redis-server bound to 127.0.0.1, its files (and log) in `workdir`. Without `persist`
     it writes nothing to disk (no RDB snapshots, no AOF); with it every write is fsynced to
-    an append-only file, as a durable production setup would."""
+    an append-only file, as a durable production setup would. With a `password` the
+    `default` user needs it (`requirepass`); the password goes to redis-server in an
+    owner-only config file in `workdir`, never on its command line (which `ps` shows to
+    every user of the host)."""
 
     workdir: Path
     persist: bool = False
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    password: str | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def conf(self) -> Path:
+        return self.workdir / "redis.conf"
 
     def argv(self, binary: str) -> list[str]:
-        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir)]
+        argv = [binary, *([str(self.conf)] if self.password else [])]
+        argv += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir)]
         argv += ["--save", "", "--daemonize", "no", "--logfile", str(self.workdir / "redis.log")]
         if self.persist:
             return [*argv, "--appendonly", "yes", "--appendfsync", "always"]
         return [*argv, "--appendonly", "no"]
+
+    def _write_conf(self) -> None:
+        if self.password is None:
+            return
+        if any(c.isspace() or c in "\"'\\" for c in self.password):
+            raise LocalRedisError("a private Redis password may not hold spaces or quotes")
+        self.conf.unlink(missing_ok=True)
+        fd = os.open(self.conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("# written by carry for this redis-server: the default user's password\n")
+            out.write(f"requirepass {self.password}\n")
 
     def start(self, timeout_s: float = 10) -> LocalRedis:
         binary = shutil.which("redis-server")
         if binary is None:
             raise LocalRedisError("redis-server is not installed (apt-get install redis-server)")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.password is not None:  # its data and password are for this user only
+            self.workdir.chmod(0o700)
+        self._write_conf()
         self.proc = subprocess.Popen(
             self.argv(binary), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -10,12 +11,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import redis
 
 from bot import log as carry_log
 from bot.config import (
-    DEFAULT_REDIS_URL,
     CarryConfig,
     ConfigError,
     Settings,
@@ -23,8 +24,7 @@ from bot.config import (
     redact_url,
 )
 from bot.core.events import Event, event_to_dict
-
-DEFAULT_REDIS = DEFAULT_REDIS_URL
+from bot.local_redis import LocalRedis, LocalRedisError, stored_password
 
 
 class ServiceError(RuntimeError):
@@ -146,9 +146,11 @@ def _answers(url: str) -> bool:
         return False
 
 
-def ensure_redis(settings: Settings) -> tuple[str, subprocess.Popen[bytes] | None, str]:
-    """REDIS_URL if set; else localhost:6379 if it answers; else a private redis-server.
-    Returns the URL, the private server's process (if started) and where the URL came from."""
+def ensure_redis(settings: Settings) -> tuple[str, LocalRedis | None, str]:
+    """REDIS_URL if set (it must answer); else a private redis-server of carry's own: a free
+    port on 127.0.0.1, its data in CARRY_CACHE_DIR/redis, the `default` user behind a
+    password kept there (never another program's Redis that happens to answer on 6379).
+    Returns the URL, the private server (if started) and where the URL came from."""
     if "redis_url" in settings.model_fields_set:
         configured = settings.redis_url.get_secret_value()
         if not _answers(configured):
@@ -156,39 +158,42 @@ def ensure_redis(settings: Settings) -> tuple[str, subprocess.Popen[bytes] | Non
                 f"REDIS_URL is set but Redis does not answer at {redact_url(configured)}"
             )
         return configured, None, "REDIS_URL"
-    if _answers(DEFAULT_REDIS):
-        return DEFAULT_REDIS, None, "REDIS_URL is unset and a Redis answers on 127.0.0.1:6379"
-    cache_dir = settings.cache_dir
-    binary = shutil.which("redis-server")
-    if binary is None:
+    if shutil.which("redis-server") is None:
         raise ServiceError(
-            "no Redis answers on 127.0.0.1:6379 and redis-server is not installed: "
-            "install it (apt-get install redis-server) or set REDIS_URL"
+            "redis-server is not installed: install it (apt-get install redis-server) or set "
+            "REDIS_URL to a Redis of yours"
         )
-    workdir = cache_dir / "redis"
-    workdir.mkdir(parents=True, exist_ok=True)
-    port = 6390
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(workdir),
-            "--appendonly",
-            "yes",
-        ],
-        stdout=subprocess.DEVNULL,
+    workdir = settings.cache_dir / "redis"
+    try:
+        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        password_file = workdir / "password"
+        server = LocalRedis(workdir, persist=True, password=stored_password(password_file))
+        server.start()
+    except (OSError, LocalRedisError) as err:
+        raise ServiceError(f"the private redis-server did not start: {err}") from None
+    _write_private(workdir / "url", server.url)  # for `carry fixes` beside this run
+    source = (
+        f"a private redis-server started for this run: data in {workdir}, password in "
+        f"{password_file}; set REDIS_URL to use another Redis"
     )
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while not _answers(url):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise ServiceError("the private redis-server did not start")
-        time.sleep(0.1)
-    return url, proc, f"a private redis-server, its data in {workdir}"
+    return server.url, server, source
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(text + "\n")
+
+
+def service_redis_url(settings: Settings) -> str:
+    """The Redis of carry's service as another command (`carry fixes`) finds it: REDIS_URL
+    if set, else the private redis-server a `carry run` on this cache directory started
+    (while it runs), else the default URL."""
+    if "redis_url" not in settings.model_fields_set:
+        recorded = settings.cache_dir / "redis" / "url"
+        with contextlib.suppress(OSError):
+            return recorded.read_text().strip() or settings.redis_url.get_secret_value()
+    return settings.redis_url.get_secret_value()
 
 
 def redis_database(url: str) -> str:
@@ -207,7 +212,7 @@ def run(host: str, port: int) -> int:
         _check_config()
     except ConfigError as err:
         raise ServiceError(str(err)) from err
-    url, redis_proc, source = ensure_redis(checked)
+    url, private_redis, source = ensure_redis(checked)
     print(f"carry: Redis: {redis_database(url)} ({source})", file=sys.stderr)
     env = {**os.environ, "REDIS_URL": url}
     if checked.webhook_secret is None:
@@ -230,12 +235,10 @@ def run(host: str, port: int) -> int:
         "beat": subprocess.Popen([*cli, "beat"], env=env),
     }
     print(f"carry: dashboard at http://{host}:{port}/", file=sys.stderr)
-    return _supervise(procs, redis_proc)
+    return _supervise(procs, private_redis)
 
 
-def _supervise(
-    procs: dict[str, subprocess.Popen[bytes]], redis_proc: subprocess.Popen[bytes] | None
-) -> int:
+def _supervise(procs: dict[str, subprocess.Popen[bytes]], private_redis: LocalRedis | None) -> int:
     stopping = False
 
     def stop(*_: object) -> None:
@@ -251,13 +254,15 @@ def _supervise(
                 print(f"carry: {name} exited with {proc.returncode}; stopping", file=sys.stderr)
                 code, stopping = proc.returncode or 1, True
         time.sleep(0.5)
-    everything = [*procs.values(), *([redis_proc] if redis_proc else [])]
-    for proc in everything:
+    for proc in procs.values():
         if proc.poll() is None:
             proc.terminate()
-    for proc in everything:
+    for proc in procs.values():
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+    if private_redis is not None:  # last: the others may write on their way out
+        private_redis.stop()
+        (private_redis.workdir / "url").unlink(missing_ok=True)
     return code

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from bot.core.versions import version_key
+from bot.core.weblink import is_web_link
 
 DEFAULT_CONFIG_PATH = Path("config/carry.yaml")
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -65,7 +66,10 @@ def _relative_dir(value: str) -> str:
 
 
 def _web_url(value: str) -> str:
-    if not re.match(r"^https?://[^/\s?#]+(/[^\s?#]*)?$", value):
+    # carry writes it into links on GitHub (`[text](URL)`) and pages: no query, fragment,
+    # space, quote, bracket or parenthesis that would end or change such a link
+    shape = re.match(r"^https?://[^/\s?#]+(/[^\s?#]*)?$", value)
+    if not shape or not is_web_link(value) or set(value) & set("\"'<>()[]`\\"):
         raise ValueError(
             f"expected an http(s) URL such as https://carry.example.com, got {value!r}"
         )

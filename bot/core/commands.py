@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.core.markdown import prose_lines
+
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -39,9 +41,13 @@ class Command:
 
 
 def parse_commands(body: str) -> list[Command]:
-    """Every `/carry ...` line of a comment's prose, in order, each command once. Lines in
-    quotes (`> `), fenced code blocks and indented code blocks are text someone showed, not
-    commands anyone gave; a command repeated in one comment is one request."""
+    """Every `/carry ...` line of a comment's prose, in order, each command once. Text in
+    code (fenced, indented, spans), HTML comments, `<pre>`, `<code>` and `<details>`, and
+    quoted, listed or tabled text is something someone showed, not a command anyone gave
+    (the comment is read by a CommonMark parser, see bot.core.markdown); a command repeated
+    in one comment is one request."""
+    if "/carry" not in body:  # most comments: no need to parse them
+        return []
     commands: list[Command] = []
     seen: set[tuple[str, str | None, str | None]] = set()
     for text in prose_lines(body):
@@ -53,40 +59,6 @@ def parse_commands(body: str) -> list[Command]:
             seen.add(key)
             commands.append(command)
     return commands
-
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-def prose_lines(body: str) -> list[str]:
-    """The stripped lines of `body` outside fenced and indented code blocks (CommonMark's
-    rules, simplified: a fence closes with a fence of the same character at least as long;
-    an indented block cannot interrupt a paragraph)."""
-    prose: list[str] = []
-    fence: str | None = None
-    after_blank = True  # the start of a comment is like a line after a blank one
-    in_indented = False
-    for line in body.expandtabs(4).splitlines():
-        opening = _FENCE.match(line)
-        if fence is not None:
-            if _closes(line, fence):
-                fence = None
-            continue
-        if opening and not (opening.group(1)[0] == "`" and "`" in line[opening.end() :]):
-            fence = opening.group(1)
-            continue
-        blank = not line.strip()
-        in_indented = line.startswith("    ") and not blank and (after_blank or in_indented)
-        if not in_indented and not blank:
-            prose.append(line.strip())
-        after_blank = blank
-    return prose
-
-
-def _closes(line: str, fence: str) -> bool:
-    run = _FENCE.match(line)
-    mark = run.group(1) if run else ""
-    return mark[:1] == fence[0] and len(mark) >= len(fence) and not line.strip().strip(fence[0])
 
 
 def parse_line(text: str) -> Command:

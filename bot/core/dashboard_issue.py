@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from bot.core.commands import prose_lines
+from bot.core.markdown import list_items
 from bot.core.render import as_code
 from bot.core.state import PatchState, SeriesState
 
@@ -19,9 +19,9 @@ MARKER: Final = "<!-- carry:dashboard-issue -->"
 TITLE: Final = "carry: patch series dashboard"
 LABEL: Final = "carry-dashboard"
 # `- [ ] <!-- carry-action:VERB:SERIES[:ARG] --> words`: GitHub shows the box and the words,
-# and writes `[x]` into the body when someone ticks it.
+# and writes `[x]` into the body when someone ticks it. Matched on a list item's text.
 _BOX: Final = re.compile(
-    r"^\s*[-*] \[(?P<mark>[ xX])\] <!-- carry-action:(?P<verb>[a-z]+):(?P<series>[A-Za-z0-9._-]+)"
+    r"^\[(?P<mark>[ xX])\] <!-- carry-action:(?P<verb>[a-z]+):(?P<series>[A-Za-z0-9._-]+)"
     r"(?::(?P<arg>[A-Za-z0-9._-]+))? -->"
 )
 VERBS: Final = frozenset({"rebase", "retest", "keep", "approve", "pause", "resume"})
@@ -58,8 +58,9 @@ def ticked(before: str | None, after: str) -> list[Tick]:
 
 
 def _boxes(body: str) -> list[re.Match[str]]:
-    """Task-list items outside code blocks (only those are boxes anyone can tick)."""
-    return [m for line in prose_lines(body) if (m := _BOX.match(line))]
+    """Task-list items outside code, HTML comments, <pre> and <details> (only those are
+    boxes anyone sees and can tick)."""
+    return [m for item in list_items(body) if (m := _BOX.match(item))]
 
 
 def _key(match: re.Match[str]) -> tuple[str, str, str | None]:

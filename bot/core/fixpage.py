@@ -31,6 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 
+from bot.core.markdown import links
+from bot.core.weblink import web_link_problem
+
 FIELDS = ("Affects", "Releases", "Patches", "Upstream", "Test")
 REQUIRED_SECTIONS = ("Problem", "Symptom", "Who is affected", "The fix", "Verify")
 HISTORY_SECTION = "Upstream history"
@@ -207,7 +210,17 @@ def parse_fix_page(
         field_lines={k: line for k, (line, _) in fields.values.items()},
     )
     page = _apply_fields(page, fields, report)
+    _check_links(text, report)
     return page, tuple(report.problems)
+
+
+def _check_links(text: str, report: _Report) -> None:
+    """Every link and image of the page must be an http(s) URL: the dashboard shows the
+    page, and a `javascript:` link would run on its origin."""
+    for link in links(text):
+        problem = web_link_problem(link.target)
+        if problem is not None:
+            report.add(link.line, f"link {problem}")
 
 
 def validate_fix_page(

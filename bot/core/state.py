@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from bot.core.classify import Decision, Status
+from bot.core.weblink import web_link_problem
 
 log = logging.getLogger("carry.state")
 E = TypeVar("E", bound=StrEnum)
@@ -107,6 +108,7 @@ class CiState:
     def from_dict(cls, data: dict[str, Any]) -> CiState:
         built: CiState = _build(cls, data)
         built.state = _member(CiStatus, built.state, CiStatus.INFRA_ERROR, f"CI row {built.runner}")
+        built.url = _web_link(built.url, f"CI row {built.runner}")
         return built
 
 
@@ -211,6 +213,12 @@ class SeriesState:
         values["ci"] = {k: CiState.from_dict(v) for k, v in (data.get("ci") or {}).items()}
         values["pr"] = _build(PrInfo, data["pr"]) if data.get("pr") else None
         where = f"series {data.get('id')}"
+        if values["pr"] is not None:
+            values["pr"].url = _web_link(values["pr"].url, f"{where}: PR")
+        if values.get("upstream_web_host"):
+            values["upstream_web_host"] = _web_link(
+                values["upstream_web_host"], f"{where}: upstream web host"
+            )
         values["phase"] = _member(Phase, data.get("phase", Phase.IDLE), Phase.ERROR, where)
         values["outcome"] = _member(
             Outcome, data.get("outcome", Outcome.NONE), Outcome.ERROR, where
@@ -270,6 +278,19 @@ def _member(enum: type[E], value: Any, fallback: E, where: str) -> E:
             fallback.value,
         )
         return fallback
+
+
+def _web_link(value: Any, where: str) -> str:
+    """A stored link as carry reads it: an http(s) URL, or "" for none. Any other (a
+    `javascript:` one planted in the store) is refused, and the log says so: the dashboard
+    and the API never show it."""
+    if value in ("", None):
+        return ""
+    problem = web_link_problem(str(value))
+    if problem is None:
+        return str(value)
+    log.warning("%s: stored link refused: %s", where, problem)
+    return ""
 
 
 def _build(kind: type, data: dict[str, Any]) -> Any:

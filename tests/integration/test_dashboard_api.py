@@ -681,6 +681,34 @@ def test_state_text_is_escaped_in_pages(client: redis.Redis) -> None:
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in html
 
 
+def test_stored_links_that_are_not_http_are_refused(
+    client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Someone with write access to the store plants script links where carry keeps URLs.
+    state = main_series()
+    state.ci["gaudi"].url = "javascript:alert(1)"
+    state.pr = PrInfo(7, "JavaScript:alert(2)", "carry/x")
+    state.upstream_web_host = "javascript:alert(3)//"
+    state.patches[0].upstream_prs = [{"ref": "vllm-project/vllm-gaudi#5", "state": "open"}]
+    save_series(client, state)
+
+    with dashboard(client) as url, caplog.at_level("WARNING", logger="carry.state"):
+        page = httpx.get(f"{url}/series/{MAIN}").text
+        patch_page = httpx.get(f"{url}/series/{MAIN}/patches/{PATCH}").text
+        api = httpx.get(f"{url}/api/v1/series/{MAIN}").text
+
+    for shown in (page, patch_page, api):
+        assert "alert(" not in shown.lower()
+    assert "vllm-project/vllm-gaudi#5" in patch_page  # the ref is still shown, unlinked
+    refused = [r.getMessage() for r in caplog.records if "stored link refused" in r.getMessage()]
+    assert (
+        "CI row gaudi: stored link refused: 'javascript:alert(1)' is not an http(s) URL: "
+        "only http:// and https:// links are accepted"
+    ) in refused
+    assert any(f"series {MAIN}: PR: stored link refused" in m for m in refused)
+    assert any(f"series {MAIN}: upstream web host: stored link refused" in m for m in refused)
+
+
 def test_markdown_renderer_is_safe_and_covers_the_fix_page_subset() -> None:
     text = (
         "# Title <b>x</b>\n\nA *b* **c** `<i>` [ok](https://e.org/?a=1&b=2) [bad](javascript:x)\n"

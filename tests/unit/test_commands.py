@@ -31,6 +31,43 @@ def test_commands_shown_in_code_or_quotes_are_not_commands(body: str) -> None:
     assert parse_commands(body) == []
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<!-- /carry pause -->\n",
+        "<!--\nnotes for later:\n\n/carry pause\n\n-->\n",
+        "See <!--\n/carry pause\n--> below\n",
+        "<pre>\n/carry pause\n\n/carry pause\n</pre>\n",
+        "<details>\n<summary>log</summary>\n\n/carry pause\n\n</details>\n",
+        "<details><summary>a</summary>\n<details>\n\n</details>\n\n/carry pause\n\n</details>\n",
+        "Try `/carry pause`\n",
+        "`/carry pause`\n",
+        "<code>/carry pause</code>\n",
+        "~~/carry pause~~\n",
+        "- /carry pause\n",
+        "# /carry pause\n",
+        "| a |\n|---|\n| /carry pause |\n",
+    ],
+)
+def test_commands_hidden_or_shown_as_html_or_code_are_not_commands(body: str) -> None:
+    # GitHub hides comments and folds <details>; <pre> and code spans show text, not orders.
+    command = Command("rebase", None, "/carry rebase")
+    assert parse_commands(body + "\n/carry rebase\n") == [command]
+
+
+def test_prose_after_a_closed_details_or_comment_counts_again() -> None:
+    body = "<details>\n\n/carry pause\n\n</details>\n\n<!-- x -->\n/carry resume\n"
+    assert verbs(body) == [("resume", None)]
+
+
+def test_a_command_may_name_its_argument_in_a_code_span() -> None:
+    # and emphasis markup reads as written: `__init__` here is not bold to a patch name
+    assert verbs("/carry keep `0002-x.patch`\n/carry keep 0003-__init__.patch") == [
+        ("keep", "0002-x.patch"),
+        ("keep", "0003-__init__.patch"),
+    ]
+
+
 def test_prose_after_a_closed_fence_counts_again() -> None:
     body = "```\n/carry pause\n```\n/carry resume\n"
     assert verbs(body) == [("resume", None)]

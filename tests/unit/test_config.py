@@ -290,6 +290,22 @@ BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
         ["web.max_body_bytes: input should be less than or equal to 26214400"],
     ),
     (
+        "a dashboard URL that is not http(s)",
+        [("web/public_url", "javascript:alert(1)")],
+        [
+            "web.public_url: expected an http(s) URL such as https://carry.example.com, "
+            "got 'javascript:alert(1)'"
+        ],
+    ),
+    (
+        "a dashboard URL that would end the links carry posts",
+        [("web/public_url", "https://carry.example.com/a)<img/src=x>")],
+        [
+            "web.public_url: expected an http(s) URL such as https://carry.example.com, "
+            "got 'https://carry.example.com/a)<img/src=x>'"
+        ],
+    ),
+    (
         "bad downstream repo",
         [("downstream/repo", "carry")],
         ["downstream.repo: expected owner/name, got 'carry'"],

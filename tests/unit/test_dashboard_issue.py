@@ -95,6 +95,13 @@ def test_text_nobody_here_wrote_is_shown_as_code() -> None:
         ),  # twice is once
         ("", "- [x] carry-action:rebase:calc", []),  # words, not carry's marker
         ("", "```\n- [x] <!-- carry-action:pause:calc --> in a block\n```", []),
+        ("", "<!--\n- [x] <!-- carry-action:pause:calc --> in a comment\n-->", []),
+        (
+            "",
+            "<details>\n\n- [x] <!-- carry-action:pause:calc --> folded\n\n</details>\n\n"
+            "+ [x] <!-- carry-action:rebase:calc --> shown",
+            ["/carry rebase"],
+        ),
     ],
 )
 def test_ticked(before: str | None, after: str, expected: list[str]) -> None:

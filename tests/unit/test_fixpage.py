@@ -567,3 +567,40 @@ def test_update_upstream_rewrites_only_the_cell() -> None:
     entries = [UpstreamEntry("vllm-project/vllm-gaudi", 1919, "reverted")]
     after = update_upstream(VALID, FILE, entries)
     assert after == VALID.replace("#1919 (open)", "#1919 (reverted)")
+
+
+# ---------------------------------------------------------------- links
+
+
+def test_http_links_are_accepted_anywhere_on_the_page() -> None:
+    text = VALID.replace(
+        "Rows keep a stale token.",
+        "Rows keep a [stale token](https://github.com/vllm-project/vllm/issues/1).\n"
+        "See <http://example.com/log> and ![plot](https://example.com/p.png).",
+    )
+    assert messages(text) == []
+
+
+@pytest.mark.parametrize(
+    ("markdown", "target"),
+    [
+        ("[log](javascript:alert(1))", "javascript:alert(1)"),
+        ("<JavaScript:alert(1)>", "JavaScript:alert(1)"),
+        ("![x](data:text/html,hi)", "data:text/html,hi"),
+        ("[notes](../other/page.md)", "../other/page.md"),
+        ("[mail](mailto:dev@example.com)", "mailto:dev@example.com"),
+        ("[ref]\n\n[ref]: vbscript:msgbox", "vbscript:msgbox"),
+    ],
+)
+def test_a_link_that_is_not_http_is_refused_on_its_line(markdown: str, target: str) -> None:
+    text = VALID.replace("Rows keep a stale token.", f"Rows keep a stale token.\n{markdown}")
+    line = 17 if "\n\n[ref]:" not in markdown else 19  # the link's or the definition's
+    assert messages(text) == at(
+        line,
+        f"link {target!r} is not an http(s) URL: only http:// and https:// links are accepted",
+    )
+
+
+def test_a_link_shown_as_code_is_not_a_link() -> None:
+    text = VALID.replace("Rows keep a stale token.", "Write `[x](javascript:y)` nowhere.")
+    assert messages(text) == []
