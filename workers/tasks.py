@@ -42,12 +42,12 @@ def handle_event(rt: Runtime, event: ev.Event) -> None:
     with correlated(event_key=event.key, delivery_id=event.delivery_id or None):
         if store.is_claimed(rt.redis, f"event:{event.key}"):
             store.append_history(rt.redis, None, "duplicate-event", key=event.key)
-            if isinstance(event, ev.HeadMoved) and event.actor is not None:
-                for action in plan_duplicate(event, gather(rt)):  # a pusher a poll lacked
+            if isinstance(event, ev.HeadMoved):  # a pusher a poll lacked; a head not followed
+                for action in plan_duplicate(event, gather(rt, event=event)):
                     carry_out(rt, action)
             return
         count_event(rt.redis, event.kind)
-        for action in plan(event, gather(rt)):
+        for action in plan(event, gather(rt, event=event)):
             carry_out(rt, action)
         store.claim(rt.redis, f"event:{event.key}")
 
