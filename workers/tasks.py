@@ -20,7 +20,7 @@ from bot.core import transitions as tr
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
-from bot.github.forge import ForgeError, PermissionUnknown, RateLimited
+from bot.github.forge import ForgeError, RateLimited
 from bot.log import correlated
 from bot.store import series as store
 from bot.store.metrics import count_event
@@ -34,6 +34,8 @@ from workers.runtime import Runtime, runtime
 from workers.successor import find_successor
 
 log = logging.getLogger("carry.tasks")
+
+PERMISSION_RETRIES = 8  # about 8 minutes of backoff before a command is given up, aloud
 
 
 def handle_event(rt: Runtime, event: ev.Event) -> None:
@@ -264,7 +266,7 @@ def poll_prs(self: Task) -> None:
             handle_event(rt, event)
 
 
-@app.task(name="carry.check_permission", bind=True, acks_late=True, max_retries=5)
+@app.task(name="carry.check_permission", bind=True, acks_late=True, max_retries=PERMISSION_RETRIES)
 def check_permission(
     self: Task,
     series_id: str,
@@ -280,11 +282,8 @@ def check_permission(
     with correlated(task_id=self.request.id, series=series_id):
         try:
             permission = rt.forge().permission(author)
-        except PermissionUnknown as err:  # retrying cannot help: the credentials must change
-            log.warning("%s", err)
-            store.append_history(
-                rt.redis, series_id, "command-not-checked", author=author, pr=number, error=str(err)
-            )
+        except ForgeError as err:  # PermissionUnknown too: the credentials may be fixed meanwhile
+            _permission_unknown(rt, self, series_id, number, author, err)
             return
         event = ev.CommandAuthorized(
             series_id=series_id,
@@ -297,6 +296,38 @@ def check_permission(
             source=source,
         )
         handle_event(rt, event)
+
+
+def _permission_unknown(
+    rt: Runtime, task: Task, series_id: str, number: int, author: str, err: ForgeError
+) -> None:
+    """A command whose author's permission cannot be read is never dropped without a word: it
+    is recorded, answered once ("trying again") and retried; after the last retry the answer
+    says it was not carried out. The error stays in the history, not in the reply."""
+    attempts = task.request.retries + 1
+    final = attempts > PERMISSION_RETRIES
+    log.warning("%s: permission of %s not read (attempt %d): %s", series_id, author, attempts, err)
+    store.append_history(
+        rt.redis,
+        series_id,
+        "command-not-checked",
+        author=author,
+        pr=number,
+        error=str(err),
+        attempt=attempts,
+        final=final,
+    )
+    if attempts == 1:
+        body = f"@{author}: carry could not check your permission; trying again."
+        rt.send("carry.reply", {"series_id": series_id, "number": number, "body": body})
+    if final:
+        body = (
+            f"@{author}: carry could not check your permission after {attempts} tries, so "
+            "your command was not carried out; carry's dashboard says why. Comment it again."
+        )
+        rt.send("carry.reply", {"series_id": series_id, "number": number, "body": body})
+        return
+    raise task.retry(exc=err, countdown=_retry_in(err, attempts), max_retries=PERMISSION_RETRIES)
 
 
 @app.task(name="carry.reply", bind=True, acks_late=True, max_retries=5)

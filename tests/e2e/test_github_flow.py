@@ -493,3 +493,32 @@ def test_pushes_delivered_out_of_order_never_move_a_series_back(held_flow: Flow)
     assert checks_of(head2) == [] and len(checks_of(head3)) == 1
     heads = [e["data"].get("head") for e in flow.env.history("published")]
     assert head2 not in heads and heads[0] == head3
+
+
+def test_a_command_whose_permission_cannot_be_read_is_answered_and_retried(flow: Flow):
+    """Issue 34, item 5: GitHub fails the permission lookup (5xx past PyGithub's retries): the
+    commenter is told carry is trying again, the failure is recorded, and the command is
+    carried out once the lookup works; it was dropped without a word."""
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    path = f"/repos/{DOWN_OWNER}/{DOWN_NAME}/collaborators/*/permission"
+    flow.gh.inject_fault("server_error", times=6, method="GET", path=path)
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry pause", user="maint")
+
+    def answers() -> list[str]:
+        return [
+            c["body"]
+            for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"])
+            if c["user"]["login"] == "carry[bot]"
+        ]
+
+    wait_for(
+        lambda: any("could not check your permission; trying again" in a for a in answers()),
+        90,
+        "the answer that carry tries again",
+    )
+    wait_for(lambda: "Paused: carry will not act on its own." in answers(), 90, "the command")
+    assert flow.env.state().paused_by == "maint"
+    (failed,) = flow.env.history("command-not-checked")
+    assert failed["data"]["author"] == "maint" and failed["data"]["final"] is False
