@@ -367,6 +367,37 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from bot import onboard
+
+    try:
+        request = onboard.InitRequest(
+            repo=args.repo,
+            branches=tuple(onboard.BranchSpec.parse(text) for text in args.branch),
+            upstream=args.upstream,
+            config_path=Path(args.config) if args.config else _config_path(),
+            upstream_repo=args.upstream_repo,
+            upstream_name=args.upstream_name,
+            series_ids=tuple(args.series or ()),
+            downstream_repo=args.downstream_repo,
+            patches_dir=args.patches_dir,
+            cache_dir=Path(args.cache_dir) if args.cache_dir else None,
+            force=args.force,
+            dry_run=args.dry_run,
+        )
+        result = onboard.run_init(request)
+    except onboard.InitRefused as err:
+        raise UsageError(str(err)) from err
+    sys.stdout.write(result.render())
+    return 0
+
+
+def _config_path() -> Path:
+    from bot.config import load_settings
+
+    return load_settings().config_path
+
+
 def _service(name: str, *args: object) -> int:
     """Runs workers.service.<name>(*args); its ServiceError is a usage error (one line, status 2)."""
     from workers import service
@@ -559,6 +590,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     new.add_argument("--patches-dir", default="patches")
     new.set_defaults(func=cmd_new)
+
+    init = sub.add_parser(
+        "init", help="start carrying an existing branch: series, fix pages, config entries"
+    )
+    init.add_argument(
+        "--repo", required=True, help="repository holding the branch: local path or URL"
+    )
+    init.add_argument(
+        "--branch",
+        action="append",
+        required=True,
+        help="branch to carry, BRANCH or BRANCH:UPSTREAM_LINE (repeatable; one series each)",
+    )
+    init.add_argument("--upstream", required=True, help="upstream repository: URL or local path")
+    init.add_argument("--upstream-repo", help="its OWNER/NAME on GitHub (default: from the URL)")
+    init.add_argument("--upstream-name", help="its key under upstreams (default: NAME)")
+    init.add_argument(
+        "--series", action="append", help="series id per --branch, in order (repeatable)"
+    )
+    init.add_argument("--config", help="config file (default: $CARRY_CONFIG)")
+    init.add_argument(
+        "--downstream-repo", help="OWNER/NAME that receives carry's PRs, for a new config"
+    )
+    init.add_argument("--patches-dir", help="for a new config (default patches)")
+    init.add_argument("--cache-dir", help=CACHE_HELP)
+    init.add_argument(
+        "--force", action="store_true", help="replace series directories and entries that exist"
+    )
+    init.add_argument("--dry-run", action="store_true", help="print what would be written")
+    init.set_defaults(func=cmd_init)
 
     web = sub.add_parser("web", help="serve webhooks, the API and the dashboard")
     web.add_argument("--host", default="127.0.0.1")
