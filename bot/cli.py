@@ -280,8 +280,8 @@ def _service_states(series_ids: list[str]) -> tuple[dict[str, SeriesState] | Non
     import redis
 
     from bot.config import ConfigError, load_settings, redact_url
-    from bot.service import service_redis_url
     from bot.store import series as store
+    from workers.service import service_redis_url
 
     try:
         url = service_redis_url(load_settings())

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.core.events import HeadMoved
+from bot.queue.celery_app import SERVICE_QUEUES
+from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from tests.support.carry_env import (
     SERIES,
@@ -20,8 +22,6 @@ from tests.support.carry_env import (
 )
 from workers import poller
 from workers import runtime as runtime_module
-from workers.celery_app import SERVICE_QUEUES
-from workers.celery_app import app as celery_app
 from workers.rebase import rebase_series
 from workers.runtime import Runtime
 from workers.tasks import handle_event
