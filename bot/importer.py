@@ -313,10 +313,11 @@ def _commit_patches(mirror: Mirror, base: str, tip: str, label: str) -> tuple[In
                 "patch per commit and cannot import a merge; import the linear ranges on either "
                 "side of it, or rebase the branch first"
             )
-    return tuple(_commit_patch(mirror, sha, subject) for sha, _, subject in rows)
+    return tuple(commit_patch(mirror, sha, subject) for sha, _, subject in rows)
 
 
-def _commit_patch(mirror: Mirror, sha: str, subject: str) -> Incoming:
+def commit_patch(mirror: Mirror, sha: str, subject: str) -> Incoming:
+    """One commit as a patch carry can carry, or ImportFailed saying why not."""
     data = format_patch(mirror.git, sha)
     origin = f"commit {sha[:12]}"
     try:

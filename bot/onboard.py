@@ -47,11 +47,9 @@ from bot.core.onboard import (
     render_upstream_entry,
     series_id,
 )
-from bot.core.patchfile import PatchFileError, parse_patch
-from bot.git.formatpatch import format_patch
 from bot.git.mirror import Mirror, MirrorError, normalize_source
 from bot.git.runner import GitError
-from bot.importer import ImportFailed, ImportRequest, patch_name, run_import
+from bot.importer import ImportFailed, ImportRequest, commit_patch, patch_name, run_import
 from bot.series_loader import SERIES_FILE, SERIES_ID_RE, SeriesInvalid, load_series
 
 _REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$")
@@ -538,16 +536,12 @@ def _commits(
     in_line = {row[2:] for row in cherry.splitlines() if row.startswith("- ")}
     commits = []
     for number, (sha, _, subject, body) in enumerate(rows, start=1):
-        data = format_patch(mirror.git, sha)
         try:
-            touched = parse_patch(data, name=sha).touched_paths if data.strip() else ()
-        except PatchFileError as err:
-            raise InitRefused(f"commit {sha[:12]} ({subject!r}): unusable patch: {err}") from err
-        if not touched:
+            touched = commit_patch(mirror, sha, subject).touched
+        except ImportFailed as err:
             raise InitRefused(
-                f"commit {sha[:12]} ({subject!r}) of branch {branch} changes no files; carry "
-                "carries no empty patch: drop it from the branch (git rebase -i) first"
-            )
+                f"branch {branch}: {err} (drop or fix it on the branch first: git rebase -i)"
+            ) from err
         commits.append(
             BranchCommit(
                 sha=sha,

@@ -108,22 +108,21 @@ def _reindent(block: str, indent: int) -> str:
 
 def add_upstream(text: str, block: str) -> str:
     """The config text with `block` (one `upstreams:` entry, indented by two) added."""
-    root = _compose(text)
-    node = _value(root, "upstreams")
-    if not isinstance(node, yaml.MappingNode):
-        raise EditRefused("the config has no 'upstreams:' mapping to add to")
-    key = next(k for k, v in root.value if v is node)
-    return _insert(text, node, "upstreams", block, key.start_mark.column)
+    return _append(text, "upstreams", yaml.MappingNode, "mapping", block)
 
 
 def add_series(text: str, block: str) -> str:
     """The config text with `block` (items of `series:`, indented by two) added at the end."""
+    return _append(text, "series", yaml.SequenceNode, "list", block)
+
+
+def _append(text: str, name: str, kind: type[yaml.CollectionNode], what: str, block: str) -> str:
     root = _compose(text)
-    node = _value(root, "series")
-    if not isinstance(node, yaml.SequenceNode):
-        raise EditRefused("the config has no 'series:' list to add to")
+    node = _value(root, name)
+    if not isinstance(node, kind):
+        raise EditRefused(f"the config has no '{name}:' {what} to add to")
     key = next(k for k, v in root.value if v is node)
-    return _insert(text, node, "series", block, key.start_mark.column)
+    return _insert(text, node, name, block, key.start_mark.column)
 
 
 def replace_series(text: str, series_id: str, block: str) -> str:

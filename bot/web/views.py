@@ -67,14 +67,9 @@ class NotFound(Exception):
 
 
 def age_seconds(iso: str | None, now: datetime | None = None) -> int | None:
-    if not iso:
+    moment = _moment(iso)
+    if moment is None:
         return None
-    try:
-        moment = datetime.fromisoformat(iso)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
     return max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
 
 
