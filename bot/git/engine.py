@@ -421,9 +421,15 @@ class Engine:
         patches: list[PatchInput],
         parsed: list[PatchFile | PatchFileError],
     ) -> dict[int, _RangeEvidence]:
-        """Patch-id matches among the head's newest commits touching the patches' files."""
+        """Patch-id matches among the head's newest commits touching the patches' files (from
+        the touch index when it places the head's history; git walks it otherwise)."""
         group = [(p, patches[i].data) for i in indexes if isinstance(p := parsed[i], PatchFile)]
-        series_history = history.SeriesHistory(self.git, head, group, None, self._patch_ids)
+        union = tuple(dict.fromkeys(path for p, _ in group for path in p.touched_paths))
+        commits = None
+        if self.in_process and union:
+            found = self.touches.head_history(head, frozenset(union), history.MAX_CANDIDATES)
+            commits = self._read_commits(found, union) if found is not None else None
+        series_history = history.SeriesHistory(self.git, head, group, commits, self._patch_ids)
         return {
             i: _RangeEvidence(
                 head,
@@ -468,7 +474,12 @@ class Engine:
         touching = self.touches.touching_range(fork, head, frozenset(paths))
         if touching is None:
             return None
-        wanted = touching[: history.MAX_CANDIDATES]
+        return self._read_commits(touching[: history.MAX_CANDIDATES], paths)
+
+    def _read_commits(
+        self, wanted: list[str], paths: tuple[str, ...]
+    ) -> list[history.UpstreamCommit]:
+        """The given commits with their diffs limited to `paths`, read once per process."""
         missing = [sha for sha in wanted if (sha, paths) not in self._upstream]
         for commit in history.read_commits(self.git, missing, paths):
             self._upstream[(commit.sha, paths)] = commit

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,11 +54,16 @@ class MirrorError(RuntimeError):
     """The upstream cannot be read, or a revision does not exist in it."""
 
 
-def default_cache_dir() -> Path:
-    """CARRY_CACHE_DIR, read by the settings like every variable (~/.cache/carry unset)."""
-    from bot.config import load_settings
+CACHE_DIR_VARIABLE = "CARRY_CACHE_DIR"
+DEFAULT_CACHE_DIR = "~/.cache/carry"
 
-    return load_settings().cache_dir
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """CARRY_CACHE_DIR as the settings read it (bot.config.Settings.cache_dir: empty is unset,
+    ~ expanded), without them: `carry check` needs no other setting, and importing the
+    settings' validation costs a short command more than its check."""
+    value = (os.environ if environ is None else environ).get(CACHE_DIR_VARIABLE)
+    return Path(value or DEFAULT_CACHE_DIR).expanduser()
 
 
 def normalize_source(source: str) -> str:

@@ -11,6 +11,14 @@ paths it changes) and the tips (ref tips whose whole ancestry is indexed), writt
 transaction per update, so a crash leaves the index as it was before the update. Readers look
 up only the commits they walk: a check on a warm mirror reads a few hundred rows, not the file.
 The line-oriented file of earlier versions is migrated on the first update.
+
+A head's whole history (a check without a base) is answered without a walk: every commit whose
+ancestry is linear (single parents down to a root) has a place on a line of commits (its line
+and its distance from the root), lines branch off one another where the history forks, and a
+second table lists the commits by the paths they change. The commits of a head's history that
+touch some paths are then those listed for the paths whose place is on the head's lines. A
+history with a merge has no place, and git answers as before. An index written before lines
+existed is rebuilt on the next update (a check asks for that update).
 """
 
 from __future__ import annotations
@@ -37,10 +45,18 @@ FILE_NAME = "carry-touch-index.sqlite"
 LEGACY_FILE_NAME = "carry-touch-index"  # NUL-separated records, read only to migrate them
 _HEADER = re.compile(rb"^\x01([0-9a-f]{40})((?: [0-9a-f]{40})*) ?$")  # a root has no parent
 MAX_WALK = 200_000
+SCHEMA_VERSION = "2"  # 2: lines (commits.line, commits.pos, lines) and the touched table
+MAX_PARAMETERS = 500  # paths per query (SQLite's limit on parameters may be as low as 999)
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS commits"
-    " (sha TEXT PRIMARY KEY, parents TEXT NOT NULL, paths BLOB NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS commits (sha TEXT PRIMARY KEY, parents TEXT NOT NULL,"
+    " paths BLOB NOT NULL, line INTEGER, pos INTEGER) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    # A line: commits each the only child on it of the one before; it starts at a root (no
+    # base) or branches off another line after the commit at (base, base_pos).
+    "CREATE TABLE IF NOT EXISTS lines"
+    " (id INTEGER PRIMARY KEY, base INTEGER, base_pos INTEGER, tip TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS touched"
+    " (path TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (path, sha)) WITHOUT ROWID",
 )
 
 
@@ -88,13 +104,107 @@ def _extend(git: Git, db: sqlite3.Connection, git_dir: Path) -> int:
 
 
 def _store(db: sqlite3.Connection, records: list[tuple[str, Touches]], tips: list[str]) -> None:
-    """The records and the new tips, in one transaction: readers see all of it or none."""
+    """The records (each placed on a line when its ancestry is linear) and the new tips, in
+    one transaction: readers see all of it or none."""
     with db:
+        lines = _Lines(db)
+        rows = []
+        for sha, touches in _parents_first(records):
+            if lines.held(sha):
+                continue
+            line, pos = lines.place(sha, touches.parents)
+            rows.append((sha, " ".join(touches.parents), _join_paths(touches.paths), line, pos))
+        db.executemany("INSERT INTO commits VALUES (?, ?, ?, ?, ?)", rows)
         db.executemany(
-            "INSERT OR REPLACE INTO commits VALUES (?, ?, ?)",
-            ((sha, " ".join(t.parents), _join_paths(t.paths)) for sha, t in records),
+            "INSERT OR IGNORE INTO touched VALUES (?, ?)",
+            ((path, sha) for sha, touches in records for path in touches.paths),
         )
+        lines.save()
         db.execute("INSERT OR REPLACE INTO meta VALUES ('tips', ?)", (" ".join(sorted(tips)),))
+
+
+def _parents_first(records: list[tuple[str, Touches]]) -> list[tuple[str, Touches]]:
+    """The records ordered so that a commit comes after its parents among them."""
+    batch = dict(records)
+    order: list[tuple[str, Touches]] = []
+    done: set[str] = set()
+    for start, _ in reversed(records):  # git log lists the newest first
+        stack = [(start, False)]
+        while stack:
+            sha, expanded = stack.pop()
+            if sha in done:
+                continue
+            if expanded:
+                done.add(sha)
+                order.append((sha, batch[sha]))
+                continue
+            stack.append((sha, True))
+            stack.extend((p, False) for p in batch[sha].parents if p in batch and p not in done)
+    return order
+
+
+class _Lines:
+    """Places commits on lines as they are stored, parents first (see the module doc)."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self.db = db
+        self.placed: dict[str, tuple[int | None, int | None]] = {}
+        self.tips: dict[int, str] = {}
+        self.new: dict[int, tuple[int | None, int | None]] = {}
+        row = db.execute("SELECT max(id) FROM lines").fetchone()
+        self.next_id = (row[0] or 0) + 1
+
+    def held(self, sha: str) -> bool:
+        return self.db.execute("SELECT 1 FROM commits WHERE sha = ?", (sha,)).fetchone() is not None
+
+    def _place_of(self, sha: str) -> tuple[int | None, int | None]:
+        if sha in self.placed:
+            return self.placed[sha]
+        row = self.db.execute("SELECT line, pos FROM commits WHERE sha = ?", (sha,)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def _tip(self, line: int) -> str | None:
+        if line not in self.tips:
+            row = self.db.execute("SELECT tip FROM lines WHERE id = ?", (line,)).fetchone()
+            if row is None:
+                return None
+            self.tips[line] = row[0]
+        return self.tips[line]
+
+    def place(self, sha: str, parents: tuple[str, ...]) -> tuple[int | None, int | None]:
+        """(line, pos) of a new commit, or (None, None) when its ancestry is not linear."""
+        if len(parents) > 1:
+            place: tuple[int | None, int | None] = (None, None)
+        elif not parents:
+            place = (self._start(sha, None, None), 0)
+        else:
+            line, pos = self._place_of(parents[0])
+            if line is None or pos is None:
+                place = (None, None)
+            elif self._tip(line) == parents[0]:
+                self.tips[line] = sha
+                place = (line, pos + 1)
+            else:
+                place = (self._start(sha, line, pos), pos + 1)
+        self.placed[sha] = place
+        return place
+
+    def _start(self, sha: str, base: int | None, base_pos: int | None) -> int:
+        line = self.next_id
+        self.next_id += 1
+        self.new[line] = (base, base_pos)
+        self.tips[line] = sha
+        return line
+
+    def save(self) -> None:
+        self.db.executemany(
+            "INSERT INTO lines VALUES (?, ?, ?, ?)",
+            ((line, base, pos, self.tips[line]) for line, (base, pos) in self.new.items()),
+        )
+        self.db.executemany(
+            "UPDATE lines SET tip = ? WHERE id = ?",
+            ((tip, line) for line, tip in self.tips.items() if line not in self.new),
+        )
 
 
 @contextlib.contextmanager
@@ -119,14 +229,27 @@ def _open_writable(path: Path) -> sqlite3.Connection:
     try:
         db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
         db.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last update, whole
+        if _schema(db) != SCHEMA_VERSION:  # an index of an earlier version: indexed again
+            for table in ("commits", "meta", "lines", "touched"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
         for statement in _SCHEMA:
             db.execute(statement)
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         db.execute("SELECT count(*) FROM meta").fetchone()  # fails now on a damaged file
     except sqlite3.DatabaseError:
         db.close()
         raise
     db.isolation_level = "DEFERRED"  # `with db` commits or rolls back the transaction
     return db
+
+
+def _schema(db: sqlite3.Connection) -> str | None:
+    """The index's schema version; None for a new file or one of the first version."""
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    except sqlite3.OperationalError:  # no meta table: a new file
+        return None
+    return row[0] if row else None
 
 
 def _tips(db: sqlite3.Connection) -> list[str]:
@@ -243,6 +366,7 @@ class TouchIndex:
         self._commits: dict[str, Touches] = {}
         self._walks: dict[str, tuple[str, tuple[str, ...]]] = {}  # fork -> (head, its range)
         self._touched: dict[tuple[str, frozenset[str]], tuple[str, list[str]]] = {}
+        self._current: bool | None = None  # whether the file has lines (SCHEMA_VERSION)
 
     def refresh(self) -> None:
         """Follows the file: a re-created mirror (another file) starts over; rows appended
@@ -255,6 +379,16 @@ class TouchIndex:
             self.close()
             self._commits, self._walks, self._touched = {}, {}, {}
             self._identity = identity
+            self._current = None
+        if self._identity is not None and self._current is None:
+            self._current = self._read_schema() == SCHEMA_VERSION
+            if not self._current and self._when_missing is not None:
+                self._when_missing()  # an index of an earlier version: updated in place
+                self._current = self._read_schema() == SCHEMA_VERSION
+
+    def _read_schema(self) -> str | None:
+        rows = self._select("SELECT value FROM meta WHERE key = 'schema'", ())
+        return rows[0][0] if rows else None
 
     def _stat(self) -> tuple[int, int] | None:
         try:
@@ -378,3 +512,37 @@ class TouchIndex:
         found = self.touching(new, paths) + earlier
         self._touched[(fork, paths)] = (head, found)
         return list(found)
+
+    def head_history(self, head: str, paths: Set[str], limit: int) -> list[str] | None:
+        """The newest `limit` commits of head's whole history that change any of `paths`,
+        newest first, as `git log --no-merges -n<limit> <head> -- <paths>` lists them for a
+        linear history; None when the history has a merge or the index does not place it."""
+        if self._identity is None or not self._current:
+            return None
+        rows = self._select("SELECT line, pos FROM commits WHERE sha = ?", (head,))
+        if not rows or rows[0][0] is None:
+            return None
+        line, pos = rows[0]
+        reach: dict[int, int] = {}  # line -> the highest position of the head's history on it
+        while line is not None:
+            reach.setdefault(line, pos)
+            found = self._select("SELECT base, base_pos FROM lines WHERE id = ?", (line,))
+            if not found:
+                return None
+            line, pos = found[0]
+        wanted = sorted(paths)
+        candidates: dict[str, int] = {}
+        for start in range(0, len(wanted), MAX_PARAMETERS):
+            chunk = wanted[start : start + MAX_PARAMETERS]
+            marks = ",".join("?" * len(chunk))
+            for sha, on, at in self._select(
+                "SELECT c.sha, c.line, c.pos FROM touched AS t JOIN commits AS c"
+                f" ON c.sha = t.sha WHERE t.path IN ({marks})",
+                tuple(chunk),
+            ):
+                if on in reach and at <= reach[on]:
+                    candidates[sha] = at
+        if self._identity is None:  # a read failed: unknown
+            return None
+        newest = sorted(candidates, key=candidates.__getitem__, reverse=True)
+        return newest[:limit]

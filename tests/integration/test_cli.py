@@ -575,3 +575,32 @@ def test_json_base_is_the_base_given_or_null(series, tmp_path):
         )["base"]
         == given
     )
+
+
+def test_check_without_a_cache_dir_reads_no_settings(series, tmp_path):
+    """CARRY_CACHE_DIR is read as the settings read it, without importing their machinery
+    (issue 35: pydantic-settings cost a `carry check` 0.44 s)."""
+    up, patches = series
+    script = IMPORTED_BY_CHECK.format(heavy=[*HEAVY_MODULES, "pydantic", "bot.config"])
+    args = ["--repo", str(up.path), "--head", "main", "--patch", str(patches[0])]
+    result = subprocess.run(
+        [sys.executable, "-c", script, "check", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+        env={**os.environ, "CARRY_CACHE_DIR": str(tmp_path / "env-cache")},
+    )
+    assert "HEAVY - CODE 0" in result.stderr, result.stderr
+    assert list((tmp_path / "env-cache" / "mirrors").glob("*.git"))
+
+
+def test_cache_dir_default_agrees_with_the_settings(monkeypatch, tmp_path):
+    from bot.config import load_settings
+    from bot.git.mirror import default_cache_dir
+
+    for value in (str(tmp_path / "x"), "~/elsewhere", ""):
+        monkeypatch.setenv("CARRY_CACHE_DIR", value)
+        assert default_cache_dir() == load_settings().cache_dir
+    monkeypatch.delenv("CARRY_CACHE_DIR")
+    assert default_cache_dir() == load_settings().cache_dir

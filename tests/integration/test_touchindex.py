@@ -250,7 +250,7 @@ CRASHING_UPDATE = """
 import os, sqlite3, sys
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
 db.execute("BEGIN")
-db.execute("INSERT OR REPLACE INTO commits VALUES (?, '', x'')", ("f" * 40,))
+db.execute("INSERT OR REPLACE INTO commits (sha, parents, paths) VALUES (?, '', x'')", ("f" * 40,))
 db.execute("INSERT OR REPLACE INTO meta VALUES ('tips', ?)", ("f" * 40,))
 os._exit(0)  # a crash before the commit: the update's transaction is torn
 """
@@ -437,3 +437,81 @@ def test_an_index_opened_in_one_thread_answers_in_another(up, mirror, caplog):
     assert answers == [log_touching(up, other, head, {CORE})]
     assert "cannot read touch index" not in caplog.text
     assert index.rows_read > 5  # it read the rows, not git
+
+
+def log_history(repo: RepoBuilder, head: str, paths: set[str], limit: int) -> list[str]:
+    """What the engine asks git for a check without a base: the head's whole history."""
+    out = git(
+        repo.path,
+        "log",
+        "--no-merges",
+        f"-n{limit}",
+        "--format=%H",
+        "--no-renames",
+        head,
+        "--",
+        *paths,
+    )
+    return out.split()
+
+
+def assert_history_like_git(index: TouchIndex, repo: RepoBuilder, head: str) -> None:
+    for paths in [*PATH_SETS, {"README"}, {CORE, "README"}]:
+        for limit in (400, 3):
+            assert index.head_history(head, paths, limit) == log_history(
+                repo, head, paths, limit
+            ), (paths, limit)
+
+
+def test_head_history_matches_git_on_lines_that_fork(up, mirror, tmp_path):
+    """A head's whole history (a check without a base) from the index, never walked: on main,
+    on a release branch that forks from main, and on main after it moved on; the other line's
+    commits are never part of the answer."""
+    first = mirror.resolve("main").sha
+    up.checkout("main~10", new_branch="release")
+    release = grow(up, 100, 6)  # touches CORE, UTIL, ... as main does after its fork
+    up.checkout("main")
+    main = grow(up, 30, 4)
+    assert mirror.resolve("release").sha == release
+    assert mirror.resolve("main").sha == main
+    index = loaded(mirror)
+    for head in (first, release, main, up.head("release~2"), up.head("main~25")):
+        assert_history_like_git(index, up, head)
+    assert index.rows_read == 0  # answered from the lines and the touched table, not a walk
+    # An index built in one go (parents after children in git's order) answers the same.
+    assert_history_like_git(loaded(rebuilt(up, tmp_path)), up, main)
+
+
+def test_head_history_is_unknown_past_a_merge_or_for_an_unindexed_head(up, mirror):
+    base = up.head("base")
+    up.checkout("main~20", new_branch="side")
+    up.commit("side one", {"side.txt": "side\n"})
+    up.checkout("main")
+    up.git("merge", "--no-ff", "-q", "-m", "merge side", "side")
+    after = up.commit("after the merge", {CORE: "after\n"})
+    mirror.resolve("main")
+    index = loaded(mirror)
+    assert index.head_history(after, {CORE}, 400) is None  # git walks it
+    assert index.head_history(after, {"side.txt"}, 400) is None
+    assert index.head_history(base, {CORE}, 400) == log_history(up, base, {CORE}, 400)
+    assert index.head_history("0" * 40, {CORE}, 400) is None
+
+
+def test_index_of_the_first_version_is_upgraded_by_a_check(up, mirror):
+    """An index written before lines existed (no schema, no lines) answers a whole history
+    only once a check has had it indexed again; nothing else changes."""
+    head = mirror.resolve("main").sha
+    everything = stored(mirror)
+    with sqlite3.connect(index_file(mirror)) as db:
+        db.execute("DROP TABLE lines")
+        db.execute("DROP TABLE touched")
+        db.execute("DELETE FROM meta WHERE key = 'schema'")
+        db.execute("CREATE TABLE old AS SELECT sha, parents, paths FROM commits")
+        db.execute("DROP TABLE commits")
+        db.execute("ALTER TABLE old RENAME TO commits")
+    assert loaded(mirror).head_history(head, {CORE}, 400) is None
+    assert_answers_like_git(loaded(mirror), up, up.head("base"), head)  # ranges still work
+    index = TouchIndex(mirror.path, when_missing=mirror.index)  # as the engine opens it
+    index.refresh()
+    assert_history_like_git(index, up, head)
+    assert stored(mirror) == everything
