@@ -79,7 +79,13 @@ def _rebase(rt: Runtime, action: Action) -> None:
             raise Skipped(f"a check of {args['head_sha'][:12]} is already queued")
     else:
         store.set_wanted(rt.redis, action.series_id, args["head_sha"])
-    store.update_series(rt.redis, action.series_id, tr.queue_check)
+    head, replaced = args["head_sha"], args.pop("replaces", ())
+
+    def queue(state: SeriesState) -> bool:
+        moved = tr.move_past(state, head, replaced)
+        return tr.queue_check(state) or moved
+
+    store.update_series(rt.redis, action.series_id, queue)
     rt.send("carry.rebase", {"series_id": action.series_id, **args})
 
 
@@ -109,14 +115,25 @@ def _record_pusher(rt: Runtime, action: Action) -> None:
 
 
 def _record_head(rt: Runtime, action: Action) -> None:
+    """A head the series follows without checking it now (paused, waiting for import): it is
+    the newest head, for a later re-check and for telling older heads from newer ones."""
     args = action.args
-    _change(
-        rt,
-        action,
-        lambda s: tr.record_head(
-            s, args["head_sha"], args["head_ref"], args.get("actor"), action.reason, rt.clock()
-        ),
-    )
+    assert action.series_id
+    store.set_wanted(rt.redis, action.series_id, args["head_sha"])
+
+    def record(state: SeriesState) -> bool:
+        tr.move_past(state, args["head_sha"], args.get("replaces", ()))
+        return tr.record_head(
+            state, args["head_sha"], args["head_ref"], args.get("actor"), action.reason, rt.clock()
+        )
+
+    _change(rt, action, record)
+
+
+def _record_stale_head(rt: Runtime, action: Action) -> None:
+    """A head behind the series' own: the history entry (carry_out) and the series' last event
+    say so; nothing is checked or published."""
+    _change(rt, action, lambda s: tr.stale_head(s, action.reason))
 
 
 def _record_base_pr(rt: Runtime, action: Action) -> None:
@@ -184,6 +201,7 @@ _HANDLERS: dict[str, Callable[[Runtime, Action], None]] = {
     "note": _note,
     "rebase": _rebase,
     "record_head": _record_head,
+    "record_stale_head": _record_stale_head,
     "record_pusher": _record_pusher,
     "record_base_pr": _record_base_pr,
     "retarget": _retarget,

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 import redis
 
 from bot.config import BaseSpec, CarryConfig, Series, parse_pr_ref
+from bot.core import events as ev
 from bot.core.planner import Facts, SeriesFacts
 from bot.core.state import SeriesState
+from bot.git.mirror import Mirror, MirrorError
 from bot.series_loader import SeriesInvalid, load_series
 from bot.store import dashboard_issue
-from bot.store.series import load_many
+from bot.store.series import load_many, wanted
 from workers.runtime import Runtime
+
+log = logging.getLogger("carry.facts")
 
 
 def base_of(series: Series, state: SeriesState | None) -> BaseSpec:
@@ -60,17 +67,46 @@ def awaiting_import(rt: Runtime, series: Series) -> bool:
         return False  # an invalid series is reported by the rebase, not hidden here
 
 
-def gather(rt: Runtime, client: redis.Redis | None = None) -> Facts:
+def gather(rt: Runtime, client: redis.Redis | None = None, event: ev.Event | None = None) -> Facts:
+    """The facts for planning `event` (any event when None): each series' state, and for a
+    head move, whether its head is behind each series' own (from git and the state)."""
     client = client or rt.redis
     board = dashboard_issue.load(client, rt.config.downstream.repo)
+    states = load_many(client, [s.id for s in rt.config.series])
+    series = []
+    for s, state in zip(rt.config.series, states, strict=True):
+        facts = series_facts(s, rt.config, state, awaiting_import(rt, s))
+        newest = wanted(client, s.id) or facts.head_sha
+        facts = dataclasses.replace(facts, newest_head=newest)
+        if isinstance(event, ev.HeadMoved) and state is not None:
+            facts = dataclasses.replace(facts, behind=_behind(rt, s, state, newest, event))
+        series.append(facts)
     return Facts(
         downstream_repo=rt.config.downstream.repo,
         bot_login=rt.bot_login,
         dashboard_issue=board.number if board else None,
-        series=tuple(
-            series_facts(s, rt.config, state, awaiting_import(rt, s))
-            for s, state in zip(
-                rt.config.series, load_many(client, [s.id for s in rt.config.series]), strict=True
-            )
-        ),
+        series=tuple(series),
     )
+
+
+def _behind(
+    rt: Runtime, series: Series, state: SeriesState, newest: str | None, event: ev.HeadMoved
+) -> frozenset[str]:
+    """{event.after} when it is behind the series' heads: one it moved past, or an ancestor (in
+    the upstream's mirror, fetching the event's ref when it lacks a commit) of a head it was
+    checked on or asked to check. Not asked when the event moved the ref from the series'
+    newest head: the planner follows such a move whatever git says."""
+    head = event.after
+    upstream = rt.config.upstreams[series.upstream]
+    if upstream.repo != event.repo or newest is None or event.before == newest:
+        return frozenset()
+    if head in state.replaced_heads:
+        return frozenset({head})
+    known = {h for h in (newest, state.head_sha, state.checked_head) if h}
+    try:
+        mirror = Mirror(upstream.url, rt.cache_dir, network_timeout_s=rt.settings.git_timeout_s)
+        behind = mirror.ancestor_of_any(head, known, ref=event.ref)
+    except MirrorError as err:  # the rebase fetches the head and says why it cannot
+        log.warning("%s: cannot tell whether %s is behind: %s", series.id, head[:12], err)
+        return frozenset()
+    return frozenset({head}) if behind else frozenset()

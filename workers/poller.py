@@ -95,7 +95,12 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
     events = []
     for name, members in by_upstream.items():
         upstream = rt.config.upstreams[name]
-        bases = {s.id: base_of(s, store.load_series(rt.redis, s.id)) for s in members}
+        states = {s.id: store.load_series(rt.redis, s.id) for s in members}
+        bases = {s.id: base_of(s, states[s.id]) for s in members}
+        # The head each series knew before the refs were read: a ref found elsewhere moved
+        # from it (the planner follows that move even backwards; a head the series learnt of
+        # while the refs were read is newer than what they say, and an older one is behind).
+        known = {s.id: store.wanted(rt.redis, s.id) or _head(states[s.id]) for s in members}
         try:
             mirror = Mirror(upstream.url, rt.cache_dir, network_timeout_s=rt.settings.git_timeout_s)
             refs = mirror.remote_refs(*_patterns(list(bases.values())))
@@ -117,7 +122,7 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
             ref, sha = found
             if state is not None and state.head_sha == sha:
                 continue
-            before = state.head_sha if state and state.head_sha else ZERO_SHA
+            before = known[series.id] or ZERO_SHA
             events.append(
                 HeadMoved(
                     repo=upstream.repo,
@@ -130,6 +135,10 @@ def head_events(rt: Runtime) -> list[HeadMoved]:
                 )
             )
     return events
+
+
+def _head(state: SeriesState | None) -> str | None:
+    return state.head_sha if state else None
 
 
 def watched_prs(rt: Runtime) -> list[tuple[str, int]]:

@@ -21,7 +21,7 @@ from bot.core import transitions as tr
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
-from bot.github.forge import ForgeError, PermissionUnknown, RateLimited
+from bot.github.forge import ForgeError, RateLimited
 from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
@@ -38,6 +38,8 @@ from workers.successor import find_successor
 
 log = logging.getLogger("carry.tasks")
 
+PERMISSION_RETRIES = 8  # about 8 minutes of backoff before a command is given up, aloud
+
 
 def handle_event(rt: Runtime, event: ev.Event) -> None:
     """Plan and carry out one event. The event is marked handled only after every action ran,
@@ -45,12 +47,12 @@ def handle_event(rt: Runtime, event: ev.Event) -> None:
     with correlated(event_key=event.key, delivery_id=event.delivery_id or None):
         if store.is_claimed(rt.redis, f"event:{event.key}"):
             store.append_history(rt.redis, None, "duplicate-event", key=event.key)
-            if isinstance(event, ev.HeadMoved) and event.actor is not None:
-                for action in plan_duplicate(event, gather(rt)):  # a pusher a poll lacked
+            if isinstance(event, ev.HeadMoved):  # a pusher a poll lacked; a head not followed
+                for action in plan_duplicate(event, gather(rt, event=event)):
                     carry_out(rt, action)
             return
         count_event(rt.redis, event.kind)
-        for action in plan(event, gather(rt)):
+        for action in plan(event, gather(rt, event=event)):
             carry_out(rt, action)
         store.claim(rt.redis, f"event:{event.key}")
 
@@ -267,7 +269,7 @@ def poll_prs(self: Task) -> None:
             handle_event(rt, event)
 
 
-@app.task(name="carry.check_permission", bind=True, acks_late=True, max_retries=5)
+@app.task(name="carry.check_permission", bind=True, acks_late=True, max_retries=PERMISSION_RETRIES)
 def check_permission(
     self: Task,
     series_id: str,
@@ -283,11 +285,8 @@ def check_permission(
     with correlated(task_id=self.request.id, series=series_id):
         try:
             permission = rt.forge().permission(author)
-        except PermissionUnknown as err:  # retrying cannot help: the credentials must change
-            log.warning("%s", err)
-            store.append_history(
-                rt.redis, series_id, "command-not-checked", author=author, pr=number, error=str(err)
-            )
+        except ForgeError as err:  # PermissionUnknown too: the credentials may be fixed meanwhile
+            _permission_unknown(rt, self, series_id, number, author, err)
             return
         event = ev.CommandAuthorized(
             series_id=series_id,
@@ -300,6 +299,38 @@ def check_permission(
             source=source,
         )
         handle_event(rt, event)
+
+
+def _permission_unknown(
+    rt: Runtime, task: Task, series_id: str, number: int, author: str, err: ForgeError
+) -> None:
+    """A command whose author's permission cannot be read is never dropped without a word: it
+    is recorded, answered once ("trying again") and retried; after the last retry the answer
+    says it was not carried out. The error stays in the history, not in the reply."""
+    attempts = task.request.retries + 1
+    final = attempts > PERMISSION_RETRIES
+    log.warning("%s: permission of %s not read (attempt %d): %s", series_id, author, attempts, err)
+    store.append_history(
+        rt.redis,
+        series_id,
+        "command-not-checked",
+        author=author,
+        pr=number,
+        error=str(err),
+        attempt=attempts,
+        final=final,
+    )
+    if attempts == 1:
+        body = f"@{author}: carry could not check your permission; trying again."
+        rt.send("carry.reply", {"series_id": series_id, "number": number, "body": body})
+    if final:
+        body = (
+            f"@{author}: carry could not check your permission after {attempts} tries, so "
+            "your command was not carried out; carry's dashboard says why. Comment it again."
+        )
+        rt.send("carry.reply", {"series_id": series_id, "number": number, "body": body})
+        return
+    raise task.retry(exc=err, countdown=_retry_in(err, attempts), max_retries=PERMISSION_RETRIES)
 
 
 @app.task(name="carry.reply", bind=True, acks_late=True, max_retries=5)

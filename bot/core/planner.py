@@ -33,6 +33,12 @@ class SeriesFacts:
     head_sha: str | None = None
     head_ref: str | None = None
     head_actor: str | None = None  # who pushed head_sha (None: unknown, e.g. a polled head)
+    # the newest head the series is on or was asked to check (a rebase may not have run yet)
+    newest_head: str | None = None
+    # heads the adapter found behind the series' newest head, for the event being planned: an
+    # ancestor (in git) of a head the series was checked on or asked for, or a head it moved
+    # past (its `replaced_heads`)
+    behind: frozenset[str] = frozenset()
     patch_names: tuple[str, ...] = ()  # the patches of the last check, in series order
     awaiting_import: bool = False
     runners: tuple[str, ...] = ()
@@ -69,12 +75,28 @@ def plan(event: ev.Event, facts: Facts) -> list[Action]:
 
 
 def plan_duplicate(event: ev.Event, facts: Facts) -> list[Action]:
-    """An event already handled can still bring one new fact: a push webhook that a poll of the
-    same head beat (same key) names the head's pusher, which the poll could not know."""
-    if not isinstance(event, ev.HeadMoved) or event.actor is None:
+    """An event already handled can still bring a new fact. A push webhook that a poll of the
+    same head beat (same key) names the head's pusher, which the poll could not know. And an
+    event key never hides a head: a series that is neither on this head nor asked to check it
+    (it moved past it, then back; or an older head's check replaced it) and for which the head
+    is not behind is checked on it again."""
+    if not isinstance(event, ev.HeadMoved):
         return []
-    late = (_late_pusher(s, event) for s in _watching(event, facts))
-    return [action for action in late if action is not None]
+    actions: list[Action] = []
+    for series in _watching(event, facts):
+        late = _late_pusher(series, event)
+        if late is not None:
+            actions.append(late)
+        known = (series.head_sha, series.newest_head)
+        if event.after in known or _behind(series, event):
+            continue
+        why = (
+            f"{event.ref} is at {event.after[:12]}, which the series is not on (its head: "
+            f"{(series.newest_head or 'none')[:12]}); checked again although its event was seen"
+        )
+        suffix = f":again:{series.newest_head or 'none'}"
+        actions.append(_on_head(series, event.after, event.ref, event.actor, why, suffix, event))
+    return actions
 
 
 def _note(event: ev.Event, reason: str, series_id: str | None = None) -> Action:
@@ -83,18 +105,41 @@ def _note(event: ev.Event, reason: str, series_id: str | None = None) -> Action:
 
 def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.HeadMoved)
-    actions = [
-        action
-        for s in _watching(event, facts)
-        for action in (
-            _late_pusher(s, event),
-            _on_head(
-                s, event.after, event.ref, event.actor, f"{event.ref} moved to {event.after[:12]}"
-            ),
-        )
-        if action is not None
-    ]
+    actions: list[Action] = []
+    for s in _watching(event, facts):
+        if _behind(s, event):
+            actions.append(_stale_head(s, event))
+            continue
+        late = _late_pusher(s, event)
+        if late is not None:
+            actions.append(late)
+        why = f"{event.ref} moved to {event.after[:12]}"
+        actions.append(_on_head(s, event.after, event.ref, event.actor, why, "", event))
     return actions or [_note(event, f"no series watches {event.repo} {event.ref}")]
+
+
+def _behind(series: SeriesFacts, event: ev.HeadMoved) -> bool:
+    """Heads only move forward: a head behind the one the series is on or was asked to check
+    (an out-of-order delivery, a redelivery, a poll that read the ref before a newer push came
+    in) is not checked. One exception: an event that moved the ref from the series' own newest
+    head (a force push back to an older commit, a poll that read the ref after carry knew its
+    head) is a real move and is followed. Tag patterns move by version (_watches)."""
+    if series.watched_ref is None or event.after in (series.head_sha, series.newest_head):
+        return False
+    if series.newest_head is not None and event.before == series.newest_head:
+        return False
+    return event.after in series.behind
+
+
+def _stale_head(series: SeriesFacts, event: ev.HeadMoved) -> Action:
+    newest = series.newest_head or series.head_sha or ""
+    how = "a redelivery" if event.source == "webhook" else "a poll"
+    why = (
+        f"{event.ref} at {event.after[:12]} ({how}) is behind {newest[:12]}, the head the "
+        "series is on: recorded, not checked or published"
+    )
+    args = {"head_sha": event.after, "head_ref": event.ref, "newest": newest}
+    return Action("record_stale_head", f"stale:{series.id}:{event.key}", why, series.id, args)
 
 
 def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
@@ -126,9 +171,19 @@ def _watches(series: SeriesFacts, ref: str) -> bool:
 
 
 def _on_head(
-    series: SeriesFacts, head: str, ref: str, actor: str | None, why: str, key_suffix: str = ""
+    series: SeriesFacts,
+    head: str,
+    ref: str,
+    actor: str | None,
+    why: str,
+    key_suffix: str = "",
+    moved: ev.HeadMoved | None = None,
 ) -> Action:
-    args = {"head_sha": head, "head_ref": ref, "actor": actor}
+    args: dict[str, Any] = {"head_sha": head, "head_ref": ref, "actor": actor}
+    if moved is not None:
+        # The heads this move leaves behind: a later delivery of one of them is stale.
+        past = (moved.before, series.newest_head, series.head_sha)
+        args["replaces"] = sorted({h for h in past if h and h != ev.ZERO_SHA and h != head})
     key = f"rebase:{series.id}:{head}{key_suffix}"
     if series.awaiting_import:
         return Action("record_head", key, f"{why}; series is waiting for import", series.id, args)

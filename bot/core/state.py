@@ -156,6 +156,9 @@ class SeriesState:
     # who pushed each recent head SHA, from push webhooks (a poll knows no pusher): trust
     # belongs to a SHA and its pusher, whichever event about the SHA came first
     pushers: dict[str, str] = field(default_factory=dict)
+    # recent heads the series moved past (the head before each move carry followed): a late
+    # delivery of one of them is behind, not a move (heads only move forward)
+    replaced_heads: list[str] = field(default_factory=list)
     base_pr_state: str | None = None  # for pull bases: open | merged | closed_unmerged
     # the watched ref upstream has not created (a release tag not cut yet); polls wait for it
     waiting_for_ref: str | None = None

@@ -130,6 +130,25 @@ def record_head(
 
 
 MAX_PUSHERS = 50  # recent head SHAs whose pusher is remembered
+MAX_REPLACED = 50  # recent heads a series moved past
+
+
+def move_past(state: SeriesState, head: str, replaced: Iterable[str]) -> bool:
+    """The series follows `head`: the heads it replaces are remembered as behind, and `head`
+    is behind no longer (a force push back to it was followed)."""
+    kept = [h for h in state.replaced_heads if h != head]
+    kept += [h for h in replaced if h != head and h not in kept]
+    kept = kept[-MAX_REPLACED:]
+    if kept == state.replaced_heads:
+        return False
+    state.replaced_heads = kept
+    return True
+
+
+def stale_head(state: SeriesState, reason: str) -> bool:
+    """A head behind the series' own was delivered: said, nothing else changes."""
+    state.last_event = reason
+    return True
 
 
 def record_pusher(state: SeriesState, head: str, actor: str) -> bool:

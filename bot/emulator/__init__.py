@@ -55,7 +55,8 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
 * Webhooks: ``add_webhook(url, secret=None, *, events=("*",), owner=None, repo=None,
   app_id=None, content_type="json", ping=False) -> hook id``; ``deliveries`` (list of
   ``Delivery``: guid, event, action, payload, body, headers, status_code, error, redelivery);
-  ``wait_for_deliveries(timeout=10)``; ``deliver_pending()`` (manual_webhooks=True);
+  ``wait_for_deliveries(timeout=10)``; ``deliver_pending(*, newest_first=False)``
+  (manual_webhooks=True; GitHub promises no order, newest_first sends the newest first);
   ``redeliver(delivery_or_guid)``. ``signature_256(secret, body)`` computes the header value.
 * Faults: ``inject_fault(kind, *, times=1, method=None, path=None (glob), status=None,
   retry_after=None, reset_in=60, scope="api") -> Fault`` with kinds server_error,

@@ -510,8 +510,10 @@ class GitHubEmulator:
         self.dispatcher.wait_idle(timeout)
         return self.deliveries
 
-    def deliver_pending(self) -> int:
-        return self.dispatcher.deliver_pending()
+    def deliver_pending(self, *, newest_first: bool = False) -> int:
+        """Sends the held deliveries (manual_webhooks=True), oldest first unless
+        `newest_first` (GitHub does not promise an order)."""
+        return self.dispatcher.deliver_pending(newest_first=newest_first)
 
     def redeliver(self, delivery: Delivery | str) -> Delivery:
         """Redelivers a past delivery (by object or GUID) with the same GUID and body."""

@@ -200,14 +200,15 @@ class Dispatcher:
                     self._busy = False
                     self._cond.notify_all()
 
-    def deliver_pending(self) -> int:
-        """Sends every queued delivery in the calling thread (manual mode); returns the count."""
+    def deliver_pending(self, *, newest_first: bool = False) -> int:
+        """Sends every queued delivery in the calling thread (manual mode); returns the count.
+        GitHub promises no order of deliveries: `newest_first` sends the newest first."""
         sent = 0
         while True:
             with self._cond:
                 if not self._queue:
                     return sent
-                delivery = self._queue.popleft()
+                delivery = self._queue.pop() if newest_first else self._queue.popleft()
             self._send(delivery)
             sent += 1
 

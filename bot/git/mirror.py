@@ -16,7 +16,7 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,6 +219,19 @@ class Mirror:
         query = "".join(f"{oid}\n" for oid in oids).encode()
         out = self.git.run("cat-file", "--batch-check", input=query).text
         return "missing" not in out and "ambiguous" not in out
+
+    def ancestor_of_any(self, sha: str, heads: Iterable[str], ref: str | None = None) -> bool:
+        """Whether commit `sha` is an ancestor of one of `heads` (a head is not its own
+        ancestor). When the mirror lacks one of them, `ref` (the upstream ref they came from)
+        is fetched first; a commit still missing is an ancestor of nothing."""
+        others = sorted({h for h in heads if h != sha})
+        if not others:
+            return False
+        self.ensure()
+        if ref is not None and not self.has_objects(sha, *others):
+            with contextlib.suppress(MirrorError):
+                self.resolve(ref)
+        return any(self.git.is_ancestor(sha, other) for other in others)
 
     def widen(self) -> None:
         """Fetches every branch and tag: used when evidence needs objects outside the head."""

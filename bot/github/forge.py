@@ -682,8 +682,15 @@ class Forge:
             )
             return dict(data)
 
+        what = f"permission of {user}"
+        self._spend(what)
         try:
-            return _role(self._moving(f"permission of {user}", ask))
+            # the same retries as every other call: a new token's 401, a rate limit, a rename
+            return _role(self._moving(what, lambda: self._limited(what, ask)))
+        except RateLimitExceededExceedsMaxWait as err:
+            raise _too_long(what, err.wait or MAX_WAIT_S) from err
+        except requests.RequestException as err:
+            raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
         except GithubException as err:
             if err.status == 404:
                 return "none"

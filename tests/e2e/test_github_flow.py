@@ -15,7 +15,7 @@ import pytest
 from celery import Celery
 
 from bot.emulator import GitHubEmulator
-from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
+from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, lanes_empty, wait_for
 from tests.support.gitrepo import git
 from tests.support.paths import REPO_ROOT
 
@@ -76,11 +76,24 @@ def flow_with_runner(tmp_path: Path, redis_url: str):
 
 
 @pytest.fixture
+def held_flow(tmp_path: Path, redis_url: str):
+    """Deliveries wait until the test sends them (gh.deliver_pending), in the order it picks."""
+    yield from _flow(tmp_path, redis_url, runners=False, manual_webhooks=True)
+
+
+@pytest.fixture
 def flow_with_dashboard_issue(tmp_path: Path, redis_url: str):
     yield from _flow(tmp_path, redis_url, runners=False, settings={"dashboard_issue": True})
 
 
-def _flow(tmp_path: Path, redis_url: str, *, runners: bool, settings: dict | None = None):
+def _flow(
+    tmp_path: Path,
+    redis_url: str,
+    *,
+    runners: bool,
+    settings: dict | None = None,
+    manual_webhooks: bool = False,
+):
     env = CarryEnv(tmp_path, redis_url)
     env.upstream.checkout("main", new_branch="feature")
     env.upstream.commit("Start the feature", {"feature.py": "enabled = True\n"})
@@ -90,7 +103,7 @@ def _flow(tmp_path: Path, redis_url: str, *, runners: bool, settings: dict | Non
     git(downstream, "init", "-q", "-b", "main")
     git(downstream, "add", "-A")
     git(downstream, "commit", "-q", "-m", "carry the fix")
-    with GitHubEmulator(tmp_path / "gh") as gh:
+    with GitHubEmulator(tmp_path / "gh", manual_webhooks=manual_webhooks) as gh:
         gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
         # With runners, the downstream is private, as a team's release repository is: the
         # runner holds no credential, so the job must carry the series itself.
@@ -449,3 +462,63 @@ def test_the_dashboard_issue_shows_every_series_and_a_tick_acts_as_the_command(
     time.sleep(1)
     assert patches() == edits
     assert len(flow.gh.issues(DOWN_OWNER, DOWN_NAME)) == 1
+
+
+def test_pushes_delivered_out_of_order_never_move_a_series_back(held_flow: Flow):
+    """Issue 34, item 1: GitHub promises no order of deliveries. The upstream PR's head moves
+    twice and the newer move is delivered first: carry checks and publishes the newer head,
+    and records the older one as behind, without checking or publishing it."""
+    flow = held_flow
+    head1 = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.gh.deliver_pending()
+    flow.published(head1)
+    head2 = flow.move_feature({"mod.py": "# header\n# second\n" + BODY}, "Second header line")
+    head3 = flow.move_feature({"mod.py": "# header\n# third\n" + BODY}, "Third header line")
+    assert flow.gh.deliver_pending(newest_first=True) >= 2
+
+    def checks_of(head: str) -> list[dict]:
+        return [e for e in flow.env.history("rebased") if e["data"].get("head") == head]
+
+    def handled() -> list[dict]:
+        stale = [e for e in flow.env.history("record_stale_head") if e["data"]["head_sha"] == head2]
+        return stale or checks_of(head2)
+
+    (outcome,) = wait_for(handled, 60, "carry to handle the older head's delivery")
+    flow.published(head3)
+    wait_for(lambda: lanes_empty(flow.env.client), 60, "carry to finish")
+    assert outcome["kind"] == "record_stale_head", f"the older head was checked: {outcome}"
+    assert head3[:12] in outcome["data"]["reason"]
+    state = flow.env.state()
+    assert (state.head_sha, state.checked_head) == (head3, head3)
+    assert checks_of(head2) == [] and len(checks_of(head3)) == 1
+    heads = [e["data"].get("head") for e in flow.env.history("published")]
+    assert head2 not in heads and heads[0] == head3
+
+
+def test_a_command_whose_permission_cannot_be_read_is_answered_and_retried(flow: Flow):
+    """Issue 34, item 5: GitHub fails the permission lookup (5xx past PyGithub's retries): the
+    commenter is told carry is trying again, the failure is recorded, and the command is
+    carried out once the lookup works; it was dropped without a word."""
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    path = f"/repos/{DOWN_OWNER}/{DOWN_NAME}/collaborators/*/permission"
+    flow.gh.inject_fault("server_error", times=6, method="GET", path=path)
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry pause", user="maint")
+
+    def answers() -> list[str]:
+        return [
+            c["body"]
+            for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"])
+            if c["user"]["login"] == "carry[bot]"
+        ]
+
+    wait_for(
+        lambda: any("could not check your permission; trying again" in a for a in answers()),
+        90,
+        "the answer that carry tries again",
+    )
+    wait_for(lambda: "Paused: carry will not act on its own." in answers(), 90, "the command")
+    assert flow.env.state().paused_by == "maint"
+    (failed,) = flow.env.history("command-not-checked")
+    assert failed["data"]["author"] == "maint" and failed["data"]["final"] is False

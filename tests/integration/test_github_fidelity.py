@@ -839,3 +839,19 @@ def test_the_pr_text_is_recorded_before_it_is_posted(deploy: Deploy) -> None:
     assert proposal["data"]["read_only"] is False
     assert proposal["data"]["body"] == d.pull()["body"]
     assert proposal["data"]["title"] == d.pull()["title"]
+
+
+def test_a_permission_lookup_with_a_fresh_token_that_gets_401_is_retried_like_any_call(
+    deploy: Deploy,
+) -> None:
+    """Issue 34, item 5: the lookup of a commenter's permission has the same retries as every
+    other call of the adapter (it skipped the one retry of a new token's 401, and the command
+    was dropped)."""
+    d = deploy(auth="app")
+    d.gh.hub.token_warmup_s = 0.5
+    d.gh.add_user("maint")
+    d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "maint", "write")
+    forge = d.forge()
+    assert forge.permission("maint") == "write"
+    asked = "/repos/{owner}/{repo}/collaborators/{username}/permission"
+    assert [r.status for r in d.gh.api_requests() if r.operation == asked] == [401, 200]
