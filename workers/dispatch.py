@@ -165,11 +165,12 @@ def _set_paused(rt: Runtime, action: Action) -> None:
 def _pin(rt: Runtime, action: Action, *, keep: bool) -> None:
     assert action.series_id
     name, by = action.args["patch"], action.args["by"]
+    auto_drop = rt.config.series_by_id(action.series_id).policy.auto_drop
     seen: list[SeriesState] = []
 
     def pin(state: SeriesState) -> bool:
         seen[:] = [state]
-        return tr.set_pin(state, name, keep=keep, by=by)
+        return tr.set_pin(state, name, keep=keep, by=by, auto_drop=auto_drop)
 
     if not _change(rt, action, pin):
         known = ", ".join(p.name for p in seen[0].patches) if seen else ""

@@ -74,6 +74,10 @@ class PatchState:
     status: Status = Status.PENDING
     decision: Decision = Decision.NONE
     reason: str = ""
+    # the engine's own decision and reason, before the series' policy and the overrides: a pin
+    # or drop request re-decides from them at once, without waiting for a re-check
+    engine_decision: Decision = Decision.NONE
+    engine_reason: str = ""
     evidence: list[dict[str, Any]] = field(default_factory=list)
     pinned: bool = False  # `/carry keep NAME`: never dropped automatically
     drop_requested_by: str | None = None  # `/carry drop NAME`
@@ -264,6 +268,8 @@ def _patch(data: dict[str, Any]) -> PatchState:
     patch.status = _member(Status, patch.status, Status.INVALID, where)
     # never read an unknown decision as a drop: a human looks at it
     patch.decision = _member(Decision, patch.decision, Decision.REVIEW, where)
+    # an unknown engine decision is not re-decided from: the next check decides
+    patch.engine_decision = _member(Decision, patch.engine_decision, Decision.NONE, where)
     return patch
 
 

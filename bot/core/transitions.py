@@ -77,6 +77,8 @@ def _decided(found: CheckedPatch, current: PatchState | None, auto_drop: bool) -
         status=found.status,
         decision=decision,
         reason=reason,
+        engine_decision=found.decision,
+        engine_reason=found.reason,
         evidence=found.evidence,
         pinned=old.pinned,
         drop_requested_by=old.drop_requested_by,
@@ -213,13 +215,26 @@ def set_paused(state: SeriesState, by: str | None) -> bool:
     return True
 
 
-def set_pin(state: SeriesState, name: str, *, keep: bool, by: str) -> bool:
-    """`/carry keep NAME` (keep) or `/carry drop NAME`; False when the series has no such patch."""
+def set_pin(state: SeriesState, name: str, *, keep: bool, by: str, auto_drop: bool = True) -> bool:
+    """`/carry keep NAME` (keep) or `/carry drop NAME`; False when the series has no such patch.
+    A checked patch is decided again at once from the engine's decision of its last check (the
+    re-check the dispatcher asks for may be superseded by a head that is not checked yet, as on
+    a paused series)."""
     patch = state.patch(name)
     if patch is None:
         return False
     patch.pinned = keep
     patch.drop_requested_by = None if keep else by
+    if patch.engine_decision != Decision.NONE:
+        overrides = Overrides(patch.pinned, patch.drop_requested_by, auto_drop)
+        patch.decision, patch.reason = final_decision(
+            patch.status, patch.engine_decision, patch.engine_reason, overrides
+        )
+        state.outcome = outcome(
+            (p.status for p in state.patches),
+            (p.decision for p in state.patches),
+            proposes_change(state.patches),
+        )
     return True
 
 

@@ -271,3 +271,35 @@ def test_a_queued_rebase_with_nothing_to_do_leaves_the_series_resting(env: Carry
     assert store.load_series(rt.redis, SERIES).phase == "queued"  # type: ignore[union-attr]
     assert rebase_series(rt, SERIES, head, "refs/heads/main") is None  # unchanged
     assert store.load_series(rt.redis, SERIES).phase == "idle"  # type: ignore[union-attr]
+
+
+def test_a_pin_on_a_paused_series_decides_at_once(env: CarryEnv) -> None:
+    """bench/reliability.py --scenario override-race found it: on a paused series a new head is
+    only recorded (it becomes the head a re-check must use), so the re-check a `/carry keep`
+    asked for just before is superseded by a head that is not checked until `/carry resume`,
+    and the patch kept showing the decision of the `/carry drop` the keep replaced."""
+    rt = runtime_module.runtime()
+    first = env.upstream.head()
+    name = env.names[0]  # type: ignore[attr-defined]
+    assert rebase_series(rt, SERIES, first, "refs/heads/main") is not None
+    authorized_comment(rt, f"/carry drop {name}", comment_id=501)
+    (recheck,) = queued_rebases(rt)
+    rebase_series(rt, **{k: v for k, v in recheck.items() if k != "series_id"}, series_id=SERIES)
+    dropped = store.load_series(rt.redis, SERIES).patch(name)  # type: ignore[union-attr]
+    assert dropped is not None and dropped.decision == "drop"
+    authorized_comment(rt, "/carry pause", comment_id=502)
+    authorized_comment(rt, f"/carry keep {name}", comment_id=503)
+    recheck = queued_rebases(rt)[-1]
+    assert recheck["head_sha"] == first
+    newer = env.upstream.commit("move on", {"other.py": "x = 1\n"})
+    push(rt, env, newer, first)  # paused: recorded, not checked
+    late = rebase_series(
+        rt, **{k: v for k, v in recheck.items() if k != "series_id"}, series_id=SERIES
+    )
+    assert late is None  # superseded by the paused head
+    state = store.load_series(rt.redis, SERIES)
+    assert state is not None and state.checked_head == first
+    patch = state.patch(name)
+    assert patch is not None and (patch.pinned, patch.drop_requested_by) == (True, None)
+    assert (patch.decision, patch.reason) == ("keep", "applies as is"), patch
+    assert state.outcome == "clean"

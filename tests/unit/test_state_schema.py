@@ -58,7 +58,10 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     assert state.approvals == ["d" * 40]
     written = json.loads(json.dumps(state.to_dict()))
     # fields added since then come back with their defaults; nothing stored is lost
-    assert written == {**old, "schema": SCHEMA_VERSION, "replaced_heads": []}
+    added = {"engine_decision": "none", "engine_reason": ""}
+    patches = [{**patch, **added} for patch in old["patches"]]
+    expected = {**old, "schema": SCHEMA_VERSION, "replaced_heads": [], "patches": patches}
+    assert written == expected
 
 
 def test_a_newer_schema_is_refused_naming_both_versions():

@@ -200,3 +200,40 @@ def test_a_queued_rebase_that_found_nothing_to_do_rests() -> None:
     paused = SeriesState(id="s", phase=Phase.QUEUED, paused_by="alice")
     assert tr.unqueue(paused) and paused.phase == Phase.PAUSED
     assert not tr.unqueue(SeriesState(id="s", phase=Phase.RUNNING))
+
+
+PINS = [
+    # (engine finding of 0002, auto_drop, the override) -> (decision, reason starts, outcome)
+    (FOUND_DROP, True, "keep", ("keep", "pinned with /carry keep", "clean")),
+    (FOUND_DROP, False, "keep", ("keep", "pinned with /carry keep", "clean")),
+    (FOUND_KEEP, True, "drop", ("drop", "dropped at the request of @bob", "changed")),
+    (FOUND_DROP, False, "drop", ("drop", "dropped at the request of @bob", "changed")),
+]
+
+
+@pytest.mark.parametrize(("found", "auto_drop", "override", "expected"), PINS)
+def test_a_pin_decides_a_checked_patch_at_once_from_the_engines_finding(
+    found: tr.CheckedPatch, auto_drop: bool, override: str, expected: tuple[str, str, str]
+) -> None:
+    """The re-check a pin asks for may be superseded by a head that is not checked yet (a paused
+    series): the patch is decided again as the next check would decide it."""
+    state = running()
+    other = tr.CheckedPatch("0001-a.patch", "applies", "keep", "applies as is")
+    tr.apply_check(state, result(other, replace(found, name="0002-b.patch"), auto_drop=auto_drop))
+    if override == "keep":
+        tr.set_pin(state, "0002-b.patch", keep=False, by="alice")
+    assert tr.set_pin(state, "0002-b.patch", keep=override == "keep", by="bob", auto_drop=auto_drop)
+    patch = state.patch("0002-b.patch")
+    assert patch is not None
+    assert (patch.decision, patch.reason[: len(expected[1])], state.outcome) == expected
+    # and exactly what the next check of the same findings decides
+    decided = (patch.decision, patch.reason)
+    tr.apply_check(state, result(other, replace(found, name="0002-b.patch"), auto_drop=auto_drop))
+    again = state.patch("0002-b.patch")
+    assert again is not None and (again.decision, again.reason) == decided
+
+
+def test_a_pin_on_a_patch_never_checked_leaves_its_decision_to_the_check() -> None:
+    state = running()
+    assert tr.set_pin(state, "0002-b.patch", keep=True, by="bob")
+    assert state.patch("0002-b.patch").decision == "none"  # type: ignore[union-attr]
