@@ -62,10 +62,13 @@ class ReplaySpec:
     auto_drop: bool = True
 
     def key(self) -> str:
-        """What identifies the replay for resuming: everything but its end."""
+        """What identifies the replay for resuming: everything but its end, and the carry
+        that walks it (another version may decide otherwise)."""
+        import bot
+
         content = series_digest(sorted(self.files.items()))
         said: list[object] = [self.repo, self.series_id, content, list(self.order)]
-        said += [self.start, self.every, self.daily, self.auto_drop, core.SCHEMA]
+        said += [self.start, self.every, self.daily, self.auto_drop, core.SCHEMA, bot.__version__]
         return hashlib.sha256(json.dumps(said).encode()).hexdigest()[:24]
 
 

@@ -88,10 +88,16 @@ class Bar:
     count: int
     x: float
     y: float
+    width: float
     height: float
+
+    @property
+    def middle(self) -> float:
+        return round(self.x + self.width / 2, 1)
 
 
 CHART_W, CHART_H, CHART_PAD = 640.0, 180.0, 24.0
+BAR_MAX_W = 48.0  # a short replay's few months do not fill the chart with one slab
 
 
 def chart_bars(per_month: dict[str, int]) -> list[Bar]:
@@ -99,14 +105,13 @@ def chart_bars(per_month: dict[str, int]) -> list[Bar]:
     if not per_month:
         return []
     top = max(max(per_month.values()), 1)
-    width = (CHART_W - 2 * CHART_PAD) / len(per_month)
+    slot = min((CHART_W - 2 * CHART_PAD) / len(per_month), BAR_MAX_W + 4)
     bars = []
     for i, (month, count) in enumerate(per_month.items()):
-        height = (CHART_H - 2 * CHART_PAD) * count / top
-        x = CHART_PAD + i * width
-        bars.append(
-            Bar(month, count, round(x, 1), round(CHART_H - CHART_PAD - height, 1), round(height, 1))
-        )
+        height = round((CHART_H - 2 * CHART_PAD) * count / top, 1)
+        x = round(CHART_PAD + i * slot + 1, 1)
+        y = round(CHART_H - CHART_PAD - height, 1)
+        bars.append(Bar(month, count, x, y, round(max(slot - 2, 1), 1), height))
     return bars
 
 
@@ -122,7 +127,6 @@ def render_html(result: Result) -> str:
     )
     summary = result.summary
     bars = chart_bars(summary.human_actions_per_month)
-    width = (CHART_W - 2 * CHART_PAD) / max(len(bars), 1)
     return env.get_template("replay.html").render(
         spec=result.spec,
         sampling=sampling_words(result.spec),
@@ -131,6 +135,6 @@ def render_html(result: Result) -> str:
         shown=core.changed_heads(result.records),
         records=result.records,
         bars=bars,
-        bar_width=max(width - 2, 1),
+        label_every=max(1, len(bars) // 12),  # at most about 12 month labels
         chart={"w": CHART_W, "h": CHART_H, "pad": CHART_PAD},
     )
