@@ -267,9 +267,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from bot import replay
     from bot.git.mirror import MirrorError, normalize_source
 
-    to = _local_revision(args.repo, args.to) if args.to else None
-    if to is None and "://" not in args.repo and "@" not in args.repo:
-        to = _local_revision(args.repo, "HEAD")
+    local = "://" not in args.repo and "@" not in args.repo
+    to = args.to or ("HEAD" if local else None)
+    if local and to is not None:
+        to = _local_commit(args.repo, to) or to
+    if local and _local_commit(args.repo, args.start):
+        args.start = _local_commit(args.repo, args.start)
     cache = Path(args.cache_dir).resolve() if args.cache_dir else _cache_dir()
     try:
         spec = replay.ReplaySpec(
@@ -307,6 +310,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(replay_report.render_text(result))
     return 0
+
+
+def _local_commit(repo: str, rev: str) -> str | None:
+    """The commit `rev` names in a local repository (any revision it knows: its remote-tracking
+    branches too, which carry's mirror does not fetch), or None."""
+    from bot.git.runner import Git
+
+    if rev.startswith("-"):
+        return None
+    return Git(cwd=Path(repo)).rev_parse(rev)
 
 
 def _cache_dir() -> Path:

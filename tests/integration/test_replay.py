@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -155,7 +155,8 @@ def test_resumed_replay_equals_an_uninterrupted_one(
     engine = Engine(Mirror(spec.repo, killed))
     stopped = walker.run(spec, engine, killed, stop_after=2)
     assert len(stopped.records) == 2
-    again = walker.run(spec, Engine(Mirror(spec.repo, killed)), killed)
+    # The same replay to the repository's HEAD (no end given): it resumes those 2 heads.
+    again = walker.run(replace(spec, end=None), Engine(Mirror(spec.repo, killed)), killed)
     assert again.resumed_at == 2
     assert [r.as_dict() for r in again.records] == whole["timeline"]
 
@@ -261,3 +262,67 @@ def test_replay_refuses_a_start_off_the_history(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert "error: --from carried is not on the first-parent history of" in err
+
+
+def test_progress_shows_on_a_terminal_only(tmp_path: Path, make_repo) -> None:
+    """On a terminal, stderr shows the heads done and the rate; in a pipe, only the last line."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT
+
+    upstream = build_upstream(tmp_path, make_repo())
+    argv = [sys.executable, "-m", "bot.cli", "replay", "--repo", str(upstream.path)]
+    argv += ["--from", upstream.start, "--patch", *map(str, upstream.patches)]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    master, slave = os.openpty()
+    try:
+        done = subprocess.run(
+            [*argv, "--cache-dir", str(tmp_path / "tty")],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            env=env,
+            check=False,
+            timeout=120,
+        )
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    assert done.returncode == 0
+    terminal = seen.decode()
+    assert "carry replay: 8/8 heads, " in terminal and "heads/min" in terminal
+    piped = subprocess.run(
+        [*argv, "--cache-dir", str(tmp_path / "pipe")],
+        capture_output=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert piped.returncode == 0
+    assert "8/8" not in piped.stderr.decode()
+    assert "carry: replayed 8 heads in" in piped.stderr.decode()
+
+
+def test_replay_takes_any_revision_of_a_local_repository(
+    tmp_path: Path, make_repo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A remote-tracking branch (which carry's mirror does not fetch) or `main~2`, as `git`
+    in that repository reads them."""
+    builder = make_repo()
+    upstream = build_upstream(tmp_path, builder)
+    builder.git("update-ref", "refs/remotes/origin/main", upstream.heads[5])
+    argv = ["replay", "--repo", str(upstream.path), "--from", "main~6", "--to", "origin/main"]
+    argv += ["--json", "--cache-dir", str(tmp_path / "cache")]
+    assert cli.main([*argv, "--patch", *map(str, upstream.patches)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["sha"] for r in out["timeline"]] == upstream.heads[1:6]
