@@ -271,13 +271,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     to = args.to or ("HEAD" if local else None)
     if local and to is not None:
         to = _local_commit(args.repo, to) or to
-    if local and _local_commit(args.repo, args.start):
-        args.start = _local_commit(args.repo, args.start)
+    start_commit = _local_commit(args.repo, args.start) if local else None
     cache = Path(args.cache_dir).resolve() if args.cache_dir else _cache_dir()
     try:
         spec = replay.ReplaySpec(
             repo=normalize_source(args.repo),
             start=args.start,
+            start_commit=start_commit,
             end=to,
             every=args.every,
             daily=args.daily,

@@ -52,7 +52,7 @@ class ReplaySpec:
     patches and fix pages); `order` the patches in apply order."""
 
     repo: str  # the upstream, as the mirror names it (path or URL)
-    start: str  # a revision, or a date (YYYY-MM-DD, or ISO 8601)
+    start: str  # a revision, or a date (YYYY-MM-DD, or ISO 8601), as the user gave it
     end: str | None  # a revision; None: the repository's HEAD
     series_id: str
     files: Mapping[str, bytes]
@@ -60,6 +60,7 @@ class ReplaySpec:
     every: int | None = None
     daily: bool = False
     auto_drop: bool = True
+    start_commit: str | None = None  # the commit `start` names, where the caller resolved it
 
     def key(self) -> str:
         """What identifies the replay for resuming: everything but its end, and the carry
@@ -68,7 +69,14 @@ class ReplaySpec:
 
         content = series_digest(sorted(self.files.items()))
         said: list[object] = [self.repo, self.series_id, content, list(self.order)]
-        said += [self.start, self.every, self.daily, self.auto_drop, core.SCHEMA, bot.__version__]
+        said += [
+            self.start_commit or self.start,
+            self.every,
+            self.daily,
+            self.auto_drop,
+            core.SCHEMA,
+            bot.__version__,
+        ]
         return hashlib.sha256(json.dumps(said).encode()).hexdigest()[:24]
 
 
@@ -136,9 +144,12 @@ def _as_date(text: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def first_parent_commits(engine: Engine, start: str, end: str) -> list[core.Commit]:
-    """The first-parent line from `start` (a revision, included, or a date) to `end`, oldest
-    first, with committer dates and subjects."""
+def first_parent_commits(
+    engine: Engine, start: str, end: str, start_commit: str | None = None
+) -> list[core.Commit]:
+    """The first-parent line from `start` (a revision, included, or a date; `start_commit`:
+    the commit it names, when known) to `end`, oldest first, with committer dates and
+    subjects."""
     try:
         out = engine.git.run(
             "log", "--first-parent", "--format=%H%x00%ct%x00%s", end, "--"
@@ -150,12 +161,12 @@ def first_parent_commits(engine: Engine, start: str, end: str) -> list[core.Comm
         sha, stamp, subject = line.split("\x00", 2)
         commits.append(core.Commit(sha, core.iso_utc(int(stamp)), subject))
     commits.reverse()
-    moment = _as_date(start)
+    moment = None if start_commit else _as_date(start)
     if moment is not None:
         since = core.iso_utc(int(moment.timestamp()))
         first = next((i for i, c in enumerate(commits) if c.date >= since), len(commits))
         return commits[first:]
-    found = engine.commit_of(start)
+    found = engine.commit_of(start_commit or start)
     if found is None:
         try:
             found = engine.commit_of(engine.mirror.resolve(start).sha)
@@ -212,7 +223,9 @@ def run(
     started = time.perf_counter()
     end = resolve_end(engine, spec.end)
     heads = core.sample(
-        first_parent_commits(engine, spec.start, end), every=spec.every, daily=spec.daily
+        first_parent_commits(engine, spec.start, end, spec.start_commit),
+        every=spec.every,
+        daily=spec.daily,
     )
     if not heads:
         raise ReplayError(f"no commit from {spec.start} to {end[:12]}")

@@ -24,13 +24,18 @@ def render_text(result: Result) -> str:
         "timeline (heads where something changed):",
     ]
     shown = core.changed_heads(result.records)
+    before = core.previous_heads(result.records)
     for record in shown:
         lines.append(
             f"  {record.date[:16]} {record.sha[:12]} {record.subject[:SUBJECT_WIDTH]}"
             f"  [{record.outcome}]"
         )
-        for p in record.patches:
+        moved = core.moved_patches(before[record.index], record)
+        for p in moved:
             lines.append(f"      {p.name}  {p.status.value} {p.decision.value}")
+        same = len(record.patches) - len(moved)
+        if same:
+            lines.append(f"      ({same} patch{'es' if same != 1 else ''} as before)")
         lines += [f"      carry: {act.words}" for act in record.acts]
     quiet = len(result.records) - len(shown)
     if quiet:
@@ -115,6 +120,11 @@ def chart_bars(per_month: dict[str, int]) -> list[Bar]:
     return bars
 
 
+def _moved(records: list[core.HeadRecord]) -> dict[int, tuple[core.PatchAt, ...]]:
+    before = core.previous_heads(records)
+    return {r.index: core.moved_patches(before[r.index], r) for r in records}
+
+
 def render_html(result: Result) -> str:
     import jinja2
 
@@ -133,6 +143,7 @@ def render_html(result: Result) -> str:
         summary=summary,
         patches=core.patch_summaries(result.records),
         shown=core.changed_heads(result.records),
+        moved=_moved(result.records),
         records=result.records,
         bars=bars,
         label_every=max(1, len(bars) // 12),  # at most about 12 month labels

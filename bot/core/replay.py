@@ -679,6 +679,21 @@ def changed_heads(records: Sequence[HeadRecord]) -> list[HeadRecord]:
     return shown
 
 
+def moved_patches(before: HeadRecord | None, record: HeadRecord) -> tuple[PatchAt, ...]:
+    """The patches of `record` whose status or decision differs from the head before (every
+    patch at the first head): what a timeline shows, so a long series' steady patches do not
+    drown the one that moved."""
+    if before is None:
+        return record.patches
+    was = {p.name: (p.status, p.decision) for p in before.patches}
+    return tuple(p for p in record.patches if was.get(p.name) != (p.status, p.decision))
+
+
+def previous_heads(records: Sequence[HeadRecord]) -> dict[int, HeadRecord | None]:
+    """Each head's index -> the head walked before it (None for the first)."""
+    return {r.index: (records[i - 1] if i else None) for i, r in enumerate(records)}
+
+
 def _only_waits(record: HeadRecord) -> bool:
     """A head where a waiting patch still waits, and carry's report is all that changes."""
     return all(a.action is Action.WAIT_HUMAN for a in record.acts)

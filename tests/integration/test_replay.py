@@ -173,6 +173,7 @@ def test_replay_sampling_and_reports(
     assert cli.main([*argv, "--patch", *map(str, upstream.patches)]) == 0
     text = capsys.readouterr().out
     assert "heads walked      8" in text and "wait-human 0001" in text
+    assert "(1 patch as before)" in text
     page = html.read_text()
     assert "<svg" in page and "<style>" in page
     assert "http" not in page.replace(str(upstream.path), "")  # no external assets

@@ -282,3 +282,13 @@ def test_progress_round_trips_through_json_and_resumes_only_its_own_walk() -> No
     assert not again.resumes("key", shas[:-1])
     with pytest.raises(ValueError, match="schema"):
         core.Progress.from_dict({**progress.as_dict(), "schema": 99})
+
+
+def test_moved_patches_are_those_whose_finding_changed() -> None:
+    records = walk()
+    before = core.previous_heads(records)
+    assert before[0] is None and before[3] is records[2]
+    assert core.moved_patches(None, records[0]) == records[0].patches
+    assert [p.name for p in core.moved_patches(records[0], records[1])] == [A]
+    assert [p.name for p in core.moved_patches(records[3], records[4])] == [A, B]
+    assert core.moved_patches(records[4], records[5]) == ()
