@@ -62,6 +62,13 @@ class ReplaySpec:
     auto_drop: bool = True
     start_commit: str | None = None  # the commit `start` names, where the caller resolved it
 
+    @property
+    def shown_repo(self) -> str:
+        """The upstream as reports show it: a password in its URL replaced by ***."""
+        from bot.config.settings import redact_url
+
+        return redact_url(self.repo)
+
     def key(self) -> str:
         """What identifies the replay for resuming: everything but its end, and the carry
         that walks it (another version may decide otherwise)."""
@@ -96,7 +103,7 @@ class Result:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "repo": self.spec.repo,
+            "repo": self.spec.shown_repo,
             "series": self.spec.series_id,
             "start": self.spec.start,
             "end": self.heads[-1].sha if self.heads else None,
@@ -321,7 +328,7 @@ def _start(
                 f"the series' base {series.base[:12]} is not in the first head's history: "
                 "the replay starts without it",
             ]
-    state = SeriesState(id=spec.series_id, upstream_repo=spec.repo, base="replay")
+    state = SeriesState(id=spec.series_id, upstream_repo=spec.shown_repo, base="replay")
     return state, core.Downstream(files), notes
 
 

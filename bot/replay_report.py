@@ -17,7 +17,7 @@ def render_text(result: Result) -> str:
     summary = result.summary
     spec = result.spec
     lines = [
-        f"replay of series {spec.series_id} on {spec.repo}",
+        f"replay of series {spec.series_id} on {spec.shown_repo}",
         f"  from {spec.start} to {(summary.last_head or '')[:12]} ({sampling_words(spec)}): "
         f"{summary.heads_walked} heads, {summary.first_date} .. {summary.last_date}",
         "",

@@ -327,3 +327,27 @@ def test_replay_takes_any_revision_of_a_local_repository(
     assert cli.main([*argv, "--patch", *map(str, upstream.patches)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["sha"] for r in out["timeline"]] == upstream.heads[1:6]
+
+
+def test_reports_hide_a_password_in_the_upstreams_url(tmp_path: Path, make_repo) -> None:
+    from bot import replay_report
+
+    upstream = build_upstream(tmp_path, make_repo())
+    spec = walker.ReplaySpec(
+        repo=str(upstream.path),
+        start=upstream.start,
+        end=upstream.heads[1],
+        series_id="patches",
+        files=walker.loose_patches([(p.name, p.read_bytes()) for p in upstream.patches]),
+        order=tuple(p.name for p in upstream.patches),
+    )
+    cache = tmp_path / "cache"
+    result = walker.run(spec, Engine(Mirror(spec.repo, cache)), cache)
+    result.spec = replace(spec, repo="https://carry:s3cret@git.example/up.git")
+    shown = [
+        replay_report.render_text(result),
+        replay_report.render_html(result),
+        json.dumps(result.as_dict()),
+    ]
+    for report in shown:
+        assert "s3cret" not in report and "carry:***@git.example" in report
