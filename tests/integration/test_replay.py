@@ -167,6 +167,8 @@ def test_replay_sampling_and_reports(
     upstream = build_upstream(tmp_path, make_repo())
     every = replay_json(capsys, upstream, tmp_path / "c1", "--every", "3")
     assert [r["sha"] for r in every["timeline"]] == [upstream.heads[i] for i in (0, 3, 6, 7)]
+    daily = replay_json(capsys, upstream, tmp_path / "c3", "--daily")  # all on 2026-01-01
+    assert [r["sha"] for r in daily["timeline"]] == [upstream.heads[-1]]
     html = tmp_path / "replay.html"
     argv = ["replay", "--repo", str(upstream.path), "--from", upstream.start]
     argv += ["--cache-dir", str(tmp_path / "c2"), "--html", str(html)]
