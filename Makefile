@@ -103,10 +103,11 @@ test: $(STAMP) ## lint, then the test suite (each test session starts its own re
 	  { echo "tests need redis-server (apt-get install redis-server) or a Redis on 127.0.0.1:6379"; exit 1; }
 	$(PY) -m pytest -q -p no:cacheprovider
 
-bench: $(STAMP) ## print benchmark ratio tables (engine on both layouts; webhook intake)
+bench: $(STAMP) ## print benchmark ratio tables (engine on both layouts; webhook intake; replay)
 	$(PY) bench/engine.py --layout nested
 	$(PY) bench/engine.py --layout flat
 	$(PY) bench/webhook.py
+	$(PY) bench/replay.py
 
 # PORT and REDIS_URL reach the demo through the environment: it reads them itself, and treats
 # a PORT it was given as a must (no fallback to a free port).

@@ -251,6 +251,146 @@ def _hunk_lines(conflict: dict[str, Any]) -> list[str]:
     return lines
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    """What carry would have done over an upstream's past (bot.replay)."""
+    if bool(args.series) == bool(args.patch):
+        raise UsageError("give --series ID (a configured series) or --patch FILE..., not both")
+    if args.every is not None and args.daily:
+        raise UsageError("give --every N or --daily, not both")
+    if args.every is not None and args.every < 1:
+        raise UsageError(f"--every must be 1 or more, not {args.every}")
+    spec_args = _replay_series(args) if args.series else _replay_patches(args)
+    if not args.repo:
+        raise UsageError("--repo is required with --patch (the upstream: local path or URL)")
+    if "://" not in args.repo and "@" not in args.repo:
+        _check_local_repo(args.repo)
+    from bot import replay
+    from bot.git.mirror import MirrorError, normalize_source
+
+    local = "://" not in args.repo and "@" not in args.repo
+    to = args.to or ("HEAD" if local else None)
+    if local and to is not None:
+        to = _local_commit(args.repo, to) or to
+    start_commit = _local_commit(args.repo, args.start) if local else None
+    cache = Path(args.cache_dir).resolve() if args.cache_dir else _cache_dir()
+    try:
+        spec = replay.ReplaySpec(
+            repo=normalize_source(args.repo),
+            start=args.start,
+            start_commit=start_commit,
+            end=to,
+            every=args.every,
+            daily=args.daily,
+            **spec_args,
+        )
+        engine = replay.open_engine(spec.repo, cache)
+        on_progress = _progress_printer() if sys.stderr.isatty() else None
+        result = replay.run(spec, engine, cache, on_progress=on_progress)
+    except (MirrorError, replay.ReplayError) as err:
+        raise UsageError(str(err)) from err
+    for note in result.notes:
+        print(f"carry: {note}", file=sys.stderr)
+    walked = len(result.records) - result.resumed_at
+    rate = walked / result.walk_s * 60 if result.walk_s > 0 else 0.0
+    print(
+        f"carry: replayed {walked} heads in {result.elapsed_s:.1f} s ({rate:,.0f} heads/min in "
+        f"the engine){f'; {result.resumed_at} resumed' if result.resumed_at else ''}",
+        file=sys.stderr,
+    )
+    from bot import replay_report
+
+    if args.html:
+        Path(args.html).write_text(replay_report.render_html(result), encoding="utf-8")
+        print(f"carry: wrote {args.html}", file=sys.stderr)
+    if args.json:
+        import json
+
+        json.dump(result.as_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(replay_report.render_text(result))
+    return 0
+
+
+def _local_commit(repo: str, rev: str) -> str | None:
+    """The commit `rev` names in a local repository (any revision it knows: its remote-tracking
+    branches too, which carry's mirror does not fetch), or None."""
+    from bot.git.runner import Git
+
+    if rev.startswith("-"):
+        return None
+    return Git(cwd=Path(repo)).rev_parse(rev)
+
+
+def _cache_dir() -> Path:
+    from bot.git.mirror import default_cache_dir
+
+    return default_cache_dir()
+
+
+def _progress_printer() -> Any:
+    """Progress on a terminal: rewritten at most twice a second, and at the last head."""
+    import time
+
+    from bot.replay import terminal_progress
+
+    shown = [0.0]
+
+    def show(done: int, total: int, seconds: float) -> None:
+        if done == total or time.monotonic() - shown[0] >= 0.5:
+            shown[0] = time.monotonic()
+            terminal_progress(done, total, seconds)
+
+    return show
+
+
+def _replay_series(args: argparse.Namespace) -> dict[str, Any]:
+    """The configured series `args.series`: its directory's files, order and policy; its
+    upstream as --repo when none is given."""
+    from bot.config import ConfigError, load_config, load_settings
+    from bot.series_loader import SeriesInvalid, load_series
+
+    settings = load_settings()
+    try:
+        config = load_config(settings.config_path, check_dirs=False)
+    except ConfigError as err:
+        raise UsageError(f"--series needs the config: {err}") from err
+    series = next((s for s in config.series if s.id == args.series), None)
+    if series is None:
+        known = ", ".join(s.id for s in config.series) or "none"
+        raise UsageError(f"no series {args.series!r} in {settings.config_path} (known: {known})")
+    root = (settings.downstream_dir or Path()).resolve()
+    directory = root / config.downstream.patches_dir / series.patches
+    try:
+        loaded = load_series(directory, root=root)
+    except SeriesInvalid as err:
+        raise UsageError("; ".join(str(p) for p in err.problems)) from err
+    if loaded.is_awaiting_import:
+        raise UsageError(f"series {series.id} is waiting for import: {loaded.awaiting_import}")
+    args.repo = args.repo or config.upstreams[series.upstream].url
+    files = {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+    return {
+        "series_id": series.id,
+        "files": files,
+        "order": loaded.patch_names,
+        "auto_drop": series.policy.auto_drop,
+    }
+
+
+def _replay_patches(args: argparse.Namespace) -> dict[str, Any]:
+    """--patch files as a series of their own, in the order given."""
+    patches = _read_patches(args.patch)
+    names = [Path(p.name).name for p in patches]
+    if len(set(names)) != len(names):
+        raise UsageError("--patch files must have distinct file names")
+    if "series" in names:
+        raise UsageError("a --patch file may not be named 'series'")
+    from bot.replay import loose_patches
+
+    files = loose_patches([(name, p.data) for name, p in zip(names, patches, strict=True)])
+    return {"series_id": "patches", "files": files, "order": tuple(names)}
+
+
 def cmd_fixes(args: argparse.Namespace) -> int:
     from bot.fixes import Verdict, fix_rows, render_fix_table
     from bot.series_loader import SeriesInvalid, load_all
@@ -556,6 +696,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(func=cmd_check)
 
+    replay = sub.add_parser(
+        "replay", help="what carry would have done over an upstream's past (no GitHub writes)"
+    )
+    replay.add_argument(
+        "--repo", help="upstream repository: local path or URL (default: the series' upstream)"
+    )
+    replay.add_argument(
+        "--from",
+        dest="start",
+        required=True,
+        metavar="REV|DATE",
+        help="first head: tag, commit or branch, or a date (YYYY-MM-DD: the first commit then)",
+    )
+    replay.add_argument("--to", metavar="REV", help="last head (default: the repository's HEAD)")
+    replay.add_argument("--series", metavar="ID", help="a series of the config (config/carry.yaml)")
+    replay.add_argument(
+        "--patch", action="extend", nargs="+", metavar="FILE", help="patch files, in series order"
+    )
+    sampled = replay.add_mutually_exclusive_group()
+    sampled.add_argument("--every", type=int, metavar="N", help="walk every N-th commit")
+    sampled.add_argument("--daily", action="store_true", help="walk the last commit of each day")
+    replay.add_argument("--json", action="store_true", help="print one JSON object")
+    replay.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    replay.add_argument("--cache-dir", help=CACHE_HELP + "; replay progress is kept there too")
+    replay.set_defaults(func=cmd_replay)
+
     fixes = sub.add_parser("fixes", help="list carried fixes, their upstream state and decision")
     fixes.add_argument("--patches-dir", default="patches")
     fixes.set_defaults(func=cmd_fixes)
@@ -748,7 +914,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(demo.main(demo_argv, prog="carry demo"))
     args = build_parser().parse_args(argv)
     try:
-        _setup_logging(args.log_level, args.func not in (cmd_check, cmd_fixes))
+        _setup_logging(args.log_level, args.func not in (cmd_check, cmd_fixes, cmd_replay))
         code = int(args.func(args))
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code

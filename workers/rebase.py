@@ -329,14 +329,4 @@ def _store_report(
 
 def finding(result: PatchReport) -> tr.CheckedPatch:
     """What the engine found about one patch, as the series state records it."""
-    return tr.CheckedPatch(
-        name=result.patch.rsplit("/", 1)[-1],
-        status=result.status,
-        decision=result.decision,
-        reason=result.reason,
-        subject=result.subject,
-        evidence=result.evidence,
-        interdiff=result.interdiff,
-        conflict=result.conflict,
-        changed=result.changed,
-    )
+    return tr.checked_patch(result)

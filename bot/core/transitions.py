@@ -14,6 +14,7 @@ from typing import Any
 
 from bot.core.classify import Decision, Status
 from bot.core.policy import Overrides, final_decision, outcome
+from bot.core.report import PatchReport
 from bot.core.state import Outcome, PatchState, Phase, PrInfo, SeriesState
 
 
@@ -30,6 +31,22 @@ class CheckedPatch:
     interdiff: str = ""
     conflict: dict[str, Any] | None = None
     changed: bool = False
+
+
+def checked_patch(result: PatchReport) -> CheckedPatch:
+    """What the engine found about one patch (its report), as the series state records it:
+    named by its file name, whatever path the engine was given."""
+    return CheckedPatch(
+        name=result.patch.rsplit("/", 1)[-1],
+        status=result.status,
+        decision=result.decision,
+        reason=result.reason,
+        subject=result.subject,
+        evidence=result.evidence,
+        interdiff=result.interdiff,
+        conflict=result.conflict,
+        changed=result.changed,
+    )
 
 
 @dataclass(frozen=True)
