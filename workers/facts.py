@@ -55,6 +55,7 @@ def series_facts(
         patch_names=tuple(patch.name for patch in state.patches) if state else (),
         awaiting_import=awaiting,
         runners=tuple(series.runners),
+        ci_every_head=series.ci.on == "every-head",
     )
 
 

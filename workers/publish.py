@@ -21,8 +21,18 @@ log = logging.getLogger("carry.publish")
 
 
 def publish(
-    rt: Runtime, series_id: str, head_sha: str, digest: str, changed: bool, tree: str | None = None
+    rt: Runtime,
+    series_id: str,
+    head_sha: str,
+    digest: str,
+    changed: bool,
+    tree: str | None = None,
+    *,
+    every_head: bool = False,
 ) -> None:
+    """Proposes the checked series (a PR, or a recorded proposal without credentials); `tree`
+    is tested on the runners where the proposal lives, and with `every_head` also when there
+    is nothing to propose (the series as the downstream branch carries it)."""
     state = store.load_series(rt.redis, series_id)
     configured = series_id in {s.id for s in rt.config.series}
     if (
@@ -59,7 +69,7 @@ def publish(
     # What is about to be posted, before it is: shown on the series page, also when GitHub
     # then refuses it.
     store.append_history(rt.redis, series_id, "proposal", read_only=False, **proposal)
-    publish_on_github(rt, state, title, body, version, changed, tree)
+    publish_on_github(rt, state, title, body, version, changed, tree, every_head=every_head)
 
 
 def would_do(rt: Runtime, state: SeriesState, version: str | None) -> PublishStep:

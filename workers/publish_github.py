@@ -51,6 +51,8 @@ def publish(
     version: str | None,
     changed: bool,
     tree: str | None = None,
+    *,
+    every_head: bool = False,
 ) -> None:
     series = rt.config.series_by_id(state.id)
     forge = rt.forge()
@@ -88,6 +90,9 @@ def publish(
             reason=step.reason,
             head=state.checked_head,
         )
+        if tree is not None and every_head:  # every head verified: the series as carried
+            url = downstream_repo.url(rt.settings, rt.config)
+            hardware.request(rt, state, tree, url, main, heads[main], directory, current)
         return
     if step.step is Step.REPORT:
         _report_without_pr(rt, state, step.reason)  # a conflict or review with no file to propose

@@ -27,6 +27,7 @@ from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
 from bot.store.metrics import count_event
 from workers import dashboard_issue, poller, publish
+from workers import notify as notify  # registers carry.notify
 from workers.ci import github as hardware
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
@@ -110,12 +111,18 @@ def rebase(
 
 @app.task(name="carry.publish", bind=True, acks_late=True, max_retries=5)
 def publish_task(
-    self: Task, series_id: str, head_sha: str, digest: str, changed: bool, tree: str | None = None
+    self: Task,
+    series_id: str,
+    head_sha: str,
+    digest: str,
+    changed: bool,
+    tree: str | None = None,
+    every_head: bool = False,
 ) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
         try:
-            publish.publish(rt, series_id, head_sha, digest, changed, tree)
+            publish.publish(rt, series_id, head_sha, digest, changed, tree, every_head=every_head)
         except (ForgeError, GitError, MirrorError) as err:
             _visible_failure(rt, self, series_id, "publish", err)
 

@@ -22,6 +22,7 @@ from bot.config.schema import (
     SetupStep,
     Upstream,
     Web,
+    Webhook,
     parse_pr_ref,
 )
 from bot.config.settings import (
@@ -53,6 +54,7 @@ __all__ = [
     "SetupStep",
     "Upstream",
     "Web",
+    "Webhook",
     "format_loc",
     "load_config",
     "load_settings",

@@ -83,19 +83,26 @@ Loc = tuple[str | int, ...]
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
+    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one) and reads a
+    key as YAML 1.2 does: `on:` (ci.on) is the name "on", not YAML 1.1's boolean."""
+
+
+_BOOL_WORDS = frozenset({"yes", "no", "on", "off", "y", "n"})
 
 
 def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
+    loader.flatten_mapping(node)
+    mapping: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if key in seen:
+        if isinstance(key, bool) and str(key_node.value).lower() in _BOOL_WORDS:
+            key = key_node.value
+        if key in mapping:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark
             )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
+        mapping[key] = loader.construct_object(value_node, deep=True)
+    return mapping
 
 
 _StrictLoader.add_constructor(

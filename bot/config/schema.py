@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -202,6 +202,20 @@ class Policy(_Model):
     auto_drop: bool = True
 
 
+class CiPolicy(_Model):
+    # every-head: the exact tree of each new upstream head is tested on the series' runners,
+    # whether or not carry proposes anything; proposed: only trees carry proposes in a PR
+    on: Literal["every-head", "proposed"] = "every-head"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_11_on(cls, data: Any) -> Any:
+        """A YAML 1.1 reader (PyYAML's safe_load, a script's) turns the key `on` into True."""
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if key is True else key): value for key, value in data.items()}
+        return data
+
+
 class Series(_Model):
     id: Name
     upstream: Name
@@ -212,6 +226,7 @@ class Series(_Model):
     checks: list[Name] = Field(default_factory=list)
     trusted_authors: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
+    ci: CiPolicy = Field(default_factory=CiPolicy)
     version_scheme: Literal["date"] = "date"
 
     def linked_prs(self, patch_file: str) -> list[tuple[str, int]]:
@@ -276,6 +291,36 @@ class Web(_Model):
     public_url: Annotated[str, AfterValidator(_web_url)] | None = None
 
 
+def _hook_url(value: str) -> str:
+    if not re.match(r"^https?://[^/\s?#]+", value) or not is_web_link(value):
+        raise ValueError(f"expected an http(s) URL, got {value!r}")
+    return value
+
+
+class Webhook(_Model):
+    """Where carry tells people that a series went red or green again."""
+
+    url: Annotated[str, AfterValidator(_hook_url)]
+    # json: carry's own payload, signed (X-Carry-Signature-256: sha256=HMAC of the body with
+    # the secret in secret_env); slack: a Slack-compatible {"text": ...} for an incoming
+    # webhook (its URL is its secret), also signed when secret_env is given
+    format: Literal["json", "slack"] = "json"
+    secret_env: EnvName | None = None
+
+    @model_validator(mode="after")
+    def _signed(self) -> Webhook:
+        if self.format == "json" and self.secret_env is None:
+            raise ValueError(
+                "a json webhook needs secret_env: the environment variable holding the secret "
+                "its payloads are signed with (X-Carry-Signature-256)"
+            )
+        return self
+
+
+class Notify(_Model):
+    webhooks: list[Webhook] = Field(default_factory=list)
+
+
 class CarryConfig(_Model):
     downstream: Downstream
     upstreams: dict[Name, Upstream]
@@ -283,6 +328,7 @@ class CarryConfig(_Model):
     runners: dict[Name, Runner] = Field(default_factory=dict)
     polling: Polling = Field(default_factory=Polling)
     web: Web = Field(default_factory=Web)
+    notify: Notify = Field(default_factory=Notify)
 
     def series_by_id(self, series_id: str) -> Series:
         for series in self.series:

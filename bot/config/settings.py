@@ -291,6 +291,12 @@ class Settings(BaseSettings):
         value = os.environ.get(config.web.dashboard_token_env)
         return SecretStr(value) if value else None
 
+    @staticmethod
+    def named_secret(variable: str) -> SecretStr | None:
+        """A secret the config names by its variable (a webhook's secret_env); None if unset."""
+        value = os.environ.get(variable)
+        return SecretStr(value) if value else None
+
 
 def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment; ConfigError with one line per bad variable, naming it

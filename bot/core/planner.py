@@ -42,6 +42,8 @@ class SeriesFacts:
     patch_names: tuple[str, ...] = ()  # the patches of the last check, in series order
     awaiting_import: bool = False
     runners: tuple[str, ...] = ()
+    # test the tree of every head on the runners, not only the trees carry proposes (ci.on)
+    ci_every_head: bool = True
 
     @property
     def paused(self) -> bool:
@@ -506,13 +508,16 @@ def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
         if event.changed
         else "refresh the PR's report (no patch content changed)"
     )
+    every_head = test and series is not None and series.ci_every_head
     if test:
         why += "; then test the exact tree on " + ", ".join(runners)
+        why += " (every head)" if every_head else " (when a PR proposes it)"
     args = {
         "head_sha": event.head_sha,
         "digest": event.digest,
         "changed": event.changed,
         "tree": event.result_tree if test else None,
+        "every_head": every_head,
     }
     key = f"publish:{event.key.removeprefix('rebased:')}"
     return [Action("publish", key, why, event.series_id, args)]

@@ -116,6 +116,51 @@ class CiState:
         return built
 
 
+class Verdict(StrEnum):
+    """What the checks of one head's exact tree (upstream head + the series as carried) say."""
+
+    GREEN = "green"  # every check passed
+    RED = "red"  # a check failed: the fix, or the build with it, is broken on this head
+    PENDING = "pending"  # checks still to come: queued, running, waiting for /carry approve
+    UNKNOWN = "unknown"  # no verdict: an infrastructure error or a cancelled run
+
+
+@dataclass
+class HeadCheck:
+    """One upstream head whose tree carry tested, and what each of its checks said."""
+
+    head: str
+    tree_key: str
+    verdict: Verdict = Verdict.PENDING
+    checks: dict[str, str] = field(default_factory=dict)  # CI row key -> its state
+    at: str = ""  # when the tree was first asked for
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HeadCheck:
+        built: HeadCheck = _build(cls, data)
+        built.verdict = _member(Verdict, built.verdict, Verdict.UNKNOWN, f"head {built.head}")
+        return built
+
+
+@dataclass
+class GoodHead:
+    """The newest upstream head whose tree passed every check: the last known good."""
+
+    head: str
+    tree_key: str
+    at: str  # when its last check passed
+
+
+@dataclass
+class RedStreak:
+    """Heads red in a row: since which head and when, and how many."""
+
+    head: str  # the first red head
+    at: str
+    heads: int = 1
+    last: str = ""  # the newest red head
+
+
 @dataclass
 class PrInfo:
     number: int
@@ -171,6 +216,11 @@ class SeriesState:
     base_override: dict[str, Any] | None = None
     # a base PR closed unmerged: its likely successor, why, and how the patches fare on it
     successor: dict[str, Any] | None = None
+    # every head verified: the recent heads whose trees were tested (oldest first), the last
+    # known good one, and the red streak the series is in (None when it is not red)
+    heads: list[HeadCheck] = field(default_factory=list)
+    last_good: GoodHead | None = None
+    red_streak: RedStreak | None = None
     updated_at: str = ""
     schema: int = SCHEMA_VERSION
 
@@ -219,6 +269,10 @@ class SeriesState:
         values["patches"] = [_patch(p) for p in data.get("patches", [])]
         values["ci"] = {k: CiState.from_dict(v) for k, v in (data.get("ci") or {}).items()}
         values["pr"] = _build(PrInfo, data["pr"]) if data.get("pr") else None
+        values["heads"] = [HeadCheck.from_dict(h) for h in data.get("heads") or []]
+        good, red = data.get("last_good"), data.get("red_streak")
+        values["last_good"] = _build(GoodHead, good) if good else None
+        values["red_streak"] = _build(RedStreak, red) if red else None
         where = f"series {data.get('id')}"
         if values["pr"] is not None:
             values["pr"].url = _web_link(values["pr"].url, f"{where}: PR")

@@ -72,11 +72,11 @@ _HEADERS: Final = {
 
 _TONES: Final = {
     "bad": {"conflict", "invalid", "failure", "infra-error", "error", "closed_unmerged"}
-    | {"rejected_signature", "rejected_payload", "dispatch_failed", "problem"},
+    | {"rejected_signature", "rejected_payload", "dispatch_failed", "problem", "red"},
     "warn": {"upstream-version", "partial", "review", "waiting-approval", "paused", "reverted"},
     "info": {"running", "queued", "pending", "awaiting-import", "drop", "draft", "superseded"},
     "good": {"applies", "applies-moved", "contained", "keep", "clean", "changed", "success"}
-    | {"merged", "accepted", "reused"},
+    | {"merged", "accepted", "reused", "green"},
 }
 
 
@@ -639,6 +639,17 @@ class Dashboard:
         word = series_badge_word(series_summary(state))
         return svg_response(series_id, word, word)
 
+    def good_badge(self, series_id: str) -> Response:
+        """The last known good head: green with its SHA, red while the series is red."""
+        state = load_series(self.client, series_id)
+        if state is None:
+            return svg_response(series_id, "unknown", "unknown", status_code=404)
+        label = f"{series_id} last good"
+        good = state.last_good.head[:12] if state.last_good else "none yet"
+        if state.red_streak is not None:
+            return svg_response(label, f"{good} (red since {state.red_streak.head[:12]})", "red")
+        return svg_response(label, good, "green" if state.last_good else "unknown")
+
     def patch_badge(self, series_id: str, name: str) -> Response:
         state = load_series(self.client, series_id)
         patch = state.patch(name) if state else None
@@ -722,6 +733,10 @@ def dashboard_router(
     @router.get("/badges/series/{series_id}.svg", dependencies=[access.dependency()])
     def series_badge(series_id: str) -> Response:
         return board.series_badge(series_id)
+
+    @router.get("/badges/series/{series_id}/good.svg", dependencies=[access.dependency()])
+    def good_badge(series_id: str) -> Response:
+        return board.good_badge(series_id)
 
     @router.get("/badges/series/{series_id}/patches/{name}.svg", dependencies=[access.dependency()])
     def patch_badge(series_id: str, name: str) -> Response:

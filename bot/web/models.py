@@ -131,6 +131,32 @@ class SuccessorOut(ApiModel):
     candidates: list[int] = []
 
 
+class HeadCheckOut(ApiModel):
+    """One upstream head whose exact tree carry tested: green, red, pending or unknown."""
+
+    head: str
+    tree_key: str
+    verdict: str
+    checks: dict[str, str]
+    at: str
+
+
+class GoodHeadOut(ApiModel):
+    """The last known good head: the newest whose tree passed every check."""
+
+    head: str
+    tree_key: str
+    at: str
+    badge: str  # the series' badge (SVG), for a README
+
+
+class RedStreakOut(ApiModel):
+    head: str  # the first red head
+    at: str
+    heads: int
+    last: str
+
+
 class SeriesOut(_SeriesFields):
     patches: list[PatchStateOut]
     checked_head: str | None
@@ -138,6 +164,9 @@ class SeriesOut(_SeriesFields):
     approvals: list[str]
     base_override: dict[str, Any] | None
     successor: SuccessorOut | None
+    heads: list[HeadCheckOut] = []  # the heads tested, newest first
+    last_good: GoodHeadOut | None = None
+    red_streak: RedStreakOut | None = None
 
 
 class SeriesListOut(ApiModel):

@@ -185,11 +185,11 @@ OUTCOME_WORDS: Final[dict[Outcome, str]] = {
 _PROBLEM_KINDS: Final = frozenset(
     {"poll-failed", "series-invalid", "downstream-renamed", "draft-refused", "ci-refused"}
     | {"ci-runner-lost", "ci-retry", "ci-failure", "ci-infra-error", "successor-proposed"}
-    | {"command-not-checked", "lease-lost", "ci-report-refused"}
+    | {"command-not-checked", "lease-lost", "ci-report-refused", "went-red"}
 )
 _CHANGED_KINDS: Final = frozenset(
     {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}
-    | {"branch-commits-kept", "ci-approved", "ci-trusted-pusher"}
+    | {"branch-commits-kept", "ci-approved", "ci-trusted-pusher", "went-green"}
 )
 _NOTHING_KINDS: Final = frozenset(
     {"note", "record_ci", "skipped", "unchanged", "superseded", "publish-skipped"}

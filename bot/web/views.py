@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -28,6 +28,8 @@ from bot.web.models import (
     AttentionOut,
     CiOut,
     FixPageOut,
+    GoodHeadOut,
+    HeadCheckOut,
     HeadOut,
     HistoryEntryOut,
     HistoryOut,
@@ -38,6 +40,7 @@ from bot.web.models import (
     PatchStateOut,
     PrOut,
     QueueOut,
+    RedStreakOut,
     ReleaseLineOut,
     RunLogLineOut,
     RunLogOut,
@@ -430,6 +433,13 @@ def series_full(
         approvals=list(state.approvals),
         base_override=state.base_override,
         successor=successor_out(state.successor),
+        heads=[HeadCheckOut(**asdict(h)) for h in reversed(state.heads)],
+        last_good=(
+            GoodHeadOut(**asdict(state.last_good), badge=f"/badges/series/{state.id}/good.svg")
+            if state.last_good
+            else None
+        ),
+        red_streak=RedStreakOut(**asdict(state.red_streak)) if state.red_streak else None,
     )
 
 

@@ -22,7 +22,16 @@ from redis.retry import Retry
 
 from bot.config import CarryConfig, Settings
 from bot.core import transitions as tr
-from bot.core.state import CiState, PatchState, PrInfo, SeriesState
+from bot.core.state import (
+    CiState,
+    GoodHead,
+    HeadCheck,
+    PatchState,
+    PrInfo,
+    RedStreak,
+    SeriesState,
+    Verdict,
+)
 from bot.store.deliveries import record_delivery
 from bot.store.metrics import record_rate_limit
 from bot.store.runners import append_runlog, heartbeat
@@ -926,3 +935,36 @@ def test_an_error_keeps_the_time_it_began_until_it_is_gone(client: redis.Redis) 
     )
     state = load_series(client, MAIN)
     assert state is not None and state.error is None and state.error_since is None
+
+
+def test_verified_heads_last_good_and_red_streak_on_the_page_api_and_badge(
+    client: redis.Redis,
+) -> None:
+    """Issue 32: the heads carry tested, the last known good head and the red streak are in
+    the series' JSON, on its page and in its last-good badge."""
+    good, bad = "a" * 40, "b" * 40
+    state = SeriesState(
+        id="verified",
+        upstream_repo="vllm-project/vllm-gaudi",
+        heads=[
+            HeadCheck(good, "t1", Verdict.GREEN, {"gaudi/fixed": "success"}, ago(hours=2)),
+            HeadCheck(bad, "t2", Verdict.RED, {"gaudi/fixed": "failure"}, ago(hours=1)),
+        ],
+        last_good=GoodHead(good, "t1", ago(hours=2)),
+        red_streak=RedStreak(bad, ago(hours=1), 1, bad),
+    )
+    save_series(client, state)
+    with dashboard(client) as url, httpx.Client(timeout=10) as http:
+        api = http.get(f"{url}/api/v1/series/verified").json()
+        page = http.get(f"{url}/series/verified").text
+        badge = http.get(f"{url}/badges/series/verified/good.svg")
+    assert [h["head"] for h in api["heads"]] == [bad, good]  # newest first
+    assert [h["verdict"] for h in api["heads"]] == ["red", "green"]
+    assert api["last_good"]["head"] == good
+    assert api["last_good"]["badge"] == "/badges/series/verified/good.svg"
+    assert api["red_streak"] == {"head": bad, "at": state.red_streak.at, "heads": 1, "last": bad}  # type: ignore[union-attr]
+    assert "Red since <code>bbbbbbbbbbbb</code>" in page
+    assert "Last known good head: <code>aaaaaaaaaaaa</code>" in page
+    assert "(last good)" in page
+    assert badge.headers["content-type"] == "image/svg+xml"
+    assert "aaaaaaaaaaaa (red since bbbbbbbbbbbb)" in badge.text

@@ -142,9 +142,7 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
 
 
 _DELETE = object()
-ALLOWED_SERIES_KEYS = (
-    "id, upstream, base, patches, links, runners, checks, trusted_authors, policy, version_scheme"
-)
+ALLOWED_SERIES_KEYS = "id, upstream, base, patches, links, runners, checks, trusted_authors, policy, ci, version_scheme"
 
 BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
     (
@@ -566,3 +564,34 @@ def test_an_upstream_url_git_would_read_as_an_option_is_refused(tmp_path):
 def test_an_upstreams_web_host_comes_from_its_url(url: str, host: str) -> None:
     """Where the dashboard links an upstream's commits and PRs (they were always github.com)."""
     assert Upstream(url=url, repo="ml/vllm").web_host == host
+
+
+def test_ci_on_reads_as_a_name_and_defaults_to_every_head(
+    write: Callable[[Any], Path], patches_root: Path
+) -> None:
+    """YAML 1.1 reads a bare `on:` key as the boolean true; carry reads keys as YAML 1.2 does."""
+    text = EXAMPLE.read_text()
+    assert "      on: every-head" in text
+    config = load_config(
+        write(text.replace("on: every-head", "on: proposed")), patches_root=patches_root
+    )
+    assert [s.ci.on for s in config.series] == ["proposed", "every-head", "every-head"]
+    bad = write(text.replace("on: every-head", "on: sometimes"))
+    (problem,) = problems_of(bad, patches_root)
+    assert problem.startswith("series[0].ci.on: ") and "'every-head' or 'proposed'" in problem
+
+
+def test_a_json_webhook_needs_the_variable_of_its_signing_secret(
+    write: Callable[[Any], Path], patches_root: Path
+) -> None:
+    data = example()
+    data["notify"] = {"webhooks": [{"url": "https://hooks.example.com/carry"}]}
+    (problem,) = problems_of(write(data), patches_root)
+    assert problem.startswith("notify.webhooks[0]: ") and "needs secret_env" in problem
+    data["notify"] = {"webhooks": [{"url": "javascript:alert(1)", "format": "slack"}]}
+    (problem,) = problems_of(write(data), patches_root)
+    assert problem.startswith("notify.webhooks[0].url: expected an http(s) URL")
+    data["notify"] = {
+        "webhooks": [{"url": "https://h.example.com/x?a=1", "secret_env": "CARRY_NOTIFY_SECRET"}]
+    }
+    assert load_config(write(data), patches_root=patches_root).notify.webhooks[0].format == "json"

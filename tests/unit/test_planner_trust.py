@@ -208,3 +208,29 @@ def test_a_duplicate_head_event_brings_only_the_pusher_a_poll_lacked(
     actions = plan_duplicate(pushed, facts(head_actor=known_pusher))
     assert [a.kind for a in actions] == ["record_pusher"] * len(recorded)
     assert [(a.args["actor"], a.args["trusted"]) for a in actions] == recorded
+
+
+@pytest.mark.parametrize(
+    ("runners", "every_head", "outcome", "tested"),
+    [
+        (("gaudi",), True, "clean", (True, True)),  # applies unchanged: tested all the same
+        (("gaudi",), False, "clean", (True, False)),  # ci.on: proposed
+        (("gaudi",), True, "conflict", (False, False)),  # no tree to test
+        ((), True, "clean", (False, False)),  # no runners
+    ],
+)
+def test_the_planner_asks_for_the_tree_of_every_head_to_be_tested(
+    runners: tuple[str, ...], every_head: bool, outcome: str, tested: tuple[bool, bool]
+) -> None:
+    """Issue 32: publishing found nothing to propose, so no run started; now the planner says
+    whether the head's tree is tested whatever is published (the series' ci.on)."""
+    done = ev.RebaseFinished(
+        series_id="s1",
+        head_sha=OLD,
+        digest="d" * 64,
+        outcome=outcome,
+        changed=False,
+        result_tree="e" * 40,
+    )
+    (publish,) = plan(done, facts(runners=runners, ci_every_head=every_head))
+    assert (publish.args["tree"] is not None, publish.args["every_head"]) == tested

@@ -13,7 +13,8 @@ from bot.ci.runs import REPORT_TASK, SERVICE_QUEUE, Run, check_keys
 from bot.ci.spec import JobPayload
 from bot.core.ci_plan import REUSABLE
 from bot.core.state import CiState, CiStatus, SeriesState
-from bot.store.series import now_iso, update_series
+from bot.core.verified import Notice, note_rows
+from bot.store.series import append_history, now_iso, update_series
 
 log = logging.getLogger("carry.ci")
 
@@ -57,19 +58,29 @@ def publish_rows(
     replace_rows: bool,
 ) -> None:
     """Stores rows in SeriesState.ci and reports them. A runner's late update never overwrites
-    the row of a newer run (replace_rows=False keeps rows that another run owns)."""
+    the row of a newer run (replace_rows=False keeps rows that another run owns). The verdict
+    of each tree whose rows changed follows (bot.core.verified); a series that went red or
+    green again is said in its history and told to the configured webhooks."""
     written: list[CiState] = []
+    notices: list[Notice] = []
 
     def update(state: SeriesState) -> bool:
         written.clear()
+        notices.clear()
         for row in rows:
             existing = state.ci.get(row.runner)
             if replace_rows or existing is None or existing.run_id == row.run_id:
                 state.ci[row.runner] = row
                 written.append(row)
+        for tree_key in dict.fromkeys(row.tree_key for row in written):
+            notice = note_rows(state, tree_key, now_iso())
+            if notice is not None:
+                notices.append(notice)
         return bool(written)
 
     update_series(client, series_id, update)
+    for notice in notices:
+        announce(client, celery_app, notice)
     # A row that lost its place (an old run ending) is still reported: its check run ends too.
     notify(celery_app, series_id, rows)
 
@@ -80,3 +91,19 @@ def notify(celery_app: Celery, series_id: str, rows: list[CiState]) -> None:
             celery_app.send_task(REPORT_TASK, args=[series_id, asdict(row)], queue=SERVICE_QUEUE)
         except Exception:  # reporting must never break a run; the row is stored regardless
             log.exception("reporting CI row %s of %s failed", row.runner, series_id)
+
+
+NOTIFY_TASK = "carry.notify"
+
+
+def announce(client: redis.Redis, celery_app: Celery, notice: Notice) -> None:
+    """A change of verdict: in the series' history, then to the webhooks (workers.notify)."""
+    fields = notice.to_dict()
+    reason = str(fields.pop("summary"))
+    fields.pop("series")
+    fields.pop("key")
+    append_history(client, notice.series_id, notice.change.value, reason=reason, **fields)
+    try:
+        celery_app.send_task(NOTIFY_TASK, args=[notice.to_dict()], queue=SERVICE_QUEUE)
+    except Exception:  # the history entry stands; the webhooks miss this one, said in the log
+        log.exception("sending the %s notice of %s failed", notice.change, notice.series_id)

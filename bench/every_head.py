@@ -1,0 +1,282 @@
+"""Every head verified (issue 32), with real processes: a private redis-server, the GitHub
+emulator, carry's web and worker, a runner, and a webhook receiver.
+
+A synthetic upstream gets N heads pushed one after another (through the emulator, so carry hears
+each as GitHub's push webhook). The series applies unchanged on every head, so carry has nothing
+to propose; its check (does mod.py carry the fix, and is the tree free of `broken.txt`) runs on
+the runner for each head all the same. From one known head on the check fails (an upstream
+commit adds `broken.txt`); a later head repairs it. Each line of the table ends in ok or WRONG:
+heads pushed and verified, PRs opened (0), the last known good head, and the notifications the
+receiver got (one red, one green, each signed).
+
+    python bench/reliability.py --scenario every-head          # 30 heads
+    python -m bench.every_head --heads 8                       # the same, any size
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import hmac
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from bot.core.notify import SIGNATURE_HEADER
+from bot.core.state import SeriesState, Verdict
+from bot.emulator import GitHubEmulator
+from tests.support.carry_env import BODY, SECRET, CarryEnv, wait_for
+from tests.support.gitrepo import git
+from tests.support.redis_server import PrivateRedis
+
+UP_OWNER, UP_NAME = "upstream-org", "engine"
+DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"
+KIND, CHECK = "gaudi", "fixed"
+PUSHER = "upstream-dev"  # a trusted author: heads run without /carry approve
+NOTIFY_SECRET = "notify-secret-for-the-bench"
+FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
+CHECK_RUN = ["sh", "-c", "grep -q 'safe=True' mod.py && test ! -e broken.txt"]
+
+
+@dataclass
+class Received:
+    event: str
+    body: dict[str, Any]
+    signed: bool
+
+
+@dataclass
+class Receiver:
+    """A webhook endpoint: records what carry sends, and whether its signature holds."""
+
+    messages: list[Received] = field(default_factory=list)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    @contextmanager
+    def running(self) -> Iterator[Receiver]:
+        messages = self.messages
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                expected = (
+                    "sha256=" + hmac.new(NOTIFY_SECRET.encode(), raw, hashlib.sha256).hexdigest()
+                )
+                signed = hmac.compare_digest(self.headers.get(SIGNATURE_HEADER, ""), expected)
+                event = self.headers.get("X-Carry-Event", "")
+                messages.append(Received(event, json.loads(raw), signed))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+@dataclass
+class Figures:
+    heads: list[str]
+    broken_from: int  # index of the first head the check fails on
+    repaired_at: int  # index of the first head it passes on again
+    verdicts: dict[str, Verdict]
+    prs: int
+    last_good: str | None
+    messages: list[Received]
+    seconds: float
+
+    def expected_verdict(self, n: int) -> Verdict:
+        return Verdict.RED if self.broken_from <= n < self.repaired_at else Verdict.GREEN
+
+    def rows(self) -> list[tuple[str, str, str, bool]]:
+        """(what, expected, found, ok)."""
+        wrong = [
+            f"{n}:{self.verdicts.get(h)}"
+            for n, h in enumerate(self.heads)
+            if self.verdicts.get(h) != self.expected_verdict(n)
+        ]
+        verified = sum(1 for h in self.heads if h in self.verdicts)
+        told = [(m.event, m.body.get("head")) for m in self.messages]
+        expected_told = [
+            ("went-red", self.heads[self.broken_from]),
+            ("went-green", self.heads[self.repaired_at]),
+        ]
+        return [
+            (
+                "heads pushed / verified on the exact tree",
+                f"{len(self.heads)} / {len(self.heads)}",
+                f"{len(self.heads)} / {verified}",
+                verified == len(self.heads),
+            ),
+            (
+                "verdict of each head (red from the breaking commit to the repair)",
+                "all as expected",
+                "all as expected" if not wrong else "wrong: " + ", ".join(wrong),
+                not wrong,
+            ),
+            (
+                "PRs opened for heads whose patches applied unchanged",
+                "0",
+                str(self.prs),
+                not self.prs,
+            ),
+            (
+                "last known good at the end",
+                self.heads[-1][:12],
+                (self.last_good or "none")[:12],
+                self.last_good == self.heads[-1],
+            ),
+            (
+                "notifications (signed, one per change)",
+                "went-red, went-green",
+                ", ".join(f"{e} {h[:12] if h else ''}".strip() for e, h in told) or "none",
+                told == expected_told and all(m.signed for m in self.messages),
+            ),
+        ]
+
+    def table(self) -> str:
+        lines = [
+            f"every head verified: {len(self.heads)} heads in {self.seconds:.0f} s",
+            "",
+            "| what | expected | found | |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {what} | {expected} | {found} | {'ok' if ok else 'WRONG'} |"
+            for what, expected, found, ok in self.rows()
+        ]
+        return "\n".join(lines)
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for *_, ok in self.rows())
+
+
+def run_every_head(root: Path, heads: int) -> Figures:
+    """Pushes `heads` heads; the check breaks at a third of them and is repaired at two thirds."""
+    assert heads >= 4, "needs room for green, red and green again"
+    broken_from, repaired_at = max(1, heads // 3), max(2, 2 * heads // 3)
+    server = PrivateRedis(root / "redis", persist=False).start()
+    env = CarryEnv(root / "carry", server.url)
+    try:
+        with Receiver().running() as receiver, _github(env, root / "gh") as gh:
+            _configure(env, gh, receiver.url)
+            url = env.start_web()
+            env.start_worker()
+            env.start_runner(KIND)
+            gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
+            started = time.monotonic()
+            pushed: list[str] = []
+            verdicts: dict[str, Verdict] = {}
+            for n in range(heads):
+                files: dict[str, str | None] = {f"upstream/f{n}.py": f"n = {n}\n"}
+                if n == broken_from:
+                    files["broken.txt"] = "an upstream change that breaks the fix\n"
+                if n == repaired_at:
+                    files["broken.txt"] = None
+                head = env.upstream.commit(f"upstream change {n}", files)
+                gh.push(UP_OWNER, UP_NAME, env.upstream.path, "main", pusher=PUSHER)
+                pushed.append(head)
+                verdicts[head] = wait_for(lambda h=head: _verdict(env, h), 120, f"head {n}")
+            wait_for(lambda: len(receiver.messages) >= 2, 60, "the notifications")
+            time.sleep(1.0)  # a duplicate message would come now
+            state = env.state()
+            assert state is not None
+            prs = [p for p in gh.pulls(DOWN_OWNER, DOWN_NAME)]
+            return Figures(
+                heads=pushed,
+                broken_from=broken_from,
+                repaired_at=repaired_at,
+                verdicts=verdicts,
+                prs=len(prs),
+                last_good=state.last_good.head if state.last_good else None,
+                messages=list(receiver.messages),
+                seconds=time.monotonic() - started,
+            )
+    finally:
+        env.stop()
+        server.stop(kill=True)
+
+
+def _verdict(env: CarryEnv, head: str) -> Verdict | None:
+    state: SeriesState | None = env.state()
+    if state is None:
+        return None
+    entry = next((h for h in state.heads if h.head == head), None)
+    if entry is None or entry.verdict not in (Verdict.GREEN, Verdict.RED):
+        return None
+    return entry.verdict
+
+
+@contextmanager
+def _github(env: CarryEnv, root: Path) -> Iterator[GitHubEmulator]:
+    env.carry_patches([FIX])
+    git(env.downstream, "init", "-q", "-b", "main")
+    git(env.downstream, "add", "-A")
+    git(env.downstream, "commit", "-q", "-m", "carry the fix")
+    with GitHubEmulator(root) as gh:
+        gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
+        gh.create_repo(DOWN_OWNER, DOWN_NAME, from_path=env.downstream, private=True, plan="team")
+        gh.add_user("carry[bot]", type="Bot")
+        gh.add_token("carry-token", "carry[bot]")
+        gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")
+        gh.add_user(PUSHER)
+        yield gh
+
+
+def _configure(env: CarryEnv, gh: GitHubEmulator, hook_url: str) -> None:
+    env.write_config(runners=[KIND], checks=[CHECK], trusted_authors=[PUSHER])
+    config = json.loads(env.config_path.read_text())
+    config["upstreams"]["engine"]["url"] = gh.git_url(UP_OWNER, UP_NAME)
+    check = {"run": CHECK_RUN, "timeout_s": 60}
+    config["runners"] = {
+        KIND: {"queue": f"hw.{KIND}", "workdir": str(env.root / "runner"), "checks": {CHECK: check}}
+    }
+    config["notify"] = {
+        "webhooks": [{"url": hook_url, "format": "json", "secret_env": "CARRY_BENCH_NOTIFY"}]
+    }
+    env.config_path.write_text(json.dumps(config, indent=2))
+    env.extra_env.update(
+        {
+            "GITHUB_TOKEN": "carry-token",
+            "GITHUB_BASE_URL": gh.base_url,
+            "CARRY_DOWNSTREAM_DIR": "",
+            "CARRY_BOT_LOGIN": "carry[bot]",
+            "CARRY_CI_DEBOUNCE_S": "0",
+            "CARRY_BENCH_NOTIFY": NOTIFY_SECRET,
+        }
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--heads", type=int, default=30)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="carry-every-head-") as tmp:
+        figures = run_every_head(Path(tmp), args.heads)
+    print(figures.table())
+    return 0 if figures.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""bench/every_head.py at a quick size (issue 32): every head's exact tree is tested on a real
+runner although carry has nothing to propose, the last known good head follows, and the webhook
+receiver is told once when the series goes red and once when it is green again, signed.
+
+It starts its own redis-server, the GitHub emulator, carry's web and worker and a runner.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.every_head import run_every_head
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+]
+
+
+def test_every_head_is_verified_and_a_red_head_is_told_once(tmp_path: Path) -> None:
+    figures = run_every_head(tmp_path, heads=5)
+    table = figures.table()
+    assert figures.ok, table
+    assert figures.prs == 0, table
+    red = figures.heads[figures.broken_from]
+    (went_red,) = [m for m in figures.messages if m.event == "went-red"]
+    assert went_red.body["head"] == red and went_red.signed, table
+    assert went_red.body["last_good"] == figures.heads[figures.broken_from - 1], table
