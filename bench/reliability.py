@@ -143,6 +143,7 @@ class Scale:
     abuse_slow: int = 2000  # intake abuse: slow bodies held open at once
     abuse_unsigned: int = 200  # unsigned 1 MiB bodies at once
     abuse_aborts: int = 5000  # bodies aborted mid-way
+    every_head_heads: int = 30  # every head verified: heads pushed one after another
 
 
 QUICK = Scale(
@@ -158,6 +159,7 @@ QUICK = Scale(
     contrast_without_aof=False,
     race_seconds=6.0,
     race_drain_s=20.0,
+    every_head_heads=6,
     abuse_slow=200,
     abuse_unsigned=50,
     abuse_aborts=500,
@@ -3246,6 +3248,25 @@ def scenario_intake_abuse(root: Path, scale: Scale) -> list[Row]:
     return [attack.row() for attack in attacks]
 
 
+def scenario_every_head(root: Path, scale: Scale) -> Row:
+    """bench/every_head.py: every head's tree tested on a real runner, one message per change."""
+    from bench.every_head import run_every_head  # it builds on this module's neighbours
+
+    figures = run_every_head(root, scale.every_head_heads)
+    print(figures.table() + "\n", flush=True)
+    wrong = [what for what, _, _, ok in figures.rows() if not ok]
+    verified = sum(1 for head in figures.heads if head in figures.verdicts)
+    return Row(
+        "every-head",
+        f"{verified} of {len(figures.heads)} heads verified, {figures.prs} PRs, "
+        f"{len(figures.messages)} messages",
+        "WRONG: " + "; ".join(wrong) if wrong else "0",
+        "0",
+        "last good at the end is the newest head" if not wrong else "see the table above",
+        not wrong,
+    )
+
+
 # =========================================================================== main
 
 
@@ -3268,6 +3289,7 @@ SCENARIOS: dict[str, Callable[[Path, Scale, int], Row | list[Row]]] = {
         root, scale, "none", step_user="nobody"
     ),
     "intake-abuse": lambda root, scale, _seed: scenario_intake_abuse(root, scale),
+    "every-head": lambda root, scale, _seed: scenario_every_head(root, scale),
 }
 
 
