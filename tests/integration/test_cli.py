@@ -575,3 +575,45 @@ def test_json_base_is_the_base_given_or_null(series, tmp_path):
         )["base"]
         == given
     )
+
+
+FUNC = (
+    "def frobnicate(widget, level):\n"
+    "    checked = validate_widget(widget)\n"
+    "    scaled = checked.scale(level * 2)\n"
+    "    return scaled.finish(mode='strict')\n"
+)
+
+
+def test_a_patch_upstream_took_in_another_form_names_its_commit_and_pr(make_repo, tmp_path):
+    """Issue 35: text and --json name the upstream commit that brought upstream's version, its
+    PR, and show upstream's text against the patch's."""
+    up = make_repo("upstream")
+    up.commit("base", {"mod.py": BODY})
+    base = up.head()
+    up.checkout("main", new_branch="down")
+    up.commit("Add frobnicate", {"mod.py": BODY.replace("(10)\n", "(10)\n" + FUNC)})
+    patches = up.format_patch("main..down", tmp_path / "patches")
+    up.checkout("main")
+    theirs = FUNC.replace("level * 2", "level * 3")
+    landed = up.commit(
+        "Add frobnicate, scaled by 3 (#123)", {"mod.py": BODY.replace("(10)\n", "(10)\n" + theirs)}
+    )
+    args = [*check_args(up, patches, tmp_path), "--base", base]
+    text = carry(*args)
+    assert text.returncode == 1, text.stderr
+    assert f"upstream's version: {landed[:12]} Add frobnicate, scaled by 3 (#123) [content]" in (
+        text.stdout
+    )
+    assert "+    scaled = checked.scale(level * 3)" in text.stdout
+    report = json.loads(carry(*args, "--json").stdout)
+    (patch,) = report["patches"]
+    assert patch["status"] == "upstream-version"
+    assert patch["upstream_commits"][0] == {
+        "sha": landed,
+        "subject": "Add frobnicate, scaled by 3 (#123)",
+        "pr": 123,
+        "how": "content",
+    }
+    (hunk,) = patch["conflict"]["hunks"]
+    assert "-    scaled = checked.scale(level * 2)" in hunk["upstream_diff"].splitlines()
