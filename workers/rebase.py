@@ -339,4 +339,5 @@ def finding(result: PatchReport) -> tr.CheckedPatch:
         interdiff=result.interdiff,
         conflict=result.conflict,
         changed=result.changed,
+        upstream_commits=result.upstream_commits or [],
     )

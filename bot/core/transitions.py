@@ -30,6 +30,7 @@ class CheckedPatch:
     interdiff: str = ""
     conflict: dict[str, Any] | None = None
     changed: bool = False
+    upstream_commits: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ def _decided(found: CheckedPatch, current: PatchState | None, auto_drop: bool) -
         interdiff=found.interdiff,
         conflict=found.conflict,
         changed=found.changed,
+        upstream_commits=found.upstream_commits,
     )
 
 
