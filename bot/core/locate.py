@@ -30,12 +30,39 @@ def _key(line: bytes) -> bytes:
     return b"".join(line.split())
 
 
-def find_block(lines: Sequence[bytes], block: Sequence[bytes], hint: int) -> Span | None:
-    """The span of `lines` that holds `block` (lines without endings), nearest to index `hint`
-    when it occurs more than once; None when too little of it lines up anywhere."""
+class FileLines:
+    """One version of a file as lines (without endings), with what find_block searches built
+    once: a big patch asks about many hunks of the same file."""
+
+    def __init__(self, lines: Sequence[bytes]):
+        self.lines = list(lines)
+        self._keys: list[bytes] | None = None
+        self._where: dict[str, list[int]] | None = None
+
+    @property
+    def keys(self) -> list[bytes]:
+        if self._keys is None:
+            self._keys = [_key(line) for line in self.lines]
+        return self._keys
+
+    @property
+    def where(self) -> dict[str, list[int]]:
+        """Substantive line (normalized) -> the indexes it is at."""
+        if self._where is None:
+            self._where = {}
+            for i, line in enumerate(self.lines):
+                if n := normalize(line):
+                    self._where.setdefault(n, []).append(i)
+        return self._where
+
+
+def find_block(file: FileLines, block: Sequence[bytes], hint: int) -> Span | None:
+    """The span of the file's lines that holds `block` (lines without endings), nearest to
+    index `hint` when it occurs more than once; None when too little of it lines up anywhere."""
+    lines = file.lines
     if not block:
         return Span(max(0, min(hint, len(lines))), 0, True)
-    keys = [_key(line) for line in lines]
+    keys = file.keys
     wanted = [_key(line) for line in block]
     width = len(wanted)
     exact = [
@@ -46,16 +73,13 @@ def find_block(lines: Sequence[bytes], block: Sequence[bytes], hint: int) -> Spa
     if exact:
         start = min(exact, key=lambda i: (abs(i - hint), i))
         return Span(start, width, True)
-    return _aligned(lines, block, hint)
+    return _aligned(file, block, hint)
 
 
-def _aligned(lines: Sequence[bytes], block: Sequence[bytes], hint: int) -> Span | None:
+def _aligned(file: FileLines, block: Sequence[bytes], hint: int) -> Span | None:
     """Where most substantive lines of `block` line up at one offset (lines inserted or taken
     out inside the block widen the span by that much)."""
-    where: dict[str, list[int]] = {}
-    for i, line in enumerate(lines):
-        if n := normalize(line):
-            where.setdefault(n, []).append(i)
+    where = file.where
     substantive = [(j, n) for j, line in enumerate(block) if (n := normalize(line))]
     votes: Counter[int] = Counter()
     for j, n in substantive:
@@ -74,19 +98,19 @@ def _aligned(lines: Sequence[bytes], block: Sequence[bytes], hint: int) -> Span 
     first_i, first_j = min(matched)
     last_i, last_j = max(matched)
     start = max(0, first_i - first_j)
-    end = min(len(lines), last_i + (len(block) - last_j))
+    end = min(len(file.lines), last_i + (len(block) - last_j))
     return Span(start, max(end - start, 0), False)
 
 
-def upstream_diff(hunk: Hunk, head_lines: Sequence[bytes]) -> str | None:
+def upstream_diff(hunk: Hunk, head: FileLines) -> str | None:
     """The head's text where the hunk's post-image belongs, against the post-image, as a
     unified diff (the patch's side first); None when the head has it as the patch does or
     when no such place is found."""
     post = [line.rstrip(b"\r\n") for line in hunk.side("+")]
-    span = find_block(head_lines, post, hunk.new_start - 1)
+    span = find_block(head, post, hunk.new_start - 1)
     if span is None or span.exact:
         return None
-    theirs = head_lines[span.start : span.start + span.length]
+    theirs = head.lines[span.start : span.start + span.length]
     import difflib  # here: `carry check` runs as a short process, and few reports need it
 
     text = list(
@@ -109,14 +133,14 @@ def upstream_diff(hunk: Hunk, head_lines: Sequence[bytes]) -> str | None:
     return "\n".join([*header, *body])
 
 
-def upstream_lines(hunk: Hunk, head_lines: Sequence[bytes]) -> list[bytes]:
+def upstream_lines(hunk: Hunk, head: FileLines) -> list[bytes]:
     """The head's lines where the hunk's post-image belongs (the post-image itself when the
     head has it as is), or [] when no such place is found."""
     post = [line.rstrip(b"\r\n") for line in hunk.side("+")]
-    span = find_block(head_lines, post, hunk.new_start - 1)
+    span = find_block(head, post, hunk.new_start - 1)
     if span is None:
         return []
-    return list(head_lines[span.start : span.start + span.length])
+    return head.lines[span.start : span.start + span.length]
 
 
 def _text(line: bytes) -> str:

@@ -605,6 +605,7 @@ class _PatchCheck:
         self.original, self.original_parsed = item, parsed  # as given, before any rename
         self.head_files: dict[str, HeadFile] = {}  # the tree the patch was tried on
         self.presence: tuple[HunkPresence, ...] = ()  # each hunk's state there, when read
+        self._versions: dict[str, locate.FileLines | None] = {}  # "rev:path" -> its lines
 
     def follow(self, renames: list[history.Rename]) -> None:
         """Checks the patch on the paths upstream moved its files to."""
@@ -1035,11 +1036,31 @@ class _PatchCheck:
         in another version or lacks."""
         if presence.state not in (HunkState.SIMILAR, HunkState.ABSENT):
             return {}
-        head = self.head_files.get(fdiff.path)
-        if head is None or head.content is None:
+        head = self._head_lines(fdiff.path)
+        if head is None:
             return {}
-        diff = locate.upstream_diff(hunk, head.lines)
+        diff = locate.upstream_diff(hunk, head)
         return {"upstream_diff": diff} if diff else {}
+
+    def _head_lines(self, path: str) -> locate.FileLines | None:
+        """The lines of the head's file (the tree the patch was tried on), read once."""
+        key = f"\0head:{path}"
+        if key not in self._versions:
+            head = self.head_files.get(path)
+            found = head is not None and head.content is not None
+            self._versions[key] = locate.FileLines(head.lines) if head and found else None
+        return self._versions[key]
+
+    def _version(self, rev: str, path: str) -> locate.FileLines | None:
+        """The lines of `path` at `rev`, read once per check of a patch; None without one."""
+        key = f"{rev}:{path}"
+        if key not in self._versions:
+            blob = self.ctx.engine.read_object(key)
+            found = blob is not None and blob.kind == "blob"
+            self._versions[key] = (
+                locate.FileLines(HeadFile(blob.content).lines) if blob and found else None
+            )
+        return self._versions[key]
 
     def _lines_touched(
         self, hunk: Hunk, path: str, start_rev: str, timeline: list[CommitHunks]
@@ -1054,10 +1075,9 @@ class _PatchCheck:
         return touching_commits(start, length, timeline)
 
     def _find_in(self, rev: str, path: str, hunk: Hunk) -> locate.Span | None:
-        blob = self.ctx.engine.read_object(f"{rev}:{path}")
-        if blob is None or blob.kind != "blob":
+        lines = self._version(rev, path)
+        if lines is None:
             return None
-        lines = HeadFile(blob.content).lines
         return locate.find_block(
             lines, [_bare(line) for line in hunk.side("-")], hunk.old_start - 1
         )
@@ -1071,7 +1091,7 @@ class _PatchCheck:
             return {"recent_commits": recent}
         oldest, rest = timeline[0], timeline[1:]
         span = self._find_in(f"{oldest.sha}^", path, hunk)
-        created = span is None and self.ctx.engine.read_object(f"{oldest.sha}^:{path}") is None
+        created = span is None and self._version(f"{oldest.sha}^", path) is None
         if created:  # the oldest commit made the file: the lines are followed from there
             span = self._find_in(oldest.sha, path, hunk)
         if span is None:
@@ -1159,10 +1179,9 @@ class _PatchCheck:
         fdiffs = [found[0]] if found else [f for f in self.parsed.files if f.path == item.path]
         chosen = [found[1]] if found else [h for f in fdiffs for h in f.hunks]
         removed = [n for h in chosen for line in h.removed if (n := classify.normalize(line))]
-        head = self.head_files.get(item.path)
-        if head is None or head.content is None or not chosen:
+        lines = self._head_lines(item.path)
+        if lines is None or not chosen:
             return [], removed, item.path
-        lines = head.lines
         before = Counter(_bare(line) for h in chosen for line in h.side("-"))
         theirs = []
         for hunk in chosen:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from bot.core.landing import CommitLines, landing_for, pr_number, ranked
-from bot.core.locate import find_block, upstream_diff
+from bot.core.locate import FileLines, find_block, upstream_diff
 from bot.core.patchfile import parse_patch
 
 LINES = [f"value_{i} = compute({i})".encode() for i in range(1, 41)]
@@ -14,22 +14,22 @@ LINES = [f"value_{i} = compute({i})".encode() for i in range(1, 41)]
 def test_an_exact_block_is_found_nearest_to_the_hint():
     block = LINES[4:7]
     twice = LINES + LINES
-    assert find_block(twice, block, 3).start == 4
-    assert find_block(twice, block, 60).start == 44
-    assert find_block(twice, block, 60).exact
+    assert find_block(FileLines(twice), block, 3).start == 4
+    assert find_block(FileLines(twice), block, 60).start == 44
+    assert find_block(FileLines(twice), block, 60).exact
 
 
 def test_a_moved_and_edited_block_is_found_by_its_lines():
     """Ten lines put above it and one line of it edited: the block is where most lines agree."""
     moved = [b"import os"] * 10 + LINES[:24] + [b"value_25 = other(25)"] + LINES[25:]
     block = LINES[21:28]  # value_22..value_28 as the patch saw them
-    span = find_block(moved, block, 21)
+    span = find_block(FileLines(moved), block, 21)
     assert span is not None and not span.exact
     assert (span.start, span.length) == (31, 7)
 
 
 def test_nothing_alike_is_not_found():
-    assert find_block([b"alpha_beta_gamma()"] * 5, LINES[:3], 0) is None
+    assert find_block(FileLines([b"alpha_beta_gamma()"] * 5), LINES[:3], 0) is None
 
 
 PATCH = b"""diff --git a/mod.py b/mod.py
@@ -50,7 +50,7 @@ PATCH = b"""diff --git a/mod.py b/mod.py
 def test_upstream_diff_shows_upstreams_text_against_the_patchs():
     hunk = parse_patch(PATCH).files[0].hunks[0]
     head = [b"import os", *LINES[:24], b"value_25 = compute(25, mine=False)", *LINES[25:]]
-    diff = upstream_diff(hunk, head)
+    diff = upstream_diff(hunk, FileLines(head))
     assert diff is not None
     lines = diff.splitlines()
     assert lines[:2] == ["--- patch", "+++ upstream (head)"]
@@ -59,7 +59,7 @@ def test_upstream_diff_shows_upstreams_text_against_the_patchs():
     assert "+value_25 = compute(25, mine=False)" in lines
     # the head has it as the patch does: nothing to show
     same = [*LINES[:24], b"value_25 = compute(25, mine=True)", *LINES[25:]]
-    assert upstream_diff(hunk, same) is None
+    assert upstream_diff(hunk, FileLines(same)) is None
 
 
 def test_pr_numbers_from_squash_and_merge_subjects():
