@@ -176,3 +176,49 @@ def test_a_patch_that_applies_names_no_upstream_commits(up, tmp_path):
     p = check(up, patches, tmp_path)
     assert p.status == Status.APPLIES
     assert p.upstream_commits is None and "upstream_commits" not in p.as_dict()
+
+
+WRAP = (
+    "    weights = gaudi_weight_wrapper(weights)\n"
+    "    weights = convert_to_fp8_layout(weights)\n"
+    "    scales = collect_fp8_scales(weights)\n"
+    "    apply_fp8_scales(layer, scales)\n"
+)
+
+
+def test_a_review_of_a_patch_upstream_took_by_patch_id_names_the_commit_and_pr(up, tmp_path):
+    """Shaped like the INT8 loader of issue 35 (vllm-gaudi 88eab1e9, #1659): upstream has the
+    patch's very diff, but the lines it removes still exist elsewhere in the head, so it goes
+    to review; the review names the commit and its PR."""
+    loader = (
+        "def load_int8(layer, weights):\n"
+        + WRAP
+        + "    return layer.finish(weights)\n\n"
+        + "def load_fp8(layer, weights):\n"
+        + WRAP
+        + "    return layer.finish(weights)\n"
+    )
+    up.commit("Add loaders", {"loader.py": loader})
+    base = up.head("main")
+    fixed = loader.replace(
+        WRAP,
+        "    weights = keep_int8_layout(weights)\n    layer.int8_weights = weights\n",
+        1,
+    )
+    up.checkout("main", new_branch="down")
+    up.commit("Fix #1612: don't wrap INT8 loader with FP8-only wrapper", {"loader.py": fixed})
+    patches = patches_of(up, "main..down", tmp_path / "patches")
+    up.checkout("main")
+    landed = up.commit(
+        "Fix #1612: don't wrap INT8 loader with FP8-only wrapper (#1659)", {"loader.py": fixed}
+    )
+    p = check(up, patches, tmp_path, base=base)
+    assert (p.status, p.decision) == (Status.UPSTREAM_VERSION, Decision.REVIEW)
+    assert p.upstream_commits == [
+        {
+            "sha": landed,
+            "subject": "Fix #1612: don't wrap INT8 loader with FP8-only wrapper (#1659)",
+            "pr": 1659,
+            "how": "patch-id",
+        }
+    ]

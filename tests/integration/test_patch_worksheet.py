@@ -136,6 +136,10 @@ def test_a_patch_upstream_took_in_another_form_names_its_commit_pr_and_differenc
     assert "Upstream's text there, against the patch's" in sheet
     assert '<span class="del">-    scaled = checked.scale(level * 2)</span>' in sheet
     assert '<span class="add">+    scaled = checked.scale(level * 3)</span>' in sheet
+    name = result.patch.rsplit("/", 1)[-1]
+    with dashboard(client) as url:
+        stored = httpx.get(f"{url}/api/v1/series/{SERIES}/patches/{name}", timeout=10).json()
+    assert [(c["sha"], c["pr"]) for c in stored["patch"]["upstream_commits"]] == [(landed, 41)]
 
 
 def test_a_files_newest_commits_are_listed_once_per_file_not_once_per_hunk(
