@@ -56,6 +56,23 @@ def pr_number(subject: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def counterparts(theirs: Sequence[str], added: Sequence[str], cutoff: float) -> list[str]:
+    """The lines of upstream's version (`theirs`) that are the patch's added lines, as they are
+    or edited (a difflib ratio of at least `cutoff`): what upstream's change took of the patch,
+    without the lines other commits put in the same place."""
+    wanted = set(added)
+    if not wanted:
+        return []
+    import difflib  # here: `carry check` runs as a short process, and few reports need it
+
+    pool = list(wanted)
+    return [
+        line
+        for line in theirs
+        if line in wanted or difflib.get_close_matches(line, pool, 1, cutoff)
+    ]
+
+
 def landing_for(
     added: Sequence[str], removed: Sequence[str], commits: Sequence[CommitLines]
 ) -> CommitLines | None:

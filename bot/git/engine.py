@@ -1144,7 +1144,8 @@ class _PatchCheck:
         presence = self.presence or self._hunk_presence(self.head_files)
         hunks = {(f.path, h.header): (f, h) for f in self.parsed.files for h in f.hunks}
         commits = [self.ctx.engine.commit_lines(c) for c in self.range_commits]
-        complete = self.range is not None and len(self.range_commits) < history.MAX_CANDIDATES
+        read = self.range is not None or self.searched_head
+        complete = read and len(self.range_commits) < history.MAX_CANDIDATES
         rev = self.range or self.ctx.head
         subjects: dict[str, str] = {}
         shas: list[str] = []
@@ -1152,18 +1153,19 @@ class _PatchCheck:
         for item in presence:
             if item.state not in (HunkState.APPLIED, HunkState.SIMILAR):
                 continue
-            theirs, removed, path = self._upstream_lines(item, hunks)
-            best = landing.landing_for(
-                [n for line in theirs if (n := classify.normalize(line))], removed, commits
-            )
+            theirs, added, removed, path = self._upstream_lines(item, hunks)
+            normalized = [n for line in theirs if (n := classify.normalize(line))]
+            taken = landing.counterparts(normalized, added, classify.FUZZY_LINE_CUTOFF)
+            best = landing.landing_for(taken or normalized, removed, commits)
             if best is not None:
                 shas.append(best.sha)
                 subjects[best.sha] = best.subject
                 continue
-            if complete or searches >= MAX_PICKAXE or not theirs:
+            specific = [line for line in theirs if classify.normalize(line)]
+            if complete or searches >= MAX_PICKAXE or not specific:
                 continue
             searches += 1
-            text = max((line.decode("utf-8", "replace").strip() for line in theirs), key=len)
+            text = max((line.decode("utf-8", "replace").strip() for line in specific), key=len)
             hit = history.added_by(self.git, text, rev, path)
             if hit is not None:
                 shas.append(hit[0])
@@ -1172,16 +1174,18 @@ class _PatchCheck:
 
     def _upstream_lines(
         self, item: HunkPresence, hunks: dict[tuple[str, str], tuple[FileDiff, Hunk]]
-    ) -> tuple[list[bytes], list[str], str]:
+    ) -> tuple[list[bytes], list[str], list[str], str]:
         """(the head's lines where the hunk belongs that its pre-image lacks, the normalized
-        lines it removes, the path): what upstream's change there added and took out."""
+        lines the patch adds and removes there, the path): what upstream's change there added
+        and took out, and what the patch's did."""
         found = hunks.get((item.path, item.header))
         fdiffs = [found[0]] if found else [f for f in self.parsed.files if f.path == item.path]
         chosen = [found[1]] if found else [h for f in fdiffs for h in f.hunks]
+        added = [n for h in chosen for line in h.added if (n := classify.normalize(line))]
         removed = [n for h in chosen for line in h.removed if (n := classify.normalize(line))]
         lines = self._head_lines(item.path)
         if lines is None or not chosen:
-            return [], removed, item.path
+            return [], added, removed, item.path
         before = Counter(_bare(line) for h in chosen for line in h.side("-"))
         theirs = []
         for hunk in chosen:
@@ -1191,7 +1195,7 @@ class _PatchCheck:
                     before[line] -= 1
                 else:
                     theirs.append(line)
-        return theirs, removed, item.path
+        return theirs, added, removed, item.path
 
 
 POINTER_STATUSES = (Status.UPSTREAM_VERSION, Status.PARTIAL, Status.CONTAINED)

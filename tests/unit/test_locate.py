@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bot.core.landing import CommitLines, landing_for, pr_number, ranked
+from bot.core.landing import CommitLines, counterparts, landing_for, pr_number, ranked
 from bot.core.locate import FileLines, find_block, upstream_diff
 from bot.core.patchfile import parse_patch
 
@@ -85,3 +85,12 @@ def test_the_commit_adding_most_of_upstreams_lines_is_the_landing():
 
 def test_landings_found_for_more_hunks_come_first():
     assert ranked(["b", "a", "a", "c"]) == ["a", "b", "c"]
+
+
+def test_upstreams_counterparts_of_the_patchs_lines_leave_out_other_commits_lines():
+    """Upstream's text where a hunk belongs also holds lines other commits put there; the
+    landing is looked for by the lines that are the patch's, as they are or edited."""
+    theirs = ["scaled=checked.scale(level*3)", "unrelated_feature_flag=True", "x=validate(w)"]
+    added = ["scaled=checked.scale(level*2)", "x=validate(w)"]
+    assert counterparts(theirs, added, 0.8) == [theirs[0], theirs[2]]
+    assert counterparts(theirs, [], 0.8) == []
