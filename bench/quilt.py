@@ -22,7 +22,7 @@ with `--base T1`. Its label comes from the distro's next step:
 - "kept, upstream has it": the distro kept it although T2 holds it already (`git apply --check
   -R` succeeds on T2). Its own category: a drop there is not a wrong drop.
 A wrong drop is a drop of a "not contained" sample. `--hotspots` also times the engine's
-`_conflict_details` and `history.recent_commits` (wrapped in this process, not changed).
+`_conflict_details` and `history.recent_file_history` (wrapped in this process, not changed).
 
 The corpora measured in docs/performance.md (fetched as bare repositories, nothing of them is
 copied into this repository):
@@ -362,7 +362,7 @@ def hotspot_timer() -> Iterator[dict[str, float]]:
     by wrapping the two functions for the duration (the engine's code is not changed)."""
     spent: dict[str, float] = defaultdict(float)
     patch_check = engine_module._PatchCheck
-    originals = (patch_check._conflict_details, history.recent_commits)
+    originals = (patch_check._conflict_details, history.recent_file_history)
 
     def timed(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -376,11 +376,11 @@ def hotspot_timer() -> Iterator[dict[str, float]]:
         return wrapper
 
     patch_check._conflict_details = timed("_conflict_details", originals[0])  # type: ignore[method-assign]
-    history.recent_commits = timed("history.recent_commits", originals[1])
+    history.recent_file_history = timed("history.recent_file_history", originals[1])
     try:
         yield spent
     finally:
-        patch_check._conflict_details, history.recent_commits = originals  # type: ignore[method-assign]
+        patch_check._conflict_details, history.recent_file_history = originals  # type: ignore[method-assign]
 
 
 def corpus_from(args: argparse.Namespace) -> Corpus:

@@ -218,6 +218,7 @@ def render_table(report: SeriesReport) -> str:
     width = max((len(p.patch) for p in report.patches), default=5)
     for p in report.patches:
         lines.append(f"  {p.patch:<{width}}  {p.status.value:<16} {p.decision.value:<6} {p.reason}")
+        lines += _landing_lines(p.upstream_commits)
         lines += _hunk_lines(p.conflict or {})
         if p.status.value == "partial":
             lines += _partial_lines(p.evidence)
@@ -238,9 +239,28 @@ def _partial_lines(evidence: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _landing_lines(landings: list[dict[str, Any]] | None) -> list[str]:
+    """Where upstream's version of a patch came from: one line per upstream commit."""
+    if landings is None:
+        return []
+    if not landings:
+        return ["      upstream's version: no upstream commit found that brought it"]
+    return [
+        f"      upstream's version: {c['sha'][:12]} {c['subject']}"
+        + (
+            f" (PR #{c['pr']})"
+            if c.get("pr") is not None and f"#{c['pr']}" not in c["subject"]
+            else ""
+        )
+        + f" [{c['how']}]"
+        for c in landings
+    ]
+
+
 def _hunk_lines(conflict: dict[str, Any]) -> list[str]:
     """The hunks a human must look at, each with the upstream commits that touched its lines
-    (or the file's recent commits when no range is known)."""
+    (or the file's recent commits when they cannot be traced), and upstream's text there
+    against the patch's."""
     lines = []
     for hunk in conflict.get("hunks", []):
         lines.append(f"      {hunk['file']} {hunk['hunk']}: {hunk.get('detail') or hunk['state']}")
@@ -248,6 +268,9 @@ def _hunk_lines(conflict: dict[str, Any]) -> list[str]:
         commits = touched if touched is not None else hunk.get("recent_commits") or []
         label = "touched by" if touched is not None else "recent"
         lines += [f"        {label} {c['sha'][:12]} {c['subject']}" for c in commits[:5]]
+        if hunk.get("upstream_diff"):
+            lines.append("        upstream's text against the patch's:")
+            lines += [f"          {line}" for line in hunk["upstream_diff"].splitlines()]
     return lines
 
 

@@ -505,6 +505,18 @@ def _reverted_words(sig: Signals) -> str:
     return f"upstream {undone}" if undone else "upstream took it once and reverted it"
 
 
+def _in_another_version(states: Counter[HunkState], total: int) -> str:
+    """How many hunks the head has in a version other than the patch's, and how many as is."""
+    similar = states[HunkState.SIMILAR]
+    if similar == total:
+        return "all of them in a different version from the patch's"
+    same = total - similar
+    return (
+        f"{similar} of them in a different version from the patch's and the other {same} "
+        f"as the patch has {'it' if same == 1 else 'them'}"
+    )
+
+
 def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> Verdict:
     total = len(sig.hunks)
     missing = tuple(h for h in sig.hunks if h.state not in (HunkState.APPLIED, HunkState.SIMILAR))
@@ -512,9 +524,8 @@ def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> V
         return Verdict(
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
-            f"the head has a different version of all {total} hunks "
-            f"({states[HunkState.SIMILAR]} differ from the patch): drop if upstream's version "
-            "is the fix, keep and rebase by hand if the differences matter",
+            f"the head has all {total} hunks, {_in_another_version(states, total)}: drop if "
+            "upstream's version is the fix, keep and rebase by hand if the differences matter",
         )
     if present:
         return Verdict(

@@ -98,7 +98,10 @@ def _interdiff(p: PatchState) -> str:
 def _drop(p: PatchState) -> str:
     evidence = "; ".join(_evidence_line(e) for e in p.evidence if _evidence_line(e))
     subject = f" ({as_code(p.subject)})" if p.subject.strip() else ""
-    return f"- `{p.name}`{subject}: {p.reason}. Evidence: {evidence or 'see the dashboard'}."
+    return (
+        f"- `{p.name}`{subject}: {p.reason}. Evidence: {evidence or 'see the dashboard'}."
+        + _landing_words(p)
+    )
 
 
 def _evidence_line(entry: dict[str, Any]) -> str:
@@ -126,7 +129,23 @@ def _evidence_line(entry: dict[str, Any]) -> str:
 def _review(p: PatchState) -> str:
     hunks = (p.conflict or {}).get("hunks") or []
     where = ", ".join(f"{h['file']} {h['hunk']} ({h['state']})" for h in hunks[:8])
-    return f"- `{p.name}` **{p.status}**: {p.reason}." + (f" Hunks: {where}." if where else "")
+    return (
+        f"- `{p.name}` **{p.status}**: {p.reason}."
+        + _landing_words(p)
+        + (f" Hunks: {where}." if where else "")
+    )
+
+
+def _landing_words(p: PatchState) -> str:
+    """Where upstream's version of the patch came from: its upstream commits (and PRs)."""
+    named = []
+    for c in p.upstream_commits[:3]:
+        pr = c.get("pr")
+        by_pr = (
+            f" (PR {as_code(f'#{pr}')})" if pr is not None and f"#{pr}" not in c["subject"] else ""
+        )
+        named.append(f"`{str(c['sha'])[:12]}` {as_code(str(c['subject']))}{by_pr}")
+    return f" Upstream's version: {', '.join(named)}." if named else ""
 
 
 def conflict_report(p: PatchState) -> str:

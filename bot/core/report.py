@@ -29,6 +29,9 @@ class PatchReport:
     changed: bool = False  # refreshed differs from the input bytes
     interdiff: str = ""
     conflict: dict[str, Any] | None = None
+    # for a patch upstream took in some form (upstream-version, partial, contained): the
+    # upstream commits that brought its version into the head, {sha, subject, pr, how}
+    upstream_commits: list[dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -42,6 +45,8 @@ class PatchReport:
         }
         if self.interdiff:
             out["interdiff"] = self.interdiff
+        if self.upstream_commits is not None:
+            out["upstream_commits"] = self.upstream_commits
         if self.conflict:
             out["conflict"] = self.conflict
         return out

@@ -85,6 +85,9 @@ class PatchState:
     interdiff: str = ""
     conflict: dict[str, Any] | None = None
     changed: bool = False
+    # the upstream commits that brought upstream's version of the patch into the head (for
+    # upstream-version, partial, contained): {sha, subject, pr, how}
+    upstream_commits: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def needs_attention(self) -> bool:

@@ -31,6 +31,7 @@ class CheckedPatch:
     interdiff: str = ""
     conflict: dict[str, Any] | None = None
     changed: bool = False
+    upstream_commits: list[dict[str, Any]] = field(default_factory=list)
 
 
 def checked_patch(result: PatchReport) -> CheckedPatch:
@@ -46,6 +47,7 @@ def checked_patch(result: PatchReport) -> CheckedPatch:
         interdiff=result.interdiff,
         conflict=result.conflict,
         changed=result.changed,
+        upstream_commits=result.upstream_commits or [],
     )
 
 
@@ -103,6 +105,7 @@ def _decided(found: CheckedPatch, current: PatchState | None, auto_drop: bool) -
         interdiff=found.interdiff,
         conflict=found.conflict,
         changed=found.changed,
+        upstream_commits=found.upstream_commits,
     )
 
 

@@ -12,11 +12,12 @@ import logging
 import re
 import time
 import weakref
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bot.core import classify
+from bot.core import classify, landing, locate
 from bot.core.classify import (
     Decision,
     HeadFile,
@@ -27,7 +28,8 @@ from bot.core.classify import (
     Verdict,
 )
 from bot.core.hunkapply import FileApply, apply_hunks
-from bot.core.linetrack import touching_commits
+from bot.core.landing import CommitLines, How, Landing
+from bot.core.linetrack import CommitHunks, touching_commits
 from bot.core.patchfile import FileDiff, Hunk, PatchFile, PatchFileError, PatchMeta, parse_patch
 from bot.core.renumber import FileMove, blob_id, renumber
 from bot.core.repath import repath
@@ -220,7 +222,9 @@ class Engine:
         self._present: set[str] = set()
         self._upstream: dict[tuple[str, tuple[str, ...]], history.UpstreamCommit] = {}
         self._patch_ids: dict[bytes, str] = {}
-        self._recent: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._recent: dict[tuple[str, str], list[CommitHunks]] = {}
+        self._commit_lines: dict[tuple[str, tuple[str, ...]], CommitLines] = {}
+        self._prs: dict[tuple[str, str], int | None] = {}
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -447,16 +451,45 @@ class Engine:
             return anchor, True
         return self.git.run("merge-base", anchor, head, check=False).text, False
 
-    def recent_commits(self, head: str, path: str) -> list[tuple[str, str]]:
-        """The newest commits touching `path` at commit `head`: asked once per file and head,
-        not once per conflicting hunk (a big series conflicts in the same files again and
-        again, and `head` is a commit id, so the answer never changes)."""
+    def recent_history(self, head: str, path: str) -> list[CommitHunks]:
+        """The newest commits touching `path` at commit `head`, oldest first, with their
+        zero-context hunks: asked once per file and head, not once per conflicting hunk (a big
+        series conflicts in the same files again and again, and `head` is a commit id, so the
+        answer never changes)."""
         key = (head, path)
         if key not in self._recent:
             if len(self._recent) >= RECENT_CACHE_ENTRIES:
                 self._recent.clear()
-            self._recent[key] = history.recent_commits(self.git, head, path)
+            self._recent[key] = history.recent_file_history(self.git, head, path)
         return self._recent[key]
+
+    def commit_lines(self, commit: history.UpstreamCommit) -> CommitLines:
+        """A range commit's substantive added and removed lines, over the files it was read
+        with (kept per commit and file set: series come back on every head)."""
+        key = (commit.sha, tuple(commit.sections))
+        if key not in self._commit_lines:
+            if len(self._commit_lines) >= RECENT_CACHE_ENTRIES:
+                self._commit_lines.clear()
+            sections = commit.sections.values()
+            self._commit_lines[key] = CommitLines(
+                commit.sha,
+                commit.subject,
+                Counter(n for section in sections for n in history.added_lines(section)),
+                Counter(n for section in sections for n in history.removed_lines(section)),
+            )
+        return self._commit_lines[key]
+
+    def pr_of(self, sha: str, subject: str, head: str, *, look_for_merge: bool) -> int | None:
+        """The PR a commit came in by: named in its subject, else (when asked) in the subject of
+        the merge that brought it into `head`."""
+        number = landing.pr_number(subject)
+        if number is not None or not look_for_merge:
+            return number
+        key = (sha, head)
+        if key not in self._prs:
+            merge = history.merged_by(self.git, sha, head)
+            self._prs[key] = landing.pr_number(merge[1]) if merge else None
+        return self._prs[key]
 
     def touching(self, rev_range: str, paths: list[str]) -> list[str] | None:
         """Every commit of a linear `fork..head` range touching `paths`, newest first, from the
@@ -581,6 +614,9 @@ class _PatchCheck:
         self.range_commits = found.commits if found else []
         self.evidence: list[dict[str, Any]] = []
         self.original, self.original_parsed = item, parsed  # as given, before any rename
+        self.head_files: dict[str, HeadFile] = {}  # the tree the patch was tried on
+        self.presence: tuple[HunkPresence, ...] = ()  # each hunk's state there, when read
+        self._versions: dict[str, locate.FileLines | None] = {}  # "rev:path" -> its lines
 
     def follow(self, renames: list[history.Rename]) -> None:
         """Checks the patch on the paths upstream moved its files to."""
@@ -618,6 +654,7 @@ class _PatchCheck:
         merged = None if forward.ok else self._three_way(before)
         head_files = self._head_files(before)
         hunks = () if forward.ok else self._hunk_presence(head_files)
+        self.head_files, self.presence = head_files, hunks
         if hunks:
             self.evidence.append({"signal": "hunks", "hunks": [h.as_dict() for h in hunks]})
         after = forward.tree if forward.ok else (merged.tree if merged and merged.ok else None)
@@ -663,6 +700,7 @@ class _PatchCheck:
         self.evidence.append(_in_memory_evidence("reverse-apply", files, reverse))
         self.evidence.append(_in_memory_evidence("forward-apply", files, forward))
         head_files = {path: HeadFile(data, blob_id(data)) for path, data in before.items()}
+        self.head_files = head_files
         moved = any(result.moved for result in forward.values())
         signals = Signals(
             forward=True,
@@ -701,7 +739,7 @@ class _PatchCheck:
             report.status = Status.APPLIES
             report.reason = "applies as is"
         if verdict.status in (Status.CONFLICT, Status.PARTIAL, Status.UPSTREAM_VERSION):
-            report.conflict = self._conflict_details(verdict.problem_hunks)
+            report.conflict = self._conflict_details(self._work_hunks(verdict))
         return report
 
     def _finish(
@@ -722,11 +760,11 @@ class _PatchCheck:
             return self._kept(verdict, refreshed)
         report = self._report(verdict, None)  # dropped or not applicable: never written
         if verdict.status in (Status.CONFLICT, Status.PARTIAL, Status.UPSTREAM_VERSION):
-            report.conflict = self._conflict_details(verdict.problem_hunks)
+            report.conflict = self._conflict_details(self._work_hunks(verdict))
         return report
 
     def _report(self, verdict: Verdict, refreshed: bytes | None) -> PatchReport:
-        return PatchReport(
+        report = PatchReport(
             self.item.name,
             verdict.status,
             verdict.decision,
@@ -735,6 +773,9 @@ class _PatchCheck:
             self.parsed.meta.subject,
             refreshed,
         )
+        if verdict.status in POINTER_STATUSES:
+            report.upstream_commits = [found.as_dict() for found in self._landings()]
+        return report
 
     def _three_way(self, tree: str) -> ApplyResult:
         merged = self.ctx.applier.apply(tree, self.item.data, three_way=True)
@@ -953,6 +994,19 @@ class _PatchCheck:
             self.evidence.append(entry)
         return in_head
 
+    def _work_hunks(self, verdict: Verdict) -> tuple[HunkPresence, ...]:
+        """The hunks a human decides on: the verdict's problem hunks and, for a patch upstream
+        took in some form, the hunks the head has in a different version (in patch order)."""
+        problem = verdict.problem_hunks
+        if verdict.status not in (Status.UPSTREAM_VERSION, Status.PARTIAL):
+            return problem
+        keys = {(h.path, h.header) for h in problem}
+        ordered = [
+            h for h in self.presence if (h.path, h.header) in keys or h.state == HunkState.SIMILAR
+        ]
+        seen = {(h.path, h.header) for h in ordered}
+        return (*ordered, *(h for h in problem if (h.path, h.header) not in seen))
+
     def _conflict_details(self, problem: tuple[HunkPresence, ...]) -> dict[str, Any]:
         hunks = {(f.path, h.header): (f, h) for f in self.parsed.files for h in f.hunks}
         renamed = {e["to"] for e in self.evidence if e["signal"] == "renamed-upstream"}
@@ -972,19 +1026,196 @@ class _PatchCheck:
         for presence in problem:
             entry: dict[str, Any] = presence.as_dict()
             found = hunks.get((presence.path, presence.header))
-            timeline = timelines.get(found[0].old_path or found[0].path) if found else None
             if found:
                 entry["diff"] = _hunk_text(found[1])
-            if found and timeline is not None:
-                hunk = found[1]
-                touched = touching_commits(hunk.old_start, hunk.old_len, timeline)
+                entry.update(self._upstream_text(presence, *found))
+            if found and self.range and found[0].path not in renamed:
+                fdiff, hunk = found
+                timeline = timelines.get(fdiff.old_path or fdiff.path, [])
+                fork = self.range.split("..", 1)[0]
+                touched = self._lines_touched(hunk, fdiff.old_path or fdiff.path, fork, timeline)
                 entry["upstream_commits"] = [{"sha": s, "subject": t} for s, t in touched]
+                entry["searched"] = self.range
             else:
-                recent = self.ctx.engine.recent_commits(self.ctx.head, presence.path)
-                entry["recent_commits"] = [{"sha": s, "subject": t} for s, t in recent]
+                entry.update(self._recent_touches(found[1] if found else None, presence.path))
             details.append(entry)
         forward = next((e for e in self.evidence if e["signal"] == "forward-apply"), {})
         return {"hunks": details, "apply_output": forward.get("detail", "")}
+
+    def _upstream_text(self, presence: HunkPresence, fdiff: FileDiff, hunk: Hunk) -> dict[str, str]:
+        """Upstream's text where the hunk belongs against the patch's, for a hunk the head has
+        in another version or lacks."""
+        if presence.state not in (HunkState.SIMILAR, HunkState.ABSENT):
+            return {}
+        head = self._head_lines(fdiff.path)
+        if head is None:
+            return {}
+        diff = locate.upstream_diff(hunk, head)
+        return {"upstream_diff": diff} if diff else {}
+
+    def _head_lines(self, path: str) -> locate.FileLines | None:
+        """The lines of the head's file (the tree the patch was tried on), read once."""
+        key = f"\0head:{path}"
+        if key not in self._versions:
+            head = self.head_files.get(path)
+            found = head is not None and head.content is not None
+            self._versions[key] = locate.FileLines(head.lines) if head and found else None
+        return self._versions[key]
+
+    def _version(self, rev: str, path: str) -> locate.FileLines | None:
+        """The lines of `path` at `rev`, read once per check of a patch; None without one."""
+        key = f"{rev}:{path}"
+        if key not in self._versions:
+            blob = self.ctx.engine.read_object(key)
+            found = blob is not None and blob.kind == "blob"
+            self._versions[key] = (
+                locate.FileLines(HeadFile(blob.content).lines) if blob and found else None
+            )
+        return self._versions[key]
+
+    def _lines_touched(
+        self, hunk: Hunk, path: str, start_rev: str, timeline: list[CommitHunks]
+    ) -> list[tuple[str, str]]:
+        """The commits of `timeline` (oldest first, starting after `start_rev`) that touched
+        the hunk's lines, found in `start_rev`'s version of the file by content (the patch's
+        line numbers are those of the file it was made on, which may not be that one)."""
+        start, length = hunk.old_start, hunk.old_len
+        span = self._find_in(start_rev, path, hunk)
+        if span is not None:
+            start, length = span.start + 1, span.length
+        return touching_commits(start, length, timeline)
+
+    def _find_in(self, rev: str, path: str, hunk: Hunk) -> locate.Span | None:
+        lines = self._version(rev, path)
+        if lines is None:
+            return None
+        return locate.find_block(
+            lines, [_bare(line) for line in hunk.side("-")], hunk.old_start - 1
+        )
+
+    def _recent_touches(self, hunk: Hunk | None, path: str) -> dict[str, Any]:
+        """Without a range: the newest commits on the file that touched the hunk's lines, or,
+        when the hunk cannot be placed in their history, the file's newest commits."""
+        timeline = self.ctx.engine.recent_history(self.ctx.head, path)
+        recent = [{"sha": c.sha, "subject": c.subject} for c in reversed(timeline[-5:])]
+        if hunk is None or not timeline:
+            return {"recent_commits": recent}
+        oldest, rest = timeline[0], timeline[1:]
+        span = self._find_in(f"{oldest.sha}^", path, hunk)
+        created = span is None and self._version(f"{oldest.sha}^", path) is None
+        if created:  # the oldest commit made the file: the lines are followed from there
+            span = self._find_in(oldest.sha, path, hunk)
+        if span is None:
+            return {"recent_commits": recent}
+        touched = touching_commits(span.start + 1, span.length, rest if created else timeline)
+        return {
+            "upstream_commits": [{"sha": s, "subject": t} for s, t in reversed(touched)],
+            "searched": f"the newest {len(timeline)} commits on {path}",
+        }
+
+    def _landings(self) -> list[Landing]:
+        """The upstream commits that brought upstream's version of the patch into the head:
+        matching commits, a linked PR's merge, and the commits that added the lines."""
+        found: dict[str, Landing] = {}
+        for match in self.matches:
+            if match.reverted_by is None:
+                commit = match.commit
+                found.setdefault(commit.sha, Landing(commit.sha, commit.subject, How(match.how)))
+        for pr in self.links:
+            merged = [e for e in self.evidence if e.get("merge_commit") == pr.merge_commit]
+            if pr.merge_commit and any(e.get("ancestor_of_head") for e in merged):
+                subject = self.git.run("log", "-n1", "--format=%s", pr.merge_commit).text
+                number = pr.ref.rpartition("#")[2]
+                found.setdefault(
+                    pr.merge_commit,
+                    Landing(
+                        pr.merge_commit,
+                        subject,
+                        How.LINKED_PR,
+                        int(number) if number.isdigit() else None,
+                    ),
+                )
+        for sha, subject in self._content_landings():
+            found.setdefault(sha, Landing(sha, subject, How.CONTENT))
+        out = []
+        for position, item in enumerate(list(found.values())[: landing.MAX_LANDINGS]):
+            if item.pr is None:
+                look = position < MAX_MERGE_LOOKUPS
+                pr_found = self.ctx.engine.pr_of(
+                    item.sha, item.subject, self.ctx.head, look_for_merge=look
+                )
+                item = replace(item, pr=pr_found)
+            out.append(item)
+        return out
+
+    def _content_landings(self) -> list[tuple[str, str]]:
+        """Per hunk the head has (as is or in another version): the commit of the range that
+        added upstream's lines there, by the range's commits already read, else `git log -S`
+        for a bounded number of hunks when that history is incomplete."""
+        presence = self.presence or self._hunk_presence(self.head_files)
+        hunks = {(f.path, h.header): (f, h) for f in self.parsed.files for h in f.hunks}
+        commits = [self.ctx.engine.commit_lines(c) for c in self.range_commits]
+        read = self.range is not None or self.searched_head
+        complete = read and len(self.range_commits) < history.MAX_CANDIDATES
+        rev = self.range or self.ctx.head
+        subjects: dict[str, str] = {}
+        shas: list[str] = []
+        searches = 0
+        for item in presence:
+            if item.state not in (HunkState.APPLIED, HunkState.SIMILAR):
+                continue
+            theirs, added, removed, path = self._upstream_lines(item, hunks)
+            normalized = [n for line in theirs if (n := classify.normalize(line))]
+            taken = landing.counterparts(normalized, added, classify.FUZZY_LINE_CUTOFF)
+            best = landing.landing_for(taken or normalized, removed, commits)
+            if best is not None:
+                shas.append(best.sha)
+                subjects[best.sha] = best.subject
+                continue
+            specific = [line for line in theirs if classify.normalize(line)]
+            if complete or searches >= MAX_PICKAXE or not specific:
+                continue
+            searches += 1
+            text = max((line.decode("utf-8", "replace").strip() for line in specific), key=len)
+            hit = history.added_by(self.git, text, rev, path)
+            if hit is not None:
+                shas.append(hit[0])
+                subjects[hit[0]] = hit[1]
+        return [(sha, subjects[sha]) for sha in landing.ranked(shas)]
+
+    def _upstream_lines(
+        self, item: HunkPresence, hunks: dict[tuple[str, str], tuple[FileDiff, Hunk]]
+    ) -> tuple[list[bytes], list[str], list[str], str]:
+        """(the head's lines where the hunk belongs that its pre-image lacks, the normalized
+        lines the patch adds and removes there, the path): what upstream's change there added
+        and took out, and what the patch's did."""
+        found = hunks.get((item.path, item.header))
+        fdiffs = [found[0]] if found else [f for f in self.parsed.files if f.path == item.path]
+        chosen = [found[1]] if found else [h for f in fdiffs for h in f.hunks]
+        added = [n for h in chosen for line in h.added if (n := classify.normalize(line))]
+        removed = [n for h in chosen for line in h.removed if (n := classify.normalize(line))]
+        lines = self._head_lines(item.path)
+        if lines is None or not chosen:
+            return [], added, removed, item.path
+        before = Counter(_bare(line) for h in chosen for line in h.side("-"))
+        theirs = []
+        for hunk in chosen:
+            place = locate.upstream_lines(hunk, lines) if found else [_bare(x) for x in hunk.added]
+            for line in place:
+                if before[line] > 0:
+                    before[line] -= 1
+                else:
+                    theirs.append(line)
+        return theirs, added, removed, item.path
+
+
+POINTER_STATUSES = (Status.UPSTREAM_VERSION, Status.PARTIAL, Status.CONTAINED)
+MAX_PICKAXE = 2  # `git log -S` searches per patch for where upstream's lines came from
+MAX_MERGE_LOOKUPS = 2  # landings per patch whose merge commit is looked for a PR number
+
+
+def _bare(line: bytes) -> bytes:
+    return line.rstrip(b"\r\n")
 
 
 MAX_HUNK_LINES = 80  # a problem hunk's text kept in the report, for people to read

@@ -265,6 +265,16 @@ def _added(diff: bytes) -> list[str]:
     return [n for run in added_runs(diff) for n in run]
 
 
+def added_lines(diff: bytes) -> list[str]:
+    """The substantive lines a diff adds, normalized."""
+    return _added(diff)
+
+
+def removed_lines(diff: bytes) -> list[str]:
+    """The substantive lines a diff removes, normalized."""
+    return _removed(diff)
+
+
 def _removed(diff: bytes) -> list[str]:
     lines = (line[1:] for line in diff.splitlines() if line.startswith(b"-"))
     return [n for line in lines if not line.startswith(b"--") and (n := normalize(line))]
@@ -293,6 +303,11 @@ def file_histories(
         "--",
         *paths,
     ).stdout
+    return _zero_histories(out, paths)
+
+
+def _zero_histories(out: bytes, paths: list[str]) -> dict[str, list[CommitHunks]]:
+    """Per path, the commits of a `git log -U0 -p --format=%x1e%H%x1f%s` output, in its order."""
     wanted = set(paths)
     histories: dict[str, list[CommitHunks]] = {path: [] for path in paths}
     for record in out.split(b"\x1e")[1:]:
@@ -303,6 +318,51 @@ def file_histories(
                 hunks = tuple(_zero_hunks(section))
                 histories[path].append(CommitHunks(sha, subject, hunks))
     return histories
+
+
+RECENT_LINE_HISTORY = 20  # commits on a file read to say which recent ones touched a hunk
+
+
+def recent_file_history(
+    git: Git, head: str, path: str, limit: int = RECENT_LINE_HISTORY
+) -> list[CommitHunks]:
+    """The newest `limit` commits touching `path` at `head`, oldest first, with their
+    zero-context hunks: one walk, read when no range bounds the history."""
+    out = git.run(
+        "log",
+        f"-n{limit}",
+        "--no-merges",
+        "-U0",
+        "-p",
+        "--format=%x1e%H%x1f%s",
+        "--no-renames",
+        head,
+        "--",
+        path,
+    ).stdout
+    return _zero_histories(out, [path])[path][::-1]
+
+
+def added_by(git: Git, text: str, rev: str, path: str) -> tuple[str, str] | None:
+    """(sha, subject) of the newest commit of `rev` (a range or a head) that changed how often
+    `path` holds `text` (`git log -S`), or None."""
+    out = git.run(
+        "log", "-n1", "--no-merges", "--format=%H%x1f%s", f"-S{text}", rev, "--", path, check=False
+    ).text
+    sha, sep, subject = out.partition("\x1f")
+    return (sha, subject) if sep else None
+
+
+def merged_by(git: Git, sha: str, head: str) -> tuple[str, str] | None:
+    """(sha, subject) of the merge commit that brought `sha` into `head`: the oldest merge on
+    the ancestry path between them, or None when `sha` came in without one."""
+    merges = git.run(
+        "rev-list", "--merges", "--ancestry-path", f"{sha}..{head}", check=False
+    ).text.split()
+    if not merges:
+        return None
+    subject = git.run("log", "-n1", "--format=%s", merges[-1], check=False).text
+    return merges[-1], subject
 
 
 def _zero_hunks(section: bytes) -> list[ZeroHunk]:
@@ -357,9 +417,3 @@ def _moved_in(git: Git, sha: str, path: str) -> str | None:
         else:
             index += 2
     return None
-
-
-def recent_commits(git: Git, head: str, path: str, limit: int = 5) -> list[tuple[str, str]]:
-    out = git.run("log", f"-n{limit}", "--format=%H%x1f%s", head, "--", path).text
-    pairs = (line.split("\x1f", 1) for line in out.splitlines() if "\x1f" in line)
-    return [(sha, subject) for sha, subject in pairs]

@@ -42,6 +42,7 @@ from bot.web.views import (
     find_run,
     patch_detail,
     patch_out,
+    pr_url,
     run_log,
     runners_view,
     runs_view,
@@ -51,7 +52,7 @@ from bot.web.views import (
     series_summary,
     web_host,
 )
-from bot.web.worksheet import diff_lines, worksheet
+from bot.web.worksheet import diff_lines, landings, worksheet
 
 HERE: Final = Path(__file__).parent
 TEMPLATES: Final = HERE / "templates"
@@ -552,6 +553,11 @@ class Dashboard:
             json_url=f"/api/v1/series/{quote(series_id, safe='')}/patches/{quote(name, safe='')}",
             d=detail,
             w=worksheet(detail.patch.evidence, detail.patch.conflict, commit_link(repo, host)),
+            landings=landings(
+                detail.patch.upstream_commits,
+                commit_link(repo, host),
+                lambda number: pr_url(f"{repo}#{number}", host),
+            ),
             interdiff=diff_lines(detail.patch.interdiff),
             live=Live(series=series_id),
         )

@@ -56,6 +56,7 @@ class PatchStateOut(PatchOut):
     evidence: list[dict[str, Any]]
     interdiff: str
     conflict: dict[str, Any] | None
+    upstream_commits: list[dict[str, Any]]
 
 
 class CiOut(ApiModel):

@@ -300,6 +300,7 @@ def patch_state_out(patch: PatchState, page: FixPage | None, host: str) -> Patch
         evidence=list(patch.evidence),
         interdiff=patch.interdiff,
         conflict=patch.conflict,
+        upstream_commits=list(patch.upstream_commits),
     )
 
 

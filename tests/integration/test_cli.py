@@ -604,3 +604,82 @@ def test_cache_dir_default_agrees_with_the_settings(monkeypatch, tmp_path):
         assert default_cache_dir() == load_settings().cache_dir
     monkeypatch.delenv("CARRY_CACHE_DIR")
     assert default_cache_dir() == load_settings().cache_dir
+
+
+FUNC = (
+    "def frobnicate(widget, level):\n"
+    "    checked = validate_widget(widget)\n"
+    "    scaled = checked.scale(level * 2)\n"
+    "    return scaled.finish(mode='strict')\n"
+)
+
+
+def test_a_patch_upstream_took_in_another_form_names_its_commit_and_pr(make_repo, tmp_path):
+    """Issue 35: text and --json name the upstream commit that brought upstream's version, its
+    PR, and show upstream's text against the patch's."""
+    up = make_repo("upstream")
+    up.commit("base", {"mod.py": BODY})
+    base = up.head()
+    up.checkout("main", new_branch="down")
+    up.commit("Add frobnicate", {"mod.py": BODY.replace("(10)\n", "(10)\n" + FUNC)})
+    patches = up.format_patch("main..down", tmp_path / "patches")
+    up.checkout("main")
+    theirs = FUNC.replace("level * 2", "level * 3")
+    landed = up.commit(
+        "Add frobnicate, scaled by 3 (#123)", {"mod.py": BODY.replace("(10)\n", "(10)\n" + theirs)}
+    )
+    args = [*check_args(up, patches, tmp_path), "--base", base]
+    text = carry(*args)
+    assert text.returncode == 1, text.stderr
+    assert f"upstream's version: {landed[:12]} Add frobnicate, scaled by 3 (#123) [content]" in (
+        text.stdout
+    )
+    assert "+    scaled = checked.scale(level * 3)" in text.stdout
+    report = json.loads(carry(*args, "--json").stdout)
+    (patch,) = report["patches"]
+    assert patch["status"] == "upstream-version"
+    assert patch["upstream_commits"][0] == {
+        "sha": landed,
+        "subject": "Add frobnicate, scaled by 3 (#123)",
+        "pr": 123,
+        "how": "content",
+    }
+    (hunk,) = patch["conflict"]["hunks"]
+    assert "-    scaled = checked.scale(level * 2)" in hunk["upstream_diff"].splitlines()
+
+
+@pytest.mark.parametrize("with_base", [True, False])
+def test_a_conflict_lists_the_upstream_commits_that_touched_its_hunk(
+    make_repo, tmp_path, with_base
+):
+    """Issue 35: `"upstream_commits": []` in --json, with or without --base, for a patch made
+    in a downstream repository on a release line whose own commits moved the file's lines."""
+    up = make_repo("upstream")
+    up.commit("base", {"mod.py": BODY})
+    fork = up.head()
+    down = make_repo("downstream")
+    down.git("fetch", "-q", str(up.path), "main")
+    down.git("checkout", "-q", "-b", "release", "FETCH_HEAD")
+    pins = "".join(f"release_{i} = pinned({i})\n" for i in range(10))
+    down.commit("Pin release values", {"mod.py": pins + BODY})
+    release = down.head()
+    down.commit(
+        "Fix value 25", {"mod.py": pins + BODY.replace("compute(25)", "compute(25, mine=True)")}
+    )
+    patches = down.format_patch("HEAD~1..HEAD", tmp_path / "patches")
+    rework = up.commit(
+        "Rework value 25 (#42)", {"mod.py": BODY.replace("compute(25)", "other(25)")}
+    )
+    up.commit("Touch the end", {"mod.py": BODY.replace("compute(25)", "other(25)") + "tail = 1\n"})
+    args = check_args(up, patches, tmp_path, exit_code=False)
+    if with_base:  # the release line's base, which upstream has: its fork point
+        args += ["--base", fork]
+    assert release != fork
+    result = carry(*args, "--json")
+    assert result.returncode == 0, result.stderr
+    (patch,) = json.loads(result.stdout)["patches"]
+    assert patch["status"] == "conflict"
+    (hunk,) = patch["conflict"]["hunks"]
+    assert [c["sha"] for c in hunk["upstream_commits"]] == [rework]
+    text = carry(*args).stdout
+    assert f"touched by {rework[:12]} Rework value 25 (#42)" in text

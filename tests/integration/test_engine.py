@@ -619,8 +619,9 @@ def test_one_engine_survives_its_mirror_being_recreated(up, tmp_path):
 
 
 def test_a_conflict_report_asks_each_files_history_once(up, tmp_path, caplog):
-    """Without a base the report names the file's recent commits: once per file and head, not
-    once per conflicting hunk (a big patch conflicts in one file many times)."""
+    """Without a base the report names the recent commits that touched each hunk's lines,
+    reading the file's recent history once per file and head, not once per conflicting hunk
+    (a big patch conflicts in one file many times)."""
     mine = BODY
     theirs = BODY
     for n in (5, 20, 35):
@@ -630,14 +631,15 @@ def test_a_conflict_report_asks_each_files_history_once(up, tmp_path, caplog):
     # made elsewhere: its commit is not upstream's, so there is no range to read history from
     sha = made.data.split(b" ", 2)[1]
     patches = [PatchInput(made.name, made.data.replace(sha, b"f" * 40, 1))]
-    up.commit("Rework three values", {"mod.py": theirs})
+    rework = up.commit("Rework three values", {"mod.py": theirs})
     engine = Engine(Mirror(str(up.path), tmp_path / "cache"))
     with caplog.at_level(logging.DEBUG, logger="carry.git"):
         first = only(engine.check("main", patches))
         again = only(engine.check("main", patches))
     assert first.status == again.status == Status.CONFLICT
     hunks = first.conflict["hunks"]
-    assert len(hunks) == 3 and all(h["recent_commits"] for h in hunks)
+    assert len(hunks) == 3
+    assert all([c["sha"] for c in h["upstream_commits"]] == [rework] for h in hunks)
     assert again.conflict["hunks"] == hunks
-    asked = [r for r in caplog.records if r.getMessage().startswith("git log -n5")]
+    asked = [r for r in caplog.records if r.getMessage().startswith("git log -n20")]
     assert len(asked) == 1

@@ -184,6 +184,20 @@ def test_a_clean_3way_with_every_hunk_present_does_not_claim_a_rest_applies():
     assert "1 of them differs" in verdict.reason and "drop" in verdict.reason
 
 
+def test_a_different_version_of_some_hunks_says_how_many_the_head_has_as_is():
+    """Issue 35: "a different version of all 11 hunks (1 differ)" contradicted the work sheet
+    ("1 of 11 hunks need work; the head already has the other 10"). The reason says both."""
+    verdict = decide(Signals(hunks=hunks(*[APPLIED] * 10, SIMILAR)))
+    assert (verdict.status, verdict.decision) == (Status.UPSTREAM_VERSION, REVIEW)
+    assert "all 11 hunks" in verdict.reason
+    assert "1 of them in a different version from the patch's and the other 10 as the patch" in (
+        verdict.reason
+    )
+    assert "a different version of all" not in verdict.reason
+    every = decide(Signals(hunks=hunks(SIMILAR, SIMILAR)))
+    assert "all of them in a different version" in every.reason
+
+
 @pytest.mark.parametrize(("missing", "words"), [(1, "1 is not there"), (2, "2 are not there")])
 def test_a_partial_counts_its_missing_hunks_in_words(missing, words):
     verdict = decide(Signals(hunks=hunks(APPLIED, *[ABSENT] * missing)))
