@@ -509,7 +509,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_LEVEL_HELP = f"level of carry's log lines on stderr: {', '.join(LOG_LEVELS)} (default warning)"
 
 
-def _log_level(text: str) -> str:
+def log_level_arg(text: str) -> str:
     """A level name of LOG_LEVELS, in any case, as logging spells it (DEBUG ... CRITICAL)."""
     if text.lower() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(
@@ -520,7 +520,7 @@ def _log_level(text: str) -> str:
 
 def _add_log_level(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument(
-        "--log-level", type=_log_level, default=default, metavar="LEVEL", help=LOG_LEVEL_HELP
+        "--log-level", type=log_level_arg, default=default, metavar="LEVEL", help=LOG_LEVEL_HELP
     )
 
 
@@ -743,9 +743,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if demo_argv is not None:
         from bot import demo
 
-        build_parser().parse_args(argv[: len(argv) - len(demo_argv)])  # carry's own options
-
-        return int(demo.main(demo_argv, prog="carry demo"))
+        # carry's own options; a --log-level among them is the demo's default level
+        before = build_parser().parse_args(argv[: len(argv) - len(demo_argv)])
+        return int(demo.main(demo_argv, prog="carry demo", log_level=before.log_level))
     args = build_parser().parse_args(argv)
     try:
         _setup_logging(args.log_level, args.func not in (cmd_check, cmd_fixes))

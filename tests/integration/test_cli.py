@@ -366,6 +366,7 @@ def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
         ["--log-level", "verbose", "fixes"],
         ["fixes", "--log-level", "verbose"],
         ["--log-level", "verbose", "demo"],
+        ["demo", "--log-level", "verbose"],
     ],
 )
 def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(args):
@@ -389,6 +390,20 @@ def test_log_level_is_taken_after_the_command_and_has_help(series, tmp_path):
     assert said not in carry(*args).stderr
     assert "level of carry's log lines on stderr: debug, info" in carry("--help").stdout
     assert "--log-level LEVEL" in carry("check", "--help").stdout
+
+
+def test_demo_takes_log_level_after_it_and_has_help():
+    """Failed on af85829: `carry demo --log-level debug` was 'unrecognized arguments', and
+    `carry demo --help` named no --log-level."""
+    shown = carry("demo", "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "--log-level LEVEL" in shown.stdout
+    assert "level of the log lines of carry's processes" in " ".join(shown.stdout.split())
+    assert "(default warning)" in shown.stdout
+    before = carry("--log-level", "INFO", "demo", "--help")  # carry's own, before `demo`
+    assert "(default info)" in before.stdout
+    given = carry("demo", "--log-level", "debug", "--no-such-option")  # parsed, then refused
+    assert given.returncode == 2 and "unrecognized arguments: --no-such-option" in given.stderr
 
 
 @pytest.mark.parametrize("json_output", [True, False])
