@@ -755,6 +755,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _die_of_sigpipe()
         raise
+    except KeyboardInterrupt:  # Ctrl-C: the user knows why; 128 + SIGINT, as a shell says
+        return 130
     except UsageError as err:
         print(f"carry: error: {err}", file=sys.stderr)
         return 2

@@ -590,3 +590,41 @@ def test_json_base_is_the_base_given_or_null(series, tmp_path):
         )["base"]
         == given
     )
+
+
+def test_ctrl_c_ends_a_command_without_a_traceback(make_repo, tmp_path):
+    """Ctrl-C while a command works (here: `carry check` reading a patch from a pipe that has
+    a writer and no data yet) ends it with status 130 and no traceback. Failed on af85829:
+    'Traceback ... KeyboardInterrupt' on stderr (as `carry run`'s worker printed when Ctrl-C
+    came while it was still starting)."""
+    import signal
+    import time
+
+    up = make_repo("upstream")
+    up.commit("base", {"mod.py": BODY})
+    fifo = tmp_path / "0001-x.patch"
+    os.mkfifo(fifo)
+    argv = ["check", "--repo", str(up.path), "--head", "main", "--patch", str(fifo)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", *argv, "--cache-dir", str(tmp_path / "c")],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:  # a writer's non-blocking open succeeds once carry has the pipe open to read
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+    try:
+        time.sleep(0.3)  # into the read
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 130 and "Traceback" not in err, err
