@@ -672,7 +672,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_LEVEL_HELP = f"level of carry's log lines on stderr: {', '.join(LOG_LEVELS)} (default warning)"
 
 
-def _log_level(text: str) -> str:
+def log_level_arg(text: str) -> str:
     """A level name of LOG_LEVELS, in any case, as logging spells it (DEBUG ... CRITICAL)."""
     if text.lower() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(
@@ -683,7 +683,7 @@ def _log_level(text: str) -> str:
 
 def _add_log_level(parser: argparse.ArgumentParser, default: object) -> None:
     parser.add_argument(
-        "--log-level", type=_log_level, default=default, metavar="LEVEL", help=LOG_LEVEL_HELP
+        "--log-level", type=log_level_arg, default=default, metavar="LEVEL", help=LOG_LEVEL_HELP
     )
 
 
@@ -932,9 +932,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if demo_argv is not None:
         from bot import demo
 
-        build_parser().parse_args(argv[: len(argv) - len(demo_argv)])  # carry's own options
-
-        return int(demo.main(demo_argv, prog="carry demo"))
+        # carry's own options; a --log-level among them is the demo's default level
+        before = build_parser().parse_args(argv[: len(argv) - len(demo_argv)])
+        return int(demo.main(demo_argv, prog="carry demo", log_level=before.log_level))
     args = build_parser().parse_args(argv)
     try:
         _setup_logging(args.log_level, args.func not in (cmd_check, cmd_fixes, cmd_replay))
@@ -944,6 +944,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _die_of_sigpipe()
         raise
+    except KeyboardInterrupt:  # Ctrl-C: the user knows why; 128 + SIGINT, as a shell says
+        return 130
     except UsageError as err:
         print(f"carry: error: {err}", file=sys.stderr)
         return 2

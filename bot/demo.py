@@ -314,13 +314,14 @@ class Processes:
     logs: Path
     env: dict[str, str]
     pid_file: Path
+    log_level: str = "WARNING"  # carry's --log-level for each of them
     running: list[tuple[str, subprocess.Popen[bytes]]] = field(default_factory=list)
     services: list[subprocess.Popen[bytes]] = field(default_factory=list)  # stopped last
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
         with open(self.logs / f"{name}.log", "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", *args],
+                [sys.executable, "-m", "bot.cli", "--log-level", self.log_level, *args],
                 env=self.env,
                 cwd=self.logs.parent,
                 stdout=log,
@@ -449,6 +450,7 @@ class Options:
     redis_url: str | None  # None: the demo's own redis-server
     redis_flush: bool
     github_port: int
+    log_level: str  # of carry's processes, in their logs
 
 
 @dataclass
@@ -875,7 +877,7 @@ def running(options: Options) -> Iterator[Demo]:
     """Builds everything and starts every process; stops them all on the way out."""
     root = options.directory
     prepare_directory(root)
-    procs = Processes(root / "logs", {}, root / "pids")
+    procs = Processes(root / "logs", {}, root / "pids", options.log_level)
     gh: GitHubEmulator | None = None
     try:
         if options.redis_url is None:
@@ -919,7 +921,13 @@ def keep_running(demo: Demo) -> None:
         time.sleep(1)
 
 
-def parse_args(argv: Sequence[str] | None, prog: str = "python -m bot.demo") -> Options:
+def parse_args(
+    argv: Sequence[str] | None, prog: str = "python -m bot.demo", log_level: str = "WARNING"
+) -> Options:
+    """The demo's options; `log_level` is the default of --log-level (carry's own option when
+    `carry --log-level LEVEL demo` runs it)."""
+    from bot.cli import LOG_LEVELS, log_level_arg
+
     parser = argparse.ArgumentParser(
         prog=prog, description=textwrap.dedent(__doc__ or "").split("\n")[0]
     )
@@ -948,6 +956,14 @@ def parse_args(argv: Sequence[str] | None, prog: str = "python -m bot.demo") -> 
         help="empty the --redis-url database if it holds keys (otherwise the demo refuses)",
     )
     parser.add_argument("--github-port", type=int, default=0, help="emulator port (0: any)")
+    parser.add_argument(
+        "--log-level",
+        type=log_level_arg,
+        default=log_level,
+        metavar="LEVEL",
+        help="level of the log lines of carry's processes, in DIR/logs: "
+        f"{', '.join(LOG_LEVELS)} (default {log_level.lower()})",
+    )
     args = parser.parse_args(argv)
     port, port_given = dashboard_port(parser, args.port)
     pause = args.pause if args.pause is not None else (0.0 if args.no_wait else 3.0)
@@ -961,6 +977,7 @@ def parse_args(argv: Sequence[str] | None, prog: str = "python -m bot.demo") -> 
         args.redis_url,
         args.redis_flush,
         args.github_port,
+        args.log_level,
     )
 
 
@@ -992,9 +1009,12 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m bot.demo") -> int:
-    """The demo; `prog` names it in usage and errors (`carry demo` when carry runs it)."""
-    options = parse_args(argv, prog)
+def main(
+    argv: Sequence[str] | None = None, prog: str = "python -m bot.demo", log_level: str = "WARNING"
+) -> int:
+    """The demo; `prog` names it in usage and errors (`carry demo` when carry runs it), and
+    `log_level` is carry's own --log-level given before `demo`."""
+    options = parse_args(argv, prog, log_level)
     port = usable_port(options)
     if port is None:
         print(f"carry demo: port {options.port} is in use: pass another --port", file=sys.stderr)

@@ -102,8 +102,15 @@ class LocalRedis:
         if self.password is not None:  # its data and password are for this user only
             self.workdir.chmod(0o700)
         self._write_conf()
+        # A session of its own: Ctrl-C in the terminal reaches the whole foreground group, and
+        # this server must outlive carry's processes there, which write on their way out;
+        # its owner stops it last. It still ends with its owner (_end_with_parent).
         self.proc = subprocess.Popen(
-            self.argv(binary), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            self.argv(binary),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_end_with_parent,
         )
         deadline = time.monotonic() + timeout_s
         while not answers(self.url):
@@ -132,3 +139,17 @@ class LocalRedis:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+def _end_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies (Linux's
+    PR_SET_PDEATHSIG), so a server in a session of its own is not left behind by an owner
+    that was killed. Elsewhere nothing."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

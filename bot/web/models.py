@@ -258,8 +258,9 @@ class RunnersOut(ApiModel):
 class RunOut(ApiModel):
     run_id: str
     series: str | None
-    runner: str | None
+    runner: str | None  # the runner kind (and check) of its CI row
     ci: CiOut | None
+    taken_by: str | None = None  # the runner that took it, by name
 
 
 class RunLogLineOut(ApiModel):

@@ -20,7 +20,7 @@ from bot.core.state import CiState, CiStatus, PatchState, PrInfo, SeriesState
 from bot.fixes import carrier_of, release_line
 from bot.series_loader import LoadedSeries, SeriesInvalid
 from bot.series_loader import load_series as load_series_dir
-from bot.store.ci_runs import all_runs
+from bot.store.ci_runs import all_runs, run_fields
 from bot.store.metrics import queue_depths, rate_limit_seen
 from bot.store.runners import runlog, runners
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series
@@ -622,11 +622,41 @@ def runners_view(client: redis.Redis, config: CarryConfig | None) -> RunnersOut:
     )
 
 
+def _record_ci(run_id: str, record: Mapping[str, str]) -> CiOut:
+    """A run's facts from its record, for a run no series' CI row refers to any more."""
+    attempt = record.get("attempt", "")
+    return CiOut(
+        runner=record.get("kind", ""),
+        state=record.get("state", ""),
+        run_id=run_id,
+        tree_key=record.get("tree_key", ""),
+        head_sha=record.get("head_sha", ""),
+        detail=record.get("detail", ""),
+        url="",
+        updated_at=record.get("updated_at", ""),
+        attempt=int(attempt) if attempt.isdigit() else 0,
+    )
+
+
 def find_run(client: redis.Redis, run_id: str) -> RunOut:
+    """The run as its series' CI row shows it, else as its record says (every run /runs lists
+    has one), else a run known only by its log."""
+    record = run_fields(client, run_id)
+    taken_by = record.get("runner") or None
     for state in all_series(client):
         for kind, ci in state.ci.items():
             if ci.run_id == run_id:
-                return RunOut(run_id=run_id, series=state.id, runner=kind, ci=ci_out(ci))
+                return RunOut(
+                    run_id=run_id, series=state.id, runner=kind, ci=ci_out(ci), taken_by=taken_by
+                )
+    if record.get("series"):
+        return RunOut(
+            run_id=run_id,
+            series=record["series"],
+            runner=record.get("kind") or None,
+            ci=_record_ci(run_id, record),
+            taken_by=taken_by,
+        )
     if runlog(client, run_id, limit=1):
         return RunOut(run_id=run_id, series=None, runner=None, ci=None)
     raise NotFound(f"unknown run '{run_id}'")

@@ -2,8 +2,10 @@
 
 Two upstream repositories on disk and a downstream checkout with five series and their fix
 pages; carry's rebase (the engine on real git), its read-only publish and its poller write the
-store, a private Redis. Only the CI rows are written the way workers/ci/rows.py stores them,
-since a run needs a runner host. The whole app serves that store and headless Chromium takes the shots.
+store, a private Redis. Only the hardware runs are written as carry's CI code stores them (the
+run records with bot/store/ci_runs.py's functions, the CI rows as workers/ci/rows.py does),
+since a run needs a runner host. The whole app serves that store and headless Chromium takes
+the shots.
 
     python -m tests.e2e.screenshots docs/screenshots      (what `make screenshots` runs)
 
@@ -20,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,7 @@ from bot.core.render import pr_title
 from bot.core.state import CiState, SeriesState
 from bot.store import runners
 from bot.store import series as store
+from bot.store.ci_runs import run_key, transition, write_run
 from bot.store.metrics import record_rate_limit
 from bot.web.app import create_app
 from tests.support.asgi import serve
@@ -55,6 +59,7 @@ CHROMIUM_ARGS = [
 WIDTH = 1280
 VIEWPORT: ViewportSize = {"width": WIDTH, "height": 800}
 WAIT_MS = 10_000
+OPEN_TOGGLES = "document.querySelectorAll('details').forEach((d) => { d.open = true; })"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # The visible text of an element outside code blocks (diffs, git's output, code in prose),
 # which may show a value as the program writes it.
@@ -401,11 +406,51 @@ def store_ci_row(client: redis.Redis, series_id: str, row: CiState) -> None:
     store.update_series(client, series_id, put)
 
 
+def store_run_record(
+    client: redis.Redis,
+    run_id: str,
+    series_id: str,
+    head: str,
+    runner: str,
+    result: str,
+    timing: tuple[timedelta, timedelta],
+    **final: str,
+) -> None:
+    """The run's record as carry's CI code leaves it: written when the run is requested,
+    taken by a runner, ended with its result; then its request and last change moved back by
+    `timing` (how long ago it was requested, how long it took), so that /runs shows a
+    duration."""
+    values = {"series": series_id, "kind": "gaudi", "tree_key": "t" * 64, "head_sha": head}
+    write_run(client, run_id, series_id, "gaudi", {**values, "state": "queued", "dispatched": "1"})
+    assert transition(client, run_id, "running", ("queued",), runner=runner)
+    assert transition(client, run_id, result, ("running",), **final)
+    ago, took = timing
+    requested = datetime.now(UTC) - ago
+    client.hset(
+        run_key(run_id),
+        mapping={
+            "created_at": requested.isoformat(timespec="seconds"),
+            "updated_at": (requested + took).isoformat(timespec="seconds"),
+        },
+    )
+
+
 def ci_passed(client: redis.Redis, series_id: str, head: str) -> None:
     run_id = "run-gaudi-0041"
     store.append_history(client, series_id, "ci-started", run_id=run_id, runner="gaudi-1")
     runners.append_runlog(client, run_id, "stdout", "greedy-match: 64 prompts, outputs identical")
     row = CiState(CI_KEY, "success", run_id, head_sha=head, detail="greedy outputs match")
+    took = timedelta(minutes=7, seconds=42)
+    store_run_record(
+        client,
+        run_id,
+        series_id,
+        head,
+        "gaudi-1",
+        "success",
+        (timedelta(minutes=26), took),
+        detail=row.detail,
+    )
     store_ci_row(client, series_id, row)
     store.append_history(client, series_id, "ci-success", run_id=run_id, reason=row.detail)
 
@@ -430,6 +475,18 @@ def ci_runner_lost(client: redis.Redis, series_id: str, head: str) -> None:
         )
     detail = f"{lost.reason}; gave up after 2 attempts"
     row = CiState(CI_KEY, lost.verdict, run_id, head_sha=head, detail=detail, attempt=2)
+    timing = (timedelta(hours=1, minutes=12), timedelta(minutes=48, seconds=5))
+    store_run_record(
+        client,
+        run_id,
+        series_id,
+        head,
+        "gaudi-2",
+        lost.verdict,
+        timing,
+        detail=detail,
+        attempt="2",
+    )
     store_ci_row(client, series_id, row)
     store.append_history(client, series_id, f"ci-{lost.verdict}", run_id=run_id, reason=detail)
 
@@ -448,13 +505,14 @@ def carry_in_trouble(client: redis.Redis) -> None:
 class Shot:
     """One PNG: a page, the texts it must show before it is taken, and what of it is shot:
     the whole page, or a clip of the page's width around `element` (from the page's top when
-    `from_top`)."""
+    `from_top`), with its toggles open when `open_toggles`."""
 
     name: str
     path: str
     shows: tuple[str, ...]
     element: str | None = None
     from_top: bool = False
+    open_toggles: bool = False  # every <details> open ("fields", the proposal's text) first
 
 
 @dataclass(frozen=True)
@@ -527,6 +585,31 @@ def shots(client: redis.Redis) -> tuple[Shot, ...]:
         # The series table; "health" shows the panel above it, the latest events below add
         # little but bytes.
         Shot("overview", "/", SERIES_IDS, 'section[aria-labelledby="matrix-title"]'),
+        # The conflict's series page with every "fields" toggle open: names and values,
+        # git's output as its own lines.
+        Shot(
+            "series-fields",
+            f"/series/{CONFLICT}",
+            (conflict, "patch does not apply", "Timeline of heads and decisions"),
+            'section[aria-labelledby="timeline-title"]',
+            open_toggles=True,
+        ),
+        Shot(
+            "runs",
+            "/runs",
+            (
+                "run-gaudi-0041",
+                "on gaudi-1",
+                "7 min 42 s",
+                "run-gaudi-0042",
+                "(attempt 2)",
+                "48 min 5 s",
+                PROPOSAL,
+                LOST_RUNNER,
+            ),
+            "table.runs",
+            from_top=True,
+        ),
         Shot(
             "proposed-pr",
             f"/series/{PROPOSAL}",
@@ -596,6 +679,8 @@ def clip_of(page: Page, shot: Shot) -> FloatRect | None:
 def take(page: Page, site: str, shot: Shot, out: Path) -> Taken:
     page.goto(f"{site}{shot.path}")
     page.wait_for_selector('html[data-live="on"]')  # the status line reads "Live updates on"
+    if shot.open_toggles:
+        page.evaluate(OPEN_TOGGLES)
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"{shot.name} scrolls sideways by {overflow}px at {WIDTH} px"
     shown = page.locator(shot.element or "body")

@@ -345,12 +345,15 @@ def test_make_screenshots_saves_each_docs_png(
     Each shot checked its texts before it was taken; here: what came out, and those texts."""
     taken = docs.screenshots(client, tmp_path / "work", tmp_path / "png", browser)
 
-    names = ["patch-conflict", "patch-partial", "overview", "proposed-pr", "health"]
+    names = ["patch-conflict", "patch-partial", "overview", "series-fields", "runs"]
+    names += ["proposed-pr", "health"]
     assert [t.file for t in taken] == [tmp_path / "png" / f"{n}.png" for n in names]
     for shot in taken:
         width, height = docs.png_size(shot.file)
         assert (width, height > 300) == (1280, True), shot.file
-        assert shot.file.stat().st_size < 300_000, shot.file
+        # The open fields of a timeline are a long page of text.
+        limit = 400_000 if shot.shot.open_toggles else 300_000
+        assert shot.file.stat().st_size < limit, shot.file
         assert raw_values(shot.prose) == [], shot.shot.name
     text = {t.shot.name: t.text for t in taken}
     assert "1 of 1 hunk needs work" in text["patch-conflict"]
@@ -360,5 +363,9 @@ def test_make_screenshots_saves_each_docs_png(
     assert "+        runner.free(request.row, once=True)" in text["patch-partial"]
     assert all(series_id in text["overview"] for series_id in docs.SERIES_IDS)
     assert "Read-only mode" in text["proposed-pr"] and "drop 1" in text["proposed-pr"]
+    # The fields as names and values, git's output on lines of its own (never JSON).
+    assert "error: engine/scheduler.py: patch does not apply" in text["series-fields"].splitlines()
+    assert "reverse-apply" in text["series-fields"] and '"signal"' not in text["series-fields"]
+    assert "run-gaudi-0041" in text["runs"] and "(attempt 2)" in text["runs"]
     assert "upstream unreachable: " in text["health"]
     assert f"CI {docs.CI_KEY}: infra-error" in text["health"]

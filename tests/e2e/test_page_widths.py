@@ -31,7 +31,7 @@ from tests.e2e.test_demo import _stop_leftovers, demo_env
 from tests.support.asgi import serve
 
 WIDTH = 1280
-OPEN_TOGGLES = "document.querySelectorAll('details').forEach((d) => { d.open = true; })"
+
 DEMO_SERIES = "calc-fixes"
 
 pytestmark = [
@@ -69,7 +69,7 @@ class Measured:
 def measure(page: Page, site: str, path: str) -> Measured:
     page.goto(f"{site}{path}")
     page.wait_for_selector('html[data-live="on"]')
-    page.evaluate(OPEN_TOGGLES)
+    page.evaluate(docs.OPEN_TOGGLES)
     prose = page.locator("body").evaluate(docs.PROSE_JS)
     return Measured(
         path,

@@ -132,3 +132,19 @@ def test_carry_run_with_redis_url_uses_it_and_starts_no_server(
     assert f"carry: Redis: database {redis_url.rsplit('/', 1)[1]} of {shown} (REDIS_URL)" in log
     assert not (carry.root / "cache" / "redis").exists()
     stop(proc)
+
+
+def test_ctrl_c_stops_carry_run_without_a_traceback(carry: CarryEnv) -> None:
+    """Ctrl-C in the terminal reaches every process of the foreground group. The private
+    redis-server must not be among them: carry stops it last, after its workers have written
+    what they had (it is there for them on their way out), and nobody prints a traceback.
+    A runner kind in the config gives each worker its reader of the runners' reports."""
+    carry.write_config(runners={"gaudi": {"queue": "hw.gaudi", "workdir": str(carry.root / "w")}})
+    proc, _ = carry_run(carry, "run.log")
+    said = carry.root / "run.log"
+    wait_for(lambda: said.read_text().count(" ready.") == 2, 60, "both workers ready")
+    stop(proc)
+    log = said.read_text(errors="replace")
+
+    assert proc.returncode == 0, log
+    assert "Traceback" not in log and "Connection refused" not in log, log

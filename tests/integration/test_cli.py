@@ -366,6 +366,7 @@ def test_fixes_say_which_listed_releases_no_series_carries(redis_url, tmp_path):
         ["--log-level", "verbose", "fixes"],
         ["fixes", "--log-level", "verbose"],
         ["--log-level", "verbose", "demo"],
+        ["demo", "--log-level", "verbose"],
     ],
 )
 def test_an_unknown_log_level_is_a_usage_error_naming_the_levels(args):
@@ -389,6 +390,20 @@ def test_log_level_is_taken_after_the_command_and_has_help(series, tmp_path):
     assert said not in carry(*args).stderr
     assert "level of carry's log lines on stderr: debug, info" in carry("--help").stdout
     assert "--log-level LEVEL" in carry("check", "--help").stdout
+
+
+def test_demo_takes_log_level_after_it_and_has_help():
+    """Failed on af85829: `carry demo --log-level debug` was 'unrecognized arguments', and
+    `carry demo --help` named no --log-level."""
+    shown = carry("demo", "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "--log-level LEVEL" in shown.stdout
+    assert "level of the log lines of carry's processes" in " ".join(shown.stdout.split())
+    assert "(default warning)" in shown.stdout
+    before = carry("--log-level", "INFO", "demo", "--help")  # carry's own, before `demo`
+    assert "(default info)" in before.stdout
+    given = carry("demo", "--log-level", "debug", "--no-such-option")  # parsed, then refused
+    assert given.returncode == 2 and "unrecognized arguments: --no-such-option" in given.stderr
 
 
 @pytest.mark.parametrize("json_output", [True, False])
@@ -683,3 +698,41 @@ def test_a_conflict_lists_the_upstream_commits_that_touched_its_hunk(
     assert [c["sha"] for c in hunk["upstream_commits"]] == [rework]
     text = carry(*args).stdout
     assert f"touched by {rework[:12]} Rework value 25 (#42)" in text
+
+
+def test_ctrl_c_ends_a_command_without_a_traceback(make_repo, tmp_path):
+    """Ctrl-C while a command works (here: `carry check` reading a patch from a pipe that has
+    a writer and no data yet) ends it with status 130 and no traceback. Failed on af85829:
+    'Traceback ... KeyboardInterrupt' on stderr (as `carry run`'s worker printed when Ctrl-C
+    came while it was still starting)."""
+    import signal
+    import time
+
+    up = make_repo("upstream")
+    up.commit("base", {"mod.py": BODY})
+    fifo = tmp_path / "0001-x.patch"
+    os.mkfifo(fifo)
+    argv = ["check", "--repo", str(up.path), "--head", "main", "--patch", str(fifo)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", *argv, "--cache-dir", str(tmp_path / "c")],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:  # a writer's non-blocking open succeeds once carry has the pipe open to read
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+    try:
+        time.sleep(0.3)  # into the read
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 130 and "Traceback" not in err, err

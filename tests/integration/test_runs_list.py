@@ -184,3 +184,25 @@ def test_a_filter_that_matches_nothing_says_so(site: tuple[str, httpx.Client]) -
     page = http.get("/runs", params={"head": "ffff"}).text
 
     assert cells(page) == [] and "No run matches." in page
+
+
+def test_every_listed_run_has_its_page(
+    site: tuple[str, httpx.Client], planned: list[Planned]
+) -> None:
+    """A run no series' CI row refers to (an older head's, a cancelled one, one that never ran)
+    is listed, and its link leads to its facts. Failed on af85829: /runs/<id> and
+    /api/v1/runs/<id> were 404 "unknown run" for every run of the list (no CI row, no log)."""
+    _, http = site
+    for run in planned[:5]:  # success, failure, infra-error, success, running
+        page = http.get(f"/runs/{run.run_id}")
+        api = http.get(f"/api/v1/runs/{run.run_id}")
+
+        assert (page.status_code, api.status_code) == (200, 200), page.text[:300]
+        shown = api.json()
+        assert (shown["series"], shown["runner"]) == (run.series, run.kind)
+        assert (shown["ci"]["state"], shown["ci"]["head_sha"]) == (run.result, run.head)
+        facts = page.text.split('<dl class="facts">', 1)[1].split("</dl>", 1)[0]
+        for fact in (run.series, run.kind, f"on {run.kind}-host-{run.minutes_ago % 2}", run.head):
+            assert fact in facts, (run.run_id, fact)
+        assert run.result in facts
+    assert http.get("/runs/gaudi-000000000bad").status_code == 404

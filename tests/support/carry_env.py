@@ -177,7 +177,11 @@ class CarryEnv:
         return names
 
     def write_config(
-        self, *, downstream: dict[str, Any] | None = None, **series_overrides: Any
+        self,
+        *,
+        downstream: dict[str, Any] | None = None,
+        runners: dict[str, Any] | None = None,
+        **series_overrides: Any,
     ) -> None:
         series = {
             "id": SERIES,
@@ -198,6 +202,7 @@ class CarryEnv:
             "upstreams": {"engine": {"url": str(self.upstream.path), "repo": UPSTREAM_REPO}},
             "series": [series],
             "polling": {"refs_every_s": 3600},
+            **({"runners": runners} if runners else {}),
         }
         self.config_path.write_text(json.dumps(config, indent=2))
 
