@@ -2,12 +2,14 @@
 emulator, carry's web and worker, a runner, and a webhook receiver.
 
 A synthetic upstream gets N heads pushed one after another (through the emulator, so carry hears
-each as GitHub's push webhook). The series applies unchanged on every head, so carry has nothing
-to propose; its check (does mod.py carry the fix, and is the tree free of `broken.txt`) runs on
-the runner for each head all the same. From one known head on the check fails (an upstream
-commit adds `broken.txt`); a later head repairs it. Each line of the table ends in ok or WRONG:
-heads pushed and verified, PRs opened (0), the last known good head, and the notifications the
-receiver got (one red, one green, each signed).
+each as GitHub's push webhook), each of several commits. The series applies unchanged on every
+head, so carry has nothing to propose; its check (does mod.py carry the fix, and is the tree
+free of `broken.txt`) runs on the runner for each head all the same. From one known upstream
+commit on, inside a head, the check fails (it adds `broken.txt`); carry bisects the range from
+the last good head and names that commit, then reads the check on plain upstream there (A/B);
+a later head repairs it. Each line of the table ends in ok or WRONG: heads pushed and verified,
+PRs opened (0), the last known good head, the bisected commit and the runs it took, the A/B
+reading, and the notifications the receiver got (red, bisected, green, each signed).
 
     python bench/reliability.py --scenario every-head          # 30 heads
     python -m bench.every_head --heads 8                       # the same, any size
@@ -44,6 +46,8 @@ PUSHER = "upstream-dev"  # a trusted author: heads run without /carry approve
 NOTIFY_SECRET = "notify-secret-for-the-bench"
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 CHECK_RUN = ["sh", "-c", "grep -q 'safe=True' mod.py && test ! -e broken.txt"]
+COMMITS_PER_HEAD = 3  # the breaking commit is the middle one of its head
+NO_LONGER_WORKS = "the fix no longer works after"  # plain upstream fails the check too
 
 
 @dataclass
@@ -99,11 +103,13 @@ class Figures:
     heads: list[str]
     broken_from: int  # index of the first head the check fails on
     repaired_at: int  # index of the first head it passes on again
+    breaking: str  # the upstream commit that breaks it (inside head broken_from)
     verdicts: dict[str, Verdict]
     prs: int
     last_good: str | None
     messages: list[Received]
     seconds: float
+    bisect: dict[str, Any] = field(default_factory=dict)  # the series' bisection at the end
 
     def expected_verdict(self, n: int) -> Verdict:
         return Verdict.RED if self.broken_from <= n < self.repaired_at else Verdict.GREEN
@@ -119,8 +125,11 @@ class Figures:
         told = [(m.event, m.body.get("head")) for m in self.messages]
         expected_told = [
             ("went-red", self.heads[self.broken_from]),
+            ("bisected", self.heads[self.broken_from]),
             ("went-green", self.heads[self.repaired_at]),
         ]
+        b = self.bisect
+        named = b.get("culprit") or "none"
         return [
             (
                 "heads pushed / verified on the exact tree",
@@ -147,8 +156,20 @@ class Figures:
                 self.last_good == self.heads[-1],
             ),
             (
+                "bisected commit (runs used / budget)",
+                f"{self.breaking[:12]} (at most {b.get('budget', '?')})",
+                f"{named[:12]} ({b.get('runs', '?')} / {b.get('budget', '?')})",
+                named == self.breaking and 0 < b.get("runs", 0) <= b.get("budget", 0),
+            ),
+            (
+                "A/B reading (plain upstream fails at the commit and its parent)",
+                NO_LONGER_WORKS,
+                b.get("reading", "none")[: len(NO_LONGER_WORKS)] or "none",
+                b.get("reading", "").startswith(NO_LONGER_WORKS),
+            ),
+            (
                 "notifications (signed, one per change)",
-                "went-red, went-green",
+                "went-red, bisected, went-green",
                 ", ".join(f"{e} {h[:12] if h else ''}".strip() for e, h in told) or "none",
                 told == expected_told and all(m.signed for m in self.messages),
             ),
@@ -188,17 +209,23 @@ def run_every_head(root: Path, heads: int) -> Figures:
             started = time.monotonic()
             pushed: list[str] = []
             verdicts: dict[str, Verdict] = {}
+            breaking = ""
             for n in range(heads):
-                files: dict[str, str | None] = {f"upstream/f{n}.py": f"n = {n}\n"}
-                if n == broken_from:
-                    files["broken.txt"] = "an upstream change that breaks the fix\n"
-                if n == repaired_at:
-                    files["broken.txt"] = None
-                head = env.upstream.commit(f"upstream change {n}", files)
+                for c in range(COMMITS_PER_HEAD):
+                    files: dict[str, str | None] = {f"upstream/f{n}-{c}.py": f"n = {n}\n"}
+                    if n == broken_from and c == COMMITS_PER_HEAD // 2:
+                        files["broken.txt"] = "an upstream change that breaks the fix\n"
+                    if n == repaired_at and c == 0:
+                        files["broken.txt"] = None
+                    head = env.upstream.commit(f"upstream change {n}.{c} (#{100 + n})", files)
+                    if "broken.txt" in files and files["broken.txt"] is not None:
+                        breaking = head
                 gh.push(UP_OWNER, UP_NAME, env.upstream.path, "main", pusher=PUSHER)
                 pushed.append(head)
                 verdicts[head] = wait_for(lambda h=head: _verdict(env, h), 120, f"head {n}")
-            wait_for(lambda: len(receiver.messages) >= 2, 60, "the notifications")
+                if n == broken_from:  # its explanation, before upstream moves on
+                    wait_for(lambda: _bisect_ended(env), 180, "the bisection")
+            wait_for(lambda: len(receiver.messages) >= 3, 60, "the notifications")
             time.sleep(1.0)  # a duplicate message would come now
             state = env.state()
             assert state is not None
@@ -207,11 +234,13 @@ def run_every_head(root: Path, heads: int) -> Figures:
                 heads=pushed,
                 broken_from=broken_from,
                 repaired_at=repaired_at,
+                breaking=breaking,
                 verdicts=verdicts,
                 prs=len(prs),
                 last_good=state.last_good.head if state.last_good else None,
                 messages=list(receiver.messages),
                 seconds=time.monotonic() - started,
+                bisect=state.bisect.__dict__ if state.bisect else {},
             )
     finally:
         env.stop()
@@ -226,6 +255,11 @@ def _verdict(env: CarryEnv, head: str) -> Verdict | None:
     if entry is None or entry.verdict not in (Verdict.GREEN, Verdict.RED):
         return None
     return entry.verdict
+
+
+def _bisect_ended(env: CarryEnv) -> bool:
+    state = env.state()
+    return state is not None and state.bisect is not None and not state.bisect.active
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from typing import Any
 from bot.config import BaseSpec, Series
 from bot.core import events as ev
 from bot.core import transitions as tr
+from bot.core.classify import Status
 from bot.core.policy import over_budget, series_digest
 from bot.core.report import PatchReport, SeriesReport
 from bot.core.state import Phase, SeriesState
@@ -212,6 +213,23 @@ def _mark_running(
         lambda fresh: tr.start_check(fresh, head, ref, actor, rt.clock()),
         lease=lease,
     )
+
+
+def tree_on(rt: Runtime, series_id: str, sha: str) -> str | None:
+    """The tree of the series as the downstream branch carries it, applied by the engine in
+    memory on upstream commit `sha` (a bisection's probe); None where a patch does not apply.
+    Nothing is stored."""
+    series = rt.config.series_by_id(series_id)
+    state = initial_state(rt, series)
+    rt.refresh_downstream()
+    loaded = load_series(rt.patches_root / series.patches, root=rt.downstream_dir)
+    if loaded.is_awaiting_import:
+        return None
+    patches = [PatchInput(p.name, p.read_bytes()) for p in loaded.patch_paths]
+    report = _check(rt, series, state, loaded, patches, sha, "")
+    if any(p.status in (Status.CONFLICT, Status.INVALID) for p in report.patches):
+        return None
+    return report.result_tree
 
 
 def _check(

@@ -26,6 +26,7 @@ from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
 from bot.store.metrics import count_event
+from workers import bisect as bisect  # registers carry.bisect
 from workers import dashboard_issue, poller, publish
 from workers import notify as notify  # registers carry.notify
 from workers.ci import github as hardware
@@ -221,6 +222,7 @@ def time_limits(settings: Settings) -> dict[str, tuple[int, str]]:
     return limits | {
         "carry.rebase": rebase,
         "carry.find_successor": rebase,  # it checks the series on a head, as a rebase does
+        "carry.bisect": rebase,  # it checks the series on a commit of the range
         "carry.publish": (settings.publish_time_limit_s, "CARRY_PUBLISH_TIME_LIMIT_S"),
         "carry.poll": (settings.poll_time_limit_s, "CARRY_POLL_TIME_LIMIT_S"),
     }

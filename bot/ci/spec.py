@@ -15,7 +15,7 @@ repeated from its payload alone. Shape (version 1)::
      "retry": {"max_attempts", "base_delay_s", "factor", "max_delay_s", "reruns"},
      "budget": {"queued", "running"},
      "limits": {"max_lines", "max_bytes", "max_line_bytes", "tail_lines"},
-     "requested_at": "2026-01-01T00:00:00Z", "force": false}
+     "requested_at": "2026-01-01T00:00:00Z", "force": false, "purpose": "head"}
 """
 
 from __future__ import annotations
@@ -136,6 +136,9 @@ class JobPayload:
     limits: LogLimits = field(default_factory=LogLimits)
     requested_at: str = ""
     force: bool = False
+    # head: the tree of a head (its rows are the series' CI rows); bisect: a probe of the
+    # range between the last good head and a red one (its result goes to the bisection)
+    purpose: str = "head"
     version: int = PAYLOAD_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,6 +159,7 @@ class JobPayload:
             "limits": asdict(self.limits),
             "requested_at": self.requested_at,
             "force": self.force,
+            "purpose": self.purpose,
         }
 
     @classmethod
@@ -179,6 +183,7 @@ class JobPayload:
             limits=LogLimits(**data.get("limits", {})),
             requested_at=str(data.get("requested_at", "")),
             force=bool(data.get("force", False)),
+            purpose=str(data.get("purpose", "head")),
         )
 
 

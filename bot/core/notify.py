@@ -29,7 +29,7 @@ def series_page(public_url: str | None, series_id: str) -> str | None:
 def body(notice: Mapping[str, Any], fmt: Format, public_url: str | None) -> bytes:
     page = series_page(public_url, str(notice["series"]))
     if fmt == "slack":
-        icon = ":red_circle:" if notice["change"] == "went-red" else ":large_green_circle:"
+        icon = ":large_green_circle:" if notice["change"] == "went-green" else ":red_circle:"
         text = f"{icon} carry: {notice['summary']}" + (f" <{page}|dashboard>" if page else "")
         return json.dumps({"text": text}).encode()
     return json.dumps({**notice, "dashboard": page}, sort_keys=True).encode()

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from bot.core.bisect import Bisection
 from bot.core.classify import Decision, Status
 from bot.core.weblink import web_link_problem
 
@@ -224,6 +225,8 @@ class SeriesState:
     heads: list[HeadCheck] = field(default_factory=list)
     last_good: GoodHead | None = None
     red_streak: RedStreak | None = None
+    # the upstream range between the last good head and the first red one, bisected
+    bisect: Bisection | None = None
     updated_at: str = ""
     schema: int = SCHEMA_VERSION
 
@@ -276,6 +279,7 @@ class SeriesState:
         good, red = data.get("last_good"), data.get("red_streak")
         values["last_good"] = _build(GoodHead, good) if good else None
         values["red_streak"] = _build(RedStreak, red) if red else None
+        values["bisect"] = Bisection.from_dict(data["bisect"]) if data.get("bisect") else None
         where = f"series {data.get('id')}"
         if values["pr"] is not None:
             values["pr"].url = _web_link(values["pr"].url, f"{where}: PR")

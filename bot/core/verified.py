@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from bot.core import bisect
 from bot.core.ci_plan import reused_verdict
 from bot.core.state import (
     CiState,
@@ -126,6 +127,8 @@ def note_rows(state: SeriesState, tree_key: str, now: str) -> Notice | None:
     if entry.verdict is Verdict.GREEN:
         state.last_good = GoodHead(head=head, tree_key=tree_key, at=now)
         streak, state.red_streak = state.red_streak, None
+        if state.bisect is not None:
+            bisect.stop(state.bisect, f"head {head[:12]} went green before the end", now)
         if streak is None:
             return None
         return Notice(

@@ -233,6 +233,16 @@ class Mirror:
                 self.resolve(ref)
         return any(self.git.is_ancestor(sha, other) for other in others)
 
+    def first_parent_range(self, good: str, bad: str) -> list[tuple[str, str]]:
+        """The first-parent commits after `good` up to `bad`, oldest first, as (sha, subject);
+        [] when `good` is not an ancestor of `bad`."""
+        if not self.git.is_ancestor(good, bad):
+            return []
+        out = self.git.run(
+            "log", "--first-parent", "--reverse", "--format=%H%x09%s", f"{good}..{bad}", "--"
+        ).text
+        return [tuple(line.split("\t", 1)) for line in out.splitlines() if "\t" in line]  # type: ignore[misc]
+
     def widen(self) -> None:
         """Fetches every branch and tag: used when evidence needs objects outside the head."""
         self.widened = True

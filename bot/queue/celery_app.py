@@ -32,7 +32,13 @@ from bot.queue.broker_transport import broker_url
 QUICK_QUEUE = "carry"
 GIT_QUEUE = "carry.git"
 SERVICE_QUEUES = f"{QUICK_QUEUE},{GIT_QUEUE}"  # what one `carry worker` consumes by default
-GIT_TASKS = ("carry.rebase", "carry.publish", "carry.poll", "carry.find_successor")
+GIT_TASKS = (
+    "carry.rebase",
+    "carry.publish",
+    "carry.poll",
+    "carry.find_successor",
+    "carry.bisect",
+)
 BROKER_TRANSPORT = "bot.queue.broker_transport:Transport"  # redis:// and rediss:// URLs
 
 

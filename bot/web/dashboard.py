@@ -73,11 +73,11 @@ _HEADERS: Final = {
 
 _TONES: Final = {
     "bad": {"conflict", "invalid", "failure", "infra-error", "error", "closed_unmerged"}
-    | {"rejected_signature", "rejected_payload", "dispatch_failed", "problem", "red"},
+    | {"rejected_signature", "rejected_payload", "dispatch_failed", "problem", "red", "fail"},
     "warn": {"upstream-version", "partial", "review", "waiting-approval", "paused", "reverted"},
     "info": {"running", "queued", "pending", "awaiting-import", "drop", "draft", "superseded"},
     "good": {"applies", "applies-moved", "contained", "keep", "clean", "changed", "success"}
-    | {"merged", "accepted", "reused", "green"},
+    | {"merged", "accepted", "reused", "green", "pass", "found"},
 }
 
 

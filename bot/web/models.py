@@ -158,6 +158,26 @@ class RedStreakOut(ApiModel):
     last: str
 
 
+class BisectOut(ApiModel):
+    """The upstream range between the last good head and the first red one, bisected."""
+
+    check: str
+    good: str
+    bad: str
+    commits: int
+    status: str  # running | ab | found | range | stopped | out-of-budget
+    culprit: str | None
+    culprit_subject: str | None
+    culprit_pr: int | None
+    suspects: list[str]
+    ab: dict[str, str]  # the check on plain upstream: culprit | parent -> pass | fail | ...
+    runs: int
+    budget: int
+    reading: str
+    started_at: str
+    ended_at: str
+
+
 class SeriesOut(_SeriesFields):
     patches: list[PatchStateOut]
     checked_head: str | None
@@ -168,6 +188,7 @@ class SeriesOut(_SeriesFields):
     heads: list[HeadCheckOut] = []  # the heads tested, newest first
     last_good: GoodHeadOut | None = None
     red_streak: RedStreakOut | None = None
+    bisect: BisectOut | None = None
 
 
 class SeriesListOut(ApiModel):

@@ -185,7 +185,7 @@ OUTCOME_WORDS: Final[dict[Outcome, str]] = {
 _PROBLEM_KINDS: Final = frozenset(
     {"poll-failed", "series-invalid", "downstream-renamed", "draft-refused", "ci-refused"}
     | {"ci-runner-lost", "ci-retry", "ci-failure", "ci-infra-error", "successor-proposed"}
-    | {"command-not-checked", "lease-lost", "ci-report-refused", "went-red"}
+    | {"command-not-checked", "lease-lost", "ci-report-refused", "went-red", "bisected"}
 )
 _CHANGED_KINDS: Final = frozenset(
     {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}

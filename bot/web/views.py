@@ -14,6 +14,7 @@ from typing import Any, Final
 import redis
 
 from bot.config import BaseSpec, CarryConfig
+from bot.core.bisect import Bisection, pr_of
 from bot.core.ci_plan import FINAL_STATES
 from bot.core.fixpage import FixPage, UpstreamEntry
 from bot.core.state import CiState, CiStatus, PatchState, PrInfo, SeriesState
@@ -26,6 +27,7 @@ from bot.store.runners import runlog, runners
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series
 from bot.web.models import (
     AttentionOut,
+    BisectOut,
     CiOut,
     FixPageOut,
     GoodHeadOut,
@@ -441,6 +443,28 @@ def series_full(
             else None
         ),
         red_streak=RedStreakOut(**asdict(state.red_streak)) if state.red_streak else None,
+        bisect=bisect_out(state.bisect) if state.bisect else None,
+    )
+
+
+def bisect_out(b: Bisection) -> BisectOut:
+    subject = b.subjects.get(b.culprit) if b.culprit else None
+    return BisectOut(
+        check=b.check,
+        good=b.good,
+        bad=b.bad,
+        commits=len(b.commits),
+        status=b.status.value,
+        culprit=b.culprit,
+        culprit_subject=subject,
+        culprit_pr=pr_of(subject) if subject else None,
+        suspects=b.suspects,
+        ab=b.ab,
+        runs=b.runs,
+        budget=b.budget,
+        reading=b.reading,
+        started_at=b.started_at,
+        ended_at=b.ended_at,
     )
 
 

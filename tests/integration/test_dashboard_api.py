@@ -21,6 +21,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bot.config import CarryConfig, Settings
+from bot.core import bisect
 from bot.core import transitions as tr
 from bot.core.state import (
     CiState,
@@ -953,6 +954,17 @@ def test_verified_heads_last_good_and_red_streak_on_the_page_api_and_badge(
         last_good=GoodHead(good, "t1", ago(hours=2)),
         red_streak=RedStreak(bad, ago(hours=1), 1, bad),
     )
+    culprit = "c" * 40
+    found = bisect.start(
+        "gaudi/fixed", good, [(culprit, "Rework the scheduler (#77)"), (bad, "x")], "t"
+    )
+    assert bisect.next_probe(found, "t") == culprit
+    assert bisect.record(found, culprit, bisect.Probe.FAIL)
+    assert bisect.next_probe(found, "t") is None and bisect.next_ab(found) == culprit
+    assert bisect.record_ab(found, culprit, bisect.Probe.FAIL, "t")
+    assert bisect.next_ab(found) == good
+    assert bisect.record_ab(found, good, bisect.Probe.FAIL, "t")
+    state.bisect = found
     save_series(client, state)
     with dashboard(client) as url, httpx.Client(timeout=10) as http:
         api = http.get(f"{url}/api/v1/series/verified").json()
@@ -968,3 +980,10 @@ def test_verified_heads_last_good_and_red_streak_on_the_page_api_and_badge(
     assert "(last good)" in page
     assert badge.headers["content-type"] == "image/svg+xml"
     assert "aaaaaaaaaaaa (red since bbbbbbbbbbbb)" in badge.text
+    assert api["bisect"]["status"] == "found" and api["bisect"]["culprit"] == culprit
+    assert api["bisect"]["culprit_pr"] == 77 and api["bisect"]["ab"] == {
+        "culprit": "fail",
+        "parent": "fail",
+    }
+    assert "First failing commit: <code>cccccccccccc</code> Rework the scheduler (#77)</p>" in page
+    assert "the fix no longer works after cccccccccccc Rework the scheduler (#77)" in page

@@ -1,6 +1,8 @@
 """bench/every_head.py at a quick size (issue 32): every head's exact tree is tested on a real
-runner although carry has nothing to propose, the last known good head follows, and the webhook
-receiver is told once when the series goes red and once when it is green again, signed.
+runner although carry has nothing to propose, the last known good head follows, the red head is
+bisected down to the upstream commit inside it that broke the fix (with the A/B reading), and
+the webhook receiver is told once when the series goes red, how it was bisected, and once when
+it is green again, signed.
 
 It starts its own redis-server, the GitHub emulator, carry's web and worker and a runner.
 """
@@ -29,3 +31,7 @@ def test_every_head_is_verified_and_a_red_head_is_told_once(tmp_path: Path) -> N
     (went_red,) = [m for m in figures.messages if m.event == "went-red"]
     assert went_red.body["head"] == red and went_red.signed, table
     assert went_red.body["last_good"] == figures.heads[figures.broken_from - 1], table
+    (bisected,) = [m for m in figures.messages if m.event == "bisected"]
+    assert bisected.body["culprit"] == figures.breaking, table
+    assert bisected.body["pr"] == 100 + figures.broken_from, table
+    assert figures.bisect["runs"] <= figures.bisect["budget"], table

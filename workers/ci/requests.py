@@ -68,6 +68,7 @@ from bot.store.series import (
     now_iso,
     update_series,
 )
+from workers.ci.probes import probe_ended
 from workers.ci.rows import ci_row, publish_rows, rows_of
 
 log = logging.getLogger("carry.ci")
@@ -145,23 +146,29 @@ def request_ci(
     actor: str | None = None,
     force: bool = False,
     debounce_s: float | None = None,
+    purpose: str = "head",
+    trusted: bool | None = None,
 ) -> list[CiState]:
     """Asks for hardware runs of one exact tree on each target; returns the CI rows.
 
     `actor` is who pushed the upstream head (default: SeriesState.head_actor when the state's
     head is this tree's upstream SHA). `force` (`/carry retest`) skips result reuse. New runs
     wait `debounce_s` in the broker, so a burst of heads starts one run, on the newest.
+    A `bisect` run probes a commit between two heads (workers/bisect.py): it has a lane of its
+    own (it neither cancels nor is cancelled by the head's runs), its rows are not the
+    series' CI rows, and `trusted` is the trust of the red head whose ancestors it tests.
     """
     state = ensure_series(client, series_id)
     if actor is None and state.head_sha == tree.upstream_sha:
         actor = state.head_actor
     if actor is None:
         actor = state.pushers.get(tree.upstream_sha)
-    trusted = not needs_approval(actor, trusted_authors, state.approvals, tree.upstream_sha)
+    if trusted is None:
+        trusted = not needs_approval(actor, trusted_authors, state.approvals, tree.upstream_sha)
     delay = _default_debounce_s() if debounce_s is None else debounce_s
     rows: list[CiState] = []
     for target in targets:
-        job = _new_job(series_id, target, tree, force)
+        job = replace(_new_job(series_id, target, tree, force), purpose=purpose)
         with kind_lock(client, target.kind):
             rows += _plan_and_apply(client, celery_app, job, trusted, delay)
     return rows
@@ -213,7 +220,7 @@ def _plan_and_apply(
 
 def _facts(client: redis.Redis, job: JobPayload) -> Facts:
     active: tuple[ActiveRun, ...] = ()
-    current = store.current_run(client, job.series_id, job.kind)
+    current = store.current_run(client, lane(job), job.kind)
     run = load_run(client, current) if current else None
     if run is not None and run.state in ACTIVE_STATES:
         active = (ActiveRun(run.run_id, run.state, run.tree_key, run.head_sha, run.dispatched),)
@@ -266,9 +273,10 @@ def _record_run(
         "detail": detail,
         "dispatched": "1" if dispatched else "0",
     }
-    store.write_run(client, job.run_id, job.series_id, job.kind, values)
+    store.write_run(client, job.run_id, lane(job), job.kind, values)
     rows = rows_of(must_load(client, job.run_id))
-    publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
+    if job.purpose == "head":
+        publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
     return rows
 
 
@@ -306,9 +314,18 @@ def _reuse(
         rows.append(
             ci_row(key, CiStatus.REUSED, source_run, job, detail, int(result.get("attempt", 1)))
         )
-    store.forget_current(client, job.series_id, job.kind)
-    publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
+    store.forget_current(client, lane(job), job.kind)
+    if job.purpose == "head":
+        publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
+    else:
+        probe_ended(client, celery_app, job.series_id, job.head_sha, rows)
     return rows
+
+
+def lane(job: JobPayload) -> str:
+    """Where a job's current run is kept: the series' own lane for its heads, another for
+    bisection probes, so neither supersedes the other."""
+    return job.series_id if job.purpose == "head" else f"{job.series_id}~{job.purpose}"
 
 
 # --------------------------------------------------------------------------- a run's effects
@@ -328,7 +345,9 @@ class ServiceEffects:
     def rows(self, run_id: str, only: str | None = None) -> None:
         """Publishes the run's rows as its record holds them now (`only`: one check's)."""
         run = load_run(self.client, run_id)
-        if run is not None:
+        if run is not None and run.payload.purpose != "head":
+            probe_ended(self.client, self.celery_app, run.series, run.head_sha, rows_of(run))
+        elif run is not None:
             rows = [r for r in rows_of(run) if only is None or r.runner == only]
             publish_rows(self.client, self.celery_app, run.series, rows, replace_rows=False)
 

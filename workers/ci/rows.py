@@ -13,7 +13,8 @@ from bot.ci.runs import REPORT_TASK, SERVICE_QUEUE, Run, check_keys
 from bot.ci.spec import JobPayload
 from bot.core.ci_plan import REUSABLE
 from bot.core.state import CiState, CiStatus, SeriesState
-from bot.core.verified import Notice, note_rows
+from bot.core.verified import Change, Notice, note_rows
+from bot.queue.celery_app import GIT_QUEUE
 from bot.store.series import append_history, now_iso, update_series
 
 log = logging.getLogger("carry.ci")
@@ -94,6 +95,7 @@ def notify(celery_app: Celery, series_id: str, rows: list[CiState]) -> None:
 
 
 NOTIFY_TASK = "carry.notify"
+BISECT_TASK = "carry.bisect"
 
 
 def announce(client: redis.Redis, celery_app: Celery, notice: Notice) -> None:
@@ -105,5 +107,9 @@ def announce(client: redis.Redis, celery_app: Celery, notice: Notice) -> None:
     append_history(client, notice.series_id, notice.change.value, reason=reason, **fields)
     try:
         celery_app.send_task(NOTIFY_TASK, args=[notice.to_dict()], queue=SERVICE_QUEUE)
+        if notice.change is Change.WENT_RED and notice.last_good is not None:
+            # explain it: bisect the range from the last good head (workers/bisect.py)
+            args = [notice.series_id, notice.to_dict()]
+            celery_app.send_task(BISECT_TASK, args=args, queue=GIT_QUEUE)
     except Exception:  # the history entry stands; the webhooks miss this one, said in the log
         log.exception("sending the %s notice of %s failed", notice.change, notice.series_id)
