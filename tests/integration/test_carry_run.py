@@ -139,7 +139,9 @@ def test_ctrl_c_stops_carry_run_without_a_traceback(carry: CarryEnv) -> None:
     redis-server must not be among them: carry stops it last, after its workers have written
     what they had (it is there for them on their way out), and nobody prints a traceback.
     A runner kind in the config gives each worker its reader of the runners' reports."""
-    carry.write_config(runners={"gaudi": {"queue": "hw.gaudi", "workdir": str(carry.root / "w")}})
+    carry.write_config(
+        runner_kinds={"gaudi": {"queue": "hw.gaudi", "workdir": str(carry.root / "w")}}
+    )
     proc, _ = carry_run(carry, "run.log")
     said = carry.root / "run.log"
     wait_for(lambda: said.read_text().count(" ready.") == 2, 60, "both workers ready")

@@ -180,7 +180,7 @@ class CarryEnv:
         self,
         *,
         downstream: dict[str, Any] | None = None,
-        runners: dict[str, Any] | None = None,
+        runner_kinds: dict[str, Any] | None = None,
         **series_overrides: Any,
     ) -> None:
         series = {
@@ -202,7 +202,7 @@ class CarryEnv:
             "upstreams": {"engine": {"url": str(self.upstream.path), "repo": UPSTREAM_REPO}},
             "series": [series],
             "polling": {"refs_every_s": 3600},
-            **({"runners": runners} if runners else {}),
+            **({"runners": runner_kinds} if runner_kinds else {}),
         }
         self.config_path.write_text(json.dumps(config, indent=2))
 
