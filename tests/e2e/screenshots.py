@@ -15,6 +15,7 @@ tests/e2e/test_dashboard_browser.py runs the same code into a temporary director
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
 import struct
@@ -31,6 +32,7 @@ from playwright.sync_api import Browser, FloatRect, Page, ViewportSize, sync_pla
 from pydantic import SecretStr
 
 from bot.config import CarryConfig, Settings
+from bot.core import bisect, verified
 from bot.core.ci_plan import classify_outcome
 from bot.core.render import pr_title
 from bot.core.state import CiState, SeriesState
@@ -491,6 +493,45 @@ def ci_runner_lost(client: redis.Redis, series_id: str, head: str) -> None:
     store.append_history(client, series_id, f"ci-{lost.verdict}", run_id=run_id, reason=detail)
 
 
+def sha_of(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+CULPRIT_SUBJECT = "Reorder the decode scatter (#431)"
+
+
+def verified_history(client: redis.Redis, series_id: str) -> None:
+    """Five heads tested as carry's CI rows leave them (bot.core.verified): two green, then red
+    from the third on; the range between the last good head and the first red one bisected to
+    the commit inside it, and the check on plain upstream beside it (bot.core.bisect)."""
+    heads = [sha_of(f"{series_id} head {n}") for n in range(1, 6)]
+    verdicts = ["success", "success", "failure", "failure", "failure"]
+    moments = [datetime.now(UTC) - timedelta(hours=h) for h in (30, 24, 18, 12, 6)]
+    inside = [
+        (sha_of(f"inside {n}"), s) for n, s in enumerate(("Log the batch size", CULPRIT_SUBJECT))
+    ]
+    commits = [*inside, (heads[2], "Tune the scheduler defaults (#433)")]
+
+    def test_heads(state: SeriesState) -> bool:
+        for head, verdict, moment in zip(heads, verdicts, moments, strict=True):
+            row = CiState(
+                CI_KEY, verdict, f"run-{head[:6]}", tree_key=f"tree-{head}", head_sha=head
+            )
+            state.ci = {CI_KEY: row}
+            verified.note_rows(state, row.tree_key, moment.isoformat(timespec="seconds"))
+        b = bisect.start(CI_KEY, heads[1], commits, moments[2].isoformat(timespec="seconds"))
+        for sha, probe in ((commits[0][0], bisect.Probe.PASS), (commits[1][0], bisect.Probe.FAIL)):
+            assert bisect.next_probe(b, "now") == sha and bisect.record(b, sha, probe)
+        assert bisect.next_probe(b, "now") is None
+        for _ in range(2):
+            sha = bisect.next_ab(b)
+            assert sha is not None and bisect.record_ab(b, sha, bisect.Probe.FAIL, "now")
+        state.bisect = b
+        return True
+
+    store.update_series(client, series_id, test_heads)
+
+
 def carry_in_trouble(client: redis.Redis) -> None:
     """carry's own health: a retest waits for the gaudi runners, none of which is online any
     more, and a worker saw GitHub's rate limit nearly spent (both as carry stores them)."""
@@ -541,6 +582,7 @@ def build_state(client: redis.Redis, workdir: Path) -> DocsState:
         assert finished is not None, store.history(client, series_id)
         publish.publish(rt, series_id, head, finished.digest, finished.changed)
     ci_passed(client, PROPOSAL, checked_head(client, PROPOSAL))
+    verified_history(client, LOST_RUNNER)
     ci_runner_lost(client, LOST_RUNNER, checked_head(client, LOST_RUNNER))
     carry_in_trouble(client)
     gone = upstreams.repos["runtime"].path
@@ -615,6 +657,14 @@ def shots(client: redis.Redis) -> tuple[Shot, ...]:
             f"/series/{PROPOSAL}",
             ("Read-only mode", pr_title(proposal), *(p.name for p in proposal.patches)),
             'section[aria-labelledby="pr-title"]',
+        ),
+        # Every head verified: the heads' verdicts, the last good one, the red streak and the
+        # bisection of the red head with its A/B reading.
+        Shot(
+            "verified-heads",
+            f"/series/{LOST_RUNNER}",
+            ("Bisection of the red head", CULPRIT_SUBJECT, "the fix no longer works after"),
+            'section[aria-labelledby="verified-title"]',
         ),
         Shot(
             "health",

@@ -346,7 +346,7 @@ def test_make_screenshots_saves_each_docs_png(
     taken = docs.screenshots(client, tmp_path / "work", tmp_path / "png", browser)
 
     names = ["patch-conflict", "patch-partial", "overview", "series-fields", "runs"]
-    names += ["proposed-pr", "health"]
+    names += ["proposed-pr", "verified-heads", "health"]
     assert [t.file for t in taken] == [tmp_path / "png" / f"{n}.png" for n in names]
     for shot in taken:
         width, height = docs.png_size(shot.file)
@@ -367,5 +367,7 @@ def test_make_screenshots_saves_each_docs_png(
     assert "error: engine/scheduler.py: patch does not apply" in text["series-fields"].splitlines()
     assert "reverse-apply" in text["series-fields"] and '"signal"' not in text["series-fields"]
     assert "run-gaudi-0041" in text["runs"] and "(attempt 2)" in text["runs"]
+    assert "Red since" in text["verified-heads"] and "(last good)" in text["verified-heads"]
+    assert docs.CULPRIT_SUBJECT in text["verified-heads"]
     assert "upstream unreachable: " in text["health"]
     assert f"CI {docs.CI_KEY}: infra-error" in text["health"]
