@@ -243,14 +243,23 @@ def carry_command() -> list[str]:
 
 
 def process_run(
-    upstream: Path, cache: Path, patch_files: list[Path], old: str, heads: list[str]
+    upstream: Path,
+    cache: Path,
+    patch_files: list[Path],
+    old: str,
+    heads: list[str],
+    *,
+    anchored: bool = True,
 ) -> list[float]:
     """`carry check` as a whole process per head, on the mirror carry_run left warm, with its
-    bytecode cached (outside the source tree) as an installed carry has it."""
+    bytecode cached (outside the source tree) as an installed carry has it. Not `anchored`:
+    without --base, as a script checks a downstream series whose commits upstream lacks (the
+    engine then reads the head's history from the touch index)."""
     publish_heads(upstream, heads)
     env = {k: v for k, v in ENV.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(cache.parent / "pycache")
-    command = [*carry_command(), "check", "--repo", str(upstream), "--base", old, "--json"]
+    command = [*carry_command(), "check", "--repo", str(upstream), "--json"]
+    command += ["--base", old] if anchored else []
     command += ["--cache-dir", str(cache)]
     for patch in patch_files:
         command += ["--patch", str(patch)]
@@ -356,6 +365,9 @@ def main() -> int:
         upstream, args.workdir / "cache", patches, old_head, heads, commit_result=True
     )
     carry_process = process_run(upstream, args.workdir / "cache", patch_files, old_head, heads)
+    unanchored = process_run(
+        upstream, args.workdir / "cache", patch_files, old_head, heads, anchored=False
+    )
     names = list(map(str, patch_files))
 
     def clone_am(head: str) -> None:
@@ -395,6 +407,7 @@ def main() -> int:
         "carry check": carry_check,
         "carry check + commits": carry_commits,
         "carry check (process)": carry_process,
+        "  the same, no --base": unanchored,
         "(a) clone + am -3": [timed(functools.partial(clone_am, h)) for h in heads],
         "(b) work tree + am -3": worktree_am,
     }
