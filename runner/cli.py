@@ -37,7 +37,9 @@ from bot.config import (
     load_config,
     load_settings,
     log_level,
+    redact_url,
 )
+from bot.queue.broker_auth import open_broker_problem
 from bot.queue.celery_app import app, run_worker
 from bot.store.runner_channel import transport_options
 from bot.store.runners import forget_runner, heartbeat
@@ -49,6 +51,20 @@ from runner.sandbox import resolve as resolve_sandbox
 
 log = logging.getLogger("carry.runner")
 DEFAULT_WORKDIR = Path("~/.cache/carry/runner").expanduser()
+
+
+def _refuse_open_broker(settings: Settings) -> None:
+    """A runner runs jobs from the broker: never from a Redis anyone can use."""
+    url = settings.redis_url.get_secret_value()
+    try:
+        problem = open_broker_problem(url, settings.allow_open_redis)
+    except redis.RedisError as err:  # not up yet: the worker waits for it
+        log.warning(
+            "cannot tell whether Redis at %s needs a password yet: %s", redact_url(url), err
+        )
+        return
+    if problem is not None:
+        raise ConfigError([f"environment: REDIS_URL: {problem}"])
 
 
 def main(
@@ -65,6 +81,7 @@ def main(
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
 
     settings = load_settings()
+    _refuse_open_broker(settings)
     config = _config(config_path, settings)
     runner = _runner(config, kind)
     where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)

@@ -66,9 +66,25 @@ def web(host: str, port: int) -> None:
     )
 
 
+def refuse_open_broker(checked: Settings) -> None:
+    """A worker and beat hand out and run jobs: never on a Redis anyone can use."""
+    from bot.queue.broker_auth import open_broker_problem
+
+    url = service_redis_url(checked)
+    try:
+        problem = open_broker_problem(url, checked.allow_open_redis)
+    except redis.RedisError as err:  # not up yet: the worker waits for it, as it always did
+        logging.getLogger("carry.service").warning(
+            "cannot tell whether Redis at %s needs a password yet: %s", redact_url(url), err
+        )
+        return
+    if problem is not None:
+        raise ServiceError(problem)
+
+
 def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
     """Runs a worker until it is stopped; returns its exit status."""
-    settings()
+    refuse_open_broker(settings())
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
     from bot.queue.celery_app import app as celery_app
     from bot.queue.celery_app import run_worker
@@ -96,6 +112,7 @@ def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
 
 
 def beat() -> None:
+    refuse_open_broker(settings())
     cache_dir = settings().cache_dir
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs)
     from bot.queue.celery_app import app as celery_app

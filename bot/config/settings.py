@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     webhook_secret: SecretStr | None = Field(default=None, validation_alias="CARRY_WEBHOOK_SECRET")
     # A Redis URL may carry a password (redis://:pw@host), so it is treated as a secret too.
     redis_url: RedisUrl = Field(default=SecretStr(DEFAULT_REDIS_URL), validation_alias="REDIS_URL")
+    # A worker, beat or runner refuses a Redis whose default user needs no password (code
+    # under test could reach it); 1 accepts that risk (bot/queue/broker_auth.py).
+    allow_open_redis: bool = Field(default=False, validation_alias="CARRY_ALLOW_OPEN_REDIS")
     github_token: SecretStr | None = Field(default=None, validation_alias="GITHUB_TOKEN")
     github_app_id: PositiveInt | None = Field(default=None, validation_alias="GITHUB_APP_ID")
     github_app_private_key: SecretStr | None = Field(

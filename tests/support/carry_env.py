@@ -215,6 +215,7 @@ class CarryEnv:
             "CARRY_DOWNSTREAM_DIR": str(self.downstream),
             "CARRY_CACHE_DIR": str(self.root / "cache"),
             "CARRY_WEBHOOK_SECRET": SECRET,
+            "CARRY_ALLOW_OPEN_REDIS": "1",  # the benches' and tests' redis-servers have none
             "CARRY_BUSY_RETRY_S": "0.2",
             "CARRY_GITHUB_WRITE_PAUSE_S": "0",  # the emulator needs no pause between writes
             "PYTHONPATH": str(REPO_ROOT),

@@ -303,3 +303,13 @@ def test_make_run_and_demo_take_port_and_redis_url_from_the_caller() -> None:
     assert "carry run --port 9123" in dry_run("run", "PORT=9123")
     demo = recipe("demo")
     assert demo == ["$(PY) -m bot.demo"]  # the demo reads PORT and REDIS_URL itself
+
+
+def test_compose_refuses_to_start_without_a_redis_password() -> None:
+    """Issue 33: compose set a password only when REDIS_PASSWORD was set, and .env.example left
+    it empty, so the default deployment's broker was open. Every use of it is now `:?` (compose
+    stops with the message) and redis-server always gets --requirepass."""
+    text = (REPO_ROOT / "docker-compose.yml").read_text()
+    uses = re.findall(r"\$\{REDIS_PASSWORD([^}]*)\}", text)
+    assert uses and all(use.startswith(":?set REDIS_PASSWORD in .env") for use in uses), uses
+    assert '--requirepass "$$REDIS_PASSWORD"' in text and "REDIS_PASSWORD:+" not in text
