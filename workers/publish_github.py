@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from bot.core import proposal
 from bot.core import transitions as tr
-from bot.core.publishing import Step, publish_step
+from bot.core.publishing import PublishStep, Step, publish_step, replaces_words
 from bot.core.render import conflict_report, kept_commits_comment
 from bot.core.state import PrInfo, SeriesState
 from bot.git.downstream import BranchCommit, Downstream
@@ -78,7 +78,12 @@ def publish(
         open_pr=pull.number if pull is not None else None,
         branch_exists=branch in heads,
         outcome=state.outcome,
+        closed=state.closed_pr,
+        checked_head=state.checked_head,
     )
+    if step.step is Step.HELD:
+        _held(rt, state, step)
+        return
     if step.step is Step.NOTHING:
         store.append_history(
             rt.redis,
@@ -101,6 +106,8 @@ def publish(
         pushed, replaced = _push(downstream, heads, main, branch, directory, plan.files, state)
     body = body + "".join(f"\n> note: {n}" for n in plan.notes)
     if pull is None:
+        if step.closed_pr is not None and state.closed_pr is not None:
+            body = f"{replaces_words(state.closed_pr)}\n\n{body}"
         pull = _open_pull(rt, forge, main, branch, title, body, state)
     else:
         text = body + _not_a_draft(state, pull)
@@ -131,6 +138,7 @@ def publish(
             head=state.checked_head,
             files=sorted(plan.files),
             notes=plan.notes,
+            **({"replaces": step.closed_pr} if step.closed_pr is not None else {}),
         ),
     )
     if tree is not None:
@@ -138,6 +146,19 @@ def publish(
         url = downstream_repo.url(rt.settings, rt.config)
         files = downstream.read_dir(branch_sha, directory)
         hardware.request(rt, state, tree, url, branch, branch_sha, directory, files)
+
+
+def _held(rt: Runtime, state: SeriesState, step: PublishStep) -> None:
+    """A person closed carry's PR on this head: no PR is opened, and the history says why."""
+    store.append_history(
+        rt.redis,
+        state.id,
+        "published",
+        result=f"no new PR: {state.closed_pr_words}" if state.closed_pr else "no new PR",
+        reason=step.reason,
+        head=state.checked_head,
+        **step.fields(),
+    )
 
 
 def _drop_stale_labels(

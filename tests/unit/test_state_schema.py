@@ -60,7 +60,13 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     # fields added since then come back with their defaults; nothing stored is lost
     added = {"engine_decision": "none", "engine_reason": ""}
     patches = [{**patch, **added} for patch in old["patches"]]
-    expected = {**old, "schema": SCHEMA_VERSION, "replaced_heads": [], "patches": patches}
+    expected = {
+        **old,
+        "schema": SCHEMA_VERSION,
+        "replaced_heads": [],
+        "closed_pr": None,
+        "patches": patches,
+    }
     assert written == expected
 
 
