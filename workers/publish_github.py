@@ -73,6 +73,8 @@ def publish(
     )
     plan = proposal.build(current, state, stash, version, datetime.now(UTC).date())
     pull = forge.find_open_pull(branch)
+    if pull is None:
+        _notice_close(rt, forge, state)
     step = publish_step(
         files=plan.files,
         open_pr=pull.number if pull is not None else None,
@@ -146,6 +148,37 @@ def publish(
         url = downstream_repo.url(rt.settings, rt.config)
         files = downstream.read_dir(branch_sha, directory)
         hardware.request(rt, state, tree, url, branch, branch_sha, directory, files)
+
+
+def _notice_close(rt: Runtime, forge: ForgePort, state: SeriesState) -> None:
+    """carry's PR is not open on GitHub although carry last knew it open: its close (or merge)
+    was not delivered, or not yet. It is read from GitHub and recorded, so that a person's
+    close is respected even then; GitHub's PR does not say who closed it."""
+    known = state.pr
+    if known is None or known.state != "open" or state.closed_pr is not None:
+        return
+    found, _ = forge.pull_state(rt.config.downstream.repo, known.number, None)
+    if found is None or found.state == "open":
+        return
+
+    def record(fresh: SeriesState) -> bool:
+        # the close's delivery may have come meanwhile, naming who closed it: that one stays
+        still_open = fresh.pr is not None and fresh.pr.state == "open"
+        if not still_open or fresh.pr is None or fresh.pr.number != known.number:
+            return False
+        return tr.record_carry_pr(fresh, found.state)
+
+    store.update_series(
+        rt.redis,
+        state.id,
+        record,
+        also=lambda pipe: store.queue_history(
+            pipe, state.id, "carry-pr-found-closed", pr=known.number, state=found.state
+        ),
+    )
+    fresh = store.load_series(rt.redis, state.id)
+    if fresh is not None:  # this copy decides the publish
+        state.pr, state.closed_pr = fresh.pr, fresh.closed_pr
 
 
 def _held(rt: Runtime, state: SeriesState, step: PublishStep) -> None:

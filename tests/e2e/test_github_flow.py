@@ -603,3 +603,40 @@ def test_a_deleted_branch_counts_as_a_close_until_upstream_moves(flow: Flow):
     new = next(p for p in flow.carry_pulls() if p["number"] != pr["number"])
     assert new["state"] == "open"
     assert f"Replaces #{pr['number']}, closed by @maint." in new["body"]
+
+
+def test_a_close_whose_webhook_was_lost_is_still_respected(held_flow: Flow):
+    """Issue 34, item 9: the close's delivery never arrives (GitHub does not redeliver a
+    failed one); a `/carry rebase` of the same head still opens no new PR: the publisher finds
+    carry's PR closed on GitHub and records the close."""
+    flow = held_flow
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.gh.deliver_pending()
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    flow.gh.deliver_pending()
+    flow.gh.close_pull(DOWN_OWNER, DOWN_NAME, pr["number"], user="maint")  # held: never sent
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry rebase", user="maint")
+    command = flow.gh.deliveries[-1]
+    assert command.event == "issue_comment"
+    answer = httpx.post(command.url, content=command.body, headers=command.headers, timeout=10)
+    assert answer.status_code in (200, 202)
+
+    held = wait_for(
+        lambda: [e for e in _published_entries(flow, head) if e["data"].get("step") == "held"],
+        60,
+        "the re-check to hold back the PR",
+    )
+    assert held[0]["data"]["closed_pr"] == pr["number"]
+    (found,) = flow.env.history("carry-pr-found-closed")
+    assert found["data"] == {"pr": pr["number"], "state": "closed_unmerged"}
+    assert [p["number"] for p in flow.carry_pulls()] == [pr["number"]]
+    state = flow.env.state()
+    assert (
+        state is not None
+        and (
+            f"carry's PR #{pr['number']} was closed by someone; carry opens no new PR until "
+            "upstream moves or `/carry reopen`"
+        )
+        in state.needs_attention
+    )
