@@ -154,7 +154,22 @@ def _record_upstream_pr(rt: Runtime, action: Action) -> None:
 
 
 def _record_carry_pr(rt: Runtime, action: Action) -> None:
-    _change(rt, action, lambda s: tr.record_carry_pr(s, action.args["state"]))
+    args = action.args
+    by, person, at = args.get("by"), bool(args.get("person")), args.get("at")
+    _change(rt, action, lambda s: tr.record_carry_pr(s, args["state"], by, person=person, at=at))
+
+
+def _reopen(rt: Runtime, action: Action) -> None:
+    """`/carry reopen`: the close stops no new PR; a re-check of the newest head publishes."""
+    seen: list[SeriesState] = []
+
+    def reopen(state: SeriesState) -> bool:
+        seen[:] = [state]
+        return tr.reopen(state, action.args["by"])
+
+    if not _change(rt, action, reopen):
+        raise Skipped("no PR of carry's is closed by a person (reopened already?)")
+    _recheck(rt, action, seen[0])
 
 
 def _set_paused(rt: Runtime, action: Action) -> None:
@@ -178,7 +193,13 @@ def _pin(rt: Runtime, action: Action, *, keep: bool) -> None:
             f"series {action.series_id} has no patch {name!r} (its patches: {known or 'none'})"
         )
     (state,) = seen
-    if state.head_sha:  # re-decide with the override, on the newest head
+    _recheck(rt, action, state)  # re-decide with the override
+
+
+def _recheck(rt: Runtime, action: Action, state: SeriesState) -> None:
+    """A re-check of the series on its newest head (none before its first head)."""
+    assert action.series_id
+    if state.head_sha:
         rt.send(
             "carry.rebase",
             {
@@ -209,6 +230,7 @@ _HANDLERS: dict[str, Callable[[Runtime, Action], None]] = {
     "find_successor": _send_task("carry.find_successor"),
     "record_upstream_pr": _record_upstream_pr,
     "record_carry_pr": _record_carry_pr,
+    "reopen": _reopen,
     "set_paused": _set_paused,
     "pin_patch": lambda rt, a: _pin(rt, a, keep=True),
     "request_drop": lambda rt, a: _pin(rt, a, keep=False),

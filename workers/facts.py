@@ -49,6 +49,7 @@ def series_facts(
         trusted_authors=frozenset(series.trusted_authors),
         linked_prs=linked,
         pr_number=state.pr.number if state and state.pr else None,
+        closed_pr=_closed_pr(state),
         head_sha=state.head_sha if state else None,
         head_ref=state.head_ref if state else None,
         head_actor=state.head_actor if state else None,
@@ -57,6 +58,11 @@ def series_facts(
         runners=tuple(series.runners),
         ci_every_head=series.ci.on == "every-head",
     )
+
+
+def _closed_pr(state: SeriesState | None) -> int | None:
+    closed = state.closed_pr if state else None
+    return closed.number if closed is not None and closed.reopened_by is None else None
 
 
 def awaiting_import(rt: Runtime, series: Series) -> bool:

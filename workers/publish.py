@@ -85,4 +85,11 @@ def would_do(rt: Runtime, state: SeriesState, version: str | None) -> PublishSte
     )
     plan = proposal.build(current, state, stash, version, datetime.now(UTC).date())
     pr = state.pr.number if state.pr is not None and state.pr.state == "open" else None
-    return publish_step(files=plan.files, open_pr=pr, branch_exists=False, outcome=state.outcome)
+    return publish_step(
+        files=plan.files,
+        open_pr=pr,
+        branch_exists=False,
+        outcome=state.outcome,
+        closed=state.closed_pr,
+        checked_head=state.checked_head,
+    )

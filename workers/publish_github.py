@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from bot.core import proposal
 from bot.core import transitions as tr
-from bot.core.publishing import Step, publish_step
+from bot.core.publishing import PublishStep, Step, publish_step, replaces_words
 from bot.core.render import conflict_report, kept_commits_comment
 from bot.core.state import PrInfo, SeriesState
 from bot.git.downstream import BranchCommit, Downstream
@@ -75,12 +75,19 @@ def publish(
     )
     plan = proposal.build(current, state, stash, version, datetime.now(UTC).date())
     pull = forge.find_open_pull(branch)
+    if pull is None:
+        _notice_close(rt, forge, state)
     step = publish_step(
         files=plan.files,
         open_pr=pull.number if pull is not None else None,
         branch_exists=branch in heads,
         outcome=state.outcome,
+        closed=state.closed_pr,
+        checked_head=state.checked_head,
     )
+    if step.step is Step.HELD:
+        _held(rt, state, step)
+        return
     if step.step is Step.NOTHING:
         store.append_history(
             rt.redis,
@@ -106,6 +113,8 @@ def publish(
         pushed, replaced = _push(downstream, heads, main, branch, directory, plan.files, state)
     body = body + "".join(f"\n> note: {n}" for n in plan.notes)
     if pull is None:
+        if step.closed_pr is not None and state.closed_pr is not None:
+            body = f"{replaces_words(state.closed_pr)}\n\n{body}"
         pull = _open_pull(rt, forge, main, branch, title, body, state)
     else:
         text = body + _not_a_draft(state, pull)
@@ -136,6 +145,7 @@ def publish(
             head=state.checked_head,
             files=sorted(plan.files),
             notes=plan.notes,
+            **({"replaces": step.closed_pr} if step.closed_pr is not None else {}),
         ),
     )
     if tree is not None:
@@ -143,6 +153,50 @@ def publish(
         url = downstream_repo.url(rt.settings, rt.config)
         files = downstream.read_dir(branch_sha, directory)
         hardware.request(rt, state, tree, url, branch, branch_sha, directory, files)
+
+
+def _notice_close(rt: Runtime, forge: ForgePort, state: SeriesState) -> None:
+    """carry's PR is not open on GitHub although carry last knew it open: its close (or merge)
+    was not delivered, or not yet. It is read from GitHub and recorded, so that a person's
+    close is respected even then; GitHub's PR does not say who closed it."""
+    known = state.pr
+    if known is None or known.state != "open" or state.closed_pr is not None:
+        return
+    found, _ = forge.pull_state(rt.config.downstream.repo, known.number, None)
+    if found is None or found.state == "open":
+        return
+
+    def record(fresh: SeriesState) -> bool:
+        # the close's delivery may have come meanwhile, naming who closed it: that one stays
+        still_open = fresh.pr is not None and fresh.pr.state == "open"
+        if not still_open or fresh.pr is None or fresh.pr.number != known.number:
+            return False
+        return tr.record_carry_pr(fresh, found.state)
+
+    store.update_series(
+        rt.redis,
+        state.id,
+        record,
+        also=lambda pipe: store.queue_history(
+            pipe, state.id, "carry-pr-found-closed", pr=known.number, state=found.state
+        ),
+    )
+    fresh = store.load_series(rt.redis, state.id)
+    if fresh is not None:  # this copy decides the publish
+        state.pr, state.closed_pr = fresh.pr, fresh.closed_pr
+
+
+def _held(rt: Runtime, state: SeriesState, step: PublishStep) -> None:
+    """A person closed carry's PR on this head: no PR is opened, and the history says why."""
+    store.append_history(
+        rt.redis,
+        state.id,
+        "published",
+        result=f"no new PR: {state.closed_pr_words}" if state.closed_pr else "no new PR",
+        reason=step.reason,
+        head=state.checked_head,
+        **step.fields(),
+    )
 
 
 def _drop_stale_labels(

@@ -26,6 +26,7 @@ carry understands these commands in a comment on its pull requests (write access
 | `/carry approve [sha]` | let an untrusted upstream head (default: the current one) reach the hardware |
 | `/carry pause` / `/carry resume` | stop or restart automatic work on this series |
 | `/carry retarget BRANCH` / `/carry retarget #N` | move the series onto an upstream branch or PR (its base PR closed) |
+| `/carry reopen` | open a new PR in place of carry's PR that a person closed (or whose branch they deleted) |
 | `/carry help` | show this text |
 """
 
@@ -33,7 +34,9 @@ carry understands these commands in a comment on its pull requests (write access
 @dataclass(frozen=True)
 class Command:
     verb: (
-        str  # rebase | retest | drop | keep | approve | pause | resume | retarget | help | unknown
+        # rebase | retest | drop | keep | approve | pause | resume | retarget | reopen | help
+        # | unknown
+        str
     )
     arg: str | None = None
     raw: str = ""
@@ -68,7 +71,7 @@ def parse_line(text: str) -> Command:
     if len(words) == 1:
         return Command("help", raw=text)
     verb, args = words[1].lower(), words[2:]
-    if verb in ("rebase", "pause", "resume", "help"):
+    if verb in ("rebase", "pause", "resume", "reopen", "help"):
         return _no_args(verb, args, text)
     if verb == "retest":
         return _optional_name(verb, args, text, "runner")

@@ -30,6 +30,8 @@ class SeriesFacts:
     trusted_authors: frozenset[str] = frozenset()
     linked_prs: frozenset[tuple[str, int]] = frozenset()
     pr_number: int | None = None  # carry's own PR on the downstream repository
+    # carry's PR a person closed, while it stops a new PR (`/carry reopen` lifts that)
+    closed_pr: int | None = None
     head_sha: str | None = None
     head_ref: str | None = None
     head_actor: str | None = None  # who pushed head_sha (None: unknown, e.g. a polled head)
@@ -209,20 +211,26 @@ def _pr_state(event: ev.Event, facts: Facts) -> list[Action]:
     actions: list[Action] = []
     for series in facts.series:
         if event.repo == facts.downstream_repo and series.pr_number == event.number:
-            actions.append(
-                Action(
-                    "record_carry_pr",
-                    f"carrypr:{series.id}:{event.key}",
-                    f"carry's PR #{event.number} is {event.state}",
-                    series.id,
-                    {"number": event.number, "state": event.state},
-                )
-            )
+            actions.append(_carry_pr(series, event, facts))
         if series.upstream_repo == event.repo and series.pull == event.number:
             actions.extend(_base_pr(series, event))
         if (event.repo, event.number) in series.linked_prs:
             actions.extend(_linked_pr(series, event))
     return actions or [_note(event, f"{event.repo}#{event.number} concerns no carried series")]
+
+
+def _carry_pr(series: SeriesFacts, event: ev.PrStateChanged, facts: Facts) -> Action:
+    """carry's own PR changed state. A close unmerged by anyone but carry (a person, or GitHub
+    for the person who deleted carry's branch) is a person's close, which carry respects."""
+    person = event.state == "closed_unmerged" and event.actor != facts.bot_login
+    why = f"carry's PR #{event.number} is {event.state.replace('_', ' ')}"
+    if person:
+        why += f" by @{event.actor}" if event.actor else " by a person"
+        why += ": carry opens no new PR until upstream moves or `/carry reopen`"
+    at = event.at.isoformat() if event.at is not None else None
+    args = {"number": event.number, "state": event.state, "by": event.actor, "person": person}
+    args |= {"at": at}
+    return Action("record_carry_pr", f"carrypr:{series.id}:{event.key}", why, series.id, args)
 
 
 def _base_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
@@ -398,6 +406,8 @@ def _command_action(
         return None, _unknown_patch(series, command)
     if command.verb == "retarget":
         return _retarget(series, command, key, who)
+    if command.verb == "reopen":
+        return _reopen(series, key, who)
     simple: dict[str, tuple[str, dict[str, Any], str]] = {
         "pause": (
             "set_paused",
@@ -439,6 +449,17 @@ def _retarget(
         "it on that head at its next poll."
     )
     return Action("retarget", key, f"/carry retarget by @{who}", series.id, args), line
+
+
+def _reopen(series: SeriesFacts, key: str, who: str) -> tuple[Action | None, str]:
+    if series.closed_pr is None:
+        return None, "Nothing to reopen: no PR of carry's for this series was closed by a person."
+    line = (
+        f"Re-checking the series: carry opens a new PR in place of #{series.closed_pr}, "
+        "which links it."
+    )
+    args = {"by": who, "closed_pr": series.closed_pr}
+    return Action("reopen", key, f"/carry reopen by @{who}", series.id, args), line
 
 
 def _unknown_patch(series: SeriesFacts, command: Command) -> str:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from bot.core.state import ClosedPr
+
 # Outcomes that need a human before merging: a PR for them is a draft with carry's label.
 NEEDS_HUMAN: Final = ("conflict", "review")
 NAMED_FILES: Final = 4  # files a reason names before it says how many more
@@ -19,6 +21,7 @@ class Step(StrEnum):
     UPDATE = "update"  # update carry's open PR
     NOTHING = "nothing"  # nothing to propose: the downstream branch has it all
     REPORT = "report"  # needs a human, but there is no file to propose: report without a PR
+    HELD = "held"  # a PR to open, but a person closed carry's PR for this head: none is opened
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class PublishStep:
     reason: str
     pr: int | None = None  # the PR an UPDATE updates
     draft: bool = False  # an OPEN of a PR that needs a human first
+    # carry's PR a person closed: the one a HELD step keeps closed, or the one an OPEN replaces
+    closed_pr: int | None = None
 
     def fields(self) -> dict[str, Any]:
         """As a history entry records it (beside the proposal it is about)."""
@@ -34,6 +39,8 @@ class PublishStep:
         said["draft"] = self.draft
         if self.pr is not None:
             said["pr"] = self.pr
+        if self.closed_pr is not None:
+            said["closed_pr"] = self.closed_pr
         return said
 
     @classmethod
@@ -43,12 +50,13 @@ class PublishStep:
             step = Step(str(data.get("step")))
         except ValueError:
             return None
-        pr = data.get("pr")
+        pr, closed = data.get("pr"), data.get("closed_pr")
         return cls(
             step,
             str(data.get("step_reason") or ""),
             pr if isinstance(pr, int) else None,
             data.get("draft") is True,
+            closed if isinstance(closed, int) else None,
         )
 
     @property
@@ -61,7 +69,14 @@ class PublishStep:
             return f"update PR #{self.pr}"
         if self.step is Step.NOTHING:
             return "propose nothing"
+        if self.step is Step.HELD:
+            return f"open no new PR (#{self.closed_pr} was closed by a person)"
         return "report without a PR"
+
+
+def replaces_words(closed: ClosedPr) -> str:
+    """The line a new PR's body starts with when it replaces carry's PR a person closed."""
+    return f"Replaces #{closed.number}, closed by {closed.who}."
 
 
 def files_words(files: Mapping[str, bytes | None]) -> str:
@@ -85,10 +100,34 @@ def publish_step(
     open_pr: int | None,
     branch_exists: bool,
     outcome: str,
+    closed: ClosedPr | None = None,
+    checked_head: str | None = None,
 ) -> PublishStep:
     """`files`: what the proposal writes (bytes) or removes (None) in the series directory; `open_pr`:
     carry's open PR for the series, if any; `branch_exists`: whether carry's branch is there;
-    `outcome`: the check's outcome (clean, changed, conflict, review, ...)."""
+    `outcome`: the check's outcome (clean, changed, conflict, review, ...); `closed`: carry's
+    PR a person closed (its branch deleted counts), with no PR opened since; `checked_head`:
+    the upstream head the check was of.
+
+    A person's close is respected: no new PR for the heads it was closed at, until upstream
+    moves on or `/carry reopen`; the PR opened after that replaces the closed one."""
+    step = _step(files, open_pr, branch_exists, outcome)
+    if step.step is not Step.OPEN or closed is None:
+        return step
+    if closed.holds(checked_head):
+        reason = (
+            f"carry's PR #{closed.number} was closed by {closed.who} on this upstream head: "
+            "carry opens no new PR until upstream moves or `/carry reopen`"
+        )
+        return PublishStep(Step.HELD, reason, closed_pr=closed.number)
+    why = "reopened by `/carry reopen`" if closed.reopened_by else "upstream moved since"
+    reason = f"{step.reason}; it replaces PR #{closed.number}, closed by {closed.who} ({why})"
+    return PublishStep(Step.OPEN, reason, draft=step.draft, closed_pr=closed.number)
+
+
+def _step(
+    files: Mapping[str, bytes | None], open_pr: int | None, branch_exists: bool, outcome: str
+) -> PublishStep:
     needs_human = outcome in NEEDS_HUMAN
     if open_pr is not None:
         reason = files_words(files) if files else "no file would change: its report is refreshed"

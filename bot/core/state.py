@@ -176,6 +176,29 @@ class PrInfo:
 
 
 @dataclass
+class ClosedPr:
+    """carry's PR that a person closed unmerged (or whose branch they deleted, which closes
+    it): carry opens no new PR for the heads it was closed at until upstream moves on or a
+    maintainer says `/carry reopen`; the next PR it opens links this one."""
+
+    number: int
+    url: str = ""
+    by: str | None = None  # who closed it; None: GitHub did not say
+    # the upstream heads the series was checked on and had seen when it was closed
+    heads: list[str] = field(default_factory=list)
+    reopened_by: str | None = None  # `/carry reopen`
+    at: str | None = None  # when it was closed (ISO 8601), where GitHub said
+
+    def holds(self, checked_head: str | None) -> bool:
+        """Whether the close still stops a new PR for a check of `checked_head`."""
+        return self.reopened_by is None and checked_head in self.heads
+
+    @property
+    def who(self) -> str:
+        return f"@{self.by}" if self.by else "someone"
+
+
+@dataclass
 class SeriesState:
     id: str
     upstream_repo: str = ""
@@ -194,6 +217,8 @@ class SeriesState:
     outcome: Outcome = Outcome.NONE
     patches: list[PatchState] = field(default_factory=list)
     pr: PrInfo | None = None
+    # carry's PR a person closed, until a new PR replaces it (see ClosedPr)
+    closed_pr: ClosedPr | None = None
     ci: dict[str, CiState] = field(default_factory=dict)
     version: str | None = None
     last_event: str | None = None
@@ -256,10 +281,21 @@ class SeriesState:
         ]
         if self.upstream_error:
             reasons.append(f"upstream unreachable: {self.upstream_error}")
+        if self.closed_pr is not None and self.closed_pr.holds(self.checked_head):
+            reasons.append(self.closed_pr_words)
         if self.base_pr_state == "closed_unmerged":
             found = self.successor.get("summary") if self.successor else None
             reasons.append(found or "base PR was closed without being merged")
         return reasons
+
+    @property
+    def closed_pr_words(self) -> str:
+        closed = self.closed_pr
+        assert closed is not None
+        return (
+            f"carry's PR #{closed.number} was closed by {closed.who}; carry opens no new PR "
+            "until upstream moves or `/carry reopen`"
+        )
 
     def patch(self, name: str) -> PatchState | None:
         return next((p for p in self.patches if p.name == name), None)
@@ -280,6 +316,8 @@ class SeriesState:
         values["last_good"] = _build(GoodHead, good) if good else None
         values["red_streak"] = _build(RedStreak, red) if red else None
         values["bisect"] = Bisection.from_dict(data["bisect"]) if data.get("bisect") else None
+        closed = data.get("closed_pr")
+        values["closed_pr"] = _build(ClosedPr, closed) if isinstance(closed, dict) else None
         where = f"series {data.get('id')}"
         if values["pr"] is not None:
             values["pr"].url = _web_link(values["pr"].url, f"{where}: PR")

@@ -15,7 +15,7 @@ from typing import Any
 from bot.core.classify import Decision, Status
 from bot.core.policy import Overrides, final_decision, outcome
 from bot.core.report import PatchReport
-from bot.core.state import Outcome, PatchState, Phase, PrInfo, SeriesState
+from bot.core.state import ClosedPr, Outcome, PatchState, Phase, PrInfo, SeriesState
 
 
 @dataclass(frozen=True)
@@ -274,13 +274,40 @@ def record_upstream_pr(
     return True
 
 
-CARRY_PR_STATES = {"merged": "merged", "closed_unmerged": "closed"}
+CARRY_PR_STATES = {"merged": "merged", "closed_unmerged": "closed", "open": "open"}
+CARRY_PR_STATES["reopened"] = "open"
 
 
-def record_carry_pr(state: SeriesState, event_state: str) -> bool:
-    if state.pr is None:
+def record_carry_pr(
+    state: SeriesState,
+    event_state: str,
+    by: str | None = None,
+    *,
+    person: bool = True,
+    at: str | None = None,
+) -> bool:
+    """carry's PR changed state on GitHub (an edit leaves its state). Closed unmerged by a
+    person (`person`; `by`: who, when GitHub says), or by deleting its branch, which closes it:
+    the close is kept (`at`: when), with the upstream heads it was closed at, so that no new PR is opened
+    for them. Reopened: the close is gone."""
+    if state.pr is None or event_state not in CARRY_PR_STATES:
         return False
-    state.pr.state = CARRY_PR_STATES.get(event_state, "open")
+    state.pr.state = CARRY_PR_STATES[event_state]
+    if event_state == "closed_unmerged" and person:
+        heads = [h for h in (state.checked_head, state.head_sha) if h]
+        number, url = state.pr.number, state.pr.url
+        unique = sorted(set(heads), key=heads.index)
+        state.closed_pr = ClosedPr(number, url, by, unique, at=at)
+    elif state.pr.state == "open" and state.closed_pr and state.closed_pr.number == state.pr.number:
+        state.closed_pr = None
+    return True
+
+
+def reopen(state: SeriesState, by: str) -> bool:
+    """`/carry reopen`: the PR a person closed stops no new PR; False when none does."""
+    if state.closed_pr is None or state.closed_pr.reopened_by is not None:
+        return False
+    state.closed_pr.reopened_by = by
     return True
 
 
@@ -327,6 +354,8 @@ def published(state: SeriesState, pr: PrInfo | None, version: str | None, last_e
     """The publisher's facts: carry's PR as GitHub has it now and the version it pushed."""
     if pr is not None:
         state.pr = pr
+        if pr.state == "open":  # a PR is open again: the closed one is history
+            state.closed_pr = None
     if version is not None:
         state.version = version
     state.last_event = last_event

@@ -46,7 +46,8 @@ def _published(d: Mapping[str, Any]) -> str:
         return str(d["result"])
     files = d.get("files") or []
     what = f"{len(files)} file(s) pushed" if d.get("pushed") else "nothing pushed"
-    return f"PR #{d['pr']} updated for {_short(d.get('head'))}: {what}"
+    replaces = f" (it replaces #{d['replaces']}, closed by a person)" if d.get("replaces") else ""
+    return f"PR #{d['pr']} updated for {_short(d.get('head'))}: {what}{replaces}"
 
 
 def _proposal(d: Mapping[str, Any]) -> str:

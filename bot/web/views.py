@@ -361,6 +361,8 @@ def _since(state: SeriesState, reason: str, patch: str | None, row: CiState | No
         return state.upstream_error_since
     if patch is not None:
         return state.checked_at
+    if state.closed_pr is not None and reason == state.closed_pr_words:
+        return state.closed_pr.at
     return row.updated_at or None if row else None
 
 

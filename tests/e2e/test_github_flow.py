@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from celery import Celery
 
@@ -522,3 +523,120 @@ def test_a_command_whose_permission_cannot_be_read_is_answered_and_retried(flow:
     assert flow.env.state().paused_by == "maint"
     (failed,) = flow.env.history("command-not-checked")
     assert failed["data"]["author"] == "maint" and failed["data"]["final"] is False
+
+
+def _carry_answers(flow: Flow, number: int) -> list[str]:
+    return [
+        c["body"]
+        for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, number)
+        if c["user"]["login"] == "carry[bot]"
+    ]
+
+
+def _published_entries(flow: Flow, head: str) -> list[dict]:
+    return [e for e in flow.env.history("published") if e["data"].get("head") == head]
+
+
+def test_a_pr_a_person_closed_is_not_reopened_until_upstream_moves_or_reopen(flow: Flow):
+    """Issue 34, item 9: a person closes carry's PR; a re-check of the same head opens no new
+    PR (it opened PR #2 without a word), the series needs attention, and `/carry reopen` opens
+    a new PR that links the closed one."""
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    flow.gh.close_pull(DOWN_OWNER, DOWN_NAME, pr["number"], user="maint")
+    wait_for(lambda: flow.env.history("record_carry_pr"), 30, "the close to be recorded")
+
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry rebase", user="maint")
+    held = wait_for(
+        lambda: [e for e in _published_entries(flow, head) if e["data"].get("step") == "held"],
+        60,
+        "the re-check to hold back the PR",
+    )
+    assert held[0]["data"]["closed_pr"] == pr["number"]
+    assert [p["number"] for p in flow.carry_pulls()] == [pr["number"]]
+    state = flow.env.state()
+    assert state is not None
+    assert (
+        f"carry's PR #{pr['number']} was closed by @maint; carry opens no new PR until "
+        "upstream moves or `/carry reopen`"
+    ) in state.needs_attention
+    web = flow.gh.deliveries[0].url.removesuffix("/webhooks/github")
+    shown = httpx.get(f"{web}/api/v1/series/{SERIES}", timeout=10).json()["attention"]
+    (row,) = [a for a in shown if a["reason"].startswith(f"carry's PR #{pr['number']}")]
+    assert row["since"] is not None
+    overview = httpx.get(f"{web}/", timeout=10).text
+    assert f"carry&#39;s PR #{pr['number']} was closed by @maint" in overview
+
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry reopen", user="maint")
+    wait_for(lambda: len(flow.carry_pulls()) == 2, 60, "a new PR after /carry reopen")
+    new = next(p for p in flow.carry_pulls() if p["number"] != pr["number"])
+    assert new["state"] == "open"
+    assert f"Replaces #{pr['number']}, closed by @maint." in new["body"]
+    assert any("carry opens a new PR" in a for a in _carry_answers(flow, pr["number"]))
+    wait_for(lambda: not (flow.env.state() or state).needs_attention, 30, "nothing to attend")
+
+
+def test_a_deleted_branch_counts_as_a_close_until_upstream_moves(flow: Flow):
+    """Issue 34, item 9: a person deletes carry's branch (GitHub closes its PR, the deleter as
+    sender); a re-check of the same head opens no new PR; a new upstream head does, linking
+    the closed one."""
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    flow.gh.push(
+        DOWN_OWNER, DOWN_NAME, flow.env.downstream, f":refs/heads/{BRANCH}", pusher="maint"
+    )
+    wait_for(lambda: flow.env.history("record_carry_pr"), 30, "the close to be recorded")
+
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry rebase", user="maint")
+    wait_for(
+        lambda: [e for e in _published_entries(flow, head) if e["data"].get("step") == "held"],
+        60,
+        "the re-check to hold back the PR",
+    )
+    assert [p["number"] for p in flow.carry_pulls()] == [pr["number"]]
+    assert flow.branch_sha() is None
+
+    head2 = flow.move_feature({"mod.py": "# header\n# second\n" + BODY}, "Second header line")
+    flow.published(head2)
+    new = next(p for p in flow.carry_pulls() if p["number"] != pr["number"])
+    assert new["state"] == "open"
+    assert f"Replaces #{pr['number']}, closed by @maint." in new["body"]
+
+
+def test_a_close_whose_webhook_was_lost_is_still_respected(held_flow: Flow):
+    """Issue 34, item 9: the close's delivery never arrives (GitHub does not redeliver a
+    failed one); a `/carry rebase` of the same head still opens no new PR: the publisher finds
+    carry's PR closed on GitHub and records the close."""
+    flow = held_flow
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.gh.deliver_pending()
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    flow.gh.deliver_pending()
+    flow.gh.close_pull(DOWN_OWNER, DOWN_NAME, pr["number"], user="maint")  # held: never sent
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry rebase", user="maint")
+    command = flow.gh.deliveries[-1]
+    assert command.event == "issue_comment"
+    answer = httpx.post(command.url, content=command.body, headers=command.headers, timeout=10)
+    assert answer.status_code in (200, 202)
+
+    held = wait_for(
+        lambda: [e for e in _published_entries(flow, head) if e["data"].get("step") == "held"],
+        60,
+        "the re-check to hold back the PR",
+    )
+    assert held[0]["data"]["closed_pr"] == pr["number"]
+    (found,) = flow.env.history("carry-pr-found-closed")
+    assert found["data"] == {"pr": pr["number"], "state": "closed_unmerged"}
+    assert [p["number"] for p in flow.carry_pulls()] == [pr["number"]]
+    state = flow.env.state()
+    assert (
+        state is not None
+        and (
+            f"carry's PR #{pr['number']} was closed by someone; carry opens no new PR until "
+            "upstream moves or `/carry reopen`"
+        )
+        in state.needs_attention
+    )

@@ -62,6 +62,7 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     patches = [{**patch, **added} for patch in old["patches"]]
     expected = {**old, "schema": SCHEMA_VERSION, "replaced_heads": [], "patches": patches}
     expected |= {"heads": [], "last_good": None, "red_streak": None, "bisect": None}
+    expected |= {"closed_pr": None}
     assert written == expected
 
 

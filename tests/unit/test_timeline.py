@@ -41,6 +41,12 @@ HEAD, NEWER = "3f2a1c9d8e7f" + "0" * 28, "9c1e22aa33bb" + "1" * 28
             {"pr": 12, "pushed": True, "head": HEAD, "files": ["a", "b"]},
             "PR #12 updated for 3f2a1c9d8e7f: 2 file(s) pushed",
         ),
+        (
+            "published",
+            {"pr": 13, "pushed": True, "head": HEAD, "files": ["a"], "replaces": 12},
+            "PR #13 updated for 3f2a1c9d8e7f: 1 file(s) pushed (it replaces #12, closed by a "
+            "person)",
+        ),
         ("published", {"result": "nothing to propose", "head": HEAD}, "nothing to propose"),
         ("ci-check", {"run_id": "r1", "runner": "gaudi", "state": "failure"}, "gaudi: failure"),
         (
