@@ -15,6 +15,7 @@ import redis
 
 from bot.config import BaseSpec, CarryConfig
 from bot.core.ci_plan import FINAL_STATES
+from bot.core.ci_report import shown_on_github
 from bot.core.fixpage import FixPage, UpstreamEntry
 from bot.core.state import CiState, CiStatus, PatchState, PrInfo, SeriesState
 from bot.fixes import carrier_of, release_line
@@ -303,7 +304,7 @@ def patch_state_out(patch: PatchState, page: FixPage | None, host: str) -> Patch
     )
 
 
-def ci_out(ci: CiState) -> CiOut:
+def ci_out(ci: CiState, has_pr: bool) -> CiOut:
     return CiOut(
         runner=ci.runner,
         state=ci.state,
@@ -314,6 +315,8 @@ def ci_out(ci: CiState) -> CiOut:
         url=ci.url,
         updated_at=ci.updated_at,
         attempt=ci.attempt,
+        on_github=shown_on_github(ci, has_pr),
+        check_run_id=ci.check_run_id,
     )
 
 
@@ -404,7 +407,7 @@ def _summary_fields(state: SeriesState) -> dict[str, Any]:
         "needs_attention": state.needs_attention,
         "attention": attention(state),
         "pr": pr_out(state.pr),
-        "ci": {kind: ci_out(ci) for kind, ci in sorted(state.ci.items())},
+        "ci": {kind: ci_out(ci, state.pr is not None) for kind, ci in sorted(state.ci.items())},
     }
 
 
@@ -625,7 +628,9 @@ def find_run(client: redis.Redis, run_id: str) -> RunOut:
     for state in all_series(client):
         for kind, ci in state.ci.items():
             if ci.run_id == run_id:
-                return RunOut(run_id=run_id, series=state.id, runner=kind, ci=ci_out(ci))
+                return RunOut(
+                    run_id=run_id, series=state.id, runner=kind, ci=ci_out(ci, state.pr is not None)
+                )
     if runlog(client, run_id, limit=1):
         return RunOut(run_id=run_id, series=None, runner=None, ci=None)
     raise NotFound(f"unknown run '{run_id}'")
