@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from celery.signals import task_retry
 
 from bot.core.state import CiState, CiStatus
 from bot.github import forge as forge_module
+from bot.github.forge import RateLimited
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
@@ -225,3 +227,25 @@ def test_carrys_write_budget_keeps_under_githubs_content_limits(redis_url: str) 
         if take_write(client, who, now=now) == 0.0:
             taken += 1
     assert take_write(client, who, now=now + 1) > 60
+
+
+def test_a_report_waits_for_the_installations_write_budget_instead_of_being_refused(
+    deploy: Deploy,
+) -> None:
+    """The installation's other workers spent GitHub's 80 writes of this minute: the report is
+    not sent (GitHub would refuse it); the task comes back when the budget has room."""
+    d = deploy(auth="app")
+    sha = pr(d.propose(MOVED, "Add a header")).head_sha
+    now = time.time()
+    for i in range(80):
+        assert take_write(d.rt.redis, d.rt.github_writer, now=now - 30 + i * 0.01) == 0.0
+    writes = len([r for r in d.gh.api_requests() if r.method != "GET"])
+    _changes(d, _row(sha, CiStatus.SUCCESS))
+    (args,) = _report_tasks(d)
+    failed = hardware.report_on_github(SERIES, CiState.from_dict(args[1]))
+    assert isinstance(failed, RateLimited)
+    assert "budget of content-creating requests" in str(failed)
+    assert 25 < failed.retry_after_s <= 31
+    assert len([r for r in d.gh.api_requests() if r.method != "GET"]) == writes
+    assert _runs(d, sha) == []
+    assert _api_row(d)["on_github"] is False
