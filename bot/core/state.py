@@ -119,6 +119,8 @@ class CiState:
         built.state = _member(CiStatus, built.state, CiStatus.INFRA_ERROR, f"CI row {built.runner}")
         built.url = _web_link(built.url, f"CI row {built.runner}")
         built.check_run_id = int(built.check_run_id or 0)
+        if "reported" not in data:  # a row from before carry kept it: taken as on GitHub
+            built.reported = built.state
         return built
 
     @property

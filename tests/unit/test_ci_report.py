@@ -67,7 +67,9 @@ def test_a_stored_row_keeps_its_github_side() -> None:
     data = {"runner": "k", "state": "success", "check_run_id": "12", "reported": "success"}
     loaded = CiState.from_dict(data)
     assert (loaded.check_run_id, loaded.on_github) == (12, True)
-    assert CiState.from_dict({"runner": "k"}).check_run_id == 0  # a row from before
+    before = CiState.from_dict({"runner": "k", "state": "success"})  # a row from before
+    assert (before.check_run_id, before.on_github) == (0, True)
+    assert not CiState.from_dict({"runner": "k", "state": "success", "reported": ""}).on_github
 
 
 def test_the_write_budget_follows_githubs_minute_and_hour() -> None:

@@ -140,7 +140,8 @@ def report(self: Task, series_id: str, row: dict[str, Any]) -> None:
     """workers.ci.rows sends this task for every change of a CI row, on the service and on
     runners. A report GitHub refused or that failed is sent again (after GitHub's Retry-After
     when it gave one) until it lands or a newer run owns its check."""
-    failed = report_on_github(series_id, CiState.from_dict(row))
+    # the row as it changed: what GitHub has of its run is read from the store, not from it
+    failed = report_on_github(series_id, CiState.from_dict(row).word())
     if failed is None:
         return
     if self.request.retries >= REPORT_RETRIES:
