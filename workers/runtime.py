@@ -16,6 +16,7 @@ from bot.github.forge import Forge
 from bot.github.port import ForgePort
 from bot.store.metrics import record_rate_limit
 from bot.store.series import now_iso
+from bot.store.write_budget import take_write
 
 Sender = Callable[[str, dict[str, Any]], None]  # (task name, kwargs) -> enqueued
 Clock = Callable[[], str]  # the time now, as carry records it (ISO 8601, UTC)
@@ -51,7 +52,19 @@ class Runtime:
             self.settings,
             self.config.downstream.repo,
             on_rate_limit=functools.partial(record_rate_limit, self.redis),
+            write_gate=functools.partial(take_write, self.redis, self.github_writer),
         )
+
+    @property
+    def github_writer(self) -> str:
+        """Whose content-creating requests GitHub counts together: the App's installation (on
+        the downstream owner), or the token's user."""
+        settings = self.settings
+        owner = self.config.downstream.repo.split("/")[0]
+        who = "token"
+        if settings.github_auth == "app":
+            who = f"installation:{settings.github_installation_id or owner}"
+        return f"{settings.github_base_url.rstrip('/')}|{who}"
 
     @property
     def cache_dir(self) -> Path:

@@ -21,7 +21,7 @@ from bot.core import transitions as tr
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
-from bot.github.forge import ForgeError, RateLimited
+from bot.github.forge import ForgeError, RateLimited, retry_delay
 from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
@@ -131,8 +131,7 @@ def publish_task(
 def _retry_in(err: Exception, attempts: int) -> float:
     """Seconds before a failed step is tried again: what GitHub's rate limit asks, else a
     backoff."""
-    backoff = float(min(300, 2**attempts))
-    return max(err.retry_after_s, backoff) if isinstance(err, RateLimited) else backoff
+    return retry_delay(err, attempts)
 
 
 def _timed_out(rt: Runtime, series_id: str, head_sha: str, limit_s: int) -> None:

@@ -7,7 +7,7 @@ dashboard. Pure: no I/O here.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -111,13 +111,31 @@ class CiState:
     # the commit of carry's branch the run tested (the PR head it reports on); "" in a row
     # stored before carry kept it
     commit_sha: str = ""
+    # GitHub's side of the row (App mode: one check run per run and check): the id of the run's
+    # check run once created (0 before), and the state GitHub was last told ("" before any);
+    # the row is on GitHub when that is its state
+    check_run_id: int = 0
+    reported: str = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CiState:
         built: CiState = _build(cls, data)
         built.state = _member(CiStatus, built.state, CiStatus.INFRA_ERROR, f"CI row {built.runner}")
         built.url = _web_link(built.url, f"CI row {built.runner}")
+        built.check_run_id = int(built.check_run_id or 0)
+        if "reported" not in data:  # a row from before carry kept it: taken as on GitHub
+            built.reported = built.state
         return built
+
+    @property
+    def on_github(self) -> bool:
+        """Whether GitHub shows this row's state (its check run or commit status)."""
+        return self.reported == self.state
+
+    def word(self) -> CiState:
+        """The row as a report says it, without GitHub's side: two rows with the same word
+        are the same report."""
+        return replace(self, check_run_id=0, reported="")
 
 
 class Verdict(StrEnum):

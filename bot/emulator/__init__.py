@@ -68,7 +68,11 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
 * Log and limits: ``requests`` / ``api_requests(method=None, path=None)`` (``RecordedRequest``:
   method, path, query, headers, body, json, status, operation, fault, response_json,
   response_headers); ``clear_requests()``; ``rate_limit(...)``/``set_rate_limit(*, token=None,
-  installation_id=None, remaining=None, limit=None)``; ``advance_time(seconds)``.
+  installation_id=None, remaining=None, limit=None)``; ``advance_time(seconds)``;
+  ``set_content_limits(*, per_minute=80, per_hour=500)`` and ``content_writes(*, token=None,
+  installation_id=None)``: GitHub's secondary limit on content creation, always on: a user's or
+  installation's REST write over it gets 403 with GitHub's secondary-limit message and
+  ``Retry-After`` (seconds until its oldest counted write leaves the window).
 
 ``WebhookSink`` records deliveries. The validators of its output against GitHub's published
 schemas (``RestSchemas``, ``WebhookSchemas``) are test helpers: tests/support/github_schema.py.

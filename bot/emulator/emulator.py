@@ -597,6 +597,18 @@ class GitHubEmulator:
         )
         return self.faults.add(fault)
 
+    def set_content_limits(self, *, per_minute: int = 80, per_hour: int = 500) -> None:
+        """GitHub's secondary limit on content creation (default: its documented 80 writes a
+        minute and 500 an hour per user or installation), smaller for a test; every REST write
+        over it is refused with 403, GitHub's secondary-limit message and Retry-After."""
+        self._service.content.limits = ((60, per_minute), (3600, per_hour))
+
+    def content_writes(
+        self, *, token: str | None = None, installation_id: int | None = None
+    ) -> int:
+        """The writes counted against the content-creation limit in the last hour."""
+        return self._service.content.writes(self._rate_key(token, installation_id))
+
     def clear_faults(self) -> None:
         self.faults.clear()
 

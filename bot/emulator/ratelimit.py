@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 
@@ -85,3 +86,45 @@ class RateLimiter:
             if remaining is not None:
                 window.used = window.limit - remaining
             return window
+
+
+# GitHub's docs ("Rate limits for the REST API", About secondary rate limits): "In general, no
+# more than 80 content-generating requests per minute and no more than 500 content-generating
+# requests per hour are allowed." Over them, GitHub answers 403 (or 429) saying a secondary
+# rate limit was exceeded, with a Retry-After header when it says how long to wait.
+CONTENT_LIMITS: tuple[tuple[int, int], ...] = ((60, 80), (3600, 500))
+
+
+class ContentLimiter:
+    """The secondary limit on content creation: each identity's REST writes (POST, PATCH, PUT,
+    DELETE) in the last minute and hour. A refused write does not count."""
+
+    def __init__(self, clock: Clock, limits: tuple[tuple[int, int], ...] = CONTENT_LIMITS):
+        self.clock = clock
+        self.limits = limits
+        self._writes: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> int | None:
+        """Counts one write of `key`; None when allowed, else the Retry-After in seconds."""
+        with self._lock:
+            now = self.clock.now()
+            longest = max((window for window, _ in self.limits), default=0)
+            recent = [t for t in self._writes.get(key, []) if t > now - longest]
+            wait = 0.0
+            for window, limit in self.limits:
+                inside = [t for t in recent if t > now - window]
+                if len(inside) >= limit:
+                    wait = max(wait, inside[len(inside) - limit] + window - now)
+            self._writes[key] = recent
+            if wait > 0:
+                return max(1, math.ceil(wait))
+            recent.append(now)
+            return None
+
+    def writes(self, key: str) -> int:
+        """The writes of `key` counted in the longest window."""
+        with self._lock:
+            now = self.clock.now()
+            longest = max((window for window, _ in self.limits), default=0)
+            return len([t for t in self._writes.get(key, []) if t > now - longest])

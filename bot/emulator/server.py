@@ -17,10 +17,10 @@ from urllib.parse import parse_qs, urlsplit
 from .api import Reply, Request, RestApi, Route
 from .auth import ANONYMOUS, identify
 from .errors import ApiError
-from .faults import FaultTable
+from .faults import SECONDARY_MESSAGE, FaultTable
 from .git_http import GIT_PATH, is_push, run_backend
 from .hub import Hub
-from .ratelimit import RateLimiter, Window
+from .ratelimit import ContentLimiter, RateLimiter, Window
 from .state import WRITE_ROLES, Identity, Repo
 
 KEPT_HEADERS = (
@@ -106,6 +106,7 @@ class Service:
         self.api = api
         self.limiter = limiter
         self.faults = faults
+        self.content = ContentLimiter(hub.clock)  # the secondary limit on content creation
         self.log: list[RecordedRequest] = []
         self.errors: list[str] = []  # tracebacks of unexpected exceptions (emulator bugs)
         self._log_lock = threading.Lock()
@@ -259,6 +260,16 @@ class Service:
             raise ApiError(401, "Bad credentials")
         if entry.method in WRITE_METHODS and identity.login is None:
             raise ApiError(401, "Requires authentication")
+        if entry.method in WRITE_METHODS and identity.kind != "app":
+            retry_after = self.content.take(identity.rate_key)
+            if retry_after is not None:
+                request_id = f"{entry.seq:04X}:{entry.seq * 7919:06X}:EMU"
+                raise ApiError(
+                    403,
+                    SECONDARY_MESSAGE.format(request_id=request_id),
+                    documentation_url=RATE_DOCS,
+                    headers={"Retry-After": str(retry_after)},
+                )
         request = Request(
             entry.method, entry.path, entry.query, entry.body, identity, self.hub.base_url
         )

@@ -454,6 +454,7 @@ class InMemoryForge:
         summary: str,
         *,
         series: str | None = None,
+        external_id: str = "",
     ) -> int:
         what = "create check run"
         repo = self._own_write(what)
@@ -477,9 +478,49 @@ class InMemoryForge:
             "status": status,
             "conclusion": ends,
             "output": {"title": title, "summary": fitted},
+            "external_id": external_id,
         }
         repo.check_runs.append(run)
         return run_id
+
+    def update_check_run(
+        self,
+        check_run_id: int,
+        status: str,
+        conclusion: str | None,
+        title: str,
+        summary: str,
+        *,
+        series: str | None = None,
+    ) -> None:
+        what = "update check run"
+        repo = self._own_write(what)
+        if self.auth != "app":
+            raise _refused(what, 403, "You must authenticate via a GitHub App.")
+        run = next((r for r in repo.check_runs if r["id"] == check_run_id), None)
+        if run is None:
+            raise _refused(what, 404, "Not Found")
+        ends = conclusion or None
+        if status not in CHECK_STATUSES or (ends is not None and ends not in CHECK_CONCLUSIONS):
+            raise _refused(what, 422, "Validation Failed")
+        if status == "completed" and ends is None:
+            raise _refused(what, 422, "Validation Failed")
+        fitted = fit_for_github(summary, series, limit=GITHUB_MAX_CHECK_OUTPUT_BYTES, in_bytes=True)
+        run.update(
+            status="completed" if ends is not None else status,
+            conclusion=ends,
+            output={"title": title, "summary": fitted},
+        )
+
+    def find_check_run(self, head_sha: str, name: str, external_id: str) -> int | None:
+        repo = self._own("list check runs")
+        sha = repo.commit(head_sha)
+        ids = [
+            int(r["id"])
+            for r in repo.check_runs
+            if (r["head_sha"], r["name"], r.get("external_id")) == (sha, name, external_id)
+        ]
+        return max(ids, default=None)
 
     def create_status(
         self, sha: str, context: str, state: str, description: str, target_url: str = ""

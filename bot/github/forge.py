@@ -43,6 +43,7 @@ FRESH_TOKEN_S = 5.0  # a 401 on a token this young is GitHub's replication lag, 
 WARMUP_WAIT_S = 1.0  # how long to wait before the one retry of such a 401
 MAX_WAIT_S = 120.0  # the longest rate-limit wait carry sits out; beyond it, RateLimited
 NO_RETRY_AFTER_WAIT_S = 60.0  # GitHub's docs: without Retry-After, wait at least a minute
+MAX_WRITE_GATE_WAIT_S = 5.0  # a longer wait for the write budget is RateLimited
 WRITE_RETRIES = 2  # how often a write refused by a rate limit is sent again
 
 # Every wait of this module goes through here, so that tests can record it instead of sleeping.
@@ -332,6 +333,7 @@ VALIDATORS = Validators()
 
 
 RateLimitSink = Callable[[int | None], None]  # told the remaining REST quota after each call
+WriteGate = Callable[[], float]  # takes a content-creating request's turn; else seconds to wait
 
 
 class Forge:
@@ -342,6 +344,7 @@ class Forge:
         auth: Auth.Auth,
         on_rate_limit: RateLimitSink | None = None,
         budget: int | None = None,
+        write_gate: WriteGate | None = None,
     ):
         self.github = github
         self.repo_name = repo_name
@@ -350,13 +353,21 @@ class Forge:
         # at most this many calls for the task that connected (a loop over pages or PRs stops
         # with a clear error instead of spending the installation's whole hourly quota)
         self._budget = budget
+        # asked before each content-creating request: seconds to wait for room in GitHub's
+        # secondary limits, shared by every worker of the installation (bot.store.write_budget)
+        self._write_gate = write_gate
         self.calls = 0
         self._repo: Repository | None = None
         self.renamed_from: str | None = None  # the configured name, once GitHub moved it
 
     @classmethod
     def connect(
-        cls, settings: Settings, repo_name: str, *, on_rate_limit: RateLimitSink | None = None
+        cls,
+        settings: Settings,
+        repo_name: str,
+        *,
+        on_rate_limit: RateLimitSink | None = None,
+        write_gate: WriteGate | None = None,
     ) -> Forge:
         base_url = settings.github_base_url.rstrip("/")
         auth = _auth(settings, base_url)
@@ -373,7 +384,7 @@ class Forge:
             per_page=100,  # GitHub's maximum: fewer pages of comments (its default is 30)
         )
         known = RENAMES.get((github.requester.base_url, repo_name.lower()), repo_name)
-        return cls(github, known, auth, on_rate_limit, settings.github_request_budget)
+        return cls(github, known, auth, on_rate_limit, settings.github_request_budget, write_gate)
 
     @property
     def repo(self) -> Repository:
@@ -407,6 +418,21 @@ class Forge:
         if self._on_rate_limit is not None:
             self._on_rate_limit(self.rate_remaining)
         return result
+
+    def _write(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A content-creating request (POST, PATCH, PUT, DELETE): sent once the installation's
+        write budget has room (a short wait is sat out; a longer one is RateLimited, so that the
+        task is retried then instead of GitHub refusing it)."""
+        while self._write_gate is not None and (wait := self._write_gate()) > 0:
+            if wait > MAX_WRITE_GATE_WAIT_S:
+                raise RateLimited(
+                    f"GitHub: {what} not sent: carry's budget of content-creating requests "
+                    f"(GitHub's secondary limits: 80 a minute, 500 an hour) is spent for "
+                    f"{wait:.0f} s",
+                    wait,
+                )
+            sleep(wait)
+        return self._call(what, fn, *args, **kwargs)
 
     def _spend(self, what: str) -> None:
         self.calls += 1
@@ -564,7 +590,7 @@ class Forge:
         """Opens a PR; DraftsNotSupported when GitHub refuses a draft in this repository."""
         try:
             fitted = fit_for_github(body, series)
-            pull = self._call(
+            pull = self._write(
                 "create pull",
                 lambda: self.repo.create_pull(
                     base=base, head=branch, title=title, body=fitted, draft=draft
@@ -591,7 +617,7 @@ class Forge:
         if current is not None and (current.title, current.body) == (title, fitted):
             return False
         # lazy: get_pull sends no request, edit sends the PATCH
-        self._call("edit pull", lambda: self.repo.get_pull(number).edit(title=title, body=fitted))
+        self._write("edit pull", lambda: self.repo.get_pull(number).edit(title=title, body=fitted))
         return True
 
     def add_labels(
@@ -600,10 +626,10 @@ class Forge:
         """Adds the labels `current` (the PR as just read) does not have yet."""
         missing = [label for label in labels if current is None or label not in current.labels]
         if missing:
-            self._call("add labels", lambda: self.repo.get_issue(number).add_to_labels(*missing))
+            self._write("add labels", lambda: self.repo.get_issue(number).add_to_labels(*missing))
 
     def remove_label(self, number: int, label: str) -> None:
-        self._call("remove label", lambda: self.repo.get_issue(number).remove_from_labels(label))
+        self._write("remove label", lambda: self.repo.get_issue(number).remove_from_labels(label))
 
     def upsert_comment(
         self,
@@ -622,18 +648,18 @@ class Forge:
         for comment in comments:
             if marker in (comment.body or ""):
                 if comment.body != body:
-                    self._call("edit comment", comment.edit, body)
+                    self._write("edit comment", comment.edit, body)
                 return int(comment.id)
         if only_existing:
             return None
         return int(
-            self._call("comment", lambda: self.repo.get_issue(number).create_comment(body)).id
+            self._write("comment", lambda: self.repo.get_issue(number).create_comment(body)).id
         )
 
     def comment(self, number: int, body: str, *, series: str | None = None) -> int:
         text = fit_for_github(body, series)
         return int(
-            self._call("comment", lambda: self.repo.get_issue(number).create_comment(text)).id
+            self._write("comment", lambda: self.repo.get_issue(number).create_comment(text)).id
         )
 
     def find_issue(self, label: str, creator: str) -> int | None:
@@ -650,7 +676,7 @@ class Forge:
 
     def create_issue(self, title: str, body: str, labels: list[str]) -> int:
         text = fit_for_github(body)
-        created = self._call(
+        created = self._write(
             "create issue", lambda: self.repo.create_issue(title=title, body=text, labels=labels)
         )
         return int(created.number)
@@ -661,7 +687,7 @@ class Forge:
         text = fit_for_github(body)
         try:
             # lazy: get_issue sends no request, edit sends the PATCH
-            self._call("edit issue", lambda: self.repo.get_issue(number).edit(body=text))
+            self._write("edit issue", lambda: self.repo.get_issue(number).edit(body=text))
         except ForgeError as err:
             if isinstance(err.__cause__, GithubException) and err.__cause__.status in (404, 410):
                 return False
@@ -713,18 +739,57 @@ class Forge:
         summary: str,
         *,
         series: str | None = None,
+        external_id: str = "",
     ) -> int:
-        """A check run (GitHub Apps only: a personal token gets 403)."""
-        fitted = fit_for_github(summary, series, limit=GITHUB_MAX_CHECK_OUTPUT_BYTES, in_bytes=True)
-        kwargs: dict[str, Any] = {
-            "name": name,
-            "head_sha": head_sha,
-            "status": status,
-            "output": {"title": title, "summary": fitted},
-        }
-        if conclusion:
-            kwargs["conclusion"] = conclusion
-        return int(self._call("create check run", lambda: self.repo.create_check_run(**kwargs)).id)
+        """A check run (GitHub Apps only: a personal token gets 403); `external_id` names the
+        run it reports, so that it can be found again (find_check_run)."""
+        data = _check_run_fields(status, conclusion, title, summary, series)
+        data.update(name=name, head_sha=head_sha)
+        if external_id:
+            data["external_id"] = external_id
+        created = self._write(
+            "create check run",
+            lambda: self.github.requester.requestJsonAndCheck(
+                "POST", f"/repos/{self.repo_name}/check-runs", input=data
+            ),
+        )
+        return int(created[1]["id"])
+
+    def update_check_run(
+        self,
+        check_run_id: int,
+        status: str,
+        conclusion: str | None,
+        title: str,
+        summary: str,
+        *,
+        series: str | None = None,
+    ) -> None:
+        """Moves a check run on (queued, in progress, completed) and rewrites its output."""
+        data = _check_run_fields(status, conclusion, title, summary, series)
+        self._write(
+            "update check run",
+            lambda: self.github.requester.requestJsonAndCheck(
+                "PATCH", f"/repos/{self.repo_name}/check-runs/{check_run_id}", input=data
+            ),
+        )
+
+    def find_check_run(self, head_sha: str, name: str, external_id: str) -> int | None:
+        """The id of the newest check run of `name` on the commit that carries `external_id`
+        (one a request created although its answer was lost), None when there is none."""
+        query = {"check_name": name, "filter": "all", "per_page": "100"}
+        _headers, data = self._call(
+            "list check runs",
+            lambda: self.github.requester.requestJsonAndCheck(
+                "GET", f"/repos/{self.repo_name}/commits/{head_sha}/check-runs", parameters=query
+            ),
+        )
+        ids = [
+            int(run["id"])
+            for run in (data or {}).get("check_runs", [])
+            if run.get("external_id") == external_id and run.get("name") == name
+        ]
+        return max(ids, default=None)
 
     def create_status(
         self, sha: str, context: str, state: str, description: str, target_url: str = ""
@@ -733,7 +798,7 @@ class Forge:
         data = {"state": state, "context": context, "description": _short(description)}
         if target_url:
             data["target_url"] = target_url
-        self._call(
+        self._write(
             "create status",
             lambda: self.github.requester.requestJsonAndCheck(
                 "POST", f"/repos/{self.repo_name}/statuses/{sha}", input=data
@@ -915,3 +980,19 @@ def _installation_auth(settings: Settings, base_url: str) -> CachedInstallationA
         return InstallationToken(granted.token, expires, now)
 
     return CachedInstallationAuth((base_url, app_id, installation_id), mint)
+
+
+def _check_run_fields(
+    status: str, conclusion: str | None, title: str, summary: str, series: str | None
+) -> dict[str, Any]:
+    fitted = fit_for_github(summary, series, limit=GITHUB_MAX_CHECK_OUTPUT_BYTES, in_bytes=True)
+    data: dict[str, Any] = {"status": status, "output": {"title": title, "summary": fitted}}
+    if conclusion:
+        data["conclusion"] = conclusion
+    return data
+
+
+def retry_delay(err: Exception, attempts: int) -> float:
+    """Seconds before a failed task tries again: what GitHub's rate limit asks, else a backoff."""
+    backoff = float(min(300, 2**attempts))
+    return max(err.retry_after_s, backoff) if isinstance(err, RateLimited) else backoff

@@ -89,7 +89,22 @@ class ForgePort(Protocol):
         summary: str,
         *,
         series: str | None = None,
+        external_id: str = "",
     ) -> int: ...
+
+    def update_check_run(
+        self,
+        check_run_id: int,
+        status: str,
+        conclusion: str | None,
+        title: str,
+        summary: str,
+        *,
+        series: str | None = None,
+    ) -> None: ...
+
+    def find_check_run(self, head_sha: str, name: str, external_id: str) -> int | None:
+        """The newest check run of `name` on the commit carrying `external_id`."""
 
     def create_status(
         self, sha: str, context: str, state: str, description: str, target_url: str = ""

@@ -69,6 +69,9 @@ class CiOut(ApiModel):
     url: str
     updated_at: str
     attempt: int
+    # False while GitHub does not show this state yet (a refused report is being retried)
+    on_github: bool = True
+    check_run_id: int = 0
 
 
 class PrOut(ApiModel):

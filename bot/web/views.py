@@ -16,6 +16,7 @@ import redis
 from bot.config import BaseSpec, CarryConfig
 from bot.core.bisect import Bisection, pr_of
 from bot.core.ci_plan import FINAL_STATES
+from bot.core.ci_report import shown_on_github
 from bot.core.fixpage import FixPage, UpstreamEntry
 from bot.core.state import CiState, CiStatus, PatchState, PrInfo, SeriesState
 from bot.fixes import carrier_of, release_line
@@ -306,7 +307,7 @@ def patch_state_out(patch: PatchState, page: FixPage | None, host: str) -> Patch
     )
 
 
-def ci_out(ci: CiState) -> CiOut:
+def ci_out(ci: CiState, has_pr: bool) -> CiOut:
     return CiOut(
         runner=ci.runner,
         state=ci.state,
@@ -317,6 +318,8 @@ def ci_out(ci: CiState) -> CiOut:
         url=ci.url,
         updated_at=ci.updated_at,
         attempt=ci.attempt,
+        on_github=shown_on_github(ci, has_pr),
+        check_run_id=ci.check_run_id,
     )
 
 
@@ -409,7 +412,7 @@ def _summary_fields(state: SeriesState) -> dict[str, Any]:
         "needs_attention": state.needs_attention,
         "attention": attention(state),
         "pr": pr_out(state.pr),
-        "ci": {kind: ci_out(ci) for kind, ci in sorted(state.ci.items())},
+        "ci": {kind: ci_out(ci, state.pr is not None) for kind, ci in sorted(state.ci.items())},
     }
 
 
@@ -673,7 +676,11 @@ def find_run(client: redis.Redis, run_id: str) -> RunOut:
         for kind, ci in state.ci.items():
             if ci.run_id == run_id:
                 return RunOut(
-                    run_id=run_id, series=state.id, runner=kind, ci=ci_out(ci), taken_by=taken_by
+                    run_id=run_id,
+                    series=state.id,
+                    runner=kind,
+                    ci=ci_out(ci, state.pr is not None),
+                    taken_by=taken_by,
                 )
     if record.get("series"):
         return RunOut(

@@ -28,8 +28,8 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "pr_body_applies_moved.md"
 
 
 class Flow:
-    def __init__(self, env: CarryEnv, gh: GitHubEmulator, pull: int):
-        self.env, self.gh, self.pull = env, gh, pull
+    def __init__(self, env: CarryEnv, gh: GitHubEmulator, pull: int, url: str = ""):
+        self.env, self.gh, self.pull, self.url = env, gh, pull, url
 
     def move_feature(self, files: dict[str, str | None], message: str) -> str:
         up = self.env.upstream
@@ -149,7 +149,7 @@ def _flow(
         if runners:
             env.start_runner("gaudi")
         gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
-        yield Flow(env, gh, pull)
+        yield Flow(env, gh, pull, url)
         env.stop()
     assert names
 
@@ -311,6 +311,39 @@ def test_hardware_ci_runs_the_exact_tree_and_gates_untrusted_heads(flow_with_run
         90,
         "approved run",
     )
+
+
+def test_a_ci_result_github_refuses_is_sent_again_until_it_lands(flow_with_runner: Flow):
+    """Issue 34 item 2, with real processes (web, worker, runner): GitHub's secondary limit
+    refuses carry's status writes, with Retry-After, from the moment the run is on its way:
+    the report task comes back after the wait, the result lands, and until then the API says
+    the row is not on GitHub yet. On 6bda570 the refused result stays lost (pending on GitHub,
+    'timed out after 90s waiting for the result on GitHub') while the dashboard says success."""
+    flow = flow_with_runner
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head)
+    pr_head = flow.branch_sha()
+    wait_for(lambda: ci_statuses(flow, pr_head), 60, "a first status")
+    flow.gh.secondary_limit(
+        next_n_writes=15, retry_after_s=3, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/statuses/*"
+    )
+    wait_for(lambda: flow.env.history("ci-report-failed"), 90, "a refused report")
+    done = wait_for(
+        lambda: [s for s in ci_statuses(flow, pr_head) if s["state"] != "pending"],
+        90,
+        "the result on GitHub",
+    )
+    assert done[-1]["state"] == "success"
+    row = wait_for(
+        lambda: (
+            (r := httpx.get(f"{flow.url}/api/v1/series/{SERIES}", timeout=10).json())
+            and r["ci"]["gaudi/has-fix"]["on_github"]
+            and r["ci"]["gaudi/has-fix"]
+        ),
+        30,
+        "the row on GitHub",
+    )
+    assert row["state"] == "success"
 
 
 def pr_patch_name(flow: Flow) -> str:

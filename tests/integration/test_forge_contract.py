@@ -478,6 +478,25 @@ def test_check_runs_as_an_app(start: Start) -> None:
     ]
 
 
+def test_a_check_run_is_found_by_its_run_and_updated_in_place(start: Start) -> None:
+    side = start(auth="app")
+    assert side.forge.find_check_run(side.main, "carry/x", "r1") is None
+    made = side.forge.create_check_run(
+        side.main, "carry/x", "queued", None, "t", "s", external_id="r1"
+    )
+    side.forge.create_check_run(side.main, "carry/x", "queued", None, "t", "s", external_id="r2")
+    assert side.forge.find_check_run(side.main, "carry/x", "r1") == made
+    assert side.forge.find_check_run(side.main, "carry/y", "r1") is None
+    side.forge.update_check_run(made, "in_progress", None, "t", "running")
+    with refused(422):  # completed needs a conclusion
+        side.forge.update_check_run(made, "completed", None, "t", "s")
+    side.forge.update_check_run(made, "completed", "success", "t", "passed")
+    assert sorted(_runs(side, side.main)) == [
+        ("carry/x", "completed", "success", "t", "passed"),
+        ("carry/x", "queued", None, "t", "s"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("sha", "status", "conclusion"),
     [

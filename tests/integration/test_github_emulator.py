@@ -1148,3 +1148,34 @@ def test_an_issue_timeline_lists_cross_references_and_comments(
     # PyGithub reads the same answer.
     issue = client(gh).get_repo(REPO).get_issue(closed)
     assert [e.event for e in issue.get_timeline()] == ["commented", "cross-referenced"]
+
+
+def test_the_emulator_refuses_content_creation_over_githubs_limit(tmp_path: Path) -> None:
+    """GitHub's docs ("Rate limits for the REST API", secondary rate limits): in general no
+    more than 80 content-generating requests a minute and 500 an hour; over them a 403 (or 429)
+    whose message says a secondary rate limit was exceeded, with Retry-After when GitHub says
+    how long to wait. Reads do not count."""
+    with GitHubEmulator(tmp_path / "gh") as gh:
+        gh.create_repo("alice", "notes")
+        gh.add_token("t0ken", "alice")
+        headers = {"User-Agent": "carry-test", "Authorization": "token t0ken"}
+        url = f"{gh.base_url}/repos/alice/notes/issues"
+        answers = [
+            requests.post(url, json={"title": f"n{i}"}, headers=headers, timeout=10)
+            for i in range(81)
+        ]
+        assert [a.status_code for a in answers[:80]] == [201] * 80
+        refused = answers[80]
+        assert refused.status_code == 403
+        assert refused.json()["message"].startswith("You have exceeded a secondary rate limit.")
+        assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        assert requests.get(url, headers=headers, timeout=10).status_code == 200
+        assert gh.content_writes(token="t0ken") == 80
+        gh.advance_time(61)
+        for i in range(420):
+            gh.advance_time(0.8)  # 75 a minute: under the minute's limit, not the hour's
+            ok = requests.post(url, json={"title": f"m{i}"}, headers=headers, timeout=10)
+            assert ok.status_code == 201, (i, ok.text)
+        over_the_hour = requests.post(url, json={"title": "x"}, headers=headers, timeout=10)
+        assert over_the_hour.status_code == 403
+        assert int(over_the_hour.headers["Retry-After"]) > 60

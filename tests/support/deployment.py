@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bot.core.ci_report import carry_over
 from bot.core.state import CiState, PrInfo, SeriesState
 from bot.emulator import GitHubEmulator, generate_app_key
 from bot.github import forge as forge_module
@@ -75,7 +76,8 @@ class Deployment:
 
     def report(self, state: SeriesState, row: CiState) -> None:
         """A CI row changed (as workers.ci.rows stores it), then the GitHub hook runs."""
-        state.ci[row.runner] = row
+        stored = store.load_series(self.rt.redis, SERIES)
+        state.ci[row.runner] = carry_over(stored.ci.get(row.runner) if stored else None, row)
         store.save_series(self.rt.redis, state)
         hardware.report_on_github(SERIES, row)
 

@@ -3,18 +3,30 @@ their results on GitHub (check runs or commit statuses, and the PR's CI table)."
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
 from typing import Any
+
+import redis
+from celery import Task
 
 from bot.ci import runs as ci_runs
 from bot.ci.spec import TreeSpec
 from bot.core.ci_plan import check_run_status
+from bot.core.ci_report import (
+    CheckRunCall,
+    check_run_call,
+    landed,
+    needs_sending,
+    report_target,
+)
 from bot.core.render import pr_body, pr_title
 from bot.core.seriesfile import parse_series
 from bot.core.state import CiState, SeriesState
-from bot.github.forge import ForgeError
+from bot.github.forge import ForgeError, retry_delay
 from bot.github.port import ForgePort
 from bot.queue.celery_app import app
 from bot.store import series as store
@@ -119,71 +131,108 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
     )
 
 
-@app.task(name=ci_runs.REPORT_TASK, acks_late=True)
-def report(series_id: str, row: dict[str, Any]) -> None:
+REPORT_RETRIES = 12  # with backoff up to 5 minutes, or longer as GitHub's Retry-After asks
+LOCK_S = 120  # one report of a check at a time: two must not both create its check run
+
+
+@app.task(name=ci_runs.REPORT_TASK, bind=True, acks_late=True, max_retries=REPORT_RETRIES)
+def report(self: Task, series_id: str, row: dict[str, Any]) -> None:
     """workers.ci.rows sends this task for every change of a CI row, on the service and on
-    runners."""
-    report_on_github(series_id, CiState.from_dict(row))
-
-
-def report_on_github(series_id: str, row: CiState) -> None:
-    """What the `carry.ci.report` task does for a changed CI row: the row's result on the
-    commit its run tested (a check run as an App, a commit status with a token: GitHub lets
-    only Apps write check runs), then the PR's CI table, whatever became of the first. Without
-    credentials the dashboard is the only report.
-
-    Reports can arrive late and out of order (runner hosts forward theirs as tasks). GitHub shows
-    the newest status or check run of a name, so a stale report is not sent: one that a newer
-    row of its run replaced, or an old run's end on a commit a newer run now owns. Each report
-    sent is checked against the store once more afterwards, in case a newer row was reported
-    while it was on its way."""
-    rt = runtime()
-    state = store.load_series(rt.redis, series_id)
-    if rt.settings.github_auth == "none" or state is None or state.pr is None:
+    runners. A report GitHub refused or that failed is sent again (after GitHub's Retry-After
+    when it gave one) until it lands or a newer run owns its check."""
+    # the row as it changed: what GitHub has of its run is read from the store, not from it
+    failed = report_on_github(series_id, CiState.from_dict(row).word())
+    if failed is None:
         return
-    forge = rt.forge()
-    sent = _post_result(rt, forge, state, row)
-    for _ in range(_RECHECKS):
-        state = store.load_series(rt.redis, series_id)
-        newer = state.ci.get(row.runner) if state is not None else None
-        if sent is None or newer is None or newer == sent or not _owns(newer, sent):
-            break
-        assert state is not None
-        sent = _post_result(rt, forge, state, newer)
-    _update_table(rt, forge, series_id, row.runner)
-    note_rename(rt, series_id, forge)
-
-
-_RECHECKS = 2
-
-
-def _owns(stored: CiState, row: CiState) -> bool:
-    """Whether the stored row speaks for the check where `row` would be reported: the same run,
-    or a newer run on the same commit (a retest)."""
-    return stored.run_id == row.run_id or (
-        bool(stored.commit_sha) and (stored.commit_sha == row.commit_sha)
+    if self.request.retries >= REPORT_RETRIES:
+        rt = runtime()
+        store.append_history(
+            rt.redis, series_id, "ci-report-gave-up", runner=row.get("runner"), error=str(failed)
+        )
+        return
+    raise self.retry(
+        exc=failed, countdown=retry_delay(failed, self.request.retries), max_retries=None
     )
 
 
-def _post_result(rt: Runtime, forge: ForgePort, state: SeriesState, row: CiState) -> CiState | None:
-    """Posts the row unless the store holds a newer word for its check; returns what was sent."""
-    stored = state.ci.get(row.runner)
-    if stored is not None and stored != row and _owns(stored, row):
-        return None  # the stored row was (or will be) reported by its own change
-    if not row.commit_sha and (stored is None or stored.run_id != row.run_id):
-        return None  # a row from before carry kept the commit: nowhere sure to put it
-    assert state.pr is not None
-    sha = row.commit_sha or state.pr.head_sha
+def report_on_github(series_id: str, row: CiState) -> ForgeError | None:
+    """What the `carry.ci.report` task does for a changed CI row: the row's result on the
+    commit its run tested (a check run as an App, a commit status with a token: GitHub lets
+    only Apps write check runs), then the PR's CI table, whatever became of the first. Without
+    credentials the dashboard is the only report. Returns the error of a report that did not
+    land and is still owed (the task tries again), None when nothing is owed.
+
+    One check run per run and check: created at the first report, its id kept with the row
+    (after a restart, or an answer lost, it is found by name and run before one is created),
+    then updated. Reports can arrive late and out of order (runner hosts forward theirs as
+    tasks): a report sends the newest word of its run that GitHub does not show yet, and nothing
+    for a commit a newer run owns (bot.core.ci_report)."""
+    rt = runtime()
+    state = store.load_series(rt.redis, series_id)
+    if rt.settings.github_auth == "none" or state is None or state.pr is None:
+        return None
+    forge = rt.forge()
+    lock = rt.redis.lock(
+        f"{store.PREFIX}ci-report:{series_id}:{row.runner}", timeout=LOCK_S, blocking_timeout=LOCK_S
+    )
+    if not lock.acquire():
+        return ForgeError(f"the report of {row.runner} waited {LOCK_S} s for another one")
     try:
-        if rt.settings.github_auth == "app":
-            _check_run(forge, sha, state.id, row)
-        else:
-            _commit_status(forge, sha, row)
-    except ForgeError as err:
-        store.append_history(
-            rt.redis, state.id, "ci-report-failed", runner=row.runner, error=str(err)
-        )
-    return row
+        failed = _send_owed(rt, forge, series_id, row)
+    finally:
+        with contextlib.suppress(redis.RedisError):
+            lock.release()
+    _update_table(rt, forge, series_id, row.runner)
+    note_rename(rt, series_id, forge)
+    return failed
+
+
+_RECHECKS = 3
+
+
+def _send_owed(rt: Runtime, forge: ForgePort, series_id: str, row: CiState) -> ForgeError | None:
+    """Sends what GitHub does not show yet of `row`'s run, checking the store again after each
+    send in case a newer word came meanwhile."""
+    for _ in range(_RECHECKS):
+        state = store.load_series(rt.redis, series_id)
+        if state is None or state.pr is None:
+            return None
+        target = report_target(state.ci.get(row.runner), row)
+        if target is None or not needs_sending(target):
+            return None
+        sha = target.commit_sha or state.pr.head_sha
+        try:
+            check_run_id = _send(rt, forge, sha, series_id, target)
+        except ForgeError as err:
+            store.append_history(
+                rt.redis, series_id, "ci-report-failed", runner=target.runner, error=str(err)
+            )
+            return err
+        row = replace(target, check_run_id=check_run_id, reported=target.state)
+        _mark_landed(rt, series_id, row)
+    return None
+
+
+def _send(rt: Runtime, forge: ForgePort, sha: str, series_id: str, row: CiState) -> int:
+    """Puts the row on GitHub; the id of its check run (0 for a commit status)."""
+    if rt.settings.github_auth == "app":
+        return _check_run(forge, sha, series_id, row)
+    _commit_status(forge, sha, row)
+    return 0
+
+
+def _mark_landed(rt: Runtime, series_id: str, sent: CiState) -> None:
+    """The stored row of `sent`'s run now shows on GitHub as `sent` (and keeps its check run)."""
+
+    def update(state: SeriesState) -> bool:
+        stored = state.ci.get(sent.runner)
+        marked = landed(stored, sent, sent.check_run_id) if stored is not None else None
+        if marked is None or marked == stored:
+            return False
+        state.ci[sent.runner] = marked
+        return True
+
+    store.update_series(rt.redis, series_id, update)
 
 
 def _update_table(rt: Runtime, forge: ForgePort, series_id: str, runner: str) -> None:
@@ -198,16 +247,26 @@ def _update_table(rt: Runtime, forge: ForgePort, series_id: str, runner: str) ->
         store.append_history(rt.redis, series_id, "ci-table-failed", runner=runner, error=str(err))
 
 
-def _check_run(forge: ForgePort, sha: str, series_id: str, row: CiState) -> None:
+def _check_run(forge: ForgePort, sha: str, series_id: str, row: CiState) -> int:
     status, conclusion = check_run_status(row.state, row.detail)
-    forge.create_check_run(
+    name, title, summary = f"carry/{row.runner}", f"{row.runner}: {row.state}", row.detail
+    known = row.check_run_id
+    if not known and row.run_id:
+        known = forge.find_check_run(sha, name, row.run_id) or 0
+    if check_run_call(replace(row, check_run_id=known)) is CheckRunCall.UPDATE:
+        forge.update_check_run(
+            known, status, conclusion, title, summary or row.state, series=series_id
+        )
+        return known
+    return forge.create_check_run(
         sha,
-        f"carry/{row.runner}",
+        name,
         status,
         conclusion,
-        f"{row.runner}: {row.state}",
-        row.detail or row.state,
+        title,
+        summary or row.state,
         series=series_id,
+        external_id=row.run_id,
     )
 
 

@@ -12,6 +12,7 @@ from celery import Celery
 from bot.ci.runs import REPORT_TASK, SERVICE_QUEUE, Run, check_keys
 from bot.ci.spec import JobPayload
 from bot.core.ci_plan import REUSABLE
+from bot.core.ci_report import carry_over
 from bot.core.state import CiState, CiStatus, SeriesState
 from bot.core.verified import Change, Notice, note_rows
 from bot.queue.celery_app import GIT_QUEUE
@@ -71,7 +72,7 @@ def publish_rows(
         for row in rows:
             existing = state.ci.get(row.runner)
             if replace_rows or existing is None or existing.run_id == row.run_id:
-                state.ci[row.runner] = row
+                state.ci[row.runner] = carry_over(existing, row)
                 written.append(row)
         for tree_key in dict.fromkeys(row.tree_key for row in written):
             notice = note_rows(state, tree_key, now_iso())

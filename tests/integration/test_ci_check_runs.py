@@ -1,0 +1,251 @@
+"""Issue 34, item 2: a CI result GitHub refuses must not be lost while carry shows green.
+
+carry's real CI-row and report code (workers.ci.rows.publish_rows, the `carry.ci.report` task)
+in this process, against the GitHub emulator as a GitHub App, with real git, Redis and
+PyGithub: one check run per run and check, created once and updated; a refused final report
+retried after GitHub's Retry-After until it lands; the dashboard's API saying "not yet on
+GitHub" meanwhile; the emulator's own secondary limit on content creation (80 a minute, 500 an
+hour, as GitHub documents) and carry's write budget that keeps under it."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from celery.exceptions import Retry
+from celery.signals import task_retry
+
+from bot.core.state import CiState, CiStatus
+from bot.github import forge as forge_module
+from bot.github.forge import RateLimited
+from bot.queue.celery_app import SERVICE_QUEUES
+from bot.queue.celery_app import app as celery_app
+from bot.store import series as store
+from bot.store.write_budget import take_write
+from bot.web.app import create_app
+from tests.support.asgi import serve
+from tests.support.carry_env import SERIES, queued_tasks
+from tests.support.deployment import (
+    CHECK,
+    DOWN_NAME,
+    DOWN_OWNER,
+    MOVED,
+    Deploy,
+    Deployment,
+    deployments,
+    pr,
+)
+from workers.ci import github as hardware
+from workers.ci.rows import publish_rows
+
+
+@pytest.fixture
+def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy]:
+    waits: list[float] = []
+    monkeypatch.setattr(forge_module, "sleep", waits.append)  # PyGithub's waits, recorded
+    with deployments(tmp_path, redis_url, monkeypatch) as start:
+        yield start
+
+
+def _row(head: str, state: CiStatus, run_id: str = "r1", detail: str = "") -> CiState:
+    return CiState(runner=CHECK, state=state, run_id=run_id, commit_sha=head, detail=detail)
+
+
+def _report_tasks(d: Deployment) -> list[list[Any]]:
+    """The `carry.ci.report` tasks waiting on the service's lanes (taken off them)."""
+    found = []
+    for message in queued_tasks(d.rt.redis):
+        if message["headers"]["task"] == "carry.ci.report":
+            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            found.append(args)
+    for lane in SERVICE_QUEUES.split(","):
+        d.rt.redis.delete(lane)
+    return found
+
+
+def _run_reports(d: Deployment) -> list[Any]:
+    """Runs each queued report task as a worker would (celery's apply: a retry it asks for is
+    run at once, its countdown kept in the Retry it raises); returns what each gave back."""
+    return [hardware.report.apply(args=args).result for args in _report_tasks(d)]
+
+
+def _changes(d: Deployment, *rows: CiState, new_run: bool = False) -> None:
+    """A run's rows change, one report each, as workers.ci.rows publishes them (a new run's
+    first rows take the place of the older run's)."""
+    for row in rows:
+        publish_rows(d.rt.redis, celery_app, SERIES, [row], replace_rows=new_run)
+
+
+def _runs(d: Deployment, sha: str) -> list[dict[str, Any]]:
+    return [
+        r for r in d.gh.check_runs(DOWN_OWNER, DOWN_NAME, sha=sha) if r["name"] == f"carry/{CHECK}"
+    ]
+
+
+def _api_row(d: Deployment) -> dict[str, Any]:
+    """The row as carry's web process shows it, over HTTP: the API's and the page's word."""
+    with serve(create_app(d.rt.config, d.rt.settings, d.rt.redis)) as url:
+        answer = requests.get(f"{url}/api/v1/series/{SERIES}", timeout=10)
+        assert answer.status_code == 200, answer.text
+        page = requests.get(f"{url}/series/{SERIES}", timeout=10)
+        overview = requests.get(f"{url}/", timeout=10)
+    row: dict[str, Any] = answer.json()["ci"][CHECK]
+    row["page_says_not_on_github"] = "not yet on GitHub" in page.text
+    row["overview_says_not_on_github"] = "not yet on GitHub" in overview.text
+    return row
+
+
+def test_one_run_is_one_check_run_updated_through_its_states(deploy: Deploy) -> None:
+    d = deploy(auth="app")
+    head = pr(d.propose(MOVED, "Add a header")).head_sha
+    for state in (CiStatus.QUEUED, CiStatus.RUNNING, CiStatus.SUCCESS):
+        _changes(d, _row(head, state))
+        _run_reports(d)
+        (run,) = _runs(d, head)  # fails on 6bda570: a new check run for each state
+        assert run["external_id"] == "r1"
+    assert (run["status"], run["conclusion"]) == ("completed", "success")
+    created = d.gh.api_requests("POST", f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs")
+    assert len(created) == 1
+    stored = store.load_series(d.rt.redis, SERIES)
+    assert stored is not None
+    row = stored.ci[CHECK]
+    assert (row.check_run_id, row.reported) == (run["id"], "success") and row.on_github
+
+
+def test_a_retest_on_the_same_commit_gets_its_own_check_run(deploy: Deploy) -> None:
+    d = deploy(auth="app")
+    head = pr(d.propose(MOVED, "Add a header")).head_sha
+    _changes(d, _row(head, CiStatus.FAILURE))
+    _run_reports(d)
+    _changes(d, _row(head, CiStatus.QUEUED, run_id="r2"), new_run=True)
+    _changes(d, _row(head, CiStatus.SUCCESS, run_id="r2"))
+    _run_reports(d)
+    runs = _runs(d, head)
+    assert [(r["external_id"], r["conclusion"]) for r in runs] == [
+        ("r1", "failure"),
+        ("r2", "success"),
+    ]
+
+
+def test_a_check_run_created_before_its_answer_was_lost_is_found_not_duplicated(
+    deploy: Deploy,
+) -> None:
+    """The check run exists on GitHub but carry never learnt its id (the worker died after the
+    POST, or the answer was lost): the next report finds it by name and run, and updates it."""
+    d = deploy(auth="app")
+    head = pr(d.propose(MOVED, "Add a header")).head_sha
+    d.rt.forge().create_check_run(
+        head, f"carry/{CHECK}", "queued", None, "t", "s", external_id="r1"
+    )
+    _changes(d, _row(head, CiStatus.RUNNING))
+    _run_reports(d)
+    (run,) = _runs(d, head)
+    assert run["status"] == "in_progress"
+
+
+def test_a_refused_final_report_is_retried_after_retry_after_until_it_lands(
+    deploy: Deploy,
+) -> None:
+    d = deploy(auth="app")
+    head = pr(d.propose(MOVED, "Add a header"))
+    sha = head.head_sha
+    _changes(d, _row(sha, CiStatus.RUNNING))
+    _run_reports(d)
+    # GitHub's secondary limit refuses the final update, asking for 10 minutes (longer than a
+    # worker sits out): the report task must come back then, not give up.
+    d.gh.secondary_limit(
+        next_n_writes=3, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs/*"
+    )
+    _changes(d, _row(sha, CiStatus.SUCCESS, detail="passed in 3 s"))
+    (args,) = _report_tasks(d)
+    failed = hardware.report_on_github(SERIES, CiState.from_dict(args[1]))
+    assert failed is not None and "rate limit" in str(failed)
+    (run,) = _runs(d, sha)
+    assert run["status"] == "in_progress"
+    shown = _api_row(d)  # fails on 6bda570: the API and the page say success, and nothing more
+    assert shown["state"] == "success" and shown["on_github"] is False
+    assert shown["page_says_not_on_github"] and shown["overview_says_not_on_github"]
+    # The task asks to run again after GitHub's Retry-After; celery's apply runs the retry at
+    # once (the fault is spent by then), and the conclusion lands.
+    d.gh.clear_faults()
+    d.gh.secondary_limit(
+        next_n_writes=1, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs/*"
+    )
+    retries: list[Retry] = []
+
+    def on_retry(reason: Retry, **_: Any) -> None:
+        retries.append(reason)
+
+    task_retry.connect(on_retry)
+    try:
+        hardware.report.apply(args=args)
+    finally:
+        task_retry.disconnect(on_retry)
+    assert [r.when for r in retries] == [600]
+    (run,) = _runs(d, sha)
+    assert (run["status"], run["conclusion"]) == ("completed", "success")
+    shown = _api_row(d)
+    assert shown["on_github"] is True
+    assert not shown["page_says_not_on_github"] and not shown["overview_says_not_on_github"]
+    assert len(d.gh.api_requests("POST", f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs")) == 1
+
+
+def test_a_refused_report_stops_once_a_newer_run_owns_the_commit(deploy: Deploy) -> None:
+    d = deploy(auth="app")
+    sha = pr(d.propose(MOVED, "Add a header")).head_sha
+    _changes(d, _row(sha, CiStatus.SUCCESS))
+    (args,) = _report_tasks(d)
+    _changes(d, _row(sha, CiStatus.QUEUED, run_id="r2"), new_run=True)  # a retest came meanwhile
+    _report_tasks(d)
+    assert hardware.report.apply(args=args).result is None  # nothing owed: no retry
+    assert _runs(d, sha) == []
+
+
+# -- the emulator's secondary limit on content creation, and carry's budget under it ----------
+
+
+def test_carrys_write_budget_keeps_under_githubs_content_limits(redis_url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    who = "test-budget|installation:1"
+    client.delete(f"carry:github-writes:{who}")
+    waits = [take_write(client, who, now=1000.0 + i * 0.1) for i in range(81)]
+    assert waits[:80] == [0.0] * 80
+    assert waits[80] == pytest.approx(60.0 - 8.0, abs=0.01)  # the first leaves the minute
+    # 500 in the hour: 80 a minute for six minutes and a bit, then nothing until the first ages
+    now = 1008.0
+    taken = 80
+    while taken < 500:
+        now += 0.8  # 75 a minute
+        if take_write(client, who, now=now) == 0.0:
+            taken += 1
+    assert take_write(client, who, now=now + 1) > 60
+
+
+def test_a_report_waits_for_the_installations_write_budget_instead_of_being_refused(
+    deploy: Deploy,
+) -> None:
+    """The installation's other workers spent GitHub's 80 writes of this minute: the report is
+    not sent (GitHub would refuse it); the task comes back when the budget has room."""
+    d = deploy(auth="app")
+    sha = pr(d.propose(MOVED, "Add a header")).head_sha
+    now = time.time()
+    for i in range(80):
+        assert take_write(d.rt.redis, d.rt.github_writer, now=now - 30 + i * 0.01) == 0.0
+    writes = len([r for r in d.gh.api_requests() if r.method != "GET"])
+    _changes(d, _row(sha, CiStatus.SUCCESS))
+    (args,) = _report_tasks(d)
+    failed = hardware.report_on_github(SERIES, CiState.from_dict(args[1]))
+    assert isinstance(failed, RateLimited)
+    assert "budget of content-creating requests" in str(failed)
+    assert 25 < failed.retry_after_s <= 31
+    assert len([r for r in d.gh.api_requests() if r.method != "GET"]) == writes
+    assert _runs(d, sha) == []
+    assert _api_row(d)["on_github"] is False
