@@ -1435,6 +1435,7 @@ RACE_USERS = ("alice", "bob")  # maintainers with write access
 RACE_KIND, RACE_CHECKS = "gaudi", ("build", "smoke")
 RACE_BOT, RACE_TOKEN = "carry[bot]", "ghp_race" + "0" * 32
 RACE_REF = "refs/heads/main"
+RACE_WRITES = 100_000  # GitHub's content-creation limits, lifted for the race
 RACE_WORKERS = 2  # carry worker processes (queue carry), besides this process's worker thread
 DOWN_OWNER, DOWN_NAME = DOWNSTREAM_REPO.split("/")
 # The first words of carry's answer to each command (bot.core.planner._command_action).
@@ -1921,6 +1922,9 @@ def _race_github(env: CarryEnv, root: Path) -> GitHubEmulator:
     git(env.downstream, "add", "-A")
     git(env.downstream, "commit", "-q", "-m", "carry the series")
     gh = GitHubEmulator(root).start()
+    # The race sends comments far faster than GitHub's content-creation limits allow (80 a
+    # minute); it is about lost writes, not pacing: both sides get room for it.
+    gh.set_content_limits(per_minute=RACE_WRITES, per_hour=RACE_WRITES)
     gh.create_repo(DOWN_OWNER, DOWN_NAME, from_path=env.downstream)
     gh.add_user(RACE_BOT, type="Bot")
     gh.add_token(RACE_TOKEN, RACE_BOT)
@@ -1931,6 +1935,8 @@ def _race_github(env: CarryEnv, root: Path) -> GitHubEmulator:
             "GITHUB_BASE_URL": gh.base_url,
             "CARRY_BOT_LOGIN": RACE_BOT,
             "CARRY_CI_DEBOUNCE_S": "0",
+            "CARRY_GITHUB_WRITES_PER_MINUTE": str(RACE_WRITES),
+            "CARRY_GITHUB_WRITES_PER_HOUR": str(RACE_WRITES),
         }
     )
     return gh

@@ -12,6 +12,7 @@ from typing import Any
 import redis
 
 from bot.config import CarryConfig, Settings, load_config, load_settings
+from bot.core.ci_report import WriteLimit
 from bot.github.forge import Forge
 from bot.github.port import ForgePort
 from bot.store.metrics import record_rate_limit
@@ -52,7 +53,18 @@ class Runtime:
             self.settings,
             self.config.downstream.repo,
             on_rate_limit=functools.partial(record_rate_limit, self.redis),
-            write_gate=functools.partial(take_write, self.redis, self.github_writer),
+            write_gate=functools.partial(
+                take_write, self.redis, self.github_writer, limits=self.write_limits
+            ),
+        )
+
+    @property
+    def write_limits(self) -> tuple[WriteLimit, ...]:
+        """GitHub's content-creation limits as the settings give them."""
+        settings = self.settings
+        return (
+            WriteLimit(60.0, settings.github_writes_per_minute),
+            WriteLimit(3600.0, settings.github_writes_per_hour),
         )
 
     @property

@@ -151,6 +151,14 @@ class Settings(BaseSettings):
     github_write_pause_s: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = Field(
         default=1.0, validation_alias="CARRY_GITHUB_WRITE_PAUSE_S"
     )
+    # GitHub's secondary limits on content-creating requests per installation or token
+    # (documented: 80 a minute, 500 an hour); a GitHub Enterprise Server may set its own.
+    github_writes_per_minute: PositiveInt = Field(
+        default=80, validation_alias="CARRY_GITHUB_WRITES_PER_MINUTE"
+    )
+    github_writes_per_hour: PositiveInt = Field(
+        default=500, validation_alias="CARRY_GITHUB_WRITES_PER_HOUR"
+    )
     # GitHub calls one task may make (a publish makes 2-6); beyond it the task fails visibly.
     github_request_budget: PositiveInt = Field(
         default=100, validation_alias="CARRY_GITHUB_REQUEST_BUDGET"

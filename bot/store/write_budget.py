@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Final, cast
 
 import redis
 
-from bot.core.ci_report import CONTENT_LIMITS, write_wait
+from bot.core.ci_report import CONTENT_LIMITS, WriteLimit, write_wait
 from bot.store.series import PREFIX
 
 WRITES_PREFIX: Final = f"{PREFIX}github-writes:"
 _KEEP_S: Final = max(limit.window_s for limit in CONTENT_LIMITS)
 
 
-def take_write(client: redis.Redis, who: str, now: float | None = None) -> float:
+def take_write(
+    client: redis.Redis,
+    who: str,
+    now: float | None = None,
+    limits: Sequence[WriteLimit] = CONTENT_LIMITS,
+) -> float:
     """Counts one content-creating request of `who` and returns 0.0, or returns the seconds to
     wait when GitHub's limits leave no room now (nothing counted then)."""
     key = WRITES_PREFIX + who
@@ -30,7 +36,7 @@ def take_write(client: redis.Redis, who: str, now: float | None = None) -> float
                 # immediate mode (after WATCH): the pipeline answers at once
                 scored = cast(list[tuple[bytes, float]], pipe.zrange(key, 0, -1, withscores=True))
                 recent = [float(score) for _member, score in scored]
-                wait = write_wait(recent, at)
+                wait = write_wait(recent, at, limits)
                 if wait > 0:
                     pipe.unwatch()
                     return wait
