@@ -1,0 +1,188 @@
+"""A webhook's deliveries over REST, on the emulator and through carry's adapter: GitHub lists
+each attempt (newest first, paged with a cursor) and redelivers one when asked, with the same
+GUID; it never does so by itself (issue 34, item 3)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.config import Settings
+from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
+from bot.github.forge import Forge, ForgeError
+from tests.support.gitrepo import RepoBuilder
+
+OWNER, NAME = "acme", "widget"
+REPO = f"{OWNER}/{NAME}"
+APP_ID, INSTALLATION_ID = 4242, 77
+SECRET = "s3cret"
+# GitHub's `hook-delivery-item` (REST: "List deliveries for a repository webhook")
+ITEM_FIELDS = {
+    "id",
+    "guid",
+    "delivered_at",
+    "redelivery",
+    "duration",
+    "status",
+    "status_code",
+    "event",
+    "action",
+    "installation_id",
+    "repository_id",
+}
+
+
+@pytest.fixture
+def gh(tmp_path: Path, make_repo: Any) -> Iterator[GitHubEmulator]:
+    upstream: RepoBuilder = make_repo("widget")
+    upstream.commit("init", {"README.md": "hello\n"})
+    with GitHubEmulator(tmp_path / "github") as emulator:
+        emulator.create_repo(OWNER, NAME, from_path=upstream.path)
+        emulator.add_user("admin-bot", type="Bot")
+        emulator.add_token("admin-token", "admin-bot")
+        emulator.set_permission(OWNER, NAME, "admin-bot", "admin")
+        emulator.add_user("writer")
+        emulator.add_token("writer-token", "writer")
+        emulator.set_permission(OWNER, NAME, "writer", "write")
+        yield emulator
+        assert emulator.errors == []
+
+
+@pytest.fixture
+def sink() -> Iterator[WebhookSink]:
+    with WebhookSink(status=503) as receiver:
+        yield receiver
+
+
+def settings(gh: GitHubEmulator, **given: Any) -> Settings:
+    values: dict[str, Any] = {
+        "github_base_url": gh.base_url,
+        "github_write_pause_s": 0,
+        "github_token": None,
+        "github_app_id": None,
+        "github_app_private_key": None,
+        "github_app_private_key_path": None,
+        "github_installation_id": None,
+    }
+    return Settings(**(values | given))
+
+
+def test_a_repository_hooks_failed_delivery_is_listed_and_redelivered_with_its_guid(
+    gh: GitHubEmulator, sink: WebhookSink
+) -> None:
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    number = gh.open_issue(OWNER, NAME, title="A bug", user="writer")
+    gh.add_comment(OWNER, NAME, number, "/carry pause", user="writer")
+    gh.wait_for_deliveries()
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+
+    items, cursor = forge.hook_deliveries(hook)
+    assert cursor is None
+    assert [(i["event"], i["action"]) for i in items] == [
+        ("issue_comment", "created"),
+        ("issues", "opened"),
+    ]  # newest first
+    failed = items[0]
+    assert set(failed) == ITEM_FIELDS
+    assert (failed["status_code"], failed["status"]) == (503, "Invalid HTTP Response: 503")
+    assert failed["redelivery"] is False and failed["delivered_at"].endswith("Z")
+    assert failed["repository_id"] == gh.hub.repo(OWNER, NAME).id
+
+    sink.status = 200
+    forge.redeliver(hook, failed["id"])
+    gh.wait_for_deliveries()
+    again, _ = forge.hook_deliveries(hook)
+    assert (again[0]["guid"], again[0]["redelivery"], again[0]["status_code"]) == (
+        failed["guid"],
+        True,
+        200,
+    )
+    assert again[0]["status"] == "OK" and again[0]["id"] > failed["id"]
+    sent = sink.received[-1]
+    assert sent.headers["x-github-delivery"] == failed["guid"]
+    # nothing is redelivered unless asked for
+    assert [d.redelivery for d in gh.deliveries] == [False, False, True]
+
+
+def test_the_list_is_paged_with_a_cursor_and_only_an_admin_sees_it(
+    gh: GitHubEmulator, sink: WebhookSink
+) -> None:
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    for n in range(5):
+        gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
+    gh.wait_for_deliveries()
+    path = f"/repos/{REPO}/hooks/{hook}/deliveries"
+    api = httpx.Client(base_url=gh.base_url, headers={"User-Agent": "tests"})
+    admin = {"Authorization": "token admin-token"}
+    ids: list[int] = []
+    url: str | None = f"{gh.base_url}{path}?per_page=2"
+    while url:
+        answer = api.get(url, headers=admin)
+        assert answer.status_code == 200
+        ids += [item["id"] for item in answer.json()]
+        url = answer.links.get("next", {}).get("url")
+        assert url is None or "cursor=" in url
+    assert ids == sorted((d.id for d in gh.deliveries), reverse=True) and len(ids) == 5
+    assert api.get(path, params={"cursor": "nonsense"}, headers=admin).status_code == 400
+    # GitHub hides a repository's hooks from anyone without admin access
+    writer = {"Authorization": "token writer-token"}
+    assert api.get(path, headers=writer).status_code == 404
+    assert api.get(f"/repos/{REPO}/hooks/999/deliveries", headers=admin).status_code == 404
+    with pytest.raises(ForgeError, match=r"\(404\)"):
+        Forge.connect(settings(gh, github_token="writer-token"), REPO).hook_deliveries(hook)
+
+
+def test_a_delivery_past_the_retention_is_not_redelivered(
+    gh: GitHubEmulator, sink: WebhookSink
+) -> None:
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    gh.open_issue(OWNER, NAME, title="old", user="writer")
+    gh.wait_for_deliveries()
+    gh.advance_time(3 * 24 * 3600 + 60)
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    (old,), _ = forge.hook_deliveries(hook)
+    with pytest.raises(ForgeError, match=r"\(422\)"):
+        forge.redeliver(hook, old["id"])
+
+
+def test_an_apps_hook_is_read_and_redelivered_with_the_apps_jwt(
+    gh: GitHubEmulator, sink: WebhookSink
+) -> None:
+    private_key, public_key = generate_app_key()
+    gh.add_app(
+        APP_ID,
+        public_key,
+        slug="carry",
+        installation_id=INSTALLATION_ID,
+        account=OWNER,
+        permissions={"issues": "write", "metadata": "read"},
+    )
+    gh.add_webhook(sink.url, SECRET, app_id=APP_ID)
+    gh.open_issue(OWNER, NAME, title="A bug", user="writer")
+    gh.wait_for_deliveries()
+    app = settings(
+        gh,
+        github_app_id=APP_ID,
+        github_app_private_key=private_key,
+        github_installation_id=INSTALLATION_ID,
+    )
+    forge = Forge.connect(app, REPO)
+    (failed,), _ = forge.hook_deliveries(None)
+    assert failed["installation_id"] == INSTALLATION_ID and failed["status_code"] == 503
+    sink.status = 202
+    forge.redeliver(None, failed["id"])
+    gh.wait_for_deliveries()
+    again, _ = forge.hook_deliveries(None)
+    assert [(i["guid"], i["redelivery"], i["status_code"]) for i in again] == [
+        (failed["guid"], True, 202),
+        (failed["guid"], False, 503),
+    ]
+    # an installation token is not the App: GitHub wants the JWT there
+    token = gh.installation_token(INSTALLATION_ID)
+    api = httpx.Client(base_url=gh.base_url, headers={"User-Agent": "tests"})
+    refused = api.get("/app/hook/deliveries", headers={"Authorization": f"token {token}"})
+    assert refused.status_code == 401
