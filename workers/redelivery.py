@@ -16,6 +16,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
+import redis
+
 from bot.core.redelivery import Attempt, Redelivery, choose, read_further
 from bot.github.forge import ForgeError
 from bot.store import series as store
@@ -25,6 +27,10 @@ from workers.runtime import Runtime
 log = logging.getLogger("carry.redelivery")
 
 MAX_PAGES: Final = 10  # 1000 attempts: far more than carry's hook sees between two runs
+# Redeliveries asked for in one run, oldest event first (the nearest to GitHub forgetting it);
+# the rest wait for the next run. With MAX_PAGES it keeps a run within the task's call budget
+# (CARRY_GITHUB_REQUEST_BUDGET, 100).
+MAX_PER_RUN: Final = 50
 
 
 class DeliveryLog(Protocol):
@@ -65,13 +71,13 @@ def recent_attempts(github: DeliveryLog, hook_id: int | None, now: datetime) -> 
 
 
 def redeliver_failed(
-    rt: Runtime, github: DeliveryLog, hook_id: int | None, now: datetime | None = None
+    client: redis.Redis, github: DeliveryLog, hook_id: int | None, now: datetime | None = None
 ) -> list[Redelivery]:
-    """Asks for each failed event once; returns what was asked for. A refused request is
-    recorded and the others still asked for (the next run tries it again)."""
+    """Asks for each failed event once (at most MAX_PER_RUN); returns what was asked for. A
+    refused request is recorded and the others still asked for (the next run tries it again)."""
     now = now or datetime.now(UTC)
     asked = []
-    for chosen in choose(recent_attempts(github, hook_id, now), now):
+    for chosen in choose(recent_attempts(github, hook_id, now), now)[:MAX_PER_RUN]:
         attempt = chosen.attempt
         fields = {
             "guid": attempt.guid,
@@ -85,10 +91,10 @@ def redeliver_failed(
             github.redeliver(hook_id, attempt.id)
         except ForgeError as err:
             log.warning("redelivery of %s not asked for: %s", attempt.guid, err)
-            store.append_history(rt.redis, None, "redeliver-failed", error=str(err), **fields)
+            store.append_history(client, None, "redeliver-failed", error=str(err), **fields)
             continue
         log.info("asked GitHub to redeliver %s: %s", attempt.guid, chosen.reason)
-        count_event(rt.redis, "delivery_redelivered")
-        store.append_history(rt.redis, None, "delivery-redelivered", reason=chosen.reason, **fields)
+        count_event(client, "delivery_redelivered")
+        store.append_history(client, None, "delivery-redelivered", reason=chosen.reason, **fields)
         asked.append(chosen)
     return asked

@@ -6,6 +6,7 @@ series content it has checked, and each action carries an idempotency key.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -25,7 +26,7 @@ from bot.github.forge import Forge, ForgeError, RateLimited
 from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
-from bot.store.metrics import count_event
+from bot.store.metrics import count_event, record_rate_limit
 from workers import bisect as bisect  # registers carry.bisect
 from workers import dashboard_issue, poller, publish, redelivery
 from workers import notify as notify  # registers carry.notify
@@ -396,8 +397,12 @@ def redeliver(self: Task) -> None:
             log.info("no webhook to read failed deliveries of: set web.hook_id")
             return
         try:
-            github = Forge.connect(rt.settings, rt.config.downstream.repo)
-            redelivery.redeliver_failed(rt, github, hook)
+            github = Forge.connect(
+                rt.settings,
+                rt.config.downstream.repo,
+                on_rate_limit=functools.partial(record_rate_limit, rt.redis),
+            )
+            redelivery.redeliver_failed(rt.redis, github, hook)
         except ForgeError as err:
             log.warning("failed deliveries not read: %s", err)
             count_event(rt.redis, "redeliver_failed")

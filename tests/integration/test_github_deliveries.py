@@ -4,17 +4,21 @@ GUID; it never does so by itself (issue 34, item 3)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from bot.config import Settings
 from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
 from bot.github.forge import Forge, ForgeError
+from bot.store.series import history
 from tests.support.gitrepo import RepoBuilder
+from workers import redelivery
 
 OWNER, NAME = "acme", "widget"
 REPO = f"{OWNER}/{NAME}"
@@ -186,3 +190,43 @@ def test_an_apps_hook_is_read_and_redelivered_with_the_apps_jwt(
     api = httpx.Client(base_url=gh.base_url, headers={"User-Agent": "tests"})
     refused = api.get("/app/hook/deliveries", headers={"Authorization": f"token {token}"})
     assert refused.status_code == 401
+
+
+def test_carrys_step_reads_every_page_and_asks_for_each_failed_event_once(
+    gh: GitHubEmulator, sink: WebhookSink, redis_url: str
+) -> None:
+    """workers/redelivery.py against the emulator: 120 failed events (two pages of 100), one
+    already delivered by a redelivery. Each run asks for at most 50, oldest first; a refused
+    request is recorded and the rest still asked for; once every event has a 2xx attempt
+    nothing more is asked for."""
+    client = redis.Redis.from_url(redis_url)
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    for n in range(120):
+        gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
+    gh.wait_for_deliveries()
+    sink.status = 200
+    gh.redeliver(gh.deliveries[0])  # the oldest event is already in
+    gh.wait_for_deliveries()
+    oldest_failed = gh.deliveries[1]
+    path = f"/repos/{REPO}/hooks/{hook}/deliveries/{oldest_failed.id}/attempts"
+    gh.inject_fault("server_error", times=1, method="POST", path=path)
+
+    def run() -> list[str]:  # a task connects anew (its own GitHub call budget)
+        forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+        asked = redelivery.redeliver_failed(client, forge, hook)
+        gh.wait_for_deliveries()
+        return [r.attempt.guid for r in asked]
+
+    first = run()
+    assert len(first) == redelivery.MAX_PER_RUN - 1 and oldest_failed.guid not in first
+    assert len(gh.api_requests("GET", f"/repos/{REPO}/hooks/{hook}/deliveries")) == 2
+    (refused,) = history(client, None, kind="redeliver-failed")
+    assert refused["data"]["guid"] == oldest_failed.guid and "502" in refused["data"]["error"]
+    second = run()
+    assert len(second) == redelivery.MAX_PER_RUN and second[0] == oldest_failed.guid
+    assert len(run()) == 119 - len(first) - len(second)
+    assert run() == []
+    assert len(history(client, None, kind="delivery-redelivered", limit=500)) == 119
+    per_event = Counter(d.guid for d in gh.deliveries)
+    assert set(per_event.values()) == {2}  # each event: the failed attempt and one redelivery
+    assert all(d.ok for d in gh.deliveries if d.redelivery)
