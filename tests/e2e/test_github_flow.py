@@ -16,6 +16,7 @@ import pytest
 from celery import Celery
 
 from bot.emulator import GitHubEmulator
+from bot.local_redis import free_port
 from bot.store.series import history
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, lanes_empty, wait_for
 from tests.support.gitrepo import git
@@ -550,7 +551,8 @@ def test_a_command_delivered_while_carry_was_down_is_redelivered_and_carried_out
     is down when a maintainer comments `/carry pause`: the delivery fails and the command is
     lost for good (polling brings back heads and PR states, never comments). carry's
     redelivery task lists the hook's failed deliveries and asks GitHub for them again: the
-    command is carried out, once, however often the task runs."""
+    command is carried out, once, however often the task runs. The same for a delivery
+    answered 503 because carry web's Redis did not answer."""
     flow = flow_with_hook_id
     head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
     flow.published(head)
@@ -590,3 +592,19 @@ def test_a_command_delivered_while_carry_was_down_is_redelivered_and_carried_out
     attempts = [d for d in flow.gh.deliveries if d.guid == lost.guid]
     assert [(d.redelivery, d.status_code) for d in attempts] == [(False, None), (True, 202)]
     assert answers().count("Paused: carry will not act on its own.") == 1
+
+    # carry web up but its Redis unreachable: the delivery is answered 503, then asked for.
+    flow.env.stop_web()
+    flow.env.start_web(port, env={"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry resume", user="maint")
+    flow.gh.wait_for_deliveries()
+    (refused,) = [
+        d for d in flow.gh.deliveries if d.payload.get("comment", {}).get("body") == "/carry resume"
+    ]
+    assert refused.status_code == 503
+    flow.env.stop_web()
+    flow.env.start_web(port)
+    beat.send_task("carry.redeliver", queue="carry")
+    wait_for(lambda: flow.env.state().paused_by is None, 60, "the resume command")
+    redelivered = [d for d in flow.gh.deliveries if d.guid == refused.guid]
+    assert [(d.redelivery, d.status_code) for d in redelivered] == [(False, 503), (True, 202)]

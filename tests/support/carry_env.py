@@ -282,11 +282,12 @@ class CarryEnv:
         self.wait_logged(proc, log_path, b"ready")
         return proc
 
-    def start_web(self, port: int | None = None) -> str:
-        """`carry web` on `port` (a free one by default); returns its URL."""
+    def start_web(self, port: int | None = None, *, env: dict[str, str] | None = None) -> str:
+        """`carry web` on `port` (a free one by default), with `env` over the environment;
+        returns its URL."""
         port = port or free_port()
         argv = ["bot.cli", "web", "--host", "127.0.0.1", "--port", str(port)]
-        proc, log_path = self.spawn(argv, "web.log")
+        proc, log_path = self.spawn(argv, "web.log", env={**self.env, **(env or {})})
         self.web = proc
         url = f"http://127.0.0.1:{port}"
 
