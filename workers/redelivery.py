@@ -18,8 +18,8 @@ from typing import Any, Final, Protocol
 
 import redis
 
-from bot.core.redelivery import Attempt, Redelivery, choose, read_further
-from bot.github.forge import ForgeError
+from bot.core.redelivery import Attempt, DeliveryItemError, Redelivery, choose, read_further
+from bot.github.forge import ForgeError, RateLimited
 from bot.store import series as store
 from bot.store.metrics import count_event
 from workers.runtime import Runtime
@@ -63,7 +63,12 @@ def recent_attempts(github: DeliveryLog, hook_id: int | None, now: datetime) -> 
     cursor: str | None = None
     for _ in range(MAX_PAGES):
         items, cursor = github.hook_deliveries(hook_id, cursor)
-        page = [Attempt.from_item(item) for item in items]
+        page = []
+        for item in items:
+            try:
+                page.append(Attempt.from_item(item))
+            except DeliveryItemError as err:  # one odd item does not hide the others
+                log.warning("%s", err)
         attempts += page
         if cursor is None or not read_further(page, now):
             break
@@ -92,6 +97,8 @@ def redeliver_failed(
         except ForgeError as err:
             log.warning("redelivery of %s not asked for: %s", attempt.guid, err)
             store.append_history(client, None, "redeliver-failed", error=str(err), **fields)
+            if isinstance(err, RateLimited):
+                break  # the others would be refused too: the next run asks for them
             continue
         log.info("asked GitHub to redeliver %s: %s", attempt.guid, chosen.reason)
         count_event(client, "delivery_redelivered")

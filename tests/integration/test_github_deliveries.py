@@ -230,3 +230,25 @@ def test_carrys_step_reads_every_page_and_asks_for_each_failed_event_once(
     per_event = Counter(d.guid for d in gh.deliveries)
     assert set(per_event.values()) == {2}  # each event: the failed attempt and one redelivery
     assert all(d.ok for d in gh.deliveries if d.redelivery)
+
+
+def test_a_rate_limit_stops_the_run_and_the_next_run_asks_again(
+    gh: GitHubEmulator, sink: WebhookSink, redis_url: str
+) -> None:
+    """GitHub's secondary limit refuses the first redelivery for longer than carry waits:
+    the run stops there instead of sending the others into the same refusal."""
+    client = redis.Redis.from_url(redis_url)
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    for n in range(3):
+        gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
+    gh.wait_for_deliveries()
+    sink.status = 200
+    gh.secondary_limit(next_n_writes=1, retry_after_s=600)
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    assert redelivery.redeliver_failed(client, forge, hook) == []
+    posts = [r for r in gh.api_requests("POST") if r.path.endswith("/attempts")]
+    assert [r.status for r in posts] == [403]
+    (stopped,) = history(client, None, kind="redeliver-failed")
+    assert "rate limit" in stopped["data"]["error"]
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    assert len(redelivery.redeliver_failed(client, forge, hook)) == 3
