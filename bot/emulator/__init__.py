@@ -63,7 +63,8 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
   ``repository_hooks``), ``GET /app/hook/deliveries`` and ``POST
   /app/hook/deliveries/{delivery_id}/attempts`` (the App's JWT): each attempt newest first
   (``hook-delivery-item``: id, guid, delivered_at, redelivery, duration, status, status_code,
-  event, action, installation_id, repository_id), paged with ``cursor``; a redelivery is a new
+  event, action, installation_id, repository_id, throttled_at), paged with ``cursor``,
+  ``status=success|failure`` keeping those answered 200-399 or not; a redelivery is a new
   attempt with the same guid (202), refused (422) for a delivery older than 3 days. Nothing
   is redelivered unless asked for, as on GitHub.
 * Faults: ``inject_fault(kind, *, times=1, method=None, path=None (glob), status=None,

@@ -5,7 +5,7 @@ App JWT only), as GitHub's REST docs describe them.
 GitHub does not redeliver a failed delivery on its own; these endpoints are how a receiver
 (or the documented scheduled script) finds failed deliveries and asks for them again. The list
 is newest first and paged with an opaque `cursor` (the Link header's `rel="next"`); each item
-is one attempt. A redelivery is a new attempt with the same `guid` and `redelivery: true`,
+is one attempt, and `status=success|failure` keeps those answered 200-399 or not. A redelivery is a new attempt with the same `guid` and `redelivery: true`,
 answered 202; one of a delivery older than the retention (3 days) is refused with 422.
 Listing needs admin access to the repository (anyone else gets 404, as GitHub hides hooks),
 or an installation whose App has the `repository_hooks` permission (403 otherwise); asking
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from .api import Reply
-from .errors import ApiError, custom_validation, not_found
+from .errors import ApiError, custom_validation, not_found, validation_failed
 from .issues import integration_refused
 
 if TYPE_CHECKING:
@@ -96,9 +96,12 @@ class HookDeliveries:
         except ValueError:
             per_page = 30
         attempts = self.dispatcher.attempted(hook.id)
-        wanted = req.arg("redelivery")
-        if wanted in ("true", "false"):
-            attempts = [d for d in attempts if d.redelivery == (wanted == "true")]
+        wanted = req.arg("status")  # success: status_code 200-399, failure: 400-599
+        if wanted is not None:
+            if wanted not in ("success", "failure"):
+                raise validation_failed("Hook", "status")
+            success = wanted == "success"
+            attempts = [d for d in attempts if (200 <= d.item()["status_code"] < 400) == success]
         cursor = req.arg("cursor")
         if cursor:
             start = _cursor_id(cursor)

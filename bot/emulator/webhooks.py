@@ -99,6 +99,7 @@ class Delivery:
             "action": self.action,
             "installation_id": installation.get("id") if isinstance(installation, dict) else None,
             "repository_id": repository.get("id") if isinstance(repository, dict) else None,
+            "throttled_at": None,  # the emulator never throttles a delivery
         }
 
 

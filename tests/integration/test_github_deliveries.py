@@ -17,6 +17,7 @@ from bot.config import Settings
 from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
 from bot.github.forge import Forge, ForgeError
 from bot.store.series import history
+from tests.support.github_schema import RestSchemas
 from tests.support.gitrepo import RepoBuilder
 from workers import redelivery
 
@@ -37,6 +38,7 @@ ITEM_FIELDS = {
     "action",
     "installation_id",
     "repository_id",
+    "throttled_at",
 }
 
 
@@ -54,6 +56,12 @@ def gh(tmp_path: Path, make_repo: Any) -> Iterator[GitHubEmulator]:
         emulator.set_permission(OWNER, NAME, "writer", "write")
         yield emulator
         assert emulator.errors == []
+        # every answer of these endpoints fits GitHub's published description of it
+        schemas = RestSchemas()
+        for entry in emulator.api_requests():
+            if entry.operation is not None and "/deliveries" in entry.operation:
+                assert entry.status is not None
+                schemas.validate(entry.method, entry.operation, entry.status, entry.response_json)
 
 
 @pytest.fixture
