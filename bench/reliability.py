@@ -76,7 +76,6 @@ from bot.store import series as store
 from bot.store.metrics import GITHUB_KEY, record_rate_limit
 from bot.web.webhooks import (
     BODY_DEADLINE_S,
-    MAX_CONCURRENT_READS,
     SIGNATURE_HEADER,
     sign,
 )
@@ -2724,8 +2723,9 @@ SLOW_FIRST_BYTES = b'{"ref": "refs/'
 UNSIGNED_BODY_BYTES = 1024 * 1024
 ABORT_DECLARED_BYTES = 4096
 ABORT_SENT_BYTES = 1000
-# Below MAX_CONCURRENT_READS, so that most aborts meet the body read rather than the 503; a few
-# still find the bound reached while the server notices earlier disconnects.
+# Below the intake's 64 bodies read at once, so that most aborts meet the body read rather than
+# the wait for one; a few still find the bound reached while the server notices earlier
+# disconnects.
 ABORT_CONCURRENCY = 32
 # What the answer to a raw request was, besides an HTTP status.
 NOT_CONNECTED, NO_ANSWER, CLOSED_UNANSWERED = -2, -1, 0
@@ -3102,10 +3102,14 @@ def attack_slow_bodies(web: WebProcess, url: str, port: int, count: int) -> Atta
     closed = [a.closed_s for a in answers if not math.isnan(a.closed_s)]
     timed_out_closed = [a for a in timed_out if not math.isnan(a.closed_s)]
     late = max((a.answered_s for a in timed_out), default=math.nan)
+    # Past MAX_CONCURRENT_READS bodies a delivery waits for a read to end rather than getting
+    # 503 at once (GitHub does not redeliver by itself), within the same deadline: every
+    # answer comes by the deadline, read or not (the memory bound shows the reads stayed few).
+    last_answer = max((a.answered_s for a in answers), default=math.nan)
     bounds = {
         "every connection answered 408 or 503": set(statuses) <= {408, 503},
-        f"<= {MAX_CONCURRENT_READS} x 408 (bodies read at once)": len(timed_out)
-        <= MAX_CONCURRENT_READS,
+        f"every answer within the {BODY_DEADLINE_S:g} s deadline (+1 s)": last_answer
+        <= BODY_DEADLINE_S + 1.0,
         # A 503 whose body bytes arrive after it can stay open (uvicorn stops its keep-alive
         # timer; docs/reliability.md): only the intake's own refusals are bounded here.
         "every 408 closed by the server": len(timed_out_closed) == len(timed_out),

@@ -111,15 +111,9 @@ def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
     )
 
 
-def beat() -> None:
-    refuse_open_broker(settings())
-    cache_dir = settings().cache_dir
-    from bot.queue import logging_hooks  # noqa: F401  (JSON logs)
-    from bot.queue.celery_app import app as celery_app
-
-    _json_logs()
-    config = _check_config()
-    celery_app.conf.beat_schedule = {
+def beat_schedule(config: CarryConfig, env: Settings) -> dict[str, dict[str, object]]:
+    """What the beat sends, and how often (seconds)."""
+    schedule: dict[str, dict[str, object]] = {
         "poll-upstream-heads": {
             "task": "carry.poll",
             "schedule": float(config.polling.refs_every_s),
@@ -130,10 +124,36 @@ def beat() -> None:
         },
     }
     if config.downstream.dashboard_issue:
-        celery_app.conf.beat_schedule["refresh-dashboard-issue"] = {
+        schedule["refresh-dashboard-issue"] = {
             "task": "carry.dashboard_issue",
             "schedule": float(config.polling.dashboard_issue_every_s),
         }
+    if config.web.hook_id is not None or env.github_auth == "app":
+        # GitHub never redelivers a failed delivery by itself: carry asks it to.
+        schedule["redeliver-failed-deliveries"] = {
+            "task": "carry.redeliver",
+            "schedule": float(config.polling.redeliver_every_s),
+        }
+    return schedule
+
+
+def beat() -> None:
+    refuse_open_broker(settings())
+    cache_dir = settings().cache_dir
+    from bot.queue import logging_hooks  # noqa: F401  (JSON logs)
+    from bot.queue.celery_app import app as celery_app
+
+    _json_logs()
+    config = _check_config()
+    celery_app.conf.beat_schedule = beat_schedule(config, settings())
+    beat_log = logging.getLogger("carry.beat")
+    if "redeliver-failed-deliveries" not in celery_app.conf.beat_schedule and (
+        settings().webhook_secret is not None
+    ):
+        beat_log.warning(
+            "web.hook_id is not set: a webhook delivery that fails (carry down or Redis "
+            "down) is not asked for again, and GitHub does not redeliver it by itself"
+        )
     schedule = cache_dir / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
     # The first polls run now, not one interval later: an unreachable upstream or a head moved
@@ -141,7 +161,7 @@ def beat() -> None:
     # planner's to deduplicate.)
     for entry in celery_app.conf.beat_schedule.values():
         celery_app.send_task(entry["task"])
-    logging.getLogger("carry.beat").info("queued the first polls at start-up")
+    beat_log.info("queued the first polls at start-up")
     celery_app.Beat(schedule=str(schedule), loglevel="INFO", quiet=True).run()
 
 

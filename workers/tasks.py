@@ -6,6 +6,7 @@ series content it has checked, and each action carries an idempotency key.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -21,13 +22,13 @@ from bot.core import transitions as tr
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
-from bot.github.forge import ForgeError, RateLimited, retry_delay
+from bot.github.forge import Forge, ForgeError, RateLimited, retry_delay
 from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
-from bot.store.metrics import count_event
+from bot.store.metrics import count_event, record_rate_limit
 from workers import bisect as bisect  # registers carry.bisect
-from workers import dashboard_issue, poller, publish
+from workers import dashboard_issue, poller, publish, redelivery
 from workers import notify as notify  # registers carry.notify
 from workers.ci import github as hardware
 from workers.ci import requests as ci
@@ -382,6 +383,29 @@ def dashboard_issue_task(self: Task, force: bool = False) -> None:
             raise self.retry(exc=err, countdown=_retry_in(err, attempts)) from err
         if done is dashboard_issue.Refresh.BUSY and force:
             raise self.retry(countdown=rt.settings.busy_retry_s)
+
+
+@app.task(name="carry.redeliver", bind=True, acks_late=True)
+def redeliver(self: Task) -> None:
+    """Asks GitHub to redeliver the webhook deliveries that failed (it never does by itself);
+    the beat asks every `polling.redeliver_every_s`, and a failure waits for the next run."""
+    rt = runtime()
+    with correlated(task_id=self.request.id):
+        hook = redelivery.hook_of(rt)
+        if isinstance(hook, redelivery.NoHook):
+            log.info("no webhook to read failed deliveries of: set web.hook_id")
+            return
+        try:
+            github = Forge.connect(
+                rt.settings,
+                rt.config.downstream.repo,
+                on_rate_limit=functools.partial(record_rate_limit, rt.redis),
+            )
+            redelivery.redeliver_failed(rt.redis, github, hook)
+        except ForgeError as err:
+            log.warning("failed deliveries not read: %s", err)
+            count_event(rt.redis, "redeliver_failed")
+            store.append_history(rt.redis, None, "redeliver-failed", error=str(err))
 
 
 @app.task(name="carry.approve", bind=True, acks_late=True)

@@ -279,6 +279,9 @@ class Polling(_Model):
     refs_every_s: PositiveInt = 60
     pr_state_every_s: PositiveInt = 300
     dashboard_issue_every_s: PositiveInt = 60  # how often the dashboard issue is brought up to date
+    # how often carry asks GitHub to redeliver the webhook deliveries that failed (GitHub
+    # never redelivers on its own): the repository hook `web.hook_id`, or the App's hook
+    redeliver_every_s: PositiveInt = 300
 
 
 class Web(_Model):
@@ -289,6 +292,10 @@ class Web(_Model):
     # where people reach carry's dashboard (`https://carry.example.com`): the links carry posts
     # on GitHub point there; none are posted without it
     public_url: Annotated[str, AfterValidator(_web_url)] | None = None
+    # the id of the repository webhook that delivers to carry (its settings page's URL ends
+    # with it): carry lists its failed deliveries and asks for them again. A GitHub App's
+    # hook needs none (carry asks as the App).
+    hook_id: PositiveInt | None = None
 
 
 def _hook_url(value: str) -> str:

@@ -58,6 +58,15 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
   ``wait_for_deliveries(timeout=10)``; ``deliver_pending(*, newest_first=False)``
   (manual_webhooks=True; GitHub promises no order, newest_first sends the newest first);
   ``redeliver(delivery_or_guid)``. ``signature_256(secret, body)`` computes the header value.
+  Over REST, as GitHub documents them: ``GET /repos/{o}/{r}/hooks/{hook_id}/deliveries`` and
+  ``POST .../deliveries/{delivery_id}/attempts`` (admin access, or an App's
+  ``repository_hooks``), ``GET /app/hook/deliveries`` and ``POST
+  /app/hook/deliveries/{delivery_id}/attempts`` (the App's JWT): each attempt newest first
+  (``hook-delivery-item``: id, guid, delivered_at, redelivery, duration, status, status_code,
+  event, action, installation_id, repository_id, throttled_at), paged with ``cursor``,
+  ``status=success|failure`` keeping those answered 200-399 or not; a redelivery is a new
+  attempt with the same guid (202), refused (422) for a delivery older than 3 days. Nothing
+  is redelivered unless asked for, as on GitHub.
 * Faults: ``inject_fault(kind, *, times=1, method=None, path=None (glob), status=None,
   retry_after=None, reset_in=60, scope="api") -> Fault`` with kinds server_error,
   too_many_requests, primary_rate_limit, secondary_rate_limit, disconnect. A faulted request

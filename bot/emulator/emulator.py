@@ -16,6 +16,7 @@ from .api import RestApi
 from .errors import ApiError
 from .faults import Fault, FaultTable
 from .gitops import GitError, git_env
+from .hook_deliveries import HookDeliveries
 from .hub import Hub
 from .ratelimit import RateLimiter, Window
 from .server import EmulatorHTTPServer, RecordedRequest, Service
@@ -66,11 +67,11 @@ class GitHubEmulator:
         self.hub.token_warmup_s = token_warmup_s
         self.limiter = RateLimiter(self.clock, limit=rate_limit)
         self.faults = FaultTable()
-        self.dispatcher = Dispatcher(manual=manual_webhooks)
+        self.dispatcher = Dispatcher(manual=manual_webhooks, now=self.clock.now)
         self.hub.sink = self._on_event
-        self._service = Service(
-            self.hub, RestApi(self.hub, self.limiter), self.limiter, self.faults
-        )
+        rest = RestApi(self.hub, self.limiter)
+        HookDeliveries(rest, self.dispatcher)  # a hook's deliveries and redeliveries over REST
+        self._service = Service(self.hub, rest, self.limiter, self.faults)
         self._server = EmulatorHTTPServer((host, port), self._service)
         self.host = host
         self.port = self._server.server_address[1]

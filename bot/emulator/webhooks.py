@@ -21,6 +21,8 @@ from urllib.parse import urlencode
 
 import httpx
 
+from .util import iso
+
 HOOKSHOT_AGENT = "GitHub-Hookshot/emulator"
 DELIVERY_TIMEOUT = 10.0  # GitHub gives a receiver 10 seconds
 
@@ -66,19 +68,52 @@ class Delivery:
     response_body: bytes | None = None
     error: str | None = None
     duration: float | None = None
+    delivered_at: float | None = None  # emulator clock, when the attempt was made
     delivered: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def ok(self) -> bool:
         return self.status_code is not None and 200 <= self.status_code < 300
 
+    @property
+    def status(self) -> str:
+        """GitHub's words for the answer (REST's `status`; "failed to connect" is its example
+        for a receiver that could not be reached, with status_code 502)."""
+        if self.status_code is None:
+            return "failed to connect"
+        return "OK" if self.ok else f"Invalid HTTP Response: {self.status_code}"
+
+    def item(self) -> dict[str, Any]:
+        """The delivery as GitHub lists it (`hook-delivery-item`)."""
+        repository = self.payload.get("repository")
+        installation = self.payload.get("installation")
+        return {
+            "id": self.id,
+            "guid": self.guid,
+            "delivered_at": iso(self.delivered_at),
+            "redelivery": self.redelivery,
+            "duration": round(self.duration or 0.0, 3),
+            "status": self.status,
+            "status_code": self.status_code if self.status_code is not None else 502,
+            "event": self.event,
+            "action": self.action,
+            "installation_id": installation.get("id") if isinstance(installation, dict) else None,
+            "repository_id": repository.get("id") if isinstance(repository, dict) else None,
+            "throttled_at": None,  # the emulator never throttles a delivery
+        }
+
 
 class Dispatcher:
     """Turns events into signed deliveries and sends them, in order, one at a time."""
 
     def __init__(
-        self, *, manual: bool = False, transport: httpx.BaseTransport | None = None
+        self,
+        *,
+        manual: bool = False,
+        transport: httpx.BaseTransport | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
+        self.now = now  # when an attempt is made (delivered_at), on the emulator's clock
         self.hooks: dict[int, Hook] = {}
         self.deliveries: list[Delivery] = []
         self._queue: deque[Delivery] = deque()
@@ -182,6 +217,12 @@ class Dispatcher:
             self._cond.notify_all()
             return again
 
+    def attempted(self, hook_id: int) -> list[Delivery]:
+        """The hook's attempted deliveries, newest first (GitHub's list of them)."""
+        with self._cond:
+            made = [d for d in self.deliveries if d.hook_id == hook_id]
+        return sorted((d for d in made if d.delivered.is_set()), key=lambda d: d.id, reverse=True)
+
     # -- sending --------------------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -213,6 +254,7 @@ class Dispatcher:
             sent += 1
 
     def _send(self, delivery: Delivery) -> None:
+        delivery.delivered_at = self.now()
         started = time.monotonic()
         try:
             response = self._client.post(

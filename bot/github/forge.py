@@ -359,6 +359,7 @@ class Forge:
         self.calls = 0
         self._repo: Repository | None = None
         self.renamed_from: str | None = None  # the configured name, once GitHub moved it
+        self._app_github: Github | None = None  # the App itself (JWT), for its hook
 
     @classmethod
     def connect(
@@ -384,7 +385,10 @@ class Forge:
             per_page=100,  # GitHub's maximum: fewer pages of comments (its default is 30)
         )
         known = RENAMES.get((github.requester.base_url, repo_name.lower()), repo_name)
-        return cls(github, known, auth, on_rate_limit, settings.github_request_budget, write_gate)
+        forge = cls(github, known, auth, on_rate_limit, settings.github_request_budget, write_gate)
+        if settings.github_auth == "app":
+            forge._app_github = _app_github(settings, base_url)
+        return forge
 
     @property
     def repo(self) -> Repository:
@@ -876,6 +880,57 @@ class Forge:
         _headers, data = self._call(f"timeline of {repo}#{number}", get)
         return list(data or [])
 
+    # -- the webhook's deliveries ------------------------------------------------------------
+
+    def hook_deliveries(
+        self, hook_id: int | None, cursor: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page (newest first) of the webhook's delivery attempts, and the cursor of the
+        next page (None on the last): the repository hook `hook_id`, or the App's hook (None,
+        with the App's JWT). GitHub keeps them 3 days and never redelivers one by itself."""
+        parameters: dict[str, Any] = {"per_page": 100}
+        if cursor:
+            parameters["cursor"] = cursor
+
+        def get() -> tuple[dict[str, Any], Any]:
+            requester, path = self._hook_requester(hook_id)
+            answer: tuple[dict[str, Any], Any] = requester.requestJsonAndCheck(
+                "GET", f"{path}/deliveries", parameters=parameters
+            )
+            return answer
+
+        headers, data = self._call(f"list deliveries of {self._hook_name(hook_id)}", get)
+        return list(data or []), _next_cursor(headers)
+
+    def redeliver(self, hook_id: int | None, delivery_id: int) -> None:
+        """Asks GitHub to deliver `delivery_id` again (same X-GitHub-Delivery; 202)."""
+
+        def post() -> Any:
+            requester, path = self._hook_requester(hook_id)
+            return requester.requestJsonAndCheck(
+                "POST", f"{path}/deliveries/{int(delivery_id)}/attempts"
+            )
+
+        self._call(f"redeliver {delivery_id} of {self._hook_name(hook_id)}", post)
+
+    def _hook_name(self, hook_id: int | None) -> str:
+        return f"hook {hook_id} of {self.repo_name}" if hook_id else "the App's hook"
+
+    def _hook_requester(self, hook_id: int | None) -> tuple[Requester, str]:
+        """Who asks, and where: the App's hook needs the App's own JWT (not an installation
+        token); a repository hook is read with carry's token (admin, or an App's Webhooks
+        permission)."""
+        if hook_id is not None:
+            return self.github.requester, f"/repos/{self.repo_name}/hooks/{int(hook_id)}"
+        if self._app_github is None:
+            raise ConfigError(
+                [
+                    "config: web.hook_id is needed to redeliver without a GitHub App (it has no "
+                    "App hook): the id of the repository's webhook"
+                ]
+            )
+        return self._app_github.requester, "/app/hook"
+
     @property
     def rate_remaining(self) -> int | None:
         # The requester's figures from the last answer; Github.rate_limiting would send a
@@ -947,6 +1002,34 @@ def _auth(settings: Settings, base_url: str) -> Auth.Auth:
     if settings.github_token is not None:
         return Auth.Token(settings.github_token.get_secret_value())
     raise ConfigError(["environment: no GitHub credentials (GITHUB_TOKEN or a GitHub App)"])
+
+
+def _app_github(settings: Settings, base_url: str) -> Github | None:
+    """The App itself, authenticated with its JWT (PyGithub signs a new one as needed)."""
+    key = settings.app_private_key()
+    if key is None or settings.github_app_id is None:
+        return None
+    return Github(
+        base_url=base_url,
+        auth=Auth.AppAuth(int(settings.github_app_id), key.get_secret_value()),
+        retry=_retry(),
+        seconds_between_requests=None,
+        seconds_between_writes=settings.github_write_pause_s or None,
+        timeout=30,
+    )
+
+
+_NEXT_LINK = re.compile(r'<(?P<url>[^>]+)>\s*;\s*rel="next"')
+
+
+def _next_cursor(headers: dict[str, Any]) -> str | None:
+    """The `cursor` of the Link header's next page, if there is one."""
+    link = next((str(v) for k, v in (headers or {}).items() if k.lower() == "link"), "")
+    found = _NEXT_LINK.search(link)
+    if found is None:
+        return None
+    values = urllib.parse.parse_qs(urlparse(found["url"]).query).get("cursor")
+    return values[-1] if values else None
 
 
 def _installation_auth(settings: Settings, base_url: str) -> CachedInstallationAuth:

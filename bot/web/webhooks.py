@@ -1,6 +1,7 @@
 """POST /webhooks/github: verify, deduplicate, normalize, persist, then hand off.
 
-Order matters and is the contract with GitHub (which never retries on its own):
+Order matters and is the contract with GitHub (which never redelivers on its own: a delivery
+answered 5xx is asked for again by the `carry.redeliver` beat task, workers/redelivery.py):
   size limit -> HMAC over the exact raw bytes -> headers -> decode -> normalize
   -> persist in Redis (dedup by X-GitHub-Delivery) -> on_event -> 2xx.
 Nothing is acknowledged with a 2xx unless it is in Redis. Nothing unsigned is stored.
@@ -50,7 +51,8 @@ _MAX_DELIVERY_ID_LEN = 128
 # GitHub gives up on a delivery after 10 s, so a body still arriving after that is nobody's
 # delivery: a slow sender only holds a connection and memory.
 BODY_DEADLINE_S = 10.0
-# Bodies read at once; past that, 503 at once (GitHub redelivers) rather than memory for all.
+# Bodies read at once; a delivery past that waits for one to finish (memory for 64 bodies,
+# not for every connection), and only one that waited all of BODY_DEADLINE_S gets 503.
 MAX_CONCURRENT_READS = 64
 # How long a delivery waits for an earlier attempt of the same id that is being handed off.
 IN_FLIGHT_WAIT_S = 2.0
@@ -88,7 +90,8 @@ class Rejection(Exception):
 
 
 class Unavailable(Exception):
-    """Redis or the hand-off failed: answer 503 so that the delivery is redelivered later."""
+    """Redis or the hand-off (the broker, also Redis) failed: answer 503, so that GitHub
+    records the delivery as failed and carry's redelivery task asks for it again."""
 
 
 @dataclass
@@ -123,21 +126,33 @@ class WebhookIntake:
                 return JSONResponse({"error": f"{exc}; redeliver later"}, status_code=503)
 
     async def _read_body(self, request: Request) -> bytes:
-        if self._reads.locked():
-            log.warning("webhook intake busy: %d bodies being read", self.max_concurrent_reads)
-            raise Rejection(503, "too many deliveries being received at once; redeliver later")
-        async with self._reads:
-            try:
-                async with asyncio.timeout(self.body_deadline_s):
-                    return await read_limited(request, self.max_body_bytes)
-            except TimeoutError:
-                log.warning("webhook body not received within %gs: refused", self.body_deadline_s)
+        # A delivery past the bound waits for a body to be read rather than being refused:
+        # GitHub does not redeliver a refused one by itself. The wait and the read share
+        # GitHub's 10 s, after which nobody waits for the answer.
+        reading = False
+        try:
+            async with asyncio.timeout(self.body_deadline_s):
+                await self._reads.acquire()
+                reading = True
+                return await read_limited(request, self.max_body_bytes)
+        except TimeoutError:
+            if not reading:
+                log.warning(
+                    "webhook intake busy for %gs: %d bodies being read",
+                    self.body_deadline_s,
+                    self.max_concurrent_reads,
+                )
                 raise Rejection(
-                    408, f"body not received within {self.body_deadline_s:g} s"
+                    503, "too many deliveries being received at once; redeliver later"
                 ) from None
-            except ClientDisconnect:
-                log.warning("webhook sender went away before the whole body arrived")
-                raise Rejection(400, "connection closed before the whole body arrived") from None
+            log.warning("webhook body not received within %gs: refused", self.body_deadline_s)
+            raise Rejection(408, f"body not received within {self.body_deadline_s:g} s") from None
+        except ClientDisconnect:
+            log.warning("webhook sender went away before the whole body arrived")
+            raise Rejection(400, "connection closed before the whole body arrived") from None
+        finally:
+            if reading:
+                self._reads.release()
 
     def _check_signature(self, body: bytes, signature: str) -> None:
         if not verify_signature(self.secret.get_secret_value(), body, signature):

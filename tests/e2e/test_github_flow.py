@@ -6,6 +6,7 @@ on the downstream repository, updated in place, with nothing pushed when nothing
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -16,6 +17,8 @@ import pytest
 from celery import Celery
 
 from bot.emulator import GitHubEmulator
+from bot.local_redis import free_port
+from bot.store.series import history
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, lanes_empty, wait_for
 from tests.support.gitrepo import git
 from tests.support.paths import REPO_ROOT
@@ -87,6 +90,13 @@ def flow_with_dashboard_issue(tmp_path: Path, redis_url: str):
     yield from _flow(tmp_path, redis_url, runners=False, settings={"dashboard_issue": True})
 
 
+@pytest.fixture
+def flow_with_hook_id(tmp_path: Path, redis_url: str):
+    """The config names the repository webhook (web.hook_id), so carry can read its
+    deliveries; carry's token has admin access, which GitHub requires for that."""
+    yield from _flow(tmp_path, redis_url, runners=False, hook_id=1)
+
+
 def _flow(
     tmp_path: Path,
     redis_url: str,
@@ -94,6 +104,7 @@ def _flow(
     runners: bool,
     settings: dict | None = None,
     manual_webhooks: bool = False,
+    hook_id: int | None = None,
 ):
     env = CarryEnv(tmp_path, redis_url)
     env.upstream.checkout("main", new_branch="feature")
@@ -111,7 +122,8 @@ def _flow(
         gh.create_repo(DOWN_OWNER, DOWN_NAME, from_path=downstream, private=runners, plan="team")
         gh.add_user("carry[bot]", type="Bot")
         gh.add_token("carry-token", "carry[bot]")
-        gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")
+        carry_role = "admin" if hook_id is not None else "write"
+        gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", carry_role)
         gh.add_user("maint")
         gh.set_permission(DOWN_OWNER, DOWN_NAME, "maint", "write")
         gh.add_user("visitor")
@@ -134,6 +146,8 @@ def _flow(
         config = env.config_path.read_text().replace(
             str(env.upstream.path), gh.git_url(UP_OWNER, UP_NAME)
         )
+        if hook_id is not None:
+            config = json.dumps(json.loads(config) | {"web": {"hook_id": hook_id}})
         env.config_path.write_text(config)
         env.extra_env.update(
             {
@@ -148,7 +162,13 @@ def _flow(
         env.start_worker()
         if runners:
             env.start_runner("gaudi")
-        gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
+        hook_url = f"{url}/webhooks/github"
+        if hook_id is None:
+            gh.add_webhook(hook_url, secret=SECRET)
+        else:  # a hook on each repository, as their admins would add them
+            added = gh.add_webhook(hook_url, secret=SECRET, owner=DOWN_OWNER, repo=DOWN_NAME)
+            assert added == hook_id, "the config names the emulator's first hook"
+            gh.add_webhook(hook_url, secret=SECRET, owner=UP_OWNER, repo=UP_NAME)
         yield Flow(env, gh, pull, url)
         env.stop()
     assert names
@@ -673,3 +693,69 @@ def test_a_close_whose_webhook_was_lost_is_still_respected(held_flow: Flow):
         )
         in state.needs_attention
     )
+
+
+def test_a_command_delivered_while_carry_was_down_is_redelivered_and_carried_out_once(
+    flow_with_hook_id: Flow,
+):
+    """Issue 34, item 3: GitHub does not redeliver a failed delivery by itself. `carry web`
+    is down when a maintainer comments `/carry pause`: the delivery fails and the command is
+    lost for good (polling brings back heads and PR states, never comments). carry's
+    redelivery task lists the hook's failed deliveries and asks GitHub for them again: the
+    command is carried out, once, however often the task runs. The same for a delivery
+    answered 503 because carry web's Redis did not answer."""
+    flow = flow_with_hook_id
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    assert flow.env.web is not None
+    port = int(flow.env.web.args[-1])  # carry web ... --port PORT
+    flow.env.stop_web()
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry pause", user="maint")
+    flow.gh.wait_for_deliveries()
+    (lost,) = [d for d in flow.gh.deliveries if d.event == "issue_comment"]
+    assert lost.status_code is None and lost.error  # nobody answered
+    flow.env.start_web(port)
+
+    def answers() -> list[str]:
+        return [
+            c["body"]
+            for c in flow.gh.comments(DOWN_OWNER, DOWN_NAME, pr["number"])
+            if c["user"]["login"] == "carry[bot]"
+        ]
+
+    time.sleep(1)  # GitHub sends nothing again by itself
+    assert [d.guid for d in flow.gh.deliveries].count(lost.guid) == 1
+    assert flow.env.state().paused_by is None
+
+    beat = Celery(broker=flow.env.redis_url)
+    beat.send_task("carry.redeliver", queue="carry")  # what the beat sends every interval
+    wait_for(lambda: "Paused: carry will not act on its own." in answers(), 60, "the command")
+    assert flow.env.state().paused_by == "maint"
+    (asked,) = history(flow.env.client, None, kind="delivery-redelivered")
+    assert asked["data"]["guid"] == lost.guid and asked["data"]["status_code"] == 502
+
+    # Run again: the event has a 2xx attempt now, nothing more is asked for or done.
+    beat.send_task("carry.redeliver", queue="carry")
+    wait_for(lambda: lanes_empty(flow.env.client), 60, "carry to finish")
+    time.sleep(1)
+    flow.gh.wait_for_deliveries()
+    attempts = [d for d in flow.gh.deliveries if d.guid == lost.guid]
+    assert [(d.redelivery, d.status_code) for d in attempts] == [(False, None), (True, 202)]
+    assert answers().count("Paused: carry will not act on its own.") == 1
+
+    # carry web up but its Redis unreachable: the delivery is answered 503, then asked for.
+    flow.env.stop_web()
+    flow.env.start_web(port, env={"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    flow.gh.add_comment(DOWN_OWNER, DOWN_NAME, pr["number"], "/carry resume", user="maint")
+    flow.gh.wait_for_deliveries()
+    (refused,) = [
+        d for d in flow.gh.deliveries if d.payload.get("comment", {}).get("body") == "/carry resume"
+    ]
+    assert refused.status_code == 503
+    flow.env.stop_web()
+    flow.env.start_web(port)
+    beat.send_task("carry.redeliver", queue="carry")
+    wait_for(lambda: flow.env.state().paused_by is None, 60, "the resume command")
+    redelivered = [d for d in flow.gh.deliveries if d.guid == refused.guid]
+    assert [(d.redelivery, d.status_code) for d in redelivered] == [(False, 503), (True, 202)]

@@ -30,6 +30,7 @@ from github import (
 )
 
 from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key, signature_256
+from bot.local_redis import free_port
 from tests.support.github_schema import RestSchemas, WebhookSchemas
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import GITHUB_CONTRACT
@@ -148,6 +149,10 @@ EXPECTED_STATUSES = {
     "POST /repos/{owner}/{repo}/pulls": {201, 401, 422},
     "POST /repos/{owner}/{repo}/statuses/{sha}": {201, 422},
     "PUT /repos/{owner}/{repo}/pulls/{pull_number}/merge": {200, 405, 409, 422},
+    "GET /repos/{owner}/{repo}/hooks/{hook_id}/deliveries": {200, 400, 404, 422},
+    "POST /repos/{owner}/{repo}/hooks/{hook_id}/deliveries/{delivery_id}/attempts": {202, 404},
+    "GET /app/hook/deliveries": {200, 400},
+    "POST /app/hook/deliveries/{delivery_id}/attempts": {202, 404},
 }
 
 
@@ -158,6 +163,12 @@ def test_every_response_matches_its_rest_schema(
     token = {"Authorization": f"token {TOKEN}"}
     bearer = {"Authorization": f"Bearer {app_jwt(app_key[0])}"}
     gh.add_user("mallory")
+    gh.add_user("root")
+    gh.add_token("root-token", "root")
+    gh.set_permission(OWNER, NAME, "root", "admin")
+    nobody = f"http://127.0.0.1:{free_port()}/hook"  # every delivery fails: nobody listens
+    hook = gh.add_webhook(nobody, SECRET, owner=OWNER, repo=NAME)
+    gh.add_webhook(nobody, SECRET, app_id=APP_ID)
     with raw(gh) as http:
 
         def call(method: str, path: str, status: int, body: Any = None, headers: Any = None) -> Any:
@@ -281,6 +292,21 @@ def test_every_response_matches_its_rest_schema(
         call("GET", f"{r}/installation", 200, headers=bearer)
         call("GET", "/repos/acme/missing/installation", 404, headers=bearer)
         user = call("GET", "/users/mallory", 200)
+        # a hook's deliveries: listed (admins, the App's JWT) and redelivered
+        gh.wait_for_deliveries()
+        root = {"Authorization": "token root-token"}
+        deliveries = f"{r}/hooks/{hook}/deliveries"
+        (failed,) = call("GET", f"{deliveries}?per_page=1&status=failure", 200, headers=root)
+        call("GET", f"{deliveries}?cursor=nonsense", 400, headers=root)
+        call("GET", f"{deliveries}?status=fine", 422, headers=root)
+        call("GET", deliveries, 404)  # alice may write, but only admins see hooks
+        call("POST", f"{deliveries}/{failed['id']}/attempts", 202, headers=root)
+        call("POST", f"{deliveries}/999999/attempts", 404, headers=root)
+        (app_failed,) = call("GET", "/app/hook/deliveries?per_page=1", 200, headers=bearer)
+        call("GET", "/app/hook/deliveries?cursor=v1_x", 400, headers=bearer)
+        call("POST", f"/app/hook/deliveries/{app_failed['id']}/attempts", 202, headers=bearer)
+        call("POST", "/app/hook/deliveries/999999/attempts", 404, headers=bearer)
+        gh.wait_for_deliveries()
         # injected faults
         for kind, status in [
             ("server_error", 502),

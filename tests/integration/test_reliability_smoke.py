@@ -119,7 +119,9 @@ def test_intake_abuse_at_quick_sizes_stays_within_its_bounds(tmp_path: Path) -> 
         assert re.search(r"[+-]\d+\.\d MiB peak \(-?\d+\.\d KiB per request\)", row.recovered)
         assert re.search(r"log \+\d+ lines, \d+ B", row.recovered)
         assert "older carry" in row.recovered
-    assert re.search(r"\d+ x 408, \d+ x 503", slow.answers)
+    # 408 at the deadline, read or still waiting for a read (503 only when the wait took
+    # the whole deadline): no delivery past the 64 read at once is refused at once any more
+    assert re.match(r"\d+ x (408|503)", slow.answers)
     assert unsigned.answers.startswith(f"{QUICK.abuse_unsigned} x 401,")
     assert 0 < len(aborted.cost.log.lines) <= QUICK.abuse_aborts  # logged, once each at most
 

@@ -584,7 +584,12 @@ def test_a_sender_that_goes_away_mid_body_costs_one_log_line(
     assert get_delivery(intake.client, "d-gone") is None
 
 
-def test_bodies_read_at_once_are_bounded(client: redis.Redis) -> None:
+def test_bodies_read_at_once_are_bounded_and_a_delivery_past_the_bound_waits(
+    client: redis.Redis,
+) -> None:
+    """Issue 34, item 3: GitHub does not redeliver a refused delivery by itself, so a valid
+    delivery past the bound waits for a body read to finish and is taken (it got 503 at once);
+    only one that waited the whole deadline is refused, with 503."""
     app = create_app(CONFIG, settings(), client, on_event=Recorder(client))
     intake_ = app.state.webhook_intake
     intake_.max_concurrent_reads, intake_.body_deadline_s = 2, 5.0
@@ -602,8 +607,24 @@ def test_bodies_read_at_once_are_bounded(client: redis.Redis) -> None:
         ]
         time.sleep(0.3)
         with _raw_request(url, head, body) as third:
-            assert _status(third) == 503
-        for sock in held:
+            third.settimeout(1.0)
+            with pytest.raises(TimeoutError):  # two bodies are being read: it waits
+                third.recv(1)
+            held[0].close()  # one read ends (the sender went away): the third is read
+            third.settimeout(5.0)
+            assert _status(third) == 200
+        assert get_delivery(client, "d-held") is not None
+        held[1].close()
+        intake_.body_deadline_s = 3.0
+        slow = [
+            _raw_request(url, {**head, "X-GitHub-Delivery": f"d-slow-{i}"}, b"{") for i in range(2)
+        ]
+        time.sleep(0.3)
+        intake_.body_deadline_s = 0.5  # a delivery that waits the whole deadline gets 503
+        with _raw_request(url, {**head, "X-GitHub-Delivery": "d-late"}, body) as late:
+            assert _status(late) == 503
+        assert [_status(sock) for sock in slow] == [408, 408]
+        for sock in slow:
             sock.close()
 
 

@@ -152,6 +152,7 @@ class CarryEnv:
     config_path: Path = field(init=False)
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
+    web: subprocess.Popen[bytes] | None = None  # `carry web`, once started
 
     def __post_init__(self) -> None:
         self.upstream = RepoBuilder(self.root / "upstream")
@@ -282,10 +283,13 @@ class CarryEnv:
         self.wait_logged(proc, log_path, b"ready")
         return proc
 
-    def start_web(self) -> str:
-        port = free_port()
+    def start_web(self, port: int | None = None, *, env: dict[str, str] | None = None) -> str:
+        """`carry web` on `port` (a free one by default), with `env` over the environment;
+        returns its URL."""
+        port = port or free_port()
         argv = ["bot.cli", "web", "--host", "127.0.0.1", "--port", str(port)]
-        proc, log_path = self.spawn(argv, "web.log")
+        proc, log_path = self.spawn(argv, "web.log", env={**self.env, **(env or {})})
+        self.web = proc
         url = f"http://127.0.0.1:{port}"
 
         def up() -> bool:
@@ -298,6 +302,14 @@ class CarryEnv:
 
         wait_for(up, 30, "web")
         return url
+
+    def stop_web(self) -> None:
+        """Stops `carry web` (as a deploy or a crash would) and waits until it is gone."""
+        assert self.web is not None, "no web process was started"
+        os.killpg(self.web.pid, signal.SIGTERM)
+        self.web.wait(timeout=15)
+        self.procs.remove(self.web)
+        self.web = None
 
     def stop(self) -> None:
         for proc in self.procs:

@@ -1,0 +1,262 @@
+"""A webhook's deliveries over REST, on the emulator and through carry's adapter: GitHub lists
+each attempt (newest first, paged with a cursor) and redelivers one when asked, with the same
+GUID; it never does so by itself (issue 34, item 3)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from bot.config import Settings
+from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
+from bot.github.forge import Forge, ForgeError
+from bot.store.series import history
+from tests.support.github_schema import RestSchemas
+from tests.support.gitrepo import RepoBuilder
+from workers import redelivery
+
+OWNER, NAME = "acme", "widget"
+REPO = f"{OWNER}/{NAME}"
+APP_ID, INSTALLATION_ID = 4242, 77
+SECRET = "s3cret"
+# GitHub's `hook-delivery-item` (REST: "List deliveries for a repository webhook")
+ITEM_FIELDS = {
+    "id",
+    "guid",
+    "delivered_at",
+    "redelivery",
+    "duration",
+    "status",
+    "status_code",
+    "event",
+    "action",
+    "installation_id",
+    "repository_id",
+    "throttled_at",
+}
+
+
+@pytest.fixture
+def gh(tmp_path: Path, make_repo: Any) -> Iterator[GitHubEmulator]:
+    upstream: RepoBuilder = make_repo("widget")
+    upstream.commit("init", {"README.md": "hello\n"})
+    with GitHubEmulator(tmp_path / "github") as emulator:
+        emulator.create_repo(OWNER, NAME, from_path=upstream.path)
+        emulator.add_user("admin-bot", type="Bot")
+        emulator.add_token("admin-token", "admin-bot")
+        emulator.set_permission(OWNER, NAME, "admin-bot", "admin")
+        emulator.add_user("writer")
+        emulator.add_token("writer-token", "writer")
+        emulator.set_permission(OWNER, NAME, "writer", "write")
+        yield emulator
+        assert emulator.errors == []
+        # every answer of these endpoints fits GitHub's published description of it
+        schemas = RestSchemas()
+        for entry in emulator.api_requests():
+            if entry.operation is not None and "/deliveries" in entry.operation:
+                assert entry.status is not None
+                schemas.validate(entry.method, entry.operation, entry.status, entry.response_json)
+
+
+@pytest.fixture
+def sink() -> Iterator[WebhookSink]:
+    with WebhookSink(status=503) as receiver:
+        yield receiver
+
+
+def settings(gh: GitHubEmulator, **given: Any) -> Settings:
+    values: dict[str, Any] = {
+        "github_base_url": gh.base_url,
+        "github_write_pause_s": 0,
+        "github_token": None,
+        "github_app_id": None,
+        "github_app_private_key": None,
+        "github_app_private_key_path": None,
+        "github_installation_id": None,
+    }
+    return Settings(**(values | given))
+
+
+def test_a_repository_hooks_failed_delivery_is_listed_and_redelivered_with_its_guid(
+    gh: GitHubEmulator, sink: WebhookSink
+) -> None:
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    number = gh.open_issue(OWNER, NAME, title="A bug", user="writer")
+    gh.add_comment(OWNER, NAME, number, "/carry pause", user="writer")
+    gh.wait_for_deliveries()
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+
+    items, cursor = forge.hook_deliveries(hook)
+    assert cursor is None
+    assert [(i["event"], i["action"]) for i in items] == [
+        ("issue_comment", "created"),
+        ("issues", "opened"),
+    ]  # newest first
+    failed = items[0]
+    assert set(failed) == ITEM_FIELDS
+    assert (failed["status_code"], failed["status"]) == (503, "Invalid HTTP Response: 503")
+    assert failed["redelivery"] is False and failed["delivered_at"].endswith("Z")
+    assert failed["repository_id"] == gh.hub.repo(OWNER, NAME).id
+
+    sink.status = 200
+    forge.redeliver(hook, failed["id"])
+    gh.wait_for_deliveries()
+    again, _ = forge.hook_deliveries(hook)
+    assert (again[0]["guid"], again[0]["redelivery"], again[0]["status_code"]) == (
+        failed["guid"],
+        True,
+        200,
+    )
+    assert again[0]["status"] == "OK" and again[0]["id"] > failed["id"]
+    sent = sink.received[-1]
+    assert sent.headers["x-github-delivery"] == failed["guid"]
+    # nothing is redelivered unless asked for
+    assert [d.redelivery for d in gh.deliveries] == [False, False, True]
+
+
+def test_the_list_is_paged_with_a_cursor_and_only_an_admin_sees_it(
+    gh: GitHubEmulator, sink: WebhookSink
+) -> None:
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    for n in range(5):
+        gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
+    gh.wait_for_deliveries()
+    path = f"/repos/{REPO}/hooks/{hook}/deliveries"
+    api = httpx.Client(base_url=gh.base_url, headers={"User-Agent": "tests"})
+    admin = {"Authorization": "token admin-token"}
+    ids: list[int] = []
+    url: str | None = f"{gh.base_url}{path}?per_page=2"
+    while url:
+        answer = api.get(url, headers=admin)
+        assert answer.status_code == 200
+        ids += [item["id"] for item in answer.json()]
+        url = answer.links.get("next", {}).get("url")
+        assert url is None or "cursor=" in url
+    assert ids == sorted((d.id for d in gh.deliveries), reverse=True) and len(ids) == 5
+    assert api.get(path, params={"cursor": "nonsense"}, headers=admin).status_code == 400
+    # GitHub hides a repository's hooks from anyone without admin access
+    writer = {"Authorization": "token writer-token"}
+    assert api.get(path, headers=writer).status_code == 404
+    assert api.get(f"/repos/{REPO}/hooks/999/deliveries", headers=admin).status_code == 404
+    with pytest.raises(ForgeError, match=r"\(404\)"):
+        Forge.connect(settings(gh, github_token="writer-token"), REPO).hook_deliveries(hook)
+
+
+def test_a_delivery_past_the_retention_is_not_redelivered(
+    gh: GitHubEmulator, sink: WebhookSink
+) -> None:
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    gh.open_issue(OWNER, NAME, title="old", user="writer")
+    gh.wait_for_deliveries()
+    gh.advance_time(3 * 24 * 3600 + 60)
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    (old,), _ = forge.hook_deliveries(hook)
+    with pytest.raises(ForgeError, match=r"\(422\)"):
+        forge.redeliver(hook, old["id"])
+
+
+def test_an_apps_hook_is_read_and_redelivered_with_the_apps_jwt(
+    gh: GitHubEmulator, sink: WebhookSink
+) -> None:
+    private_key, public_key = generate_app_key()
+    gh.add_app(
+        APP_ID,
+        public_key,
+        slug="carry",
+        installation_id=INSTALLATION_ID,
+        account=OWNER,
+        permissions={"issues": "write", "metadata": "read"},
+    )
+    gh.add_webhook(sink.url, SECRET, app_id=APP_ID)
+    gh.open_issue(OWNER, NAME, title="A bug", user="writer")
+    gh.wait_for_deliveries()
+    app = settings(
+        gh,
+        github_app_id=APP_ID,
+        github_app_private_key=private_key,
+        github_installation_id=INSTALLATION_ID,
+    )
+    forge = Forge.connect(app, REPO)
+    (failed,), _ = forge.hook_deliveries(None)
+    assert failed["installation_id"] == INSTALLATION_ID and failed["status_code"] == 503
+    sink.status = 202
+    forge.redeliver(None, failed["id"])
+    gh.wait_for_deliveries()
+    again, _ = forge.hook_deliveries(None)
+    assert [(i["guid"], i["redelivery"], i["status_code"]) for i in again] == [
+        (failed["guid"], True, 202),
+        (failed["guid"], False, 503),
+    ]
+    # an installation token is not the App: GitHub wants the JWT there
+    token = gh.installation_token(INSTALLATION_ID)
+    api = httpx.Client(base_url=gh.base_url, headers={"User-Agent": "tests"})
+    refused = api.get("/app/hook/deliveries", headers={"Authorization": f"token {token}"})
+    assert refused.status_code == 401
+
+
+def test_carrys_step_reads_every_page_and_asks_for_each_failed_event_once(
+    gh: GitHubEmulator, sink: WebhookSink, redis_url: str
+) -> None:
+    """workers/redelivery.py against the emulator: 120 failed events (two pages of 100), one
+    already delivered by a redelivery. Each run asks for at most 50, oldest first; a refused
+    request is recorded and the rest still asked for; once every event has a 2xx attempt
+    nothing more is asked for."""
+    client = redis.Redis.from_url(redis_url)
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    for n in range(120):
+        gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
+    gh.wait_for_deliveries()
+    sink.status = 200
+    gh.redeliver(gh.deliveries[0])  # the oldest event is already in
+    gh.wait_for_deliveries()
+    oldest_failed = gh.deliveries[1]
+    path = f"/repos/{REPO}/hooks/{hook}/deliveries/{oldest_failed.id}/attempts"
+    gh.inject_fault("server_error", times=1, method="POST", path=path)
+
+    def run() -> list[str]:  # a task connects anew (its own GitHub call budget)
+        forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+        asked = redelivery.redeliver_failed(client, forge, hook)
+        gh.wait_for_deliveries()
+        return [r.attempt.guid for r in asked]
+
+    first = run()
+    assert len(first) == redelivery.MAX_PER_RUN - 1 and oldest_failed.guid not in first
+    assert len(gh.api_requests("GET", f"/repos/{REPO}/hooks/{hook}/deliveries")) == 2
+    (refused,) = history(client, None, kind="redeliver-failed")
+    assert refused["data"]["guid"] == oldest_failed.guid and "502" in refused["data"]["error"]
+    second = run()
+    assert len(second) == redelivery.MAX_PER_RUN and second[0] == oldest_failed.guid
+    assert len(run()) == 119 - len(first) - len(second)
+    assert run() == []
+    assert len(history(client, None, kind="delivery-redelivered", limit=500)) == 119
+    per_event = Counter(d.guid for d in gh.deliveries)
+    assert set(per_event.values()) == {2}  # each event: the failed attempt and one redelivery
+    assert all(d.ok for d in gh.deliveries if d.redelivery)
+
+
+def test_a_rate_limit_stops_the_run_and_the_next_run_asks_again(
+    gh: GitHubEmulator, sink: WebhookSink, redis_url: str
+) -> None:
+    """GitHub's secondary limit refuses the first redelivery for longer than carry waits:
+    the run stops there instead of sending the others into the same refusal."""
+    client = redis.Redis.from_url(redis_url)
+    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    for n in range(3):
+        gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
+    gh.wait_for_deliveries()
+    sink.status = 200
+    gh.secondary_limit(next_n_writes=1, retry_after_s=600)
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    assert redelivery.redeliver_failed(client, forge, hook) == []
+    posts = [r for r in gh.api_requests("POST") if r.path.endswith("/attempts")]
+    assert [r.status for r in posts] == [403]
+    (stopped,) = history(client, None, kind="redeliver-failed")
+    assert "rate limit" in stopped["data"]["error"]
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    assert len(redelivery.redeliver_failed(client, forge, hook)) == 3

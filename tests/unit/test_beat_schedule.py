@@ -1,0 +1,52 @@
+"""What carry's beat sends, and how often: the failed-delivery redelivery (issue 34, item 3)
+runs only where carry knows a hook to read (web.hook_id, or a GitHub App's own hook)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.config import Settings, load_config
+from tests.support.paths import REPO_ROOT
+from workers.service import beat_schedule
+
+EXAMPLE = REPO_ROOT / "config" / "carry.example.yaml"
+NO_GITHUB: dict[str, Any] = {
+    "github_token": None,
+    "github_app_id": None,
+    "github_app_private_key": None,
+    "github_app_private_key_path": None,
+    "github_installation_id": None,
+}
+
+
+def schedule(tmp_path: Path, settings: Settings, **web: Any) -> dict[str, dict[str, object]]:
+    data = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
+    data["web"] = {**data.get("web", {}), **web}
+    data["polling"]["redeliver_every_s"] = 120
+    path = tmp_path / "carry.yaml"
+    path.write_text(yaml.safe_dump(data))
+    (tmp_path / "patches").mkdir(exist_ok=True)
+    config = load_config(path, patches_root=tmp_path / "patches", check_dirs=False)
+    return beat_schedule(config, settings)
+
+
+def test_a_repository_hook_is_read_every_redeliver_every_s(tmp_path: Path) -> None:
+    token = Settings(**(NO_GITHUB | {"github_token": "t"}))
+    entry = schedule(tmp_path, token, hook_id=42)["redeliver-failed-deliveries"]
+    assert entry == {"task": "carry.redeliver", "schedule": 120.0}
+
+
+def test_a_github_app_reads_its_own_hook_without_a_hook_id(tmp_path: Path) -> None:
+    app = Settings.model_construct(**(NO_GITHUB | {"github_app_id": 7}))
+    assert "redeliver-failed-deliveries" in schedule(tmp_path, app)
+
+
+def test_without_a_hook_there_is_nothing_to_read(tmp_path: Path) -> None:
+    token = Settings(**(NO_GITHUB | {"github_token": "t"}))
+    found = schedule(tmp_path, token)
+    assert "redeliver-failed-deliveries" not in found
+    assert {e["task"] for e in found.values()} >= {"carry.poll", "carry.poll_prs"}
