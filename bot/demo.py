@@ -826,11 +826,14 @@ def open_fix_pull(gh: GitHubEmulator, upstream: Path) -> int:
 
 def process_env(options: Options, redis_url: str, gh: GitHubEmulator) -> dict[str, str]:
     """The environment of carry's processes: the user's, minus any carry or GitHub setting
-    (no real credential can reach the emulator), plus the demo's."""
+    (no real credential can reach the emulator), plus the demo's. The user's acceptance of an
+    open Redis (CARRY_ALLOW_OPEN_REDIS, for a --redis-url without a password) is kept: without
+    it the demo's worker refuses such a Redis, as every worker does."""
+    kept = ("CARRY_ALLOW_OPEN_REDIS",)
     inherited = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("CARRY_", "GITHUB_")) and k != "REDIS_URL"
+        if (not k.startswith(("CARRY_", "GITHUB_")) or k in kept) and k != "REDIS_URL"
     }
     root = options.directory
     return {
