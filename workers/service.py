@@ -251,6 +251,8 @@ def run(host: str, port: int) -> int:
         raise ServiceError(str(err)) from err
     url, private_redis, source = ensure_redis(checked)
     print(f"carry: Redis: {redis_database(url)} ({source})", file=sys.stderr)
+    if private_redis is None:  # one clear refusal here, not one from each process it starts
+        refuse_open_broker(checked)
     env = {**os.environ, "REDIS_URL": url}
     if checked.webhook_secret is None:
         env["CARRY_WEBHOOK_SECRET"] = secrets.token_hex(32)

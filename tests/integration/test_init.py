@@ -397,6 +397,7 @@ def test_carry_run_accepts_the_config_as_written(capsys, shape, checkout, tmp_pa
         CARRY_CONFIG=str(checkout / "config" / "carry.yaml"),
         CARRY_CACHE_DIR=str(tmp_path / "run-cache"),
         CARRY_DASHBOARD_TOKEN="t0ken-for-the-test",
+        CARRY_ALLOW_OPEN_REDIS="1",  # the suite's redis-server has no password
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "run", "--port", str(port)],
