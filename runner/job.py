@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bot.ci.spec import JobPayload, StepSpec
 from bot.core.ci_plan import (
+    REUSABLE,
     UPSTREAM_VARIANT,
     Outcome,
     StepKind,
@@ -57,8 +58,9 @@ class CheckResult:
 
     @property
     def final(self) -> bool:
-        """A verdict about the code, which no retry changes."""
-        return self.verdict in ("success", "failure")
+        """A verdict about the code (or an inconclusive measurement of it), which no retry
+        changes."""
+        return self.verdict in REUSABLE
 
 
 # What a step gets of the runner host's environment when nothing else is configured: enough to

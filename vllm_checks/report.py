@@ -1,14 +1,19 @@
 """Verdicts of the Verify checks, their JSON form and the exit-code contract.
 
-Exit codes (the CI layer retries 2 and does not retry 1):
+Exit codes (the CI layer retries 2, and does not retry 1 or 77):
 
 * 0 ``passed``: the check ran as designed and saw no bug.
 * 1 ``failed``: the check ran as designed and saw the bug (a test failure).
 * 2 ``error``: no verdict. ``error_kind`` says why: ``infra`` (server unreachable, timed out,
   HTTP error, malformed reply, vLLM did not start), ``usage`` (bad arguments, unusable reference
-  file), ``inconclusive`` (the load did not exercise what the check needs, or the reference run
-  disagrees with itself) or ``internal`` (a crash of the check itself). argparse's own usage
-  errors also exit 2, before any JSON is written.
+  file) or ``internal`` (a crash of the check itself). argparse's own usage errors also exit 2,
+  before any JSON is written.
+* 77 ``error`` with ``error_kind`` ``inconclusive``: the check ran, but the load did not exercise
+  what it needs (or the reference run disagrees with itself), so a pass would mean nothing. CI
+  shows it apart (amber, INCONCLUSIVE, with what was measured), never as a pass or a bug, and does
+  not retry it: the same tree and load would measure the same. 77 is the test harnesses' "could
+  not test" code (Automake, Meson), far from the small codes tools use for their own errors
+  (pytest's 3 is an internal error: that must stay a failure).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class Status(StrEnum):
 
 
 EXIT_CODES: dict[Status, int] = {Status.PASSED: 0, Status.FAILED: 1, Status.ERROR: 2}
+EXIT_INCONCLUSIVE = 77
 
 
 class NoVerdict(Exception):
@@ -53,7 +59,8 @@ class UsageError(NoVerdict):
 
 
 class Inconclusive(NoVerdict):
-    """The run did not exercise the condition the check needs, so a pass would mean nothing."""
+    """The run did not exercise the condition the check needs, so a pass would mean nothing
+    (exit 77, not 2: the CI layer shows it apart and does not retry it)."""
 
     kind = "inconclusive"
 
@@ -81,6 +88,8 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
+        if self.error_kind == Inconclusive.kind:
+            return EXIT_INCONCLUSIVE
         return EXIT_CODES[self.status]
 
     @property
@@ -119,11 +128,15 @@ def error(check: str, exc: BaseException, details: dict[str, Any] | None = None)
     if kind == "internal":
         info["traceback"] = "".join(traceback.format_exception(exc))
     summary = f"{kind} error: {exc}" if str(exc) else f"{kind} error: {type(exc).__name__}"
+    if kind == Inconclusive.kind:  # not an error of anything: the condition was not observed
+        summary = str(exc) or "the load did not exercise what the check needs"
     return CheckResult(check, Status.ERROR, summary, info, error_kind=kind)
 
 
 def render_text(result: CheckResult) -> str:
     label = {Status.PASSED: "PASS", Status.FAILED: "FAIL", Status.ERROR: "ERROR"}[result.status]
+    if result.error_kind == Inconclusive.kind:
+        label = "INCONCLUSIVE"
     lines = [f"{label} {result.check}: {result.summary}"]
     lines += [f"  - [{m.kind}] {m.description}" for m in result.mismatches]
     return "\n".join(lines)

@@ -139,6 +139,8 @@ class JobPayload:
     # head: the tree of a head (its rows are the series' CI rows); bisect: a probe of the
     # range between the last good head and a red one (its result goes to the bisection)
     purpose: str = "head"
+    # the series' ci.inconclusive_blocks: an inconclusive check keeps the head from being good
+    inconclusive_blocks: bool = False
     version: int = PAYLOAD_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,6 +162,7 @@ class JobPayload:
             "requested_at": self.requested_at,
             "force": self.force,
             "purpose": self.purpose,
+            "inconclusive_blocks": self.inconclusive_blocks,
         }
 
     @classmethod
@@ -184,6 +187,7 @@ class JobPayload:
             requested_at=str(data.get("requested_at", "")),
             force=bool(data.get("force", False)),
             purpose=str(data.get("purpose", "head")),
+            inconclusive_blocks=bool(data.get("inconclusive_blocks", False)),
         )
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 from bot.core.state import CiStatus
 
-Verdict = Literal["success", "failure", "infra-error", "cancelled"]
+Verdict = Literal["success", "failure", "inconclusive", "infra-error", "cancelled"]
 StepKind = Literal["materialize", "setup", "check", "job"]
 Verb = Literal["supersede", "reuse", "join", "wait-approval", "enqueue", "over-budget"]
 
@@ -27,12 +27,14 @@ ACTIVE_STATES = (CiStatus.WAITING_APPROVAL, CiStatus.QUEUED, CiStatus.RUNNING)
 FINAL_STATES = (
     CiStatus.SUCCESS,
     CiStatus.FAILURE,
+    CiStatus.INCONCLUSIVE,
     CiStatus.INFRA_ERROR,
     CiStatus.CANCELLED,
     CiStatus.REUSED,
 )
-# Only a verdict about the code can be reused: an infra error or a cancel says nothing about it.
-REUSABLE = (CiStatus.SUCCESS, CiStatus.FAILURE)
+# Only what a check measured on the code can be reused: an infra error or a cancel says nothing
+# about it (an inconclusive check did run: the same tree and load would measure the same).
+REUSABLE = (CiStatus.SUCCESS, CiStatus.FAILURE, CiStatus.INCONCLUSIVE)
 UPSTREAM_VARIANT = "upstream"  # the A/B run of a check on plain upstream
 
 _SHA_RE = re.compile(r"[0-9a-f]{7,64}\Z")
@@ -237,7 +239,8 @@ class Outcome:
 
 # Signals that come from outside the code under test: the OOM killer, an operator, a shutdown.
 INFRA_SIGNALS = frozenset({signals.SIGKILL, signals.SIGTERM, signals.SIGHUP, signals.SIGINT})
-EXIT_PASSED, EXIT_FAILED, EXIT_NO_VERDICT = 0, 1, 2  # vllm_checks exit-code contract
+# vllm_checks' exit-code contract (vllm_checks/report.py)
+EXIT_PASSED, EXIT_FAILED, EXIT_NO_VERDICT, EXIT_INCONCLUSIVE = 0, 1, 2, 77
 EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND = 126, 127  # POSIX shells
 
 
@@ -267,6 +270,8 @@ def classify_outcome(
     shutdown), also when a shell reports it as exit 128+N.
     Test failure (not retried): a check exiting 1 or any other non-zero code, crashing with
     another signal (SIGSEGV, SIGABRT: a crash is a bug), or running past its timeout.
+    Inconclusive (not retried): a check exiting 77 (the test harnesses' "could not test"): it
+    ran but could not observe its condition.
     """
     label = f"{step} {name}".strip()
     if cancelled is not None:
@@ -323,15 +328,21 @@ def _classify_check_exit(label: str, exit_code: int | None) -> Outcome:
         return Outcome("failure", f"{label} failed (exit 1: the check saw the bug)")
     if exit_code == EXIT_NO_VERDICT:
         return Outcome("infra-error", f"{label} gave no verdict (exit 2: infrastructure)")
+    if exit_code == EXIT_INCONCLUSIVE:
+        return Outcome(
+            "inconclusive",
+            f"{label} inconclusive (exit 77: it could not observe what it checks; see its log)",
+        )
     if exit_code in (EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND):
         return Outcome("infra-error", f"{label} could not run its command (exit {exit_code})")
     return Outcome("failure", f"{label} failed (exit {exit_code})")
 
 
 def overall(verdicts: Iterable[str]) -> Verdict:
-    """One verdict for several checks: cancelled, then infra-error, then failure win."""
+    """One verdict for several checks: cancelled, then infra-error, then failure, then
+    inconclusive win."""
     seen = set(verdicts)
-    order: tuple[Verdict, ...] = ("cancelled", "infra-error", "failure")
+    order: tuple[Verdict, ...] = ("cancelled", "infra-error", "failure", "inconclusive")
     return next((verdict for verdict in order if verdict in seen), "success")
 
 
@@ -403,6 +414,7 @@ def check_run_status(state: str, detail: str = "") -> tuple[str, str | None]:
         "success": "success",
         "failure": "failure",
         "infra-error": "failure",
+        "inconclusive": "neutral",
         "cancelled": "cancelled",
         "waiting-approval": "action_required",
     }

@@ -59,6 +59,9 @@ class CiStatus(StrEnum):
     SUCCESS = "success"
     FAILURE = "failure"
     INFRA_ERROR = "infra-error"
+    # the check ran but its load did not exercise what it needs (exit 77): amber, never a pass
+    # or a bug; whether it keeps a head from being good is the series' ci.inconclusive
+    INCONCLUSIVE = "inconclusive"
     CANCELLED = "cancelled"
     REUSED = "reused"
 

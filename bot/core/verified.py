@@ -3,7 +3,9 @@ and the changes of verdict people are told about, once each. Pure.
 
 A head's verdict comes from the CI rows of its exact tree (the rows share the tree's key):
 green when every check passed, red as soon as one failed, unknown when a run ended without a
-verdict (an infrastructure error, a cancel), pending while checks are still to come. Results
+verdict (an infrastructure error, a cancel), pending while checks are still to come. A check
+that ran but could not observe its condition (inconclusive) is shown amber; it keeps the head
+from being good only where the series says so (ci.inconclusive_blocks), and never makes it red. Results
 can arrive late and out of order: only the newest decided head moves the series' verdict.
 """
 
@@ -79,12 +81,18 @@ class Notice:
         }
 
 
-def row_passed(row: CiState) -> bool | None:
-    """True for a passed check, False for a failed one, None for no verdict (yet)."""
-    state = row.state
-    if state == CiStatus.REUSED:
+def concluded(row: CiState) -> CiStatus:
+    """A row's own state; for a reused row, the state of the run it reuses."""
+    if row.state == CiStatus.REUSED:
         reused = reused_verdict(row.detail)
-        state = CiStatus(reused) if reused else CiStatus.INFRA_ERROR
+        return CiStatus(reused) if reused else CiStatus.INFRA_ERROR
+    return CiStatus(row.state)
+
+
+def row_passed(row: CiState) -> bool | None:
+    """True for a passed check, False for a failed one, None for no verdict (yet), and for an
+    inconclusive one (it observed nothing about the bug)."""
+    state = concluded(row)
     if state == CiStatus.SUCCESS:
         return True
     if state == CiStatus.FAILURE:
@@ -92,11 +100,11 @@ def row_passed(row: CiState) -> bool | None:
     return None
 
 
-def verdict_of(rows: Iterable[CiState]) -> Verdict:
+def verdict_of(rows: Iterable[CiState], inconclusive_blocks: bool = False) -> Verdict:
     rows = list(rows)
     if not rows:
         return Verdict.PENDING
-    passed = [row_passed(row) for row in rows]
+    passed = [_counts_as_passed(row, inconclusive_blocks) for row in rows]
     if False in passed:
         return Verdict.RED
     if all(passed):
@@ -106,7 +114,15 @@ def verdict_of(rows: Iterable[CiState]) -> Verdict:
     return Verdict.UNKNOWN
 
 
-def note_rows(state: SeriesState, tree_key: str, now: str) -> Notice | None:
+def _counts_as_passed(row: CiState, inconclusive_blocks: bool) -> bool | None:
+    if concluded(row) == CiStatus.INCONCLUSIVE:
+        return None if inconclusive_blocks else True
+    return row_passed(row)
+
+
+def note_rows(
+    state: SeriesState, tree_key: str, now: str, inconclusive_blocks: bool = False
+) -> Notice | None:
     """The CI rows of tree `tree_key` changed: its head's entry, the last known good head and
     the red streak follow; returns the change to tell people about, if this was one."""
     rows = [row for row in state.ci.values() if row.tree_key == tree_key]
@@ -118,7 +134,7 @@ def note_rows(state: SeriesState, tree_key: str, now: str) -> Notice | None:
         entry = HeadCheck(head=head, tree_key=tree_key, at=now)
         state.heads = [h for h in state.heads if h.head != head] + [entry]
         state.heads = state.heads[-MAX_HEADS:]
-    entry.verdict = verdict_of(rows)
+    entry.verdict = verdict_of(rows, inconclusive_blocks)
     entry.checks = {row.runner: str(row.state) for row in rows}
     if entry.verdict not in (Verdict.GREEN, Verdict.RED) or _newer_decided(state, entry):
         return None

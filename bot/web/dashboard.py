@@ -74,7 +74,8 @@ _HEADERS: Final = {
 _TONES: Final = {
     "bad": {"conflict", "invalid", "failure", "infra-error", "error", "closed_unmerged"}
     | {"rejected_signature", "rejected_payload", "dispatch_failed", "problem", "red", "fail"},
-    "warn": {"upstream-version", "partial", "review", "waiting-approval", "paused", "reverted"},
+    "warn": {"upstream-version", "partial", "review", "waiting-approval", "paused", "reverted"}
+    | {"inconclusive"},
     "info": {"running", "queued", "pending", "awaiting-import", "drop", "draft", "superseded"},
     "good": {"applies", "applies-moved", "contained", "keep", "clean", "changed", "success"}
     | {"merged", "accepted", "reused", "green", "pass", "found"},
@@ -278,6 +279,7 @@ def series_badge_word(series: SeriesSummaryOut) -> str:
         ("review", any(p.decision == "review" for p in series.patches)),
         ("failure", bool(ci & {"failure", "infra-error"})),
         ("waiting-approval", "waiting-approval" in ci),
+        ("inconclusive", "inconclusive" in ci),
     ):
         if present:
             return word

@@ -768,6 +768,31 @@ def test_infra_error_is_retried_a_test_failure_is_not(
     assert len(retries) == 1 and "no verdict (exit 2" in retries[0]["data"]["reason"]
 
 
+def test_an_inconclusive_check_is_amber_not_retried_and_the_head_still_good(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    """Issue 32: a check exiting 77 (it ran, but could not observe its condition) is its own
+    verdict: not a pass, not a bug, not an infra error to retry; the head is still the last
+    known good one (the series' default). Before, exit 77 was a test failure."""
+    start_runners(("gaudi", "gaudi1@%h"))
+    env = {"MARK": str(marks)}
+    unobserved = StepSpec("unobserved", sh('echo x >> "$MARK/unobserved"; exit 77'), env=env)
+    passing = StepSpec("fixed", sh("test -f fixed.txt"))
+    head = world.head()
+    out = request(client, celery_app, world, head, [target("gaudi", passing, unobserved)])
+    info = finished(client, out[0].run_id)
+
+    assert (info["state"], info["attempt"]) == ("inconclusive", 1)
+    final = rows(client)
+    assert final["gaudi/fixed"].state == "success"
+    assert final["gaudi/unobserved"].state == "inconclusive"
+    assert "exit 77: it could not observe" in final["gaudi/unobserved"].detail
+    assert (marks / "unobserved").read_text().count("x") == 1  # not retried
+    assert not events(client, "ci-retry")
+    state = load_series(client, SERIES)
+    assert state is not None and state.last_good is not None and state.last_good.head == head
+
+
 def test_setup_failure_exhausts_retries_as_infra_error(
     client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:

@@ -81,13 +81,13 @@ def test_async_inputs_without_a_probe_or_missed_steps_gives_no_verdict(
 ) -> None:
     server = fake_vllm()
     code, report = run(async_inputs.main, [*against(server), *ASYNC_ARGS], tmp_path / "a.json")
-    assert (code, report["error_kind"]) == (2, "inconclusive")
+    assert (code, report["error_kind"]) == (77, "inconclusive")
     assert "no scheduler probe" in report["summary"]
 
     silent = fake_vllm(probe_path=None)  # a vLLM where carry's plugin is not installed
     argv = [*against(silent), "--probe-file", str(tmp_path / "never-written"), *ASYNC_ARGS]
     code, report = run(async_inputs.main, argv, tmp_path / "b.json")
-    assert (code, report["error_kind"]) == (2, "inconclusive")
+    assert (code, report["error_kind"]) == (77, "inconclusive")
     assert "never started in vLLM" in report["summary"]
 
 
@@ -183,7 +183,7 @@ def test_ple_offload_rejects_an_inconsistent_reference_server(
     server, bad_reference = fake_vllm(), fake_vllm(bug="one-step-behind")
     argv = [*against(server), *PLE_ARGS, "--reference-url", bad_reference.url]
     code, report = run(ple_offload.main, argv, tmp_path / "r.json")
-    assert (code, report["error_kind"]) == (2, "inconclusive")
+    assert (code, report["error_kind"]) == (77, "inconclusive")
 
 
 # ----------------------------------------------------------------------------- no verdict
@@ -245,7 +245,7 @@ def test_serve_requires_the_ple_offload_to_show_in_the_log(tmp_path: Path) -> No
     assert (code, report["details"]["ple_offload"]) == (0, "active")
 
     code, report = run(ple_offload.main, argv, tmp_path / "b.json")  # a model without PLE layers
-    assert (code, report["error_kind"]) == (2, "inconclusive")
+    assert (code, report["error_kind"]) == (77, "inconclusive")
     assert "PLE offload is not active on the server under test" in report["summary"]
 
     with pytest.raises(SystemExit) as refused:

@@ -128,13 +128,13 @@ def test_verdict_passes_only_when_the_probe_saw_decode_rows_miss_a_step() -> Non
 
     kept = {**MISSED, "sat_out": 0, "uncarried": 0, "preempted": 3}
     never = async_inputs.verdict(Plan(budget=128), both, alone, {}, kept)
-    assert (never.status, never.error_kind, never.exit_code) == (Status.ERROR, "inconclusive", 2)
+    assert (never.status, never.error_kind, never.exit_code) == (Status.ERROR, "inconclusive", 77)
     assert "no decode row missed a step" in never.summary and "3 preemptions" in never.summary
 
     unloaded = async_inputs.verdict(Plan(budget=128), both, alone, {}, {**MISSED, "loaded": 0})
-    assert "never started" in unloaded.summary and unloaded.exit_code == 2
+    assert "never started" in unloaded.summary and unloaded.exit_code == 77
     unprobed = async_inputs.verdict(Plan(budget=128), both, alone, {}, None)
-    assert "no scheduler probe" in unprobed.summary and unprobed.exit_code == 2
+    assert "no scheduler probe" in unprobed.summary and unprobed.exit_code == 77
 
 
 def test_verdict_is_inconclusive_when_long_prompts_fit_in_the_budget() -> None:
@@ -397,11 +397,11 @@ def test_result_json_shape_and_exit_codes() -> None:
     [
         (InfraError("unreachable"), 2, "infra"),
         (UsageError("bad file"), 2, "usage"),
-        (Inconclusive("no overlap"), 2, "inconclusive"),
+        (Inconclusive("no overlap"), 77, "inconclusive"),
         (RuntimeError("check crashed"), 2, "internal"),
     ],
 )
-def test_every_exception_is_a_no_verdict_exit_2(
+def test_every_exception_is_a_no_verdict_exit_2_or_77(
     tmp_path: Path, raised: Exception, code: int, kind: str
 ) -> None:
     def body() -> CheckResult:
@@ -411,7 +411,8 @@ def test_every_exception_is_a_no_verdict_exit_2(
     assert conclude("x", body, tmp_path / "r.json", out) == code
     data = json.loads((tmp_path / "r.json").read_text())
     assert (data["status"], data["error_kind"]) == ("error", kind)
-    assert out.getvalue().startswith("ERROR x:")
+    label = "INCONCLUSIVE" if kind == "inconclusive" else "ERROR"
+    assert out.getvalue().startswith(f"{label} x:")
     assert ("traceback" in data["details"]) == (kind == "internal")
 
 

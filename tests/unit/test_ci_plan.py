@@ -274,7 +274,8 @@ OUTCOMES = [
     ("check", 0, None, False, "success", "passed"),
     ("check", 1, None, False, "failure", "saw the bug"),
     ("check", 2, None, False, "infra-error", "no verdict"),
-    ("check", 3, None, False, "failure", "exit 3"),
+    ("check", 3, None, False, "failure", "exit 3"),  # pytest's internal error is not a pass
+    ("check", 77, None, False, "inconclusive", "exit 77: it could not observe"),
     ("check", 126, None, False, "infra-error", "could not run"),
     ("check", 127, None, False, "infra-error", "could not run"),
     ("check", None, None, True, "failure", "timed out after 5s"),
@@ -322,6 +323,8 @@ def test_classify_cancel_and_lost(kwargs: dict, verdict: str) -> None:
         (["success", "failure"], "failure"),
         (["failure", "infra-error"], "infra-error"),
         (["infra-error", "cancelled"], "cancelled"),
+        (["success", "inconclusive"], "inconclusive"),
+        (["inconclusive", "failure"], "failure"),
     ],
 )
 def test_overall(verdicts: list[str], expected: str) -> None:
@@ -347,6 +350,7 @@ def test_backoff(attempt: int, delay: float) -> None:
         ("failure", 1, False, 0),  # a test failure is never retried
         ("success", 1, False, 0),
         ("cancelled", 1, False, 0),
+        ("inconclusive", 1, False, 0),  # the same tree and load would measure the same
     ],
 )
 def test_next_attempt(verdict: str, attempt: int, retry: bool, delay: float) -> None:
@@ -384,6 +388,8 @@ def test_should_rerun(reruns: int, verdict: str, done: int, rerun: bool) -> None
         ("waiting-approval", "", ("completed", "action_required")),
         ("reused", reused_detail("success", "r1"), ("completed", "success")),
         ("reused", reused_detail("failure", "r1", "exit 1"), ("completed", "failure")),
+        ("inconclusive", "", ("completed", "neutral")),  # GitHub's grey: neither pass nor bug
+        ("reused", reused_detail("inconclusive", "r1"), ("completed", "neutral")),
     ],
 )
 def test_check_run_status(state: str, detail: str, expected: tuple) -> None:

@@ -12,7 +12,7 @@ import pytest
 from bot.core import notify
 from bot.core.ci_plan import reused_detail
 from bot.core.state import CiState, CiStatus, SeriesState, Verdict
-from bot.core.verified import Change, Notice, note_rows, verdict_of
+from bot.core.verified import Change, Notice, note_rows, row_passed, verdict_of
 
 KEYS = ("gaudi/fixed", "gb10/fixed")
 
@@ -33,6 +33,30 @@ def test_a_head_is_green_only_when_every_check_passed() -> None:
     assert verdict_of(rows("h", S, Q)) is Verdict.PENDING
     assert verdict_of(rows("h", S, I)) is Verdict.UNKNOWN  # no verdict is not a pass
     assert verdict_of([]) is Verdict.PENDING
+
+
+def test_an_inconclusive_check_is_neither_a_pass_nor_a_bug() -> None:
+    """Issue 32: a check that could not observe its condition is amber; by default it does not
+    keep the head from being good (and never makes it red); ci.inconclusive_blocks makes it
+    keep the head from being good, still without red."""
+    S, N, F = CiStatus.SUCCESS, CiStatus.INCONCLUSIVE, CiStatus.FAILURE
+    assert verdict_of(rows("h", S, N)) is Verdict.GREEN
+    assert verdict_of(rows("h", S, N), inconclusive_blocks=True) is Verdict.UNKNOWN
+    assert verdict_of(rows("h", N, F), inconclusive_blocks=True) is Verdict.RED
+    assert verdict_of(rows("h", N, CiStatus.QUEUED), inconclusive_blocks=True) is Verdict.PENDING
+    reused = rows("h", CiStatus.REUSED)[0]
+    reused.detail = reused_detail("inconclusive", "run-1")
+    assert verdict_of([reused], inconclusive_blocks=True) is Verdict.UNKNOWN
+    assert row_passed(reused) is None  # a bisection probe learns nothing from it
+
+    amber, strict = SeriesState(id="s"), SeriesState(id="s")
+    amber.ci = strict.ci = {row.runner: row for row in rows("h1", S, N)}
+    assert note_rows(amber, "tree-h1", "t1") is None
+    assert amber.last_good is not None and amber.last_good.head == "h1"
+    assert amber.heads[-1].checks == {"gaudi/fixed": "success", "gb10/fixed": "inconclusive"}
+    assert note_rows(strict, "tree-h1", "t1", inconclusive_blocks=True) is None
+    assert strict.last_good is None and strict.red_streak is None
+    assert strict.heads[-1].verdict is Verdict.UNKNOWN
 
 
 def test_a_reused_result_counts_as_the_verdict_it_reused() -> None:

@@ -11,7 +11,7 @@ import redis
 from celery import Celery
 
 from bot.core import bisect
-from bot.core.ci_plan import UPSTREAM_VARIANT, ci_key, split_ci_key
+from bot.core.ci_plan import FINAL_STATES, UPSTREAM_VARIANT, ci_key, split_ci_key
 from bot.core.state import CiState, SeriesState
 from bot.core.verified import row_passed
 from bot.queue.celery_app import GIT_QUEUE
@@ -20,12 +20,10 @@ from workers.ci.rows import BISECT_TASK
 
 log = logging.getLogger("carry.bisect")
 
-_FINAL_STATES = ("success", "failure", "infra-error", "cancelled", "reused")
-
 
 def probe_of(row: CiState | None) -> bisect.Probe | None:
     """A probe's result from its row; None while the row has none yet."""
-    if row is None or str(row.state) not in _FINAL_STATES:
+    if row is None or row.state not in FINAL_STATES:
         return None
     passed = row_passed(row)
     if passed is None:

@@ -94,6 +94,7 @@ class CiTarget:
     artifacts: tuple[str, ...] = ()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     limits: LogLimits = field(default_factory=LogLimits)
+    inconclusive_blocks: bool = False  # the series' ci.inconclusive_blocks
 
 
 def targets_from_config(
@@ -120,7 +121,14 @@ def targets_from_config(
         budget = Budget(runner.budget.queued, runner.budget.running)
         targets.append(
             CiTarget(
-                kind, runner.queue, setup, checks, budget, tuple(artifacts), retry or RetryPolicy()
+                kind,
+                runner.queue,
+                setup,
+                checks,
+                budget,
+                tuple(artifacts),
+                retry or RetryPolicy(),
+                inconclusive_blocks=series.ci.inconclusive_blocks,
             )
         )
     return targets
@@ -191,6 +199,7 @@ def _new_job(series_id: str, target: CiTarget, tree: TreeSpec, force: bool) -> J
         limits=target.limits,
         requested_at=now_iso(),
         force=force,
+        inconclusive_blocks=target.inconclusive_blocks,
     )
 
 
@@ -276,7 +285,14 @@ def _record_run(
     store.write_run(client, job.run_id, lane(job), job.kind, values)
     rows = rows_of(must_load(client, job.run_id))
     if job.purpose == "head":
-        publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
+        publish_rows(
+            client,
+            celery_app,
+            job.series_id,
+            rows,
+            replace_rows=True,
+            inconclusive_blocks=job.inconclusive_blocks,
+        )
     return rows
 
 
@@ -316,7 +332,14 @@ def _reuse(
         )
     store.forget_current(client, lane(job), job.kind)
     if job.purpose == "head":
-        publish_rows(client, celery_app, job.series_id, rows, replace_rows=True)
+        publish_rows(
+            client,
+            celery_app,
+            job.series_id,
+            rows,
+            replace_rows=True,
+            inconclusive_blocks=job.inconclusive_blocks,
+        )
     else:
         probe_ended(client, celery_app, job.series_id, job.head_sha, rows)
     return rows
@@ -349,7 +372,14 @@ class ServiceEffects:
             probe_ended(self.client, self.celery_app, run.series, run.head_sha, rows_of(run))
         elif run is not None:
             rows = [r for r in rows_of(run) if only is None or r.runner == only]
-            publish_rows(self.client, self.celery_app, run.series, rows, replace_rows=False)
+            publish_rows(
+                self.client,
+                self.celery_app,
+                run.series,
+                rows,
+                replace_rows=False,
+                inconclusive_blocks=run.payload.inconclusive_blocks,
+            )
 
     def budget_freed(self, kind: str) -> None:
         try:

@@ -58,6 +58,7 @@ def publish_rows(
     rows: list[CiState],
     *,
     replace_rows: bool,
+    inconclusive_blocks: bool = False,
 ) -> None:
     """Stores rows in SeriesState.ci and reports them. A runner's late update never overwrites
     the row of a newer run (replace_rows=False keeps rows that another run owns). The verdict
@@ -75,7 +76,7 @@ def publish_rows(
                 state.ci[row.runner] = carry_over(existing, row)
                 written.append(row)
         for tree_key in dict.fromkeys(row.tree_key for row in written):
-            notice = note_rows(state, tree_key, now_iso())
+            notice = note_rows(state, tree_key, now_iso(), inconclusive_blocks)
             if notice is not None:
                 notices.append(notice)
         return bool(written)
