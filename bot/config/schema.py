@@ -206,7 +206,7 @@ class CiPolicy(_Model):
     # every-head: the exact tree of each new upstream head is tested on the series' runners,
     # whether or not carry proposes anything; proposed: only trees carry proposes in a PR
     on: Literal["every-head", "proposed"] = "every-head"
-    # a check that ran but could not observe its condition (INCONCLUSIVE, exit 3) is shown
+    # a check that ran but could not observe its condition (INCONCLUSIVE, exit 77) is shown
     # amber; true: it also keeps the head from being the last known good one
     inconclusive_blocks: bool = False
 

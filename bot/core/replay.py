@@ -670,12 +670,14 @@ def changed_heads(records: Sequence[HeadRecord]) -> list[HeadRecord]:
     patch's status or decision differs from the head before (the text and HTML show these)."""
     shown = []
     before: tuple[tuple[str, str, str], ...] | None = None
+    said: tuple[tuple[Action, str | None], ...] = ()
     for record in records:
         now = tuple((p.name, p.status.value, p.decision.value) for p in record.patches)
-        quiet = all(a.action is Action.NOTHING for a in record.acts) or _only_waits(record)
+        says = tuple((a.action, a.patch) for a in record.acts if a.action is not Action.NOTHING)
+        quiet = not says or _only_waits(record) or _repeats(says, said)
         if before is None or now != before or not quiet:
             shown.append(record)
-        before = now
+        before, said = now, says
     return shown
 
 
@@ -697,6 +699,19 @@ def previous_heads(records: Sequence[HeadRecord]) -> dict[int, HeadRecord | None
 def _only_waits(record: HeadRecord) -> bool:
     """A head where a waiting patch still waits, and carry's report is all that changes."""
     return all(a.action is Action.WAIT_HUMAN for a in record.acts)
+
+
+_NEWS = frozenset({Action.OPEN_PR, Action.UPDATE_PR, Action.MERGED})
+
+
+def _repeats(
+    says: tuple[tuple[Action, str | None], ...], said: tuple[tuple[Action, str | None], ...]
+) -> bool:
+    """carry says again what it said at the head before (a drop waiting in a draft PR beside a
+    review), touching no PR: nothing new to show."""
+    if any(action in _NEWS for action, _ in says):
+        return False
+    return says == tuple(said_once for said_once in said if said_once[0] not in _NEWS)
 
 
 # ----------------------------------------------------------------------------- resume

@@ -269,6 +269,17 @@ def test_changed_heads_leave_out_quiet_ones() -> None:
     assert [r.index for r in shown] == [0, 1, 2, 3, 4, 5]  # 5: B is gone; 6: A still waits
 
 
+def test_a_pending_drop_and_waits_repeated_head_after_head_are_not_news() -> None:
+    # real vllm-gaudi history: a port main took (drop) waits in a draft PR beside a review;
+    # every later head said the same things again and filled the timeline
+    waits = [Action.WAIT_HUMAN, Action.DROP]
+    same = [at(A, *REVIEW), at(B, Status.CONTAINED, Decision.DROP)]
+    acts = [[Action.OPEN_PR, *waits], waits, waits, [Action.UPDATE_PR, *waits], waits, waits]
+    heads = [record(i, f"2026-08-0{i + 1}", same, said) for i, said in enumerate(acts)]
+    heads.append(record(6, "2026-08-07", same, [Action.WAIT_HUMAN]))  # the drop went quiet
+    assert [r.index for r in core.changed_heads(heads)] == [0, 3]
+
+
 def test_progress_round_trips_through_json_and_resumes_only_its_own_walk() -> None:
     state = checked((A, Status.APPLIES, Decision.KEEP, False))
     downstream = Downstream(FILES, 3, {**FILES, "VERSION": b"\x00\xff"}, 4)
