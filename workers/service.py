@@ -16,6 +16,7 @@ from pathlib import Path
 import redis
 
 from bot import log as carry_log
+from bot.ci.runs import PACED_EVERY_S, PACED_TASK
 from bot.config import (
     CarryConfig,
     ConfigError,
@@ -134,6 +135,9 @@ def beat_schedule(config: CarryConfig, env: Settings) -> dict[str, dict[str, obj
             "task": "carry.redeliver",
             "schedule": float(config.polling.redeliver_every_s),
         }
+    if any(series.ci.min_interval_s or series.ci.daily_budget for series in config.series):
+        # a paced run starts when its time comes: ci.min_interval_s, ci.daily_budget
+        schedule["release-paced-runs"] = {"task": PACED_TASK, "schedule": PACED_EVERY_S}
     return schedule
 
 

@@ -408,6 +408,13 @@ def redeliver(self: Task) -> None:
             store.append_history(rt.redis, None, "redeliver-failed", error=str(err))
 
 
+@app.task(name=ci_runs.PACED_TASK, bind=True, acks_late=True)
+def release_paced(self: Task) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id):
+        ci.release_paced(rt.redis, app)
+
+
 @app.task(name="carry.approve", bind=True, acks_late=True)
 def approve(self: Task, series_id: str, sha: str, by: str) -> None:
     rt = runtime()

@@ -26,6 +26,8 @@ from bot.store.ci_runs import leave_budget, run_fields, transition
 
 TASK_NAME = "carry.ci.run_job"
 REPORT_TASK = "carry.ci.report"
+PACED_TASK = "carry.ci.release_paced"  # the service's: starts paced runs whose time came
+PACED_EVERY_S = 30.0  # how often the beat sends PACED_TASK when a series paces its runs
 SERVICE_QUEUE = "carry"
 
 

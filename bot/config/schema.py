@@ -209,6 +209,11 @@ class CiPolicy(_Model):
     # a check that ran but could not observe its condition (INCONCLUSIVE, exit 77) is shown
     # amber; true: it also keeps the head from being the last known good one
     inconclusive_blocks: bool = False
+    # pacing of every-head runs, per runner kind: a new head's run starts no sooner than
+    # min_interval_s after the series' last one, and at most daily_budget start in 24 h. A run
+    # held back waits and is replaced by a newer head's; /carry retest is not paced.
+    min_interval_s: Annotated[int, Field(ge=0)] = 0
+    daily_budget: PositiveInt | None = None
 
     @model_validator(mode="before")
     @classmethod

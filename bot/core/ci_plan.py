@@ -1,7 +1,7 @@
 """Hardware CI decisions, as pure functions over plain values.
 
 What is tested (the tree key), who may reach the hardware (approval), what to do with a request
-(reuse, join, wait for approval, enqueue, supersede, defer over budget), what a step's end means
+(reuse, join, wait for approval, enqueue, supersede, pace, defer over budget), what a step's end means
 (success, test failure, infrastructure error) and when to try again. workers/ci/requests.py
 gathers the facts from Redis and carries the actions out; runner/ runs the steps. Nothing here does
 I/O: no celery, redis, git or github.
@@ -13,14 +13,15 @@ import hashlib
 import re
 import signal as signals
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from bot.core.ci_pacing import Pace, next_start, wait_words
 from bot.core.state import CiStatus
 
 Verdict = Literal["success", "failure", "inconclusive", "infra-error", "cancelled"]
 StepKind = Literal["materialize", "setup", "check", "job"]
-Verb = Literal["supersede", "reuse", "join", "wait-approval", "enqueue", "over-budget"]
+Verb = Literal["supersede", "reuse", "join", "wait-approval", "enqueue", "over-budget", "paced"]
 
 # A run in one of these states may still use a runner; the others are final.
 ACTIVE_STATES = (CiStatus.WAITING_APPROVAL, CiStatus.QUEUED, CiStatus.RUNNING)
@@ -158,6 +159,9 @@ class Facts:
     active: tuple[ActiveRun, ...] = ()  # unfinished runs of this series and kind
     in_flight: int = 0  # dispatched, unfinished runs of this kind, all series
     budget: Budget = Budget()
+    pace: Pace = field(
+        default_factory=Pace
+    )  # the series' ci.min_interval_s / ci.daily_budget and its last starts
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,7 @@ class Action:
     reason: str
     run_ids: tuple[str, ...] = ()  # supersede: runs to cancel; others: the run it continues
     key: str = ""  # idempotency key of the request
+    not_before: float | None = None  # paced: when the run may start (epoch seconds)
 
 
 def plan_run(request: RunRequest, facts: Facts) -> tuple[Action, ...]:
@@ -175,8 +180,10 @@ def plan_run(request: RunRequest, facts: Facts) -> tuple[Action, ...]:
     Rules, in order: runs of the same series and kind on another tree are stale (a newer head
     wins, so a burst leaves one run); a run queued or running on the same tree is joined; a
     stored result for the same tree is reused (nothing runs, no approval needed); an untrusted
-    head waits for approval (a request for a tree already waiting joins it); the kind's budget
-    defers the rest; otherwise the run is enqueued (releasing the waiting run, if any).
+    head waits for approval (a request for a tree already waiting joins it); the series' pacing
+    (ci.min_interval_s, ci.daily_budget; not for a retest) holds a run until it may start; the
+    kind's budget defers the rest; otherwise the run is enqueued (releasing the waiting run,
+    if any).
     """
     same = [run for run in facts.active if run.tree_key == request.tree_key]
     stale = [run for run in facts.active if run.tree_key != request.tree_key]
@@ -197,14 +204,17 @@ def _outcome(
 ) -> Action:
     waiting = next((run for run in same if run.state == "waiting-approval"), None)
     running = next((run for run in same if run.state != "waiting-approval"), None)
-    if running is not None:
+    # a retest of a tree whose run is held back (paced, or over budget) releases that run
+    held = running is not None and running.state == "queued" and not running.dispatched
+    if running is not None and not (held and request.force):
         why = f"same tree already {running.state} in run {running.run_id}"
         return Action("join", why, (running.run_id,), request.key)
     result = facts.result
     if result is not None and not request.force:
         why = f"same tree already tested: {result.state} in run {result.run_id}"
         return Action("reuse", why, (result.run_id,), request.key)
-    carried = (waiting.run_id,) if waiting is not None else ()
+    kept = waiting or running  # the run this request continues: waiting, or held and retested
+    carried = (kept.run_id,) if kept is not None else ()
     if not request.trusted:
         if waiting is not None:
             return Action("join", "same tree already waiting for approval", carried, request.key)
@@ -213,6 +223,9 @@ def _outcome(
             f"it waits for `/carry approve {short(request.head_sha)}`"
         )
         return Action("wait-approval", why, (), request.key)
+    wait = None if request.force else next_start(facts.pace)
+    if wait is not None:
+        return Action("paced", wait_words(wait), carried, request.key, wait.until)
     freed = sum(1 for run in stale if run.dispatched)
     in_flight = max(0, facts.in_flight - freed)
     if in_flight >= facts.budget.capacity:

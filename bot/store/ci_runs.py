@@ -6,6 +6,8 @@
   result:<kind>:<tree_key> the reusable verdict for one exact tree on one runner kind
   inflight:<kind>          zset of runs handed to the broker and not finished (the budget)
   deferred:<kind>          zset of runs held back because the budget was full
+  paced                    zset of runs held back by a series' pacing, scored by when they may start
+  starts:<series>:<kind>   zset of the series' head runs handed to a kind's queue, by time (a day)
   lease:<run_id>           who executes the run now ("runner|host|pid"), with expiry
   slots:<kind>             zset of running leases (budget.running), expiring
   lock:<kind>              serializes planning for a runner kind
@@ -87,6 +89,14 @@ def _inflight_key(kind: str) -> str:
 
 def _deferred_key(kind: str) -> str:
     return f"{CI}deferred:{kind}"
+
+
+def _paced_key() -> str:
+    return f"{CI}paced"
+
+
+def _starts_key(series_id: str, kind: str) -> str:
+    return f"{CI}starts:{series_id}:{kind}"
 
 
 def as_text(value: Any) -> str:
@@ -248,6 +258,42 @@ def deferred(client: redis.Redis, kind: str) -> list[str]:
 
 def undefer(client: redis.Redis, kind: str, run_id: str) -> None:
     client.zrem(_deferred_key(kind), run_id)
+
+
+def pace(client: redis.Redis, run_id: str, not_before: float) -> None:
+    """Holds a run back until `not_before` (its series' ci.min_interval_s / ci.daily_budget)."""
+    client.zadd(_paced_key(), {run_id: not_before})
+
+
+def paced_due(client: redis.Redis, now: float) -> list[str]:
+    """Paced runs whose time has come, earliest first."""
+    return [as_text(raw) for raw in client.zrangebyscore(_paced_key(), "-inf", now)]
+
+
+def unpace(client: redis.Redis, run_id: str) -> None:
+    client.zrem(_paced_key(), run_id)
+
+
+def note_start(client: redis.Redis, series_id: str, kind: str, run_id: str, at: float) -> None:
+    """A head run of the series was handed to the kind's queue (what pacing counts); entries
+    older than a day go."""
+    key = _starts_key(series_id, kind)
+    pipe = client.pipeline()
+    pipe.zadd(key, {run_id: at})
+    pipe.zremrangebyscore(key, "-inf", at - 86_400)
+    pipe.expire(key, 86_400 * 2)
+    pipe.execute()
+
+
+def starts(client: redis.Redis, series_id: str, kind: str, now: float) -> tuple[float, ...]:
+    """When the series' head runs on the kind were handed to its queue, in the last day."""
+    rows = client.zrangebyscore(_starts_key(series_id, kind), now - 86_400, "+inf", withscores=True)
+    return tuple(float(score) for _, score in rows)
+
+
+def forget_start(client: redis.Redis, series_id: str, kind: str, run_id: str) -> None:
+    """A run cancelled before any runner took it used no place in the series' pace."""
+    client.zrem(_starts_key(series_id, kind), run_id)
 
 
 def leave_budget(client: redis.Redis, kind: str, run_id: str) -> None:

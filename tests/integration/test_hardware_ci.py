@@ -47,6 +47,7 @@ from celery.utils.nodenames import host_format
 from bench.reliability import HOSTILE_SCRIPT, RUNNER_PTH, RUNNER_SITE
 from bot.ci import runs as ci_runs
 from bot.ci.spec import LogLimits, StepSpec, TreeSpec
+from bot.core.ci_pacing import PacePolicy
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -967,6 +968,39 @@ def test_a_full_budget_defers_a_run_until_one_finishes(
     )
     released = [e["data"]["reason"] for e in history(client, "s2") if e["kind"] == "ci-enqueue"]
     assert released == ["budget freed"]
+
+
+def test_pacing_holds_a_heads_run_a_newer_head_replaces_it_and_a_retest_is_not_paced(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    start_runners(("gaudi", "gaudi1@%h"))
+    check = StepSpec("fixed", sh('echo "$CARRY_UPSTREAM_SHA" >> "$MARK/started"'))
+    check = replace(check, env={"MARK": str(marks)})
+    paced = replace(target("gaudi", check), pace=PacePolicy(min_interval_s=3600, daily_budget=2))
+    heads = [world.head({"paced.txt": f"{n}\n"}) for n in range(4)]
+    first = request(client, celery_app, world, heads[0], [paced])[0]
+    assert finished(client, first.run_id)["state"] == "success"
+
+    second = request(client, celery_app, world, heads[1], [paced])[0]
+    assert second.state == "queued" and second.detail.startswith("paced: starts at ")
+    assert "ci.min_interval_s is 3600" in second.detail
+    assert rows(client)["gaudi/fixed"].detail == second.detail  # the dashboard says why
+    assert client.llen("hw.gaudi") == 0  # held here, not in the broker
+    third = request(client, celery_app, world, heads[2], [paced])[0]
+    assert state_of(client, second.run_id) == "cancelled"  # a burst tests only the newest
+    assert ci.release_paced(client, celery_app) == []  # its time has not come
+    assert ci.release_paced(client, celery_app, now=time.time() + 3601) == [third.run_id]
+    assert finished(client, third.run_id)["state"] == "success"
+    reasons = [e["data"]["reason"] for e in events(client, "ci-enqueue", third.run_id)]
+    assert "its pacing time came" in reasons
+
+    fourth = request(client, celery_app, world, heads[3], [paced])[0]
+    assert "ci.daily_budget is 2: 2 runs started in the last 24 h" in fourth.detail
+    retest = request(client, celery_app, world, heads[3], [paced], force=True)[0]
+    assert retest.run_id == fourth.run_id  # the held run goes now, under its own id
+    assert finished(client, fourth.run_id)["state"] == "success"
+    started = (marks / "started").read_text().split()
+    assert started == [heads[0], heads[2], heads[3]]
 
 
 def enumerate_patches(patches):

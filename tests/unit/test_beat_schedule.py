@@ -23,9 +23,13 @@ NO_GITHUB: dict[str, Any] = {
 }
 
 
-def schedule(tmp_path: Path, settings: Settings, **web: Any) -> dict[str, dict[str, object]]:
+def schedule(
+    tmp_path: Path, settings: Settings, ci: dict[str, Any] | None = None, **web: Any
+) -> dict[str, dict[str, object]]:
     data = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
     data["web"] = {**data.get("web", {}), **web}
+    if ci is not None:
+        data["series"][0]["ci"] = ci
     data["polling"]["redeliver_every_s"] = 120
     path = tmp_path / "carry.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -50,3 +54,11 @@ def test_without_a_hook_there_is_nothing_to_read(tmp_path: Path) -> None:
     found = schedule(tmp_path, token)
     assert "redeliver-failed-deliveries" not in found
     assert {e["task"] for e in found.values()} >= {"carry.poll", "carry.poll_prs"}
+
+
+def test_paced_runs_are_released_only_where_a_series_paces(tmp_path: Path) -> None:
+    token = Settings(**(NO_GITHUB | {"github_token": "t"}))
+    assert "release-paced-runs" not in schedule(tmp_path, token)
+    entry = schedule(tmp_path, token, ci={"min_interval_s": 600})["release-paced-runs"]
+    assert entry == {"task": "carry.ci.release_paced", "schedule": 30.0}
+    assert "release-paced-runs" in schedule(tmp_path, token, ci={"daily_budget": 4})

@@ -9,6 +9,7 @@ import pytest
 
 from bot.ci.spec import JobPayload, StepSpec, TreeSpec, job_mismatch
 from bot.config import Runner
+from bot.core.ci_pacing import Pace, PacePolicy
 from bot.core.ci_plan import (
     ActiveRun,
     ApprovalError,
@@ -152,6 +153,7 @@ def run(run_id: str, state: str, key: str = KEY_OLD, dispatched: bool = True) ->
 
 
 DONE = StoredResult("r-done", "success", B)
+NOW = 1_800_000_000.0
 FULL = Budget(queued=1, running=1)
 
 # (name, request, facts, expected [(verb, run_ids)])
@@ -237,6 +239,51 @@ PLANS = [
             budget=FULL,
         ),
         [("over-budget", ("r1",))],
+    ),
+    (
+        "paced: a run started a minute ago holds the next head's",
+        request(),
+        Facts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,))),
+        [("paced", ())],
+    ),
+    (
+        "paced: a newer head replaces the held run and is held in turn",
+        request(),
+        Facts(
+            active=(run("r1", "queued", dispatched=False),),
+            pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,)),
+        ),
+        [("supersede", ("r1",)), ("paced", ())],
+    ),
+    (
+        "paced: the interval has passed",
+        request(),
+        Facts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 3601,))),
+        [("enqueue", ())],
+    ),
+    (
+        "a retest is not paced",
+        request(force=True),
+        Facts(pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,))),
+        [("enqueue", ())],
+    ),
+    (
+        "a retest of a held tree releases the held run under its id",
+        request(force=True),
+        Facts(
+            active=(run("r1", "queued", KEY_NEW, dispatched=False),),
+            pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,)),
+        ),
+        [("enqueue", ("r1",))],
+    ),
+    (
+        "the same tree held: a plain request joins it",
+        request(),
+        Facts(
+            active=(run("r1", "queued", KEY_NEW, dispatched=False),),
+            pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,)),
+        ),
+        [("join", ("r1",))],
     ),
 ]
 

@@ -581,6 +581,23 @@ def test_ci_on_reads_as_a_name_and_defaults_to_every_head(
     assert problem.startswith("series[0].ci.on: ") and "'every-head' or 'proposed'" in problem
 
 
+@pytest.mark.parametrize(
+    ("ci", "field", "said"),
+    [
+        ({"daily_budget": 0}, "daily_budget", "greater than 0"),
+        ({"min_interval_s": -5}, "min_interval_s", "greater than or equal to 0"),
+        ({"min_interval_s": "hourly"}, "min_interval_s", "expected an integer"),
+    ],
+)
+def test_ci_pacing_refuses_what_could_never_run(
+    write: Callable[[Any], Path], patches_root: Path, ci: dict[str, Any], field: str, said: str
+) -> None:
+    data = example()
+    data["series"][0]["ci"] = ci
+    (problem,) = problems_of(write(data), patches_root)
+    assert problem.startswith(f"series[0].ci.{field}: ") and said in problem
+
+
 def test_a_json_webhook_needs_the_variable_of_its_signing_secret(
     write: Callable[[Any], Path], patches_root: Path
 ) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,6 +42,7 @@ from bot.ci.spec import (
     recipe_digest,
 )
 from bot.config import CarryConfig, load_settings
+from bot.core.ci_pacing import Pace, PacePolicy
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -95,6 +97,9 @@ class CiTarget:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     limits: LogLimits = field(default_factory=LogLimits)
     inconclusive_blocks: bool = False  # the series' ci.inconclusive_blocks
+    pace: PacePolicy = field(
+        default_factory=PacePolicy
+    )  # the series' ci.min_interval_s and ci.daily_budget
 
 
 def targets_from_config(
@@ -129,6 +134,7 @@ def targets_from_config(
                 tuple(artifacts),
                 retry or RetryPolicy(),
                 inconclusive_blocks=series.ci.inconclusive_blocks,
+                pace=PacePolicy(series.ci.min_interval_s, series.ci.daily_budget),
             )
         )
     return targets
@@ -177,8 +183,9 @@ def request_ci(
     rows: list[CiState] = []
     for target in targets:
         job = replace(_new_job(series_id, target, tree, force), purpose=purpose)
+        pacing = target.pace if purpose == "head" else PacePolicy()
         with kind_lock(client, target.kind):
-            rows += _plan_and_apply(client, celery_app, job, trusted, delay)
+            rows += _plan_and_apply(client, celery_app, job, trusted, delay, pacing)
     return rows
 
 
@@ -204,10 +211,15 @@ def _new_job(series_id: str, target: CiTarget, tree: TreeSpec, force: bool) -> J
 
 
 def _plan_and_apply(
-    client: redis.Redis, celery_app: Celery, job: JobPayload, trusted: bool, debounce_s: float
+    client: redis.Redis,
+    celery_app: Celery,
+    job: JobPayload,
+    trusted: bool,
+    debounce_s: float,
+    pacing: PacePolicy,
 ) -> list[CiState]:
     request = RunRequest(job.series_id, job.kind, job.tree_key, job.head_sha, trusted, job.force)
-    actions = plan_run(request, _facts(client, job))
+    actions = plan_run(request, _facts(client, job, pacing))
     rows: list[CiState] = []
     for action in actions:
         append_history(
@@ -227,7 +239,7 @@ def _plan_and_apply(
     return rows
 
 
-def _facts(client: redis.Redis, job: JobPayload) -> Facts:
+def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> Facts:
     active: tuple[ActiveRun, ...] = ()
     current = store.current_run(client, lane(job), job.kind)
     run = load_run(client, current) if current else None
@@ -235,7 +247,11 @@ def _facts(client: redis.Redis, job: JobPayload) -> Facts:
         active = (ActiveRun(run.run_id, run.state, run.tree_key, run.head_sha, run.dispatched),)
     raw = stored_result(client, job.kind, job.tree_key)
     result = StoredResult(raw["run_id"], raw["state"], raw.get("head_sha", "")) if raw else None
-    return Facts(result, active, in_flight(client, job.kind), job.budget)
+    pace = Pace(pacing)
+    if pacing.limits:
+        now = time.time()
+        pace = Pace(pacing, now, store.starts(client, job.series_id, job.kind, now))
+    return Facts(result, active, in_flight(client, job.kind), job.budget, pace)
 
 
 def _apply(
@@ -256,6 +272,10 @@ def _apply(
         return _record_run(
             client, celery_app, job, "waiting-approval", action.reason, dispatched=False
         )
+    if action.verb == "paced":
+        rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
+        store.pace(client, job.run_id, action.not_before or 0.0)
+        return rows
     if action.verb == "over-budget":
         rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
         store.defer(client, job.kind, job.run_id)
@@ -301,6 +321,8 @@ def _dispatch(
 ) -> list[CiState]:
     rows = _record_run(client, celery_app, job, "queued", detail, dispatched=True)
     store.add_in_flight(client, job.kind, job.run_id)
+    if job.purpose == "head":
+        store.note_start(client, job.series_id, job.kind, job.run_id, time.time())
     try:
         celery_app.send_task(
             TASK_NAME,
@@ -405,6 +427,9 @@ def cancel_run(client: redis.Redis, celery_app: Celery, run_id: str, reason: str
         return False
     if run.dispatched and run.state == "queued":
         celery_app.control.revoke(run_id)
+    if run.state == "queued":  # no runner took it: it used no place in the series' pace
+        store.forget_start(client, run.series, run.kind, run_id)
+        store.unpace(client, run_id)
     finish(client, celery_app, run, "cancelled", reason)
     return True
 
@@ -452,7 +477,8 @@ def _release(client: redis.Redis, celery_app: Celery, released: list[Run]) -> li
         with kind_lock(client, run.kind):
             still = load_run(client, run.run_id)  # a newer head may have superseded it since
             if still is not None and still.state == "waiting-approval":
-                rows += _plan_and_apply(client, celery_app, run.payload, True, 0.0)
+                # an approval is a person's decision: not held back by the series' pacing
+                rows += _plan_and_apply(client, celery_app, run.payload, True, 0.0, PacePolicy())
     return rows
 
 
@@ -503,6 +529,35 @@ def _release_deferred_locked(client: redis.Redis, celery_app: Celery, kind: str)
         )
         _dispatch(client, celery_app, run.payload, "waiting for a runner", 0.0)
         released.append(run.run_id)
+    return released
+
+
+def release_paced(client: redis.Redis, celery_app: Celery, now: float | None = None) -> list[str]:
+    """Dispatches the paced runs whose time has come (the beat's PACED_TASK, every
+    PACED_EVERY_S); one whose kind's budget is full waits for the budget instead."""
+    released: list[str] = []
+    for run_id in store.paced_due(client, time.time() if now is None else now):
+        run = load_run(client, run_id)
+        if run is None or run.state != "queued" or run.dispatched:
+            store.unpace(client, run_id)
+            continue
+        with kind_lock(client, run.kind):
+            store.unpace(client, run_id)
+            if in_flight(client, run.kind) >= run.payload.budget.capacity:
+                store.defer(client, run.kind, run_id)
+                continue
+            append_history(
+                client,
+                run.series,
+                "ci-enqueue",
+                runner_kind=run.kind,
+                run_ids=[run_id],
+                reason="its pacing time came",
+                tree_key=run.tree_key,
+                head=run.head_sha,
+            )
+            _dispatch(client, celery_app, run.payload, "waiting for a runner", 0.0)
+        released.append(run_id)
     return released
 
 
