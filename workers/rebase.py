@@ -16,6 +16,7 @@ from typing import Any
 from bot.config import BaseSpec, Series
 from bot.core import events as ev
 from bot.core import transitions as tr
+from bot.core.attention import HumanNotice, StuckLimits, note_check
 from bot.core.classify import Status
 from bot.core.policy import over_budget, series_digest
 from bot.core.report import PatchReport, SeriesReport
@@ -27,6 +28,7 @@ from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
 from bot.store.metrics import observe_rebase
 from workers import downstream as downstream_repo
+from workers.ci.rows import NOTIFY_TASK
 from workers.facts import base_of
 from workers.runtime import Runtime
 
@@ -310,10 +312,15 @@ def _store_report(
         if r.changed and r.refreshed is not None
     }
     merged: list[SeriesState] = []
+    notices: list[HumanNotice] = []
+    limits = StuckLimits(rt.config.notify.stuck_heads, rt.config.notify.stuck_hours)
 
     def merge(fresh: SeriesState) -> bool:
         merged[:] = [fresh]
-        return tr.apply_check(fresh, result)
+        before = list(fresh.patches)
+        tr.apply_check(fresh, result)
+        notices[:] = note_check(before, fresh, result.checked_at, limits)
+        return True
 
     def entries(pipe: Any) -> None:
         (state,) = merged
@@ -339,9 +346,19 @@ def _store_report(
                 reason=p.reason,
                 evidence=p.evidence,
             )
+        for notice in notices:
+            told = notice.to_dict()
+            reason = told.pop("summary")
+            told.pop("series")
+            store.queue_history(pipe, series.id, notice.change.value, reason=reason, **told)
 
     store.update_series(rt.redis, series.id, merge, create={}, also=entries, lease=lease)
     (state,) = merged
+    for notice in notices:  # to the webhooks (workers/notify.py), once per change
+        try:
+            rt.send(NOTIFY_TASK, {"notice": notice.to_dict()})
+        except Exception:  # the history entry stands; the webhooks miss this one
+            log.exception("sending the %s notice of %s failed", notice.change, series.id)
     return state, tr.proposes_change(state.patches)
 
 

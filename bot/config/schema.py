@@ -334,6 +334,10 @@ class Webhook(_Model):
 
 class Notify(_Model):
     webhooks: list[Webhook] = Field(default_factory=list)
+    # a series waiting for a human (a conflict, a review) this many checked heads or hours is
+    # told once as stuck; null turns that limit off
+    stuck_heads: PositiveInt | None = 10
+    stuck_hours: Annotated[float, Field(gt=0)] | None = 72.0
 
 
 class CarryConfig(_Model):

@@ -1,4 +1,5 @@
-"""What carry sends to a webhook when a series went red or green again, and its signature.
+"""What carry sends to a webhook when a series went red or green again, or needs a human (a
+new conflict or review, stuck waiting: bot.core.attention), and its signature.
 Pure: workers/notify.py sends it.
 
 Two formats: `json` (the notice's fields, plus the series page's address when the dashboard
@@ -20,6 +21,13 @@ EVENT_HEADER = "X-Carry-Event"
 DELIVERY_HEADER = "X-Carry-Delivery"
 
 Format = Literal["json", "slack"]
+_ICONS = {  # a Slack message's emoji per change (bot.core.verified, bot.core.attention)
+    "went-green": ":large_green_circle:",
+    "went-red": ":red_circle:",
+    "new-conflict": ":warning:",
+    "new-review": ":eyes:",
+    "stuck": ":hourglass:",
+}
 
 
 def series_page(public_url: str | None, series_id: str) -> str | None:
@@ -29,7 +37,7 @@ def series_page(public_url: str | None, series_id: str) -> str | None:
 def body(notice: Mapping[str, Any], fmt: Format, public_url: str | None) -> bytes:
     page = series_page(public_url, str(notice["series"]))
     if fmt == "slack":
-        icon = ":large_green_circle:" if notice["change"] == "went-green" else ":red_circle:"
+        icon = _ICONS.get(str(notice["change"]), ":red_circle:")
         text = f"{icon} carry: {notice['summary']}" + (f" <{page}|dashboard>" if page else "")
         return json.dumps({"text": text}).encode()
     return json.dumps({**notice, "dashboard": page}, sort_keys=True).encode()

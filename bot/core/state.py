@@ -187,6 +187,18 @@ class RedStreak:
 
 
 @dataclass
+class HumanWait:
+    """The series has needed a human (a conflict or a review) since this head: how many
+    checked heads since, and whether people were told it is stuck (bot.core.attention)."""
+
+    head: str  # the first head that needed a human
+    at: str
+    heads: int = 1
+    last: str = ""  # the newest checked head that still needs one
+    told: bool = False
+
+
+@dataclass
 class PrInfo:
     number: int
     url: str
@@ -271,6 +283,8 @@ class SeriesState:
     heads: list[HeadCheck] = field(default_factory=list)
     last_good: GoodHead | None = None
     red_streak: RedStreak | None = None
+    # since when a human is needed (a conflict, a review); None when none is
+    human_wait: HumanWait | None = None
     # the upstream range between the last good head and the first red one, bisected
     bisect: Bisection | None = None
     updated_at: str = ""
@@ -336,6 +350,8 @@ class SeriesState:
         good, red = data.get("last_good"), data.get("red_streak")
         values["last_good"] = _build(GoodHead, good) if good else None
         values["red_streak"] = _build(RedStreak, red) if red else None
+        wait = data.get("human_wait")
+        values["human_wait"] = _build(HumanWait, wait) if isinstance(wait, dict) else None
         values["bisect"] = Bisection.from_dict(data["bisect"]) if data.get("bisect") else None
         closed = data.get("closed_pr")
         values["closed_pr"] = _build(ClosedPr, closed) if isinstance(closed, dict) else None
