@@ -31,6 +31,7 @@ from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.landing import CommitLines, How, Landing
 from bot.core.linetrack import CommitHunks, touching_commits
 from bot.core.patchfile import FileDiff, Hunk, PatchFile, PatchFileError, PatchMeta, parse_patch
+from bot.core.presence import HeadsEvidence
 from bot.core.renumber import FileMove, blob_id, renumber
 from bot.core.repath import repath
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
@@ -302,12 +303,76 @@ class Engine:
         """Classifies `patches` on `head_rev`. `commit_result` also writes the resulting commit
         chain (for pushing); `patch_paths` maps names to paths for the reproduce commands,
         paths in the `downstream` repository (clone URL, branch) when it is given."""
-        started = time.perf_counter()
         self._follow_mirror()
         head = self._resolve(head_rev)
         base = self._resolve_base(base)
         parsed = [_parse(item) for item in patches]
         self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
+        return self._check_resolved(
+            head, patches, parsed, base, links, patch_paths, downstream, commit_result
+        )
+
+    def check_heads(
+        self,
+        head_revs: list[str],
+        patches: list[PatchInput],
+        *,
+        base: str | None = None,
+        patch_paths: dict[str, str] | None = None,
+    ) -> HeadsEvidence:
+        """Classifies `patches` on each of `head_revs` (release lines) in one pass: the heads
+        are resolved together (one ls-remote, one fetch, one rev-parse), the series is parsed
+        and its objects fetched once, and the caches carry from one head to the next. Also
+        says, per head, which of the patches' own commits (their `From` lines) its history
+        holds, for the presence table (bot.core.presence)."""
+        self._follow_mirror()
+        heads = self._resolve_all(head_revs)
+        base = self._resolve_base(base)
+        parsed = [_parse(item) for item in patches]
+        self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
+        own = tuple(
+            p.meta.commit if isinstance(p, PatchFile) and p.meta.commit else None for p in parsed
+        )
+        reports = []
+        contains = {}
+        for head in heads:
+            report = self._check_resolved(
+                head, patches, parsed, base, None, patch_paths, None, False
+            )
+            reports.append(report)
+            contains[head.sha] = self._own_commits_in(head.sha, own, report)
+        return HeadsEvidence(tuple(reports), own, contains)
+
+    def _own_commits_in(
+        self, head: str, own: tuple[str | None, ...], report: SeriesReport
+    ) -> frozenset[str]:
+        """The patches' own commits that are in `head`'s history, by id: a commit the engine
+        already named as a landing in the head needs no git call, one the mirror lacks is in
+        no head, and the rest are asked of git."""
+        landed = {
+            c["sha"] for p in report.patches for c in p.upstream_commits or () if c.get("sha")
+        }
+        found = set()
+        for sha in dict.fromkeys(c for c in own if c is not None):
+            full = self.commit_of(sha)
+            if full is None:
+                continue
+            if full in landed or full == head or self.git.is_ancestor(full, head):
+                found.add(sha)
+        return frozenset(found)
+
+    def _check_resolved(
+        self,
+        head: ResolvedHead,
+        patches: list[PatchInput],
+        parsed: list[PatchFile | PatchFileError],
+        base: str | None,
+        links: dict[str, list[LinkedPr]] | None,
+        patch_paths: dict[str, str] | None,
+        downstream: tuple[str, str] | None,
+        commit_result: bool,
+    ) -> SeriesReport:
+        started = time.perf_counter()
         histories = self._histories(head.sha, base, patches, parsed)
         chain = _Chain(self, self.tree_of(head.sha), head.sha)
         applier = TreeApplier(self.git)
@@ -335,9 +400,22 @@ class Engine:
         )
 
     def _resolve(self, rev: str) -> ResolvedHead:
-        if len(rev) == 40 and (self.mirror.path / "HEAD").exists() and self.commit_of(rev) == rev:
+        if self._is_held_commit(rev):
             return ResolvedHead(rev, None)  # a commit the mirror has: nothing to fetch
         return self.mirror.resolve(rev)
+
+    def _resolve_all(self, revs: list[str]) -> list[ResolvedHead]:
+        """`_resolve` for several revisions: commits the mirror has are answered here, the
+        rest by one Mirror.resolve_all."""
+        held = {rev: ResolvedHead(rev, None) for rev in revs if self._is_held_commit(rev)}
+        rest = [rev for rev in dict.fromkeys(revs) if rev not in held]
+        resolved = dict(zip(rest, self.mirror.resolve_all(rest), strict=True)) if rest else {}
+        return [held.get(rev) or resolved[rev] for rev in revs]
+
+    def _is_held_commit(self, rev: str) -> bool:
+        return (
+            len(rev) == 40 and (self.mirror.path / "HEAD").exists() and self.commit_of(rev) == rev
+        )
 
     def _resolve_base(self, base: str | None) -> str | None:
         """The commit a given base names (any revision: SHA, tag, branch, `rev~n`), fetched when
