@@ -226,6 +226,7 @@ class Engine:
         self._recent: dict[tuple[str, str], list[CommitHunks]] = {}
         self._commit_lines: dict[tuple[str, tuple[str, ...]], CommitLines] = {}
         self._prs: dict[tuple[str, str], int | None] = {}
+        self._forks: dict[tuple[str, str], str] = {}  # (anchor, head) -> their merge base
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -242,6 +243,7 @@ class Engine:
             self._known.clear()
             self._present.clear()
             self._recent.clear()
+            self._forks.clear()
         self._mirror_identity = identity
 
     def close(self) -> None:
@@ -348,17 +350,30 @@ class Engine:
     ) -> frozenset[str]:
         """The patches' own commits that are in `head`'s history, by id: a commit the engine
         already named as a landing in the head needs no git call, one the mirror lacks is in
-        no head, and the rest are asked of git."""
+        no head, and the rest are asked of git in one call."""
         landed = {
             c["sha"] for p in report.patches for c in p.upstream_commits or () if c.get("sha")
         }
-        found = set()
+        found: set[str] = set()
+        asked: dict[str, str] = {}  # full id -> the id the patch gave
         for sha in dict.fromkeys(c for c in own if c is not None):
             full = self.commit_of(sha)
             if full is None:
                 continue
-            if full in landed or full == head or self.git.is_ancestor(full, head):
+            if full in landed or full == head:
                 found.add(sha)
+                continue
+            # The check read the merge base of the commit's parent and the head: when that is
+            # not the parent itself, the parent is not in the head, so neither is the commit.
+            parent = self.commit_of(f"{full}^")
+            fork = self._forks.get((parent, head)) if parent is not None else None
+            if fork is None or fork == parent:
+                asked[full] = sha
+        if asked:
+            # Reachable from the commits and not from the head: those of them it lacks.
+            out = self.git.run("rev-list", *asked, f"^{head}", "--").text
+            lacking = set(out.split())
+            found.update(sha for full, sha in asked.items() if full not in lacking)
         return frozenset(found)
 
     def _check_resolved(
@@ -524,10 +539,16 @@ class Engine:
 
     def _fork(self, anchor: str, head: str) -> tuple[str, bool]:
         """The range base for an anchor, and whether the touch index knows the range (linear,
-        every commit indexed); otherwise git answers."""
+        every commit indexed); otherwise git answers. The answer is remembered (commit ids:
+        it never changes) for _own_commits_in."""
         if self.in_process and self.touches.linear_range(anchor, head) is not None:
-            return anchor, True
-        return self.git.run("merge-base", anchor, head, check=False).text, False
+            fork, indexed = anchor, True
+        else:
+            fork, indexed = self.git.run("merge-base", anchor, head, check=False).text, False
+        if len(self._forks) >= RECENT_CACHE_ENTRIES:
+            self._forks.clear()
+        self._forks[(anchor, head)] = fork
+        return fork, indexed
 
     def recent_history(self, head: str, path: str) -> list[CommitHunks]:
         """The newest commits touching `path` at commit `head`, oldest first, with their

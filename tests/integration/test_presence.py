@@ -60,9 +60,12 @@ def check_args(up, patches, tmp_path, *heads: str) -> list[str]:
 HEADS = ("release/1.0", "release/2.0", "main")
 
 
-def test_json_names_each_cell_and_sha(lines, tmp_path):
+@pytest.mark.parametrize("with_base", [False, True])
+def test_json_names_each_cell_and_sha(lines, tmp_path, with_base):
+    """With a base the engine reads no range per commit: the own commits are asked of git."""
     up, patches, (fix, _), picked = lines
-    result = carry(*check_args(up, patches, tmp_path, *HEADS), "--json")
+    base = ["--base", up.head("main~1")] if with_base else []
+    result = carry(*check_args(up, patches, tmp_path, *HEADS), "--json", *base)
     assert result.returncode == 0, result.stderr
     table = json.loads(result.stdout)
     assert [h["name"] for h in table["heads"]] == list(HEADS)
@@ -159,3 +162,13 @@ def test_check_heads_matches_one_check_per_head(lines, tmp_path):
         Presence.SAME,
         Presence.ABSENT,
     ]
+
+
+def test_resolve_all_answers_as_resolve_does(lines, tmp_path):
+    up, _, (fix, _), picked = lines
+    revs = ["main", "release/1.0~1", "refs/heads/release/2.0", fix[:10], picked, "release/1.0"]
+    together = Mirror(str(up.path), tmp_path / "all").resolve_all(revs)
+    apart = [Mirror(str(up.path), tmp_path / f"one-{n}").resolve(r) for n, r in enumerate(revs)]
+    assert together == apart
+    assert [h.sha for h in together] == [up.head(r) for r in revs]
+    assert together[0].ref == "refs/heads/main" and together[1].ref is None
