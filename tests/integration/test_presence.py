@@ -172,3 +172,29 @@ def test_resolve_all_answers_as_resolve_does(lines, tmp_path):
     assert together == apart
     assert [h.sha for h in together] == [up.head(r) for r in revs]
     assert together[0].ref == "refs/heads/main" and together[1].ref is None
+
+
+def test_partial_names_the_commit_that_brought_part(make_repo, tmp_path):
+    """release/1.0 took one of the patch's two hunks in a commit of its own: partial there,
+    naming that commit; main has neither."""
+    up = make_repo("partial-up")
+    base = up.commit("base", {"mod.py": BODY})
+    up.checkout("main", new_branch="carried")
+    both = BODY.replace("compute(3)", "compute(3, fast=True)").replace(
+        "compute(35)", "compute(35, fast=True)"
+    )
+    up.commit("Fast 3 and 35", {"mod.py": both})
+    patches = up.format_patch("main..carried", tmp_path / "partial-patches")
+    up.checkout(base, new_branch="release/1.0")
+    half = up.commit(
+        "Fast 3 (#12)", {"mod.py": BODY.replace("compute(3)", "compute(3, fast=True)")}
+    )
+    up.commit("1.0: later work", {"NEWS": "1.0.1\n"})
+    up.checkout("main")
+    up.git("branch", "-D", "carried")
+    args = check_args(up, patches, tmp_path, "release/1.0", "main")
+    table = json.loads(carry(*args, "--json").stdout)
+    cells = [(c["presence"], c["sha"], c["status"]) for c in table["patches"][0]["cells"]]
+    assert cells == [("partial", half, "partial"), ("absent", None, "applies")]
+    text = carry(*args).stdout
+    assert f"partial ({half[:12]})" in text
