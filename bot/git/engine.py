@@ -371,9 +371,12 @@ class Engine:
                 asked[full] = sha
         if asked:
             # Reachable from the commits and not from the head: those of them it lacks.
-            out = self.git.run("rev-list", *asked, f"^{head}", "--").text
-            lacking = set(out.split())
-            found.update(sha for full, sha in asked.items() if full not in lacking)
+            listed = self.git.run("rev-list", *asked, f"^{head}", "--", check=False)
+            if listed.ok:
+                lacking = set(listed.text.split())
+                found.update(sha for full, sha in asked.items() if full not in lacking)
+            else:  # a commit git cannot walk: each is asked alone
+                found.update(s for full, s in asked.items() if self.git.is_ancestor(full, head))
         return frozenset(found)
 
     def _check_resolved(
