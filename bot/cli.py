@@ -18,6 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from bot.core.presence import HeadsEvidence
     from bot.core.report import PatchReport, SeriesReport
     from bot.core.state import SeriesState
     from bot.fixes import Carrier
@@ -97,11 +98,19 @@ def _configured_upstream(series_dir: str) -> tuple[str, str]:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.series and not (args.repo and args.head):
         repo, head = _configured_upstream(args.series)
-        args.repo, args.head = args.repo or repo, args.head or head
+        args.repo, args.head = args.repo or repo, args.head or [head]
     if not args.repo or not args.head:
         raise UsageError("--repo and --head are required (or --series DIR of a configured series)")
     if not args.patch and not args.series:
         raise UsageError("give --patch FILE... or --series DIR")
+    twice = [head for n, head in enumerate(args.head) if head in args.head[:n]]
+    if twice:
+        raise UsageError(f"--head {twice[0]} is given twice")
+    if len(args.head) > 1 and args.write_refreshed:
+        raise UsageError(
+            "--write-refreshed takes one --head: a patch refreshed for one release line "
+            "would not fit the others"
+        )
     if "://" not in args.repo and "@" not in args.repo:
         _check_local_repo(args.repo)
     from bot.git.engine import Engine
@@ -113,13 +122,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         series_patches, series_base = _series_patches(args.series)
         patches += series_patches
         base = base or series_base
-    head = _local_revision(args.repo, args.head)
+    heads = [_local_revision(args.repo, head) for head in args.head]
     # The reproduce commands run after `cd carry-repro`: they name the patches by full path.
     paths = {patch.name: str(Path(patch.name).resolve()) for patch in patches}
     try:
         cache = Path(args.cache_dir).resolve() if args.cache_dir else None
         mirror = Mirror(normalize_source(args.repo), cache)
-        report = Engine(mirror).check(head, patches, base=base, patch_paths=paths)
+        if len(heads) > 1:
+            evidence = Engine(mirror).check_heads(heads, patches, base=base, patch_paths=paths)
+            return _print_presence(args, evidence)
+        report = Engine(mirror).check(heads[0], patches, base=base, patch_paths=paths)
     except MirrorError as err:
         raise UsageError(str(err)) from err
     if args.write_refreshed:
@@ -133,6 +145,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write(render_table(report))
     needs_human = any(_needs_human(p) for p in report.patches)
     return CHECK_NEEDS_HUMAN if args.exit_code and needs_human else 0
+
+
+def _print_presence(args: argparse.Namespace, evidence: HeadsEvidence) -> int:
+    """With several heads: the presence table, as text or JSON."""
+    from bot.core.presence import build_table, needs_human, render_text
+
+    table = build_table(evidence, args.head)
+    if args.json:
+        import json
+
+        json.dump(table.as_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(table))
+    return CHECK_NEEDS_HUMAN if args.exit_code and needs_human(table) else 0
 
 
 def _needs_human(patch: PatchReport) -> bool:
@@ -697,7 +724,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="re-apply patches on an upstream head and classify them")
     check.add_argument("--repo", help="upstream repository: local path (bare or not) or URL")
-    check.add_argument("--head", help="any revision: branch, tag, SHA, refs/pull/N/head")
+    check.add_argument(
+        "--head",
+        action="append",
+        help="any revision: branch, tag, SHA, refs/pull/N/head; more than one (release "
+        "lines): a table of where each patch is present",
+    )
     check.add_argument(
         "--patch",
         action="extend",

@@ -31,6 +31,7 @@ from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.landing import CommitLines, How, Landing
 from bot.core.linetrack import CommitHunks, touching_commits
 from bot.core.patchfile import FileDiff, Hunk, PatchFile, PatchFileError, PatchMeta, parse_patch
+from bot.core.presence import HeadsEvidence
 from bot.core.renumber import FileMove, blob_id, renumber
 from bot.core.repath import repath
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
@@ -225,6 +226,7 @@ class Engine:
         self._recent: dict[tuple[str, str], list[CommitHunks]] = {}
         self._commit_lines: dict[tuple[str, tuple[str, ...]], CommitLines] = {}
         self._prs: dict[tuple[str, str], int | None] = {}
+        self._forks: dict[tuple[str, str], str] = {}  # (anchor, head) -> their merge base
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -241,6 +243,7 @@ class Engine:
             self._known.clear()
             self._present.clear()
             self._recent.clear()
+            self._forks.clear()
         self._mirror_identity = identity
 
     def close(self) -> None:
@@ -302,12 +305,92 @@ class Engine:
         """Classifies `patches` on `head_rev`. `commit_result` also writes the resulting commit
         chain (for pushing); `patch_paths` maps names to paths for the reproduce commands,
         paths in the `downstream` repository (clone URL, branch) when it is given."""
-        started = time.perf_counter()
         self._follow_mirror()
         head = self._resolve(head_rev)
         base = self._resolve_base(base)
         parsed = [_parse(item) for item in patches]
         self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
+        return self._check_resolved(
+            head, patches, parsed, base, links, patch_paths, downstream, commit_result
+        )
+
+    def check_heads(
+        self,
+        head_revs: list[str],
+        patches: list[PatchInput],
+        *,
+        base: str | None = None,
+        patch_paths: dict[str, str] | None = None,
+    ) -> HeadsEvidence:
+        """Classifies `patches` on each of `head_revs` (release lines) in one pass: the heads
+        are resolved together (one ls-remote, one fetch, one rev-parse), the series is parsed
+        and its objects fetched once, and the caches carry from one head to the next. Also
+        says, per head, which of the patches' own commits (their `From` lines) its history
+        holds, for the presence table (bot.core.presence)."""
+        self._follow_mirror()
+        heads = self._resolve_all(head_revs)
+        base = self._resolve_base(base)
+        parsed = [_parse(item) for item in patches]
+        self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
+        own = tuple(
+            p.meta.commit if isinstance(p, PatchFile) and p.meta.commit else None for p in parsed
+        )
+        reports = []
+        contains = {}
+        for head in heads:
+            report = self._check_resolved(
+                head, patches, parsed, base, None, patch_paths, None, False
+            )
+            reports.append(report)
+            contains[head.sha] = self._own_commits_in(head.sha, own, report)
+        return HeadsEvidence(tuple(reports), own, contains)
+
+    def _own_commits_in(
+        self, head: str, own: tuple[str | None, ...], report: SeriesReport
+    ) -> frozenset[str]:
+        """The patches' own commits that are in `head`'s history, by id: a commit the engine
+        already named as a landing in the head needs no git call, one the mirror lacks is in
+        no head, and the rest are asked of git in one call."""
+        landed = {
+            c["sha"] for p in report.patches for c in p.upstream_commits or () if c.get("sha")
+        }
+        found: set[str] = set()
+        asked: dict[str, str] = {}  # full id -> the id the patch gave
+        for sha in dict.fromkeys(c for c in own if c is not None):
+            full = self.commit_of(sha)
+            if full is None:
+                continue
+            if full in landed or full == head:
+                found.add(sha)
+                continue
+            # The check read the merge base of the commit's parent and the head: when that is
+            # not the parent itself, the parent is not in the head, so neither is the commit.
+            parent = self.commit_of(f"{full}^")
+            fork = self._forks.get((parent, head)) if parent is not None else None
+            if fork is None or fork == parent:
+                asked[full] = sha
+        if asked:
+            # Reachable from the commits and not from the head: those of them it lacks.
+            listed = self.git.run("rev-list", *asked, f"^{head}", "--", check=False)
+            if listed.ok:
+                lacking = set(listed.text.split())
+                found.update(sha for full, sha in asked.items() if full not in lacking)
+            else:  # a commit git cannot walk: each is asked alone
+                found.update(s for full, s in asked.items() if self.git.is_ancestor(full, head))
+        return frozenset(found)
+
+    def _check_resolved(
+        self,
+        head: ResolvedHead,
+        patches: list[PatchInput],
+        parsed: list[PatchFile | PatchFileError],
+        base: str | None,
+        links: dict[str, list[LinkedPr]] | None,
+        patch_paths: dict[str, str] | None,
+        downstream: tuple[str, str] | None,
+        commit_result: bool,
+    ) -> SeriesReport:
+        started = time.perf_counter()
         histories = self._histories(head.sha, base, patches, parsed)
         chain = _Chain(self, self.tree_of(head.sha), head.sha)
         applier = TreeApplier(self.git)
@@ -335,9 +418,22 @@ class Engine:
         )
 
     def _resolve(self, rev: str) -> ResolvedHead:
-        if len(rev) == 40 and (self.mirror.path / "HEAD").exists() and self.commit_of(rev) == rev:
+        if self._is_held_commit(rev):
             return ResolvedHead(rev, None)  # a commit the mirror has: nothing to fetch
         return self.mirror.resolve(rev)
+
+    def _resolve_all(self, revs: list[str]) -> list[ResolvedHead]:
+        """`_resolve` for several revisions: commits the mirror has are answered here, the
+        rest by one Mirror.resolve_all."""
+        held = {rev: ResolvedHead(rev, None) for rev in revs if self._is_held_commit(rev)}
+        rest = [rev for rev in dict.fromkeys(revs) if rev not in held]
+        resolved = dict(zip(rest, self.mirror.resolve_all(rest), strict=True)) if rest else {}
+        return [held.get(rev) or resolved[rev] for rev in revs]
+
+    def _is_held_commit(self, rev: str) -> bool:
+        return (
+            len(rev) == 40 and (self.mirror.path / "HEAD").exists() and self.commit_of(rev) == rev
+        )
 
     def _resolve_base(self, base: str | None) -> str | None:
         """The commit a given base names (any revision: SHA, tag, branch, `rev~n`), fetched when
@@ -446,10 +542,16 @@ class Engine:
 
     def _fork(self, anchor: str, head: str) -> tuple[str, bool]:
         """The range base for an anchor, and whether the touch index knows the range (linear,
-        every commit indexed); otherwise git answers."""
+        every commit indexed); otherwise git answers. The answer is remembered (commit ids:
+        it never changes) for _own_commits_in."""
         if self.in_process and self.touches.linear_range(anchor, head) is not None:
-            return anchor, True
-        return self.git.run("merge-base", anchor, head, check=False).text, False
+            fork, indexed = anchor, True
+        else:
+            fork, indexed = self.git.run("merge-base", anchor, head, check=False).text, False
+        if len(self._forks) >= RECENT_CACHE_ENTRIES:
+            self._forks.clear()
+        self._forks[(anchor, head)] = fork
+        return fork, indexed
 
     def recent_history(self, head: str, path: str) -> list[CommitHunks]:
         """The newest commits touching `path` at commit `head`, oldest first, with their

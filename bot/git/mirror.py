@@ -16,7 +16,7 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -271,6 +271,40 @@ class Mirror:
                 raise MirrorError(f"revision {rev!r} does not name a commit in {self.source}")
             return ResolvedHead(sha, ref if not suffix else None)
         return ResolvedHead(self._resolve_object(rev, base, suffix), None)
+
+    def resolve_all(self, revs: Sequence[str]) -> list[ResolvedHead]:
+        """`resolve` for several revisions at once, in their order: one ls-remote and one
+        fetch for all the upstream refs they name, one rev-parse for all of them. Revisions
+        that name no ref (abbreviated ids, missing commits) go through `resolve`."""
+        self.ensure()
+        found: dict[int, ResolvedHead] = {}
+        named: dict[int, tuple[str, str, str]] = {}  # index -> (upstream ref, local ref, suffix)
+        refs: dict[str, str] | None = None
+        for i, rev in enumerate(revs):
+            base, suffix = _split_suffix(rev)
+            if _HEX.match(base):
+                continue
+            if refs is None:
+                refs = self._advertised()
+            ref = self._remote_ref_for(base, refs)
+            if ref is not None:
+                named[i] = (ref, f"refs/carry/{ref.removeprefix('refs/')}", suffix)
+        wanted = {ref: local for ref, local, _ in named.values()}
+        held = refs or {}
+        stale = [
+            f"+{ref}:{local}" for ref, local in wanted.items() if not self._holds(local, held[ref])
+        ]
+        if stale:
+            self.fetch(*stale)
+        if named:
+            # Local refs under refs/carry/: none starts with "-", so no option is mistaken.
+            names = [f"{local}{suffix}^{{commit}}" for _, local, suffix in named.values()]
+            result = self.git.run("rev-parse", *names, check=False)
+            shas = result.text.split() if result.ok else []
+            if len(shas) == len(named):
+                for (i, (ref, _, suffix)), sha in zip(named.items(), shas, strict=True):
+                    found[i] = ResolvedHead(sha, ref if not suffix else None)
+        return [found[i] if i in found else self.resolve(rev) for i, rev in enumerate(revs)]
 
     def _holds(self, ref: str, sha: str) -> bool:
         """True when a fetch of `ref` would find it at `sha` already and the touch index in
