@@ -108,8 +108,6 @@ def publish(
             reason=step.reason,
             head=state.checked_head,
         )
-        if pull is not None:
-            _say_notices(rt, forge, state.id, pull.number)
         if tree is not None and every_head:  # every head verified: the series as carried
             url = downstream_repo.url(rt.settings, rt.config)
             hardware.request(rt, state, tree, url, main, heads[main], directory, current)
@@ -163,6 +161,8 @@ def publish(
             **({"replaces": step.closed_pr} if step.closed_pr is not None else {}),
         ),
     )
+    # carry's branch holds carry's tree now (pushed, or found there): the replaced commits a
+    # notice names are replaced indeed
     _say_notices(rt, forge, state.id, pull.number)
     if tree is not None:
         branch_sha = pushed or heads.get(branch) or pull.head_sha
@@ -345,7 +345,7 @@ def _say_notices(rt: Runtime, forge: ForgePort, series_id: str, number: int) -> 
     """Says every notice still due on PR `number`: one comment each, found by its marker before
     one is created (a comment that was posted although GitHub answered an error is not posted
     again), then recorded as said with its history entry. A failure leaves it due: the task's
-    retry, or the next publish, says it."""
+    retry, or the next publish that pushes (or finds its tree on the branch), says it."""
     fresh = store.load_series(rt.redis, series_id)
     for notice in [n for n in (fresh.notices if fresh else []) if n.due]:
         marker = NOTICE_MARKER.format(id=notice.id)
@@ -364,7 +364,7 @@ def _said(rt: Runtime, series_id: str, notice: Notice, number: int, comment_id: 
             NOTICE_HISTORY[notice.kind],
             pr=number,
             notice=notice.id,
-            comment=comment_id,
+            comment_id=comment_id,
             **notice.details,
         ),
     )

@@ -277,7 +277,7 @@ def test_the_backup_branch_notice_is_said_exactly_once_despite_a_failed_comment(
         [(502, 201)] if after else [(502, None), (201, None)]
     )
     assert said["data"]["backup"] == backup and said["data"]["commits"] == [sha]
-    assert said["data"]["comment"] == comment["id"] and said["data"]["pr"] == number
+    assert said["data"]["comment_id"] == comment["id"] and said["data"]["pr"] == number
     (notice,) = flow.state().notices
     assert (notice.due, notice.comment_id, notice.pr) == (False, comment["id"], number)
     # later refreshes say nothing again
