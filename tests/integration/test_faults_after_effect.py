@@ -25,6 +25,7 @@ from github import Auth, Github, GithubException
 from bot.core.render import NOTICE_MARKER, next_version
 from bot.core.state import CiState, SeriesState
 from bot.emulator import GitHubEmulator
+from bot.github.forge import ForgeError
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
 from tests.support.deployment import (
     CHECK,
@@ -38,6 +39,9 @@ from tests.support.deployment import (
     pr,
 )
 from tests.support.gitrepo import git
+from workers import publish
+from workers.ci import github as hardware
+from workers.rebase import rebase_series
 
 BRANCH = f"carry/{SERIES}"
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
@@ -117,8 +121,6 @@ def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> I
 def test_a_check_run_created_then_answered_502_is_found_not_created_again(
     deploy: Deploy,
 ) -> None:
-    from workers.ci import github as hardware
-
     d = deploy(auth="app")
     state = d.propose(MOVED, "Add a header")
     d.gh.inject_fault("server_error", method="POST", path="/repos/*/check-runs", after=True)
@@ -134,6 +136,25 @@ def test_a_check_run_created_then_answered_502_is_found_not_created_again(
         pr(state).head_sha,
     )
     assert d.gh.api_requests("POST", f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs")[0].fault
+
+
+def test_a_pull_request_opened_then_answered_502_is_found_not_opened_again(
+    deploy: Deploy,
+) -> None:
+    d = deploy()
+    head = d.env.upstream.commit("Add a header", MOVED)
+    finished = rebase_series(d.rt, SERIES, head, "refs/heads/main")
+    assert finished is not None
+    d.gh.inject_fault("server_error", method="POST", path="/repos/*/pulls", after=True)
+    args = (d.rt, SERIES, finished.head_sha, finished.digest, finished.changed)
+    with pytest.raises(ForgeError, match="502"):
+        publish.publish(*args)
+    publish.publish(*args)  # the task's retry
+    (pull,) = d.gh.pulls(DOWN_OWNER, DOWN_NAME)
+    state = d.env.state()
+    assert state is not None and pr(state).number == pull["number"]
+    version = state.version
+    assert version is not None and f"Release VERSION: `{version}`" in pull["body"]
 
 
 # -- carry: real web and worker processes --------------------------------------------------------
@@ -214,25 +235,32 @@ def test_a_push_that_landed_but_answered_502_records_the_version_on_the_branch(
     flow: Flow,
 ) -> None:
     """Before: the retry pushed nothing, the state kept the version before while the branch had
-    the new one, and the next refresh labelled another tree with the same number."""
-    flow.gh.inject_fault("server_error", scope="git", method="POST", path=RECEIVE_PACK, after=True)
-    head1 = flow.move_upstream({"mod.py": "# header\n" + BODY}, "Add a header")
-    flow.published(head1)
-    first = flow.branch_file("VERSION").strip()
-    assert first == next_version(None, datetime.now(UTC).date())
-    assert flow.state().version == first
-    assert f"Release VERSION: `{first}`" in flow.pull()["body"]
-    (failed,) = flow.env.history("publish-failed")
-    assert "502" in failed["data"]["error"]
-    (read_back,) = flow.env.history("push-read-back")
-    assert read_back["data"]["landed"] is True and read_back["data"]["version"] == first
-
-    head2 = flow.move_upstream({"mod.py": "# header\n# second\n" + BODY}, "Second header")
-    flow.published(head2, pushed=True)
-    second = flow.branch_file("VERSION").strip()
-    assert second == next_version(first, datetime.now(UTC).date()) != first
-    assert flow.state().version == second
-    assert f"Release VERSION: `{second}`" in flow.pull()["body"]
+    the new one, and the next refresh labelled another tree with the same number. Here the
+    first two refreshes' pushes land and answer 502 (the first PR's, and an update's), the
+    third goes through: each tree gets its own number, and state, branch and PR agree."""
+    today = datetime.now(UTC).date()
+    versions: list[str] = []
+    for n, faulted in enumerate([True, True, False], 1):
+        if faulted:
+            flow.gh.inject_fault(
+                "server_error", scope="git", method="POST", path=RECEIVE_PACK, after=True
+            )
+        headers = "".join(f"# header {i}\n" for i in range(n))
+        head = flow.move_upstream({"mod.py": headers + BODY}, f"Header {n}")
+        flow.published(head, pushed=None if faulted else True)
+        version = flow.branch_file("VERSION")
+        assert version == next_version(versions[-1] if versions else None, today)
+        assert flow.state().version == version
+        assert f"Release VERSION: `{version}`" in flow.pull()["body"]
+        versions.append(version)
+    assert len(set(versions)) == 3
+    failed = flow.env.history("publish-failed")
+    assert len(failed) == 2 and all("502" in f["data"]["error"] for f in failed)
+    read_back = flow.env.history("push-read-back")
+    assert sorted(r["data"]["version"] for r in read_back) == versions[:2]
+    assert all(r["data"]["landed"] for r in read_back)
+    pushes = [r for r in flow.gh.requests if r.kind == "git" and r.path == RECEIVE_PACK]
+    assert [(p.status, p.effect_status) for p in pushes] == [(502, 200), (502, 200), (200, None)]
     assert len(flow.gh.pulls(DOWN_OWNER, DOWN_NAME)) == 1
 
 
