@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from github import Auth, Github, GithubException
 
 from bot.core.render import NOTICE_MARKER, next_version
@@ -79,6 +80,20 @@ def test_a_comment_posted_then_answered_502_is_on_github(gh: GitHubEmulator) -> 
     assert (post.status, post.effect_status, post.fault) == (502, 201, "server_error")
     assert [c["body"] for c in gh.comments(DOWN_OWNER, DOWN_NAME, number)] == ["once"]
     assert fault.remaining == 0
+
+
+def test_a_connection_dropped_after_the_effect_leaves_the_comment_posted(
+    gh: GitHubEmulator,
+) -> None:
+    number = gh.open_issue(DOWN_OWNER, DOWN_NAME, title="A bug", user="writer")
+    path = f"/repos/{DOWN_OWNER}/{DOWN_NAME}/issues/{number}/comments"
+    gh.inject_fault("disconnect", method="POST", path=path, after=True)
+    client = Github(base_url=gh.base_url, auth=Auth.Token("writer-token"), retry=None)
+    with pytest.raises(requests.ConnectionError):
+        client.get_repo(f"{DOWN_OWNER}/{DOWN_NAME}").get_issue(number).create_comment("once")
+    (post,) = gh.api_requests("POST", path)
+    assert (post.status, post.effect_status, post.fault) == (None, 201, "disconnect")
+    assert [c["body"] for c in gh.comments(DOWN_OWNER, DOWN_NAME, number)] == ["once"]
 
 
 def test_a_push_that_landed_then_answered_502_moved_the_branch(
