@@ -13,12 +13,21 @@ from datetime import UTC, datetime
 from bot.core import proposal
 from bot.core import transitions as tr
 from bot.core.publishing import PublishStep, Step, publish_step, replaces_words
-from bot.core.render import conflict_report, kept_commits_comment
-from bot.core.state import PrInfo, SeriesState
-from bot.git.downstream import BranchCommit, Downstream
+from bot.core.render import (
+    NOTICE_MARKER,
+    commits_kept_notice,
+    conflict_report,
+    notice_comment,
+    pr_body,
+)
+from bot.core.state import Notice, NoticeKind, PrInfo, SeriesState
+from bot.git.downstream import Downstream
+from bot.git.mirror import MirrorError
+from bot.git.runner import GitError
 from bot.github.forge import DraftsNotSupported, PullInfo
 from bot.github.port import ForgePort
 from bot.store import series as store
+from bot.store.series import now_iso
 from workers import downstream as downstream_repo
 from workers.ci import github as hardware
 from workers.runtime import Runtime
@@ -26,6 +35,8 @@ from workers.runtime import Runtime
 log = logging.getLogger("carry.publish")
 
 CONFLICT_MARKER = "<!-- carry:conflict-report -->"
+# the history entry written when a notice of each kind is said
+NOTICE_HISTORY = {NoticeKind.COMMITS_KEPT: "branch-commits-kept", NoticeKind.OTHER: "notice-said"}
 LABELS = {"conflict": "carry:conflict", "review": "carry:needs-review"}
 NO_DRAFTS_NOTE = (
     "\n> note: GitHub does not allow draft pull requests in this repository (private "
@@ -110,7 +121,13 @@ def publish(
     ):
         pushed = None  # the branch already proposes exactly these patches: no push, no CI run
     else:
-        pushed, replaced = _push(downstream, heads, main, branch, directory, plan.files, state)
+        pushed = _push(rt, downstream, heads, (main, branch, directory), plan.files, state)
+    # The version GitHub has is the one carry's branch carries, read back: after a push that
+    # landed but answered an error, the retry pushes nothing and the branch has the build
+    # number the state does not (bot.core.render.landed_version).
+    carried = _version_of(downstream.read_dir(pushed, directory) if pushed else on_branch)
+    if carried is not None and carried != version:
+        body = pr_body(state, carried)
     body = body + "".join(f"\n> note: {n}" for n in plan.notes)
     if pull is None:
         if step.closed_pr is not None and state.closed_pr is not None:
@@ -124,18 +141,14 @@ def publish(
         forge.add_labels(pull.number, labels, current=pull)
     _drop_stale_labels(rt, forge, state, pull, labels)
     _conflict_comment(forge, pull.number, state)
-    if pushed and replaced:
-        backup = backup_branch(state.id, heads[branch])
-        _say_commits_kept(rt, forge, pull.number, state, (branch, backup, main), replaced)
     hardware.note_rename(rt, state.id, forge)
     pr = PrInfo(pull.number, pull.url, branch, "open", pull.draft, pushed or pull.head_sha)
     note = f"PR #{pull.number} {'updated' if pushed else 'report refreshed (nothing pushed)'}"
-    new_version = version if version and pushed else None
-    tr.published(state, pr, new_version, note)  # this copy goes on to the CI request
+    tr.published(state, pr, carried, note)  # this copy goes on to the CI request
     store.update_series(
         rt.redis,
         state.id,
-        lambda fresh: tr.published(fresh, pr, new_version, note),
+        lambda fresh: tr.published(fresh, pr, carried, note),
         also=lambda pipe: store.queue_history(
             pipe,
             state.id,
@@ -148,6 +161,9 @@ def publish(
             **({"replaces": step.closed_pr} if step.closed_pr is not None else {}),
         ),
     )
+    # carry's branch holds carry's tree now (pushed, or found there): the replaced commits a
+    # notice names are replaced indeed
+    _say_notices(rt, forge, state.id, pull.number)
     if tree is not None:
         branch_sha = pushed or heads.get(branch) or pull.head_sha
         url = downstream_repo.url(rt.settings, rt.config)
@@ -246,27 +262,78 @@ def _not_a_draft(state: SeriesState, pull: PullInfo) -> str:
 
 
 def _push(
+    rt: Runtime,
     downstream: Downstream,
     heads: dict[str, str],
-    main: str,
-    branch: str,
-    directory: str,
+    where: tuple[str, str, str],
     files: dict[str, bytes | None],
     state: SeriesState,
-) -> tuple[str | None, list[BranchCommit]]:
-    """(the commit pushed, or None when the branch already has this tree; the commits of
-    others it replaced, each kept on a backup branch first)."""
+) -> str | None:
+    """The commit pushed, or None when the branch already has this tree. where: (main,
+    carry's branch, the series directory). Commits of others it replaces are kept on a backup
+    branch first, and the notice that says so is recorded before the push (said by
+    _say_notices once the PR is known)."""
+    main, branch, directory = where
     changes = {f"{directory}/{name}": data for name, data in files.items()}
     tree = downstream.tree_with(heads[main], changes)
     if branch in heads and downstream.tree_of(heads[branch]) == tree:
-        return None, []
+        return None
     replaced = downstream.commits_by_others(heads[main], heads[branch]) if branch in heads else []
     if replaced:
-        downstream.keep(heads[branch], backup_branch(state.id, heads[branch]))
+        backup = backup_branch(state.id, heads[branch])
+        downstream.keep(heads[branch], backup)
+        notice = commits_kept_notice(
+            (branch, backup, main), heads[branch], state.checked_head or "", replaced, now_iso()
+        )
+        store.update_series(rt.redis, state.id, lambda fresh: tr.notice_due(fresh, notice))
     message = f"carry({state.id}): refresh on {state.base} {str(state.checked_head)[:12]}\n"
     commit = downstream.commit(tree, heads[main], message)
-    downstream.push(commit, branch, heads.get(branch))
-    return commit, replaced
+    try:
+        downstream.push(commit, branch, heads.get(branch))
+    except GitError:
+        _read_back_version(rt, downstream, state.id, (branch, directory), commit)
+        raise
+    return commit
+
+
+def _version_of(files: dict[str, bytes] | None) -> str | None:
+    """The VERSION a series directory carries (None without one)."""
+    data = (files or {}).get("VERSION")
+    if data is None:
+        return None
+    return data.decode("utf-8", "replace").strip() or None
+
+
+def _read_back_version(
+    rt: Runtime, downstream: Downstream, series_id: str, where: tuple[str, str], commit: str
+) -> None:
+    """A push answered an error, but it may have landed (GitHub moved the ref, then the answer
+    was lost): the VERSION carry's branch carries now is recorded, so that the next refresh
+    does not label another tree with the same build number. The failure itself is the
+    caller's to raise (the task is retried)."""
+    branch, directory = where
+    try:
+        tip = downstream.fetch(branch).get(branch)
+    except (GitError, MirrorError) as err:
+        log.warning(
+            "%s: carry's branch could not be read back after a failed push: %s", series_id, err
+        )
+        return
+    carried = _version_of(downstream.read_dir(tip, directory)) if tip else None
+    store.update_series(
+        rt.redis,
+        series_id,
+        lambda fresh: tr.version_landed(fresh, carried),
+        also=lambda pipe: store.queue_history(
+            pipe,
+            series_id,
+            "push-read-back",
+            branch=branch,
+            tip=tip,
+            landed=tip == commit,
+            version=carried,
+        ),
+    )
 
 
 def backup_branch(series_id: str, tip: str) -> str:
@@ -274,26 +341,32 @@ def backup_branch(series_id: str, tip: str) -> str:
     return f"carry-backup/{series_id}/{tip[:12]}"
 
 
-def _say_commits_kept(
-    rt: Runtime,
-    forge: ForgePort,
-    number: int,
-    state: SeriesState,
-    branches: tuple[str, str, str],
-    replaced: list[BranchCommit],
-) -> None:
-    """branches: (carry's, the backup, main)."""
-    branch, backup, main = branches
-    text = kept_commits_comment(branch, backup, state.checked_head or "", replaced, main)
-    forge.comment(number, text, series=state.id)
-    store.append_history(
+def _say_notices(rt: Runtime, forge: ForgePort, series_id: str, number: int) -> None:
+    """Says every notice still due on PR `number`: one comment each, found by its marker before
+    one is created (a comment that was posted although GitHub answered an error is not posted
+    again), then recorded as said with its history entry. A failure leaves it due: the task's
+    retry, or the next publish that pushes (or finds its tree on the branch), says it."""
+    fresh = store.load_series(rt.redis, series_id)
+    for notice in [n for n in (fresh.notices if fresh else []) if n.due]:
+        marker = NOTICE_MARKER.format(id=notice.id)
+        comment_id = forge.upsert_comment(number, marker, notice_comment(notice), series=series_id)
+        _said(rt, series_id, notice, number, comment_id or 0)
+
+
+def _said(rt: Runtime, series_id: str, notice: Notice, number: int, comment_id: int) -> None:
+    store.update_series(
         rt.redis,
-        state.id,
-        "branch-commits-kept",
-        pr=number,
-        backup=backup,
-        commits=[c.sha for c in replaced],
-        authors=sorted({c.author for c in replaced}),
+        series_id,
+        lambda fresh: tr.notice_said(fresh, notice.id, number, comment_id, now_iso()),
+        also=lambda pipe: store.queue_history(
+            pipe,
+            series_id,
+            NOTICE_HISTORY[notice.kind],
+            pr=number,
+            notice=notice.id,
+            comment_id=comment_id,
+            **notice.details,
+        ),
     )
 
 

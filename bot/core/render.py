@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
-from bot.core.state import CiState, PatchState, SeriesState
+from bot.core.state import CiState, Notice, NoticeKind, PatchState, SeriesState
 
 MARKER = "<!-- carry:series={series} -->"
+NOTICE_MARKER = "<!-- carry:notice={id} -->"
 _VERSION = re.compile(r"^(\d{8})\.(\d+)$")
 MAX_INTERDIFF_LINES = 200
 # GitHub refuses longer texts with a 422: PR bodies and comments count characters, check-run
@@ -27,6 +28,55 @@ def next_version(current: str | None, today: date) -> str:
     if match and match.group(1) == stamp:
         return f"{stamp}.{int(match.group(2)) + 1}"
     return f"{stamp}.1"
+
+
+def _build_number(version: str | None) -> tuple[str, int] | None:
+    match = _VERSION.match((version or "").strip())
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def landed_version(recorded: str | None, carried: str | bytes | None) -> str | None:
+    """The version a series has after a publish: what carry's branch carries (`carried`: its
+    VERSION file, read back from GitHub after the push, whether the push answered or not),
+    unless the state already records a later build. A push that landed but answered an error
+    leaves the branch ahead of the state; a number once on GitHub is never handed out again."""
+    text = carried.decode("utf-8", "replace") if isinstance(carried, bytes) else carried
+    on_branch = _build_number(text)
+    if on_branch is None:
+        return recorded
+    known = _build_number(recorded)
+    if known is not None and known >= on_branch:
+        return recorded
+    return (text or "").strip()
+
+
+def notice_comment(notice: Notice) -> str:
+    """The comment that says `notice`: its marker first, so that it is found, not posted again."""
+    return f"{NOTICE_MARKER.format(id=notice.id)}\n{notice.body}"
+
+
+def commits_kept_notice(
+    branches: tuple[str, str, str],
+    tip: str,
+    head: str,
+    commits: Iterable[tuple[str, str, str]],
+    at: str,
+) -> Notice:
+    """The notice that carry's refresh replaces commits (sha, author, subject) it did not make
+    on its branch, whose tip was `tip`; branches: (carry's, the backup, main)."""
+    branch, backup, main = branches
+    listed = list(commits)
+    return Notice(
+        id=f"commits-kept-{tip[:12]}",
+        kind=NoticeKind.COMMITS_KEPT,
+        body=kept_commits_comment(branch, backup, head, listed, main),
+        at=at,
+        details={
+            "backup": backup,
+            "commits": [sha for sha, _, _ in listed],
+            "authors": sorted({author for _, author, _ in listed}),
+        },
+    )
 
 
 def pr_title(state: SeriesState) -> str:

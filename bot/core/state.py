@@ -231,6 +231,42 @@ class ClosedPr:
         return f"@{self.by}" if self.by else "someone"
 
 
+class NoticeKind(StrEnum):
+    """What carry must tell carry's PR once, that no later state says again by itself (a
+    conflict's report and the drops are rendered from the state at every publish)."""
+
+    COMMITS_KEPT = "commits-kept"  # a person's commits on carry's branch, kept on a backup branch
+    OTHER = "other"  # one stored by a newer carry: said as stored all the same
+
+
+@dataclass
+class Notice:
+    """Something carry must say on its PR: recorded in the state before it is said, and said
+    (one comment, found again by its marker) until GitHub has it."""
+
+    id: str  # names its comment: `<!-- carry:notice=<id> -->`
+    kind: NoticeKind
+    body: str  # the comment's text, without the marker
+    at: str = ""  # when it became due
+    # the history entry's fields once said (the backup branch, the commits, their authors)
+    details: dict[str, Any] = field(default_factory=dict)
+    said_at: str | None = None  # None: still to say
+    pr: int | None = None  # the PR it was said on
+    comment_id: int = 0
+
+    @property
+    def due(self) -> bool:
+        return self.said_at is None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Notice:
+        built: Notice = _build(cls, data)
+        # a kind this carry does not know is still said: its text is stored with it
+        built.kind = _member(NoticeKind, built.kind, NoticeKind.OTHER, f"notice {built.id}")
+        built.comment_id = int(built.comment_id or 0)
+        return built
+
+
 @dataclass
 class SeriesState:
     id: str
@@ -287,6 +323,9 @@ class SeriesState:
     human_wait: HumanWait | None = None
     # the upstream range between the last good head and the first red one, bisected
     bisect: Bisection | None = None
+    # what carry must say on its PR (due), and the last ones it said; empty in a state stored
+    # before carry kept them
+    notices: list[Notice] = field(default_factory=list)
     updated_at: str = ""
     schema: int = SCHEMA_VERSION
 
@@ -353,6 +392,7 @@ class SeriesState:
         wait = data.get("human_wait")
         values["human_wait"] = _build(HumanWait, wait) if isinstance(wait, dict) else None
         values["bisect"] = Bisection.from_dict(data["bisect"]) if data.get("bisect") else None
+        values["notices"] = [Notice.from_dict(n) for n in data.get("notices") or []]
         closed = data.get("closed_pr")
         values["closed_pr"] = _build(ClosedPr, closed) if isinstance(closed, dict) else None
         where = f"series {data.get('id')}"

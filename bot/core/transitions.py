@@ -14,8 +14,9 @@ from typing import Any
 
 from bot.core.classify import Decision, Status
 from bot.core.policy import Overrides, final_decision, outcome
+from bot.core.render import landed_version
 from bot.core.report import PatchReport
-from bot.core.state import ClosedPr, Outcome, PatchState, Phase, PrInfo, SeriesState
+from bot.core.state import ClosedPr, Notice, Outcome, PatchState, Phase, PrInfo, SeriesState
 
 
 @dataclass(frozen=True)
@@ -351,14 +352,53 @@ def step_failed(state: SeriesState, message: str, *, final: bool) -> bool:
 
 
 def published(state: SeriesState, pr: PrInfo | None, version: str | None, last_event: str) -> bool:
-    """The publisher's facts: carry's PR as GitHub has it now and the version it pushed."""
+    """The publisher's facts: carry's PR as GitHub has it now and the version carry's branch
+    carries (read back from GitHub; never an older build than the state knows)."""
     if pr is not None:
         state.pr = pr
         if pr.state == "open":  # a PR is open again: the closed one is history
             state.closed_pr = None
-    if version is not None:
-        state.version = version
+    state.version = landed_version(state.version, version)
     state.last_event = last_event
     if state.phase == Phase.QUEUED and state.error:  # a retried publish got through
         state.phase, state.error = resting_phase(state), None
     return True
+
+
+def version_landed(state: SeriesState, carried: str | None) -> bool:
+    """A push failed, but carry's branch carries `carried` (read back from GitHub): a push that
+    landed and answered an error still counts, so its number is not handed out again."""
+    landed = landed_version(state.version, carried)
+    if landed == state.version:
+        return False
+    state.version = landed
+    return True
+
+
+MAX_SAID_NOTICES = 20  # said notices kept in the state (the history keeps them all)
+
+
+def notice_due(state: SeriesState, notice: Notice) -> bool:
+    """carry must say `notice`: recorded before it is said. One with its id (due or said) is
+    not recorded twice: a retried publish that finds the same thing to say says it once."""
+    if any(known.id == notice.id for known in state.notices):
+        return False
+    state.notices.append(notice)
+    _trim_notices(state)
+    return True
+
+
+def notice_said(state: SeriesState, notice_id: str, pr: int, comment_id: int, at: str) -> bool:
+    """GitHub has the notice (its comment `comment_id` on `pr`); False when it was said already."""
+    notice = next((n for n in state.notices if n.id == notice_id and n.due), None)
+    if notice is None:
+        return False
+    notice.said_at, notice.pr, notice.comment_id = at, pr, comment_id
+    _trim_notices(state)
+    return True
+
+
+def _trim_notices(state: SeriesState) -> None:
+    said = [n for n in state.notices if not n.due]
+    gone = {id(n) for n in said[: max(0, len(said) - MAX_SAID_NOTICES)]}
+    state.notices = [n for n in state.notices if id(n) not in gone]

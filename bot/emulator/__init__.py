@@ -68,9 +68,12 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
   attempt with the same guid (202), refused (422) for a delivery older than 3 days. Nothing
   is redelivered unless asked for, as on GitHub.
 * Faults: ``inject_fault(kind, *, times=1, method=None, path=None (glob), status=None,
-  retry_after=None, reset_in=60, scope="api") -> Fault`` with kinds server_error,
+  retry_after=None, reset_in=60, scope="api", after=False) -> Fault`` with kinds server_error,
   too_many_requests, primary_rate_limit, secondary_rate_limit, disconnect. A faulted request
-  is answered before authentication, rate counting or any state change. ``clear_faults()``.
+  is answered before authentication, rate counting or any state change; with ``after=True``
+  (server_error or disconnect only) it takes effect first (a push over smart HTTP moves the
+  ref, a REST write creates or changes its object and sends its webhooks) and then answers
+  the fault (``RecordedRequest.effect_status`` keeps the answer it had). ``clear_faults()``.
   ``secondary_limit(*, next_n_writes=1, retry_after_s=None, status=403, path=None) -> Fault``:
   GitHub's secondary limit on the next writes (any method but GET/HEAD), ``Retry-After`` only
   when given.

@@ -567,12 +567,16 @@ class GitHubEmulator:
         retry_after: int | None = None,
         reset_in: int = 60,
         scope: str = "api",
+        after: bool = False,
     ) -> Fault:
         """The next `times` matching requests fail before any side effect. kind: server_error,
-        too_many_requests, primary_rate_limit, secondary_rate_limit, disconnect; path is a glob."""
-        return self.faults.add(
-            Fault(kind, times, method, path, status, retry_after, reset_in, scope)
-        )
+        too_many_requests, primary_rate_limit, secondary_rate_limit, disconnect; path is a glob.
+        `after` (server_error or disconnect): each takes effect first (a git push lands, an
+        object is created, a comment posted, webhooks sent) and only its answer is the fault's,
+        as when a proxy's 502 or a dropped connection loses GitHub's answer."""
+        fault = Fault(kind, times, method, path, status, retry_after, reset_in, scope)
+        fault.after = after
+        return self.faults.add(fault)
 
     def secondary_limit(
         self,

@@ -1,4 +1,6 @@
-"""Fault injection: make the next N matching requests fail BEFORE they have any effect."""
+"""Fault injection: make the next N matching requests fail, before they have any effect or
+(`after=True`) after it: the ref moved, the object was created, the comment posted, and then
+the client gets the error (a proxy's 502 on an answer lost on its way back)."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ class Fault:
     reset_in: int = 60  # seconds until x-ratelimit-reset for primary_rate_limit
     scope: str = "api"  # "api", "git" or "any"
     writes_only: bool = False  # match any write method (POST, PATCH, PUT, DELETE), no read
+    after: bool = False  # the request takes effect first; only its answer is the fault's
     hits: list[int] = field(default_factory=list)  # sequence numbers of the failed requests
 
     @property
@@ -96,6 +99,10 @@ class FaultTable:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
         if fault.scope not in ("api", "git", "any"):
             raise ValueError("scope must be 'api', 'git' or 'any'")
+        if fault.after and fault.kind != "server_error" and fault.kind != "disconnect":
+            # GitHub refuses a rate-limited request before acting on it: only a server error or
+            # a dropped connection can come after the effect.
+            raise ValueError("after=True takes a server_error or a disconnect")
         with self._lock:
             self._faults.append(fault)
         return fault

@@ -59,6 +59,9 @@ class RecordedRequest:
     operation: str | None = None  # OpenAPI path template of the answering route
     identity: str | None = None
     fault: str | None = None
+    # with a fault injected after the effect: the status the request had before the fault
+    # replaced its answer (201 for a comment that was posted, 200 for a push that landed)
+    effect_status: int | None = None
     response_headers: dict[str, str] = field(default_factory=dict)
     at: float = field(default_factory=time.monotonic)  # when the emulator received it
     response_json: Any = None
@@ -208,17 +211,28 @@ class Service:
             forbidden = Reply(403, ApiError(403, UA_MESSAGE).body())
             return self._reply(entry, forbidden, window, request_id)
         fault = self.faults.take("api", entry.method, entry.path, entry.seq)
-        if fault is not None:
-            entry.fault = fault.kind
-            if fault.kind == "disconnect":
-                return Outcome(0, {}, b"", disconnect=True)
-            who = self._who(self._quiet_identity(headers))
-            status, body, extra = fault.response(request_id, who)
-            window = self.limiter.window(self._quiet_identity(headers).rate_key)
-            if fault.kind == "primary_rate_limit":
-                reset = int(self.hub.clock.now()) + fault.reset_in
-                window = Window(limit=window.limit, used=window.limit, reset=reset)
-            return self._reply(entry, Reply(status, body, extra), window, request_id)
+        if fault is None:
+            return self._answer(entry, headers, found, request_id)
+        if fault.after:  # the request takes effect; its answer is lost on the way back
+            entry.effect_status = self._answer(entry, headers, found, request_id).status
+        entry.fault = fault.kind
+        if fault.kind == "disconnect":
+            return Outcome(0, {}, b"", disconnect=True)
+        who = self._who(self._quiet_identity(headers))
+        status, body, extra = fault.response(request_id, who)
+        window = self.limiter.window(self._quiet_identity(headers).rate_key)
+        if fault.kind == "primary_rate_limit":
+            reset = int(self.hub.clock.now()) + fault.reset_in
+            window = Window(limit=window.limit, used=window.limit, reset=reset)
+        return self._reply(entry, Reply(status, body, extra), window, request_id)
+
+    def _answer(
+        self,
+        entry: RecordedRequest,
+        headers: dict[str, str],
+        found: tuple[Route, dict[str, str]] | None,
+        request_id: str,
+    ) -> Outcome:
         with self.hub.lock:
             identity: Identity = ANONYMOUS
             counted: Window | None = None
@@ -322,13 +336,18 @@ class Service:
     # -- git --------------------------------------------------------------------------------------
 
     def _git(self, entry: RecordedRequest, target: str, headers: dict[str, str]) -> Outcome:
-        text = {"Content-Type": "text/plain"}
         fault = self.faults.take("git", entry.method, entry.path, entry.seq)
-        if fault is not None:
-            entry.fault = fault.kind
-            if fault.kind == "disconnect":
-                return Outcome(0, {}, b"", disconnect=True)
-            return Outcome(fault.status or 502, text, b"fault injected\n")
+        if fault is None:
+            return self._git_answer(entry, target, headers)
+        if fault.after:  # the push lands (the ref moves); its answer is lost on the way back
+            entry.effect_status = self._git_answer(entry, target, headers).status
+        entry.fault = fault.kind
+        if fault.kind == "disconnect":
+            return Outcome(0, {}, b"", disconnect=True)
+        return Outcome(fault.status or 502, {"Content-Type": "text/plain"}, b"fault injected\n")
+
+    def _git_answer(self, entry: RecordedRequest, target: str, headers: dict[str, str]) -> Outcome:
+        text = {"Content-Type": "text/plain"}
         match = GIT_PATH.match(entry.path)
         assert match is not None
         challenge = {**text, "WWW-Authenticate": 'Basic realm="GitHub"'}

@@ -88,6 +88,12 @@ SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
         f"{len(d.get('commits') or [])} commit(s) of others on carry's branch kept on "
         f"{d.get('backup')}"
     ),
+    "push-read-back": lambda d: (
+        f"the push failed; {d.get('branch')} "
+        + ("has carry's commit" if d.get("landed") else f"is at {_short(d.get('tip'))}")
+        + (f": VERSION {d['version']} recorded" if d.get("version") else "")
+    ),
+    "notice-said": lambda d: f"notice {d.get('notice')} said on PR #{d.get('pr')}",
 }
 
 
@@ -191,6 +197,7 @@ _PROBLEM_KINDS: Final = frozenset(
 _CHANGED_KINDS: Final = frozenset(
     {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}
     | {"branch-commits-kept", "ci-approved", "ci-trusted-pusher", "went-green"}
+    | {"push-read-back", "notice-said"}
 )
 _NOTHING_KINDS: Final = frozenset(
     {"note", "record_ci", "skipped", "unchanged", "superseded", "publish-skipped"}

@@ -56,6 +56,8 @@ TABLE: list[tuple[str, dict[str, Any], Outcome]] = [
     ("draft-refused", {"reason": "drafts not supported", "label": "carry"}, "problem"),
     ("label-removed", {"pr": 12, "label": "carry:conflict", "now": "clean"}, "changed"),
     ("branch-commits-kept", {"pr": 12, "backup": "carry/x-kept", "commits": ["a"]}, "changed"),
+    ("push-read-back", {"branch": "carry/x", "landed": True, "version": "20261206.2"}, "changed"),
+    ("notice-said", {"pr": 12, "notice": "n1", "comment_id": 5}, "changed"),
     # workers/poller.py and workers/successor.py
     ("poll-failed", {"upstream": "engine", "error": "does not exist"}, "problem"),
     ("waiting-for-ref", {"ref": "refs/tags/v1.2"}, "routine"),

@@ -67,6 +67,7 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     expected["ci"] = {
         key: {**row, "check_run_id": 0, "reported": row["state"]} for key, row in old["ci"].items()
     }
+    expected |= {"notices": []}  # what carry must still say on its PR (issue 34 item 8)
     assert written == expected
 
 

@@ -47,6 +47,16 @@ PATCH = "0001-seed.patch"
             {"run_id": "r1", "runner": "gaudi-2", "attempt": 2},
             "r1 started on gaudi-2 (attempt 2)",
         ),
+        (
+            "push-read-back",
+            {"branch": "carry/x", "tip": "a" * 40, "landed": True, "version": "20261206.2"},
+            "the push failed; carry/x has carry's commit: VERSION 20261206.2 recorded",
+        ),
+        (
+            "push-read-back",
+            {"branch": "carry/x", "tip": "b" * 40, "landed": False, "version": None},
+            "the push failed; carry/x is at bbbbbbbbbbbb",
+        ),
     ],
 )
 def test_fields_read_as_words(kind: str, data: dict[str, Any], said: str) -> None:
