@@ -367,6 +367,7 @@ class TouchIndex:
         self._walks: dict[str, tuple[str, tuple[str, ...]]] = {}  # fork -> (head, its range)
         self._touched: dict[tuple[str, frozenset[str]], tuple[str, list[str]]] = {}
         self._current: bool | None = None  # whether the file has lines (SCHEMA_VERSION)
+        self._reaches: dict[str, dict[int, int] | None] = {}  # head -> _reach(head)
 
     def refresh(self) -> None:
         """Follows the file: a re-created mirror (another file) starts over; rows appended
@@ -377,7 +378,7 @@ class TouchIndex:
             identity = self._stat()
         if identity != self._identity:
             self.close()
-            self._commits, self._walks, self._touched = {}, {}, {}
+            self._commits, self._walks, self._touched, self._reaches = {}, {}, {}, {}
             self._identity = identity
             self._current = None
         if self._identity is not None and self._current is None:
@@ -471,6 +472,8 @@ class TouchIndex:
         """Commits of fork..head, newest first, when fork is reached from head through single
         parents, every one of them indexed; None otherwise (merges, unknown commits, fork not
         an ancestor). The walk stops early at the head of the last range asked for the fork."""
+        if fork not in self._walks and fork != head and self.reaches(head, fork) is False:
+            return None  # known from the lines, without walking down to the root
         known_head, known = self._walks.get(fork, (fork, ()))
         self._prefetch(head, (fork, known_head))
         walked: list[str] = []
@@ -513,23 +516,45 @@ class TouchIndex:
         self._touched[(fork, paths)] = (head, found)
         return list(found)
 
-    def head_history(self, head: str, paths: Set[str], limit: int) -> list[str] | None:
-        """The newest `limit` commits of head's whole history that change any of `paths`,
-        newest first, as `git log --no-merges -n<limit> <head> -- <paths>` lists them for a
-        linear history; None when the history has a merge or the index does not place it."""
+    def reaches(self, head: str, sha: str) -> bool | None:
+        """Whether `sha` is in head's history, from the lines alone (a few rows, no walk);
+        None when either has no place (a merge below it, not indexed, an older file)."""
+        reach = self._reach(head)
+        if reach is None:
+            return None
+        rows = self._select("SELECT line, pos FROM commits WHERE sha = ?", (sha,))
+        if not rows or rows[0][0] is None:
+            return None
+        line, pos = rows[0]
+        return line in reach and pos <= reach[line]
+
+    def _reach(self, head: str) -> dict[int, int] | None:
+        """Each line head's history is on -> the highest position of that history on it."""
+        if head in self._reaches:
+            return self._reaches[head]
         if self._identity is None or not self._current:
             return None
         rows = self._select("SELECT line, pos FROM commits WHERE sha = ?", (head,))
         if not rows or rows[0][0] is None:
             return None
         line, pos = rows[0]
-        reach: dict[int, int] = {}  # line -> the highest position of the head's history on it
+        reach: dict[int, int] = {}
         while line is not None:
             reach.setdefault(line, pos)
             found = self._select("SELECT base, base_pos FROM lines WHERE id = ?", (line,))
             if not found:
                 return None
             line, pos = found[0]
+        self._reaches[head] = reach
+        return reach
+
+    def head_history(self, head: str, paths: Set[str], limit: int) -> list[str] | None:
+        """The newest `limit` commits of head's whole history that change any of `paths`,
+        newest first, as `git log --no-merges -n<limit> <head> -- <paths>` lists them for a
+        linear history; None when the history has a merge or the index does not place it."""
+        reach = self._reach(head)
+        if reach is None:
+            return None
         wanted = sorted(paths)
         candidates: dict[str, int] = {}
         for start in range(0, len(wanted), MAX_PARAMETERS):
