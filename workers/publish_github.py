@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from bot.core import proposal
+from bot.core import proposal, push_refusal
 from bot.core import transitions as tr
 from bot.core.publishing import PublishStep, Step, publish_step, replaces_words
 from bot.core.render import conflict_report, kept_commits_comment
-from bot.core.state import PrInfo, SeriesState
-from bot.git.downstream import BranchCommit, Downstream
+from bot.core.state import PrInfo, PublishRefused, SeriesState
+from bot.git.downstream import BranchCommit, Downstream, PushRefused
 from bot.github.forge import DraftsNotSupported, PullInfo
 from bot.github.port import ForgePort
 from bot.store import series as store
@@ -110,7 +110,14 @@ def publish(
     ):
         pushed = None  # the branch already proposes exactly these patches: no push, no CI run
     else:
-        pushed, replaced = _push(downstream, heads, main, branch, directory, plan.files, state)
+        append = rt.config.publish_of(state.id).mode == "append"
+        try:
+            pushed, replaced = _push(
+                downstream, heads, (main, branch, directory), plan.files, state, append=append
+            )
+        except PushRefused as refused:
+            _refused(rt, forge, state, pull, refused.refusal)
+            return
     body = body + "".join(f"\n> note: {n}" for n in plan.notes)
     if pull is None:
         if step.closed_pr is not None and state.closed_pr is not None:
@@ -124,6 +131,11 @@ def publish(
         forge.add_labels(pull.number, labels, current=pull)
     _drop_stale_labels(rt, forge, state, pull, labels)
     _conflict_comment(forge, pull.number, state)
+    if pushed and state.publish_refused is not None:  # the refused push got through since
+        text = push_refusal.recovered_comment(state.checked_head)
+        forge.upsert_comment(
+            pull.number, push_refusal.MARKER, text, only_existing=True, series=state.id
+        )
     if pushed and replaced:
         backup = backup_branch(state.id, heads[branch])
         _say_commits_kept(rt, forge, pull.number, state, (branch, backup, main), replaced)
@@ -248,25 +260,77 @@ def _not_a_draft(state: SeriesState, pull: PullInfo) -> str:
 def _push(
     downstream: Downstream,
     heads: dict[str, str],
-    main: str,
-    branch: str,
-    directory: str,
+    where: tuple[str, str, str],
     files: dict[str, bytes | None],
     state: SeriesState,
+    *,
+    append: bool = False,
 ) -> tuple[str | None, list[BranchCommit]]:
     """(the commit pushed, or None when the branch already has this tree; the commits of
-    others it replaced, each kept on a backup branch first)."""
+    others it replaced, each kept on a backup branch first). where: (main, carry's branch,
+    the series' directory). `append` (publish mode append): the commit goes on top of carry's
+    branch, which needs no force push, and merges main in where the branch lacks it, so the
+    PR shows only the series; nothing is replaced. PushRefused: a GitHub setting refuses it."""
+    main, branch, directory = where
     changes = {f"{directory}/{name}": data for name, data in files.items()}
     tree = downstream.tree_with(heads[main], changes)
     if branch in heads and downstream.tree_of(heads[branch]) == tree:
         return None, []
+    message = f"carry({state.id}): refresh on {state.base} {str(state.checked_head)[:12]}\n"
+    if append and branch in heads:
+        on_main = downstream.is_ancestor(heads[main], heads[branch])
+        parents = (heads[branch],) if on_main else (heads[branch], heads[main])
+        commit = downstream.commit(tree, *parents, message)
+        downstream.push(commit, branch, heads[branch])
+        return commit, []
     replaced = downstream.commits_by_others(heads[main], heads[branch]) if branch in heads else []
     if replaced:
         downstream.keep(heads[branch], backup_branch(state.id, heads[branch]))
-    message = f"carry({state.id}): refresh on {state.base} {str(state.checked_head)[:12]}\n"
     commit = downstream.commit(tree, heads[main], message)
     downstream.push(commit, branch, heads.get(branch))
     return commit, replaced
+
+
+def _refused(
+    rt: Runtime,
+    forge: ForgePort,
+    state: SeriesState,
+    pull: PullInfo | None,
+    refusal: push_refusal.PushRefusal,
+) -> None:
+    """GitHub refused the push because of a ruleset or a branch protection: recorded as the
+    series' `publish_refused` (the dashboard's "needs attention") and in its history, said in
+    one PR comment that later refusals edit; not retried, as it would be refused again."""
+    log.warning("%s: push refused by GitHub (%s): %s", state.id, refusal.code, refusal.setting)
+    found = PublishRefused(
+        code=refusal.code,
+        source=refusal.source.value,
+        branch=refusal.branch,
+        blocks=[b.value for b in refusal.blocks],
+        setting=refusal.setting,
+        fix=refusal.fix,
+        head=state.checked_head,
+        pr=pull.number if pull is not None else None,
+    )
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    store.update_series(
+        rt.redis,
+        state.id,
+        lambda fresh: tr.publish_refused(fresh, found, now),
+        also=lambda pipe: store.queue_history(
+            pipe,
+            state.id,
+            "publish-refused",
+            head=state.checked_head,
+            pr=found.pr,
+            **refusal.fields(),
+        ),
+    )
+    fresh = store.load_series(rt.redis, state.id)
+    attempts = fresh.publish_refused.attempts if fresh and fresh.publish_refused else 1
+    if pull is not None:
+        text = push_refusal.comment(refusal, state.checked_head, attempts)
+        forge.upsert_comment(pull.number, push_refusal.MARKER, text, series=state.id)
 
 
 def backup_branch(series_id: str, tip: str) -> str:

@@ -88,6 +88,9 @@ SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
         f"{len(d.get('commits') or [])} commit(s) of others on carry's branch kept on "
         f"{d.get('backup')}"
     ),
+    "publish-refused": lambda d: (
+        f"GitHub refused the push to {d['branch']} ({d['code']}): {d['setting']}; not retried"
+    ),
 }
 
 
@@ -187,6 +190,7 @@ _PROBLEM_KINDS: Final = frozenset(
     {"poll-failed", "series-invalid", "downstream-renamed", "draft-refused", "ci-refused"}
     | {"ci-runner-lost", "ci-retry", "ci-failure", "ci-infra-error", "successor-proposed"}
     | {"command-not-checked", "lease-lost", "ci-report-refused", "went-red", "bisected"}
+    | {"publish-refused"}
 )
 _CHANGED_KINDS: Final = frozenset(
     {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}
