@@ -131,7 +131,7 @@ def publish(
         forge.add_labels(pull.number, labels, current=pull)
     _drop_stale_labels(rt, forge, state, pull, labels)
     _conflict_comment(forge, pull.number, state)
-    if pushed and state.publish_refused is not None:  # the refused push got through since
+    if state.publish_refused is not None:  # what GitHub refused is on the branch now
         text = push_refusal.recovered_comment(state.checked_head)
         forge.upsert_comment(
             pull.number, push_refusal.MARKER, text, only_existing=True, series=state.id
@@ -279,8 +279,8 @@ def _push(
     message = f"carry({state.id}): refresh on {state.base} {str(state.checked_head)[:12]}\n"
     if append and branch in heads:
         on_main = downstream.is_ancestor(heads[main], heads[branch])
-        parents = (heads[branch],) if on_main else (heads[branch], heads[main])
-        commit = downstream.commit(tree, *parents, message)
+        merged = () if on_main else (heads[main],)
+        commit = downstream.commit(tree, heads[branch], message, *merged)
         downstream.push(commit, branch, heads[branch])
         return commit, []
     replaced = downstream.commits_by_others(heads[main], heads[branch]) if branch in heads else []

@@ -192,5 +192,6 @@ def comment(refusal: PushRefusal, head: str | None, attempts: int) -> str:
 def recovered_comment(head: str | None) -> str:
     return (
         f"{MARKER}\n## carry: GitHub takes carry's pushes again\n\n"
-        f"The refresh on `{str(head)[:12]}` reached this branch; the earlier refusal is resolved."
+        f"carry's branch holds the series as checked on `{str(head)[:12]}`; the earlier "
+        "refusal is resolved."
     )

@@ -173,6 +173,13 @@ def test_a_refused_refresh_is_said_once_and_append_mode_gets_through(
     assert len(d.pushes()) == 3 and env.history("publish-failed") == []
 
     # 4. Publish mode append: a new commit on top of carry's branch, which the ruleset takes.
+    #    The downstream branch moved meanwhile: the commit merges it, so the PR shows only the
+    #    series.
+    (env.downstream / "README.md").write_text("downstream moves on\n")
+    git(env.downstream, "add", "-A")
+    git(env.downstream, "commit", "-q", "-m", "downstream moves on")
+    d.gh.push(DOWN_OWNER, DOWN_NAME, env.downstream, "main", pusher=DOWN_OWNER)
+    main_tip = d.gh.ref(DOWN_OWNER, DOWN_NAME, "refs/heads/main")
     d.write_config(publish={"mode": "append"})
     d.restart_worker()
     fourth = d.move_upstream()
@@ -181,7 +188,7 @@ def test_a_refused_refresh_is_said_once_and_append_mode_gets_through(
     )
     tip = d.gh.ref(DOWN_OWNER, DOWN_NAME, branch_ref)
     parents = git(d.gh.repo_path(DOWN_OWNER, DOWN_NAME), "log", "-1", "--format=%P", tip)
-    assert parents.split()[0] == first_tip  # on top of the branch: history kept
+    assert parents.split() == [first_tip, main_tip]  # on top of the branch: history kept
     wait_for(lambda: (s := env.state()) and s.publish_refused is None, 30, "the refusal cleared")
     (recovered,) = wait_for(
         lambda: [b for b in d.refusal_comments(number) if "takes carry's pushes again" in b],
