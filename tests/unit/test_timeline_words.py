@@ -47,6 +47,12 @@ PATCH = "0001-seed.patch"
             {"run_id": "r1", "runner": "gaudi-2", "attempt": 2},
             "r1 started on gaudi-2 (attempt 2)",
         ),
+        (
+            "publish-refused",
+            {"code": "GH013", "branch": "carry/s", "setting": '"Block force pushes" in a ruleset'},
+            'GitHub refused the push to carry/s (GH013): "Block force pushes" in a ruleset; '
+            "not retried",
+        ),
     ],
 )
 def test_fields_read_as_words(kind: str, data: dict[str, Any], said: str) -> None:
