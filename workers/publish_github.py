@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from bot.core import proposal
+from bot.core import proposal, push_refusal
 from bot.core import transitions as tr
 from bot.core.publishing import PublishStep, Step, publish_step, replaces_words
 from bot.core.render import (
@@ -20,8 +20,8 @@ from bot.core.render import (
     notice_comment,
     pr_body,
 )
-from bot.core.state import Notice, NoticeKind, PrInfo, SeriesState
-from bot.git.downstream import Downstream
+from bot.core.state import Notice, NoticeKind, PrInfo, PublishRefused, SeriesState
+from bot.git.downstream import Downstream, PushRefused
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import DraftsNotSupported, PullInfo
@@ -121,7 +121,14 @@ def publish(
     ):
         pushed = None  # the branch already proposes exactly these patches: no push, no CI run
     else:
-        pushed = _push(rt, downstream, heads, (main, branch, directory), plan.files, state)
+        append = rt.config.publish_of(state.id).mode == "append"
+        try:
+            pushed = _push(
+                rt, downstream, heads, (main, branch, directory), plan.files, state, append=append
+            )
+        except PushRefused as refused:
+            _refused(rt, forge, state, pull, refused.refusal)
+            return
     # The version GitHub has is the one carry's branch carries, read back: after a push that
     # landed but answered an error, the retry pushes nothing and the branch has the build
     # number the state does not (bot.core.render.landed_version).
@@ -141,6 +148,11 @@ def publish(
         forge.add_labels(pull.number, labels, current=pull)
     _drop_stale_labels(rt, forge, state, pull, labels)
     _conflict_comment(forge, pull.number, state)
+    if state.publish_refused is not None:  # what GitHub refused is on the branch now
+        text = push_refusal.recovered_comment(state.checked_head)
+        forge.upsert_comment(
+            pull.number, push_refusal.MARKER, text, only_existing=True, series=state.id
+        )
     hardware.note_rename(rt, state.id, forge)
     pr = PrInfo(pull.number, pull.url, branch, "open", pull.draft, pushed or pull.head_sha)
     note = f"PR #{pull.number} {'updated' if pushed else 'report refreshed (nothing pushed)'}"
@@ -268,16 +280,28 @@ def _push(
     where: tuple[str, str, str],
     files: dict[str, bytes | None],
     state: SeriesState,
+    *,
+    append: bool = False,
 ) -> str | None:
     """The commit pushed, or None when the branch already has this tree. where: (main,
     carry's branch, the series directory). Commits of others it replaces are kept on a backup
     branch first, and the notice that says so is recorded before the push (said by
-    _say_notices once the PR is known)."""
+    _say_notices once the PR is known). `append` (publish mode append): the commit goes on
+    top of carry's branch, which needs no force push, and merges main in where the branch
+    lacks it, so the PR shows only the series; nothing is replaced. PushRefused: a GitHub
+    setting refuses it."""
     main, branch, directory = where
     changes = {f"{directory}/{name}": data for name, data in files.items()}
     tree = downstream.tree_with(heads[main], changes)
     if branch in heads and downstream.tree_of(heads[branch]) == tree:
         return None
+    message = f"carry({state.id}): refresh on {state.base} {str(state.checked_head)[:12]}\n"
+    if append and branch in heads:
+        on_main = downstream.is_ancestor(heads[main], heads[branch])
+        merged = () if on_main else (heads[main],)
+        commit = downstream.commit(tree, heads[branch], message, *merged)
+        _push_or_read_back(rt, downstream, state.id, (branch, directory), commit, heads[branch])
+        return commit
     replaced = downstream.commits_by_others(heads[main], heads[branch]) if branch in heads else []
     if replaced:
         backup = backup_branch(state.id, heads[branch])
@@ -286,14 +310,29 @@ def _push(
             (branch, backup, main), heads[branch], state.checked_head or "", replaced, now_iso()
         )
         store.update_series(rt.redis, state.id, lambda fresh: tr.notice_due(fresh, notice))
-    message = f"carry({state.id}): refresh on {state.base} {str(state.checked_head)[:12]}\n"
     commit = downstream.commit(tree, heads[main], message)
-    try:
-        downstream.push(commit, branch, heads.get(branch))
-    except GitError:
-        _read_back_version(rt, downstream, state.id, (branch, directory), commit)
-        raise
+    _push_or_read_back(rt, downstream, state.id, (branch, directory), commit, heads.get(branch))
     return commit
+
+
+def _push_or_read_back(
+    rt: Runtime,
+    downstream: Downstream,
+    series_id: str,
+    where: tuple[str, str],
+    commit: str,
+    expected: str | None,
+) -> None:
+    """Pushes `commit` to carry's branch (where: the branch, the series directory); a push
+    that fails may have landed, so the branch is read back before the error goes on (a
+    refusal by a GitHub setting moved nothing and goes on as it is)."""
+    try:
+        downstream.push(commit, where[0], expected)
+    except PushRefused:
+        raise
+    except GitError:
+        _read_back_version(rt, downstream, series_id, where, commit)
+        raise
 
 
 def _version_of(files: dict[str, bytes] | None) -> str | None:
@@ -334,6 +373,48 @@ def _read_back_version(
             version=carried,
         ),
     )
+
+
+def _refused(
+    rt: Runtime,
+    forge: ForgePort,
+    state: SeriesState,
+    pull: PullInfo | None,
+    refusal: push_refusal.PushRefusal,
+) -> None:
+    """GitHub refused the push because of a ruleset or a branch protection: recorded as the
+    series' `publish_refused` (the dashboard's "needs attention") and in its history, said in
+    one PR comment that later refusals edit; not retried, as it would be refused again."""
+    log.warning("%s: push refused by GitHub (%s): %s", state.id, refusal.code, refusal.setting)
+    found = PublishRefused(
+        code=refusal.code,
+        source=refusal.source.value,
+        branch=refusal.branch,
+        blocks=[b.value for b in refusal.blocks],
+        setting=refusal.setting,
+        fix=refusal.fix,
+        head=state.checked_head,
+        pr=pull.number if pull is not None else None,
+    )
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    store.update_series(
+        rt.redis,
+        state.id,
+        lambda fresh: tr.publish_refused(fresh, found, now),
+        also=lambda pipe: store.queue_history(
+            pipe,
+            state.id,
+            "publish-refused",
+            head=state.checked_head,
+            pr=found.pr,
+            **refusal.fields(),
+        ),
+    )
+    fresh = store.load_series(rt.redis, state.id)
+    attempts = fresh.publish_refused.attempts if fresh and fresh.publish_refused else 1
+    if pull is not None:
+        text = push_refusal.comment(refusal, state.checked_head, attempts)
+        forge.upsert_comment(pull.number, push_refusal.MARKER, text, series=state.id)
 
 
 def backup_branch(series_id: str, tip: str) -> str:

@@ -224,6 +224,14 @@ class CiPolicy(_Model):
         return data
 
 
+class Publish(_Model):
+    # force: carry's branch is the series on the downstream branch, one commit, force-pushed
+    # over the last one; append: a new commit on top of carry's branch whose tree is the
+    # refreshed series (no history rewrite), for a branch a ruleset or a branch protection
+    # keeps from force pushes
+    mode: Literal["force", "append"] = "force"
+
+
 class Series(_Model):
     id: Name
     upstream: Name
@@ -235,6 +243,7 @@ class Series(_Model):
     trusted_authors: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
     ci: CiPolicy = Field(default_factory=CiPolicy)
+    publish: Publish | None = None  # None: the configuration's `publish`
     version_scheme: Literal["date"] = "date"
 
     def linked_prs(self, patch_file: str) -> list[tuple[str, int]]:
@@ -348,12 +357,17 @@ class CarryConfig(_Model):
     polling: Polling = Field(default_factory=Polling)
     web: Web = Field(default_factory=Web)
     notify: Notify = Field(default_factory=Notify)
+    publish: Publish = Field(default_factory=Publish)
 
     def series_by_id(self, series_id: str) -> Series:
         for series in self.series:
             if series.id == series_id:
                 return series
         raise KeyError(series_id)
+
+    def publish_of(self, series_id: str) -> Publish:
+        """How a series is published: its own `publish`, else the configuration's."""
+        return self.series_by_id(series_id).publish or self.publish
 
 
 def join_and(items: Sequence[str]) -> str:

@@ -268,6 +268,28 @@ class Notice:
 
 
 @dataclass
+class PublishRefused:
+    """GitHub refused carry's push to its branch because of a setting (a ruleset or a branch
+    protection, bot/core/push_refusal.py): the setting, what fixes it, and since when. Cleared
+    by the next push that gets through."""
+
+    code: str  # GH013 (ruleset) / GH006 (branch protection)
+    source: str  # push_refusal.Source
+    branch: str
+    blocks: list[str] = field(default_factory=list)  # push_refusal.Block values
+    setting: str = ""
+    fix: str = ""
+    head: str | None = None  # the upstream head whose refresh was refused
+    at: str | None = None  # when it was first refused (ISO 8601)
+    attempts: int = 1
+    pr: int | None = None  # the PR whose comment says so
+
+    @property
+    def words(self) -> str:
+        return f"GitHub refused carry's push ({self.code}): {self.setting}; fix: {self.fix}"
+
+
+@dataclass
 class SeriesState:
     id: str
     upstream_repo: str = ""
@@ -326,6 +348,8 @@ class SeriesState:
     # what carry must say on its PR (due), and the last ones it said; empty in a state stored
     # before carry kept them
     notices: list[Notice] = field(default_factory=list)
+    # GitHub refuses carry's push because of a ruleset or branch protection; None: it does not
+    publish_refused: PublishRefused | None = None
     updated_at: str = ""
     schema: int = SCHEMA_VERSION
 
@@ -360,6 +384,8 @@ class SeriesState:
         if self.base_pr_state == "closed_unmerged":
             found = self.successor.get("summary") if self.successor else None
             reasons.append(found or "base PR was closed without being merged")
+        if self.publish_refused is not None:
+            reasons.append(self.publish_refused.words)
         return reasons
 
     @property
@@ -395,6 +421,10 @@ class SeriesState:
         values["notices"] = [Notice.from_dict(n) for n in data.get("notices") or []]
         closed = data.get("closed_pr")
         values["closed_pr"] = _build(ClosedPr, closed) if isinstance(closed, dict) else None
+        refused = data.get("publish_refused")
+        values["publish_refused"] = (
+            _build(PublishRefused, refused) if isinstance(refused, dict) else None
+        )
         where = f"series {data.get('id')}"
         if values["pr"] is not None:
             values["pr"].url = _web_link(values["pr"].url, f"{where}: PR")

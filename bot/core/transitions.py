@@ -16,7 +16,16 @@ from bot.core.classify import Decision, Status
 from bot.core.policy import Overrides, final_decision, outcome
 from bot.core.render import landed_version
 from bot.core.report import PatchReport
-from bot.core.state import ClosedPr, Notice, Outcome, PatchState, Phase, PrInfo, SeriesState
+from bot.core.state import (
+    ClosedPr,
+    Notice,
+    Outcome,
+    PatchState,
+    Phase,
+    PrInfo,
+    PublishRefused,
+    SeriesState,
+)
 
 
 @dataclass(frozen=True)
@@ -362,6 +371,21 @@ def published(state: SeriesState, pr: PrInfo | None, version: str | None, last_e
     state.last_event = last_event
     if state.phase == Phase.QUEUED and state.error:  # a retried publish got through
         state.phase, state.error = resting_phase(state), None
+    state.publish_refused = None  # whatever GitHub refused before, this publish got through
+    return True
+
+
+def publish_refused(state: SeriesState, refused: PublishRefused, now: str) -> bool:
+    """GitHub refused carry's push because of a setting: kept (with how often, since when)
+    until a push gets through; not an error to retry."""
+    before = state.publish_refused
+    if before is not None:
+        refused.at, refused.attempts = before.at, before.attempts + 1
+        refused.pr = refused.pr or before.pr
+    else:
+        refused.at = refused.at or now
+    state.publish_refused = refused
+    state.last_event = f"push refused by GitHub ({refused.code}) on {refused.branch}"
     return True
 
 

@@ -32,6 +32,12 @@ Setup and inspection (all names are keyword-friendly; owner/name identify a repo
 * ``add_user(login, *, type="User", name=None, email=None)``; ``add_token(token, login)``;
   ``set_permission(owner, name, user, permission)`` (admin/maintain/write/triage/read/none;
   the owner is admin, other known users read on public repos, unknown logins 404).
+* ``protect_branch(owner, name, branch, *, allow_force_pushes=False, required_checks=(),
+  enforce_admins=False)`` (a classic branch protection); ``add_ruleset(owner, name=None, *,
+  include=("~DEFAULT_BRANCH",), rules=("non_fast_forward",), required_checks=(),
+  bypass_apps=(), title="protect") -> id`` (a repository's ruleset, or the organization
+  ``owner``'s when name is None); ``remove_ruleset(id)``. HTTP pushes they cover are refused
+  with GitHub's GH006 / GH013 texts (bot/emulator/protection.py).
 * ``add_app(app_id, public_key_pem, *, slug=None, name=None, owner="app-owner",
   installation_id=None, account=None, repos=None, permissions=None, events=...)``;
   ``add_installation(app_id, installation_id, account, *, repos=None)``;

@@ -18,7 +18,9 @@ from .faults import Fault, FaultTable
 from .gitops import GitError, git_env
 from .hook_deliveries import HookDeliveries
 from .hub import Hub
+from .protection import BranchProtection, parse_ruleset
 from .ratelimit import RateLimiter, Window
+from .rules_api import RulesApi
 from .server import EmulatorHTTPServer, RecordedRequest, Service
 from .state import App, Identity, Installation, Repo, Token
 from .util import Clock
@@ -71,6 +73,7 @@ class GitHubEmulator:
         self.hub.sink = self._on_event
         rest = RestApi(self.hub, self.limiter)
         HookDeliveries(rest, self.dispatcher)  # a hook's deliveries and redeliveries over REST
+        RulesApi(rest)  # branch protection and rulesets over REST
         self._service = Service(self.hub, rest, self.limiter, self.faults)
         self._server = EmulatorHTTPServer((host, port), self._service)
         self.host = host
@@ -279,6 +282,78 @@ class GitHubEmulator:
         """admin / maintain / write / triage / read / none for user on owner/name."""
         with self.hub.lock:
             self.hub.set_permission(self._repo(owner, name), user, permission)
+
+    def protect_branch(
+        self,
+        owner: str,
+        name: str,
+        branch: str,
+        *,
+        allow_force_pushes: bool = False,
+        required_checks: tuple[str, ...] = (),
+        enforce_admins: bool = False,
+    ) -> None:
+        """A classic branch protection, as an admin sets it on the settings page (the REST
+        endpoint is PUT /repos/{o}/{r}/branches/{branch}/protection)."""
+        with self.hub.lock:
+            repo = self.hub.repo(owner, name)
+            self.hub.protections.classic[(repo.full_name.lower(), branch)] = BranchProtection(
+                branch=branch,
+                required_contexts=list(required_checks),
+                enforce_admins=enforce_admins,
+                allow_force_pushes=allow_force_pushes,
+            )
+
+    def add_ruleset(
+        self,
+        owner: str,
+        name: str | None = None,
+        *,
+        include: tuple[str, ...] = ("~DEFAULT_BRANCH",),
+        rules: tuple[str, ...] = ("non_fast_forward",),
+        required_checks: tuple[str, ...] = (),
+        bypass_apps: tuple[int, ...] = (),
+        title: str = "protect",
+    ) -> int:
+        """An active branch ruleset of repository owner/name, or of organization `owner` (for
+        all its repositories) when name is None; returns its id. `rules` are rule types
+        (non_fast_forward, deletion); required_checks adds a required_status_checks rule."""
+        data = {
+            "name": title,
+            "enforcement": "active",
+            "conditions": {"ref_name": {"include": list(include), "exclude": []}},
+            "rules": [{"type": kind} for kind in rules],
+            "bypass_actors": [
+                {"actor_id": app, "actor_type": "Integration", "bypass_mode": "always"}
+                for app in bypass_apps
+            ],
+        }
+        if required_checks:
+            checks = [{"context": c} for c in required_checks]
+            data["rules"].append(  # type: ignore[attr-defined]
+                {
+                    "type": "required_status_checks",
+                    "parameters": {
+                        "required_status_checks": checks,
+                        "strict_required_status_checks_policy": False,
+                    },
+                }
+            )
+        with self.hub.lock:
+            store = self.hub.protections
+            if name is None:
+                data["conditions"]["repository_name"] = {"include": ["~ALL"], "exclude": []}  # type: ignore[index]
+                kind, source = "Organization", owner
+            else:
+                kind, source = "Repository", self.hub.repo(owner, name).full_name
+            ruleset = parse_ruleset(data, kind, source, store.next_id, self.clock.now())
+            store.rulesets[ruleset.id] = ruleset
+            store.next_id += 1
+            return ruleset.id
+
+    def remove_ruleset(self, ruleset_id: int) -> None:
+        with self.hub.lock:
+            del self.hub.protections.rulesets[ruleset_id]
 
     def _repo(self, owner: str, name: str) -> Repo:
         with self.hub.lock:

@@ -37,6 +37,7 @@ def run_backend(
     headers: dict[str, str],
     body: bytes,
     remote_user: str | None,
+    extra_env: dict[str, str] | None = None,
 ) -> CgiResult:
     """Runs one request through git http-backend and parses its CGI response."""
     env = git_env(
@@ -51,6 +52,7 @@ def run_backend(
             "CONTENT_TYPE": headers.get("content-type", ""),
             "CONTENT_LENGTH": str(len(body)),
             "REMOTE_ADDR": "127.0.0.1",
+            **(extra_env or {}),
         }
     )
     if remote_user:

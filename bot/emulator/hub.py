@@ -19,6 +19,7 @@ from . import issues as rules
 from .errors import ApiError, custom_validation, not_found, validation_failed
 from .gitops import ZERO_SHA, BareRepo, Person, valid_rev
 from .payloads import HookPayloads
+from .protection import Protections
 from .state import (
     PERMISSIONS,
     TRIAGE_ROLES,
@@ -87,6 +88,7 @@ class Hub:
         self.apps: dict[int, App] = {}
         self.installations: dict[int, Installation] = {}
         self.tokens: dict[str, Token] = {}
+        self.protections = Protections()  # branch protections and rulesets
         # Seconds a new installation token answers 401 (GitHub's replication lag; 0: none).
         self.token_warmup_s = 0.0
         self._user_ids = Counter(1001)

@@ -11,9 +11,11 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from . import protection
 from .api import Reply, Request, RestApi, Route
 from .auth import ANONYMOUS, identify
 from .errors import ApiError
@@ -113,6 +115,7 @@ class Service:
         self.log: list[RecordedRequest] = []
         self.errors: list[str] = []  # tracebacks of unexpected exceptions (emulator bugs)
         self._log_lock = threading.Lock()
+        self._hooks: Path | None = None  # the pre-receive hook's directory, made on first use
 
     def record(
         self, kind: str, method: str, target: str, headers: dict[str, str], body: bytes
@@ -369,7 +372,7 @@ class Service:
         path_info = f"/{repo.owner}/{repo.name}.git{match['rest'] or ''}"
         pushing = pushing and entry.method == "POST"
 
-        def backend() -> Outcome:
+        def backend(extra_env: dict[str, str] | None = None) -> Outcome:
             result = run_backend(
                 self.hub.root,
                 path_info,
@@ -378,15 +381,58 @@ class Service:
                 headers=headers,
                 body=entry.body,
                 remote_user=identity.login,
+                extra_env=extra_env,
             )
             return Outcome(result.status, dict(result.headers), result.body)
 
         if not pushing:
             return backend()
         with self.hub.lock:
-            outcome = backend()
+            policy = self._push_policy(repo, identity, entry.body, headers)
+            if policy is None:
+                outcome = backend()
+            else:
+                outcome = backend(protection.hook_env(self.hooks_dir(), policy))
+                outcome.body = protection.github_reasons(outcome.body)
             self.hub.sync(repo, identity.login or repo.owner)
             return outcome
+
+    def hooks_dir(self) -> Path:
+        if self._hooks is None:
+            self._hooks = protection.install_hook(self.hub.root / ".emulator-hooks")
+        return self._hooks
+
+    def _push_policy(
+        self, repo: Repo, identity: Identity, body: bytes, headers: dict[str, str]
+    ) -> dict[str, Any] | None:
+        """What the pre-receive hook must enforce on this push (None: no rule covers it)."""
+        protections = self.hub.protections
+        if not protections.any_for(repo):
+            return None
+        app_id = None
+        if identity.kind == "installation":
+            app_id = self.hub.installations[identity.installation_id or 0].app_id
+            role = "write"
+        else:
+            role = self.hub.permission(repo, identity.login or "")
+        refs = {}
+        for _old, new, ref in protection.push_commands(body, headers.get("content-encoding")):
+            passed = protection.passed_contexts(repo, list(self.hub.check_runs.values()), new)
+            rules = protection.rules_for(
+                protections,
+                repo,
+                ref,
+                new,
+                identity=identity,
+                role=role,
+                app_id=app_id,
+                passed=passed,
+            )
+            if rules:
+                refs[ref] = rules
+        if not refs:
+            return None
+        return {"refs": refs, "rules_url": f"{self.hub.web_url}/{repo.full_name}/rules"}
 
     def _git_denied(self, repo: Repo, identity: Identity, pushing: bool) -> tuple[int, str] | None:
         """GitHub's rules: anonymous reads of public repos only; pushes need write access."""

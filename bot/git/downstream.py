@@ -11,13 +11,14 @@ import io
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from bot.core.push_refusal import PushRefusal, classify
 from bot.git.mirror import Mirror
 from bot.git.objects import tree_with
-from bot.git.runner import DEFAULT_NETWORK_TIMEOUT_S, Git
+from bot.git.runner import DEFAULT_NETWORK_TIMEOUT_S, Git, GitError
 
 CARRY_IDENTITY = {
     "GIT_AUTHOR_NAME": "carry",
@@ -25,6 +26,26 @@ CARRY_IDENTITY = {
     "GIT_COMMITTER_NAME": "carry",
     "GIT_COMMITTER_EMAIL": "carry@carry.invalid",
 }
+
+
+class PushRefused(GitError):
+    """GitHub refused the push because of a setting (a ruleset, a branch protection): the
+    same push is refused until someone changes it, so it is not retried."""
+
+    def __init__(self, refusal: PushRefusal, err: GitError) -> None:
+        super().__init__(err.args_list, err.returncode, err.stdout, err.stderr)
+        self.refusal = refusal
+
+
+def _pushed(run: Callable[[], object]) -> None:
+    """Runs a push; a refusal by a GitHub setting becomes PushRefused."""
+    try:
+        run()
+    except GitError as err:
+        refusal = classify(err.stderr_text)
+        if refusal is None:
+            raise
+        raise PushRefused(refusal, err) from err
 
 
 class BranchCommit(NamedTuple):
@@ -102,16 +123,24 @@ class Downstream:
     def tree_of(self, commit: str) -> str:
         return self.git.out("rev-parse", f"{commit}^{{tree}}")
 
-    def commit(self, tree: str, parent: str, message: str) -> str:
+    def commit(self, tree: str, parent: str, message: str, *more_parents: str) -> str:
+        parents = [arg for p in (parent, *more_parents) for arg in ("-p", p)]
         return self.git.run(
-            "commit-tree", tree, "-p", parent, input=message.encode(), env=CARRY_IDENTITY
+            "commit-tree", tree, *parents, input=message.encode(), env=CARRY_IDENTITY
         ).text
 
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        found = self.git.run("merge-base", "--is-ancestor", ancestor, descendant, check=False)
+        return found.ok
+
     def push(self, commit: str, branch: str, expected: str | None) -> None:
-        """Force-pushes `branch`, but only over the sha carry last saw there."""
+        """Pushes `branch` (a force push unless `commit` descends from it), but only over the
+        sha carry last saw there. PushRefused: a GitHub setting refuses it."""
         lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
-        self.git.run(
-            "push", "--quiet", lease, "--", self.mirror.source, f"{commit}:refs/heads/{branch}"
+        _pushed(
+            lambda: self.git.run(
+                "push", "--quiet", lease, "--", self.mirror.source, f"{commit}:refs/heads/{branch}"
+            )
         )
 
     def commits_by_others(self, base: str, tip: str) -> list[BranchCommit]:
@@ -131,4 +160,8 @@ class Downstream:
         if self.mirror.remote_refs(ref).get(ref) == commit:
             return
         lease = f"--force-with-lease={ref}:"  # never over a branch of that name someone made
-        self.git.run("push", "--quiet", lease, "--", self.mirror.source, f"{commit}:{ref}")
+        _pushed(
+            lambda: self.git.run(
+                "push", "--quiet", lease, "--", self.mirror.source, f"{commit}:{ref}"
+            )
+        )

@@ -94,6 +94,9 @@ SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
         + (f": VERSION {d['version']} recorded" if d.get("version") else "")
     ),
     "notice-said": lambda d: f"notice {d.get('notice')} said on PR #{d.get('pr')}",
+    "publish-refused": lambda d: (
+        f"GitHub refused the push to {d['branch']} ({d['code']}): {d['setting']}; not retried"
+    ),
 }
 
 
@@ -193,6 +196,7 @@ _PROBLEM_KINDS: Final = frozenset(
     {"poll-failed", "series-invalid", "downstream-renamed", "draft-refused", "ci-refused"}
     | {"ci-runner-lost", "ci-retry", "ci-failure", "ci-infra-error", "successor-proposed"}
     | {"command-not-checked", "lease-lost", "ci-report-refused", "went-red", "bisected"}
+    | {"publish-refused"}
 )
 _CHANGED_KINDS: Final = frozenset(
     {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}

@@ -366,6 +366,8 @@ def _since(state: SeriesState, reason: str, patch: str | None, row: CiState | No
         return state.checked_at
     if state.closed_pr is not None and reason == state.closed_pr_words:
         return state.closed_pr.at
+    if state.publish_refused is not None and reason == state.publish_refused.words:
+        return state.publish_refused.at
     return row.updated_at or None if row else None
 
 

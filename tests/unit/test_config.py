@@ -110,6 +110,23 @@ def test_patch_names_with_secret_words_are_not_secrets(
     assert config.series[1].linked_prs("0002-fix-token-refresh.patch") == [("vllm-project/vllm", 1)]
 
 
+def test_publish_mode_is_force_unless_the_config_or_the_series_says_append(
+    write: Callable[[Any], Path], patches_root: Path
+) -> None:
+    data = example()
+    first, second = data["series"][0]["id"], data["series"][1]["id"]
+    data.pop("publish", None)
+    for series in data["series"]:
+        series.pop("publish", None)
+    config = load_config(write(data), patches_root=patches_root)
+    assert {config.publish_of(s.id).mode for s in config.series} == {"force"}
+
+    data["publish"] = {"mode": "append"}
+    data["series"][1]["publish"] = {"mode": "force"}
+    config = load_config(write(data), patches_root=patches_root)
+    assert (config.publish_of(first).mode, config.publish_of(second).mode) == ("append", "force")
+
+
 def test_tag_pattern_picks_newest_by_version_order() -> None:
     base = BaseSpec(tag_pattern="v0.*")
     tags = ["v0.9.0", "v0.26.0", "v0.30.0rc1", "v0.30.0", "v1.0.0", "nightly"]
@@ -142,7 +159,7 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
 
 
 _DELETE = object()
-ALLOWED_SERIES_KEYS = "id, upstream, base, patches, links, runners, checks, trusted_authors, policy, ci, version_scheme"
+ALLOWED_SERIES_KEYS = "id, upstream, base, patches, links, runners, checks, trusted_authors, policy, ci, publish, version_scheme"
 
 BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
     (
@@ -302,6 +319,11 @@ BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
             "web.public_url: expected an http(s) URL such as https://carry.example.com, "
             "got 'https://carry.example.com/a)<img/src=x>'"
         ],
+    ),
+    (
+        "unknown publish mode",
+        [("series/0/publish", {"mode": "rewrite"})],
+        ["series[0].publish.mode: input should be 'force' or 'append'"],
     ),
     (
         "bad downstream repo",

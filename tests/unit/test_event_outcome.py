@@ -54,6 +54,7 @@ TABLE: list[tuple[str, dict[str, Any], Outcome]] = [
     ("published", {"result": "nothing to propose", "head": HEAD}, "nothing"),
     ("publish-skipped", {"reason": "a newer rebase replaced this result"}, "nothing"),
     ("draft-refused", {"reason": "drafts not supported", "label": "carry"}, "problem"),
+    ("publish-refused", {"code": "GH013", "branch": "carry/s", "setting": "s"}, "problem"),
     ("label-removed", {"pr": 12, "label": "carry:conflict", "now": "clean"}, "changed"),
     ("branch-commits-kept", {"pr": 12, "backup": "carry/x-kept", "commits": ["a"]}, "changed"),
     ("push-read-back", {"branch": "carry/x", "landed": True, "version": "20261206.2"}, "changed"),

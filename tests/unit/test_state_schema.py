@@ -62,7 +62,7 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     patches = [{**patch, **added} for patch in old["patches"]]
     expected = {**old, "schema": SCHEMA_VERSION, "replaced_heads": [], "patches": patches}
     expected |= {"heads": [], "last_good": None, "red_streak": None, "bisect": None}
-    expected |= {"closed_pr": None, "human_wait": None}
+    expected |= {"closed_pr": None, "human_wait": None, "publish_refused": None}
     # a CI row from before carry kept its check run is taken as on GitHub (issue 34 item 2)
     expected["ci"] = {
         key: {**row, "check_run_id": 0, "reported": row["state"]} for key, row in old["ci"].items()
