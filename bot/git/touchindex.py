@@ -518,13 +518,17 @@ class TouchIndex:
 
     def reaches(self, head: str, sha: str) -> bool | None:
         """Whether `sha` is in head's history, from the lines alone (a few rows, no walk);
-        None when either has no place (a merge below it, not indexed, an older file)."""
+        None when head has no place (a merge below it, not indexed, an older file). A placed
+        head's whole history is indexed and placed, so a commit the index lacks, or holds
+        without a place, is not in it (a downstream commit the mirror has the objects of)."""
         reach = self._reach(head)
         if reach is None:
             return None
         rows = self._select("SELECT line, pos FROM commits WHERE sha = ?", (sha,))
-        if not rows or rows[0][0] is None:
+        if self._identity is None:  # the read failed: unknown
             return None
+        if not rows or rows[0][0] is None:
+            return False
         line, pos = rows[0]
         return line in reach and pos <= reach[line]
 

@@ -222,6 +222,10 @@ def test_a_fork_the_head_does_not_reach_is_known_from_the_lines_without_a_walk(u
     before = index.rows_read
     assert index.linear_range(side, head) is None
     assert index.rows_read == before  # no commit read: nothing walked
+    # a commit the index does not hold (the mirror has its objects, no ref reaches it)
+    assert index.reaches(head, "0" * 40) is False
+    assert index.linear_range("0" * 40, head) is None
+    assert index.rows_read == before
     # an ancestor still walks, as git answers
     assert index.linear_range(up.head("main~3"), head) == rev_list(up, up.head("main~3"), head)
 
