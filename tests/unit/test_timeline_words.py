@@ -56,6 +56,8 @@ PATCH = "0001-seed.patch"
             "push-read-back",
             {"branch": "carry/x", "tip": "b" * 40, "landed": False, "version": None},
             "the push failed; carry/x is at bbbbbbbbbbbb",
+        ),
+        (
             "publish-refused",
             {"code": "GH013", "branch": "carry/s", "setting": '"Block force pushes" in a ruleset'},
             'GitHub refused the push to carry/s (GH013): "Block force pushes" in a ruleset; '
