@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -118,7 +119,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     paths = {patch.name: str(Path(patch.name).resolve()) for patch in patches}
     try:
         cache = Path(args.cache_dir).resolve() if args.cache_dir else None
-        mirror = Mirror(normalize_source(args.repo), cache)
+        mirror = Mirror(normalize_source(args.repo), cache, max_blob_bytes=_max_blob_bytes())
         report = Engine(mirror).check(head, patches, base=base, patch_paths=paths)
     except MirrorError as err:
         raise UsageError(str(err)) from err
@@ -133,6 +134,21 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write(render_table(report))
     needs_human = any(_needs_human(p) for p in report.patches)
     return CHECK_NEEDS_HUMAN if args.exit_code and needs_human else 0
+
+
+def _max_blob_bytes() -> int:
+    """CARRY_MAX_BLOB_BYTES when it is set (checked as the service checks it), else the
+    default: `carry check` starts quickly without reading every setting."""
+    from bot.git.runner import DEFAULT_MAX_BLOB_BYTES
+
+    if not os.environ.get("CARRY_MAX_BLOB_BYTES"):
+        return DEFAULT_MAX_BLOB_BYTES
+    from bot.config import ConfigError, load_settings
+
+    try:
+        return load_settings().max_blob_bytes
+    except ConfigError as err:
+        raise UsageError("; ".join(err.problems)) from err
 
 
 def _needs_human(patch: PatchReport) -> bool:
