@@ -652,10 +652,11 @@ class _Context:
         patch applies or in its pre-image: checked from object headers before anything (carry
         or git) reads the files."""
         limit = self.engine.max_blob_bytes
+        where = "the head with the patches before it" if chain.steps else "the head"
         for path in parsed.touched_paths:
             size = chain.size(path)
             if size is not None and size > limit:
-                raise BlobTooLarge(path, size, limit)
+                raise BlobTooLarge(path, size, limit, where)
         for fdiff in parsed.files:
             size = self.engine.size_of(fdiff.old_oid) if fdiff.old_oid else None
             if size is not None and size > limit:
