@@ -137,11 +137,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _max_blob_bytes() -> int:
-    """CARRY_MAX_BLOB_BYTES when it is set (checked as the service checks it), else the
-    default: `carry check` starts quickly without reading every setting."""
+    """CARRY_MAX_BLOB_BYTES, read by the settings when the variable is there, else the
+    default: without it `carry check` does not load the settings (pydantic adds 0.15 s)."""
     from bot.git.runner import DEFAULT_MAX_BLOB_BYTES
 
-    if not os.environ.get("CARRY_MAX_BLOB_BYTES"):
+    if "CARRY_MAX_BLOB_BYTES" not in os.environ:
         return DEFAULT_MAX_BLOB_BYTES
     from bot.config import ConfigError, load_settings
 
