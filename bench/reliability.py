@@ -2575,7 +2575,29 @@ def _hostile_attempts(
     )
     attempts.append(_home_attempt(_hostile_lines(rt, second), runner_home))
     attempts.append(_forged_job(rt, marks, first))
+    attempts.append(_blob_bomb(env.root / "blob-bomb"))
     return attempts
+
+
+BLOB_BOMB_ATTEMPT = "make carry read a 40 MB file that its head packs in kilobytes (blob bomb)"
+
+
+def _blob_bomb(root: Path) -> Attempt:
+    """An upstream head (checked approved or not) turns a file the series edits into 40 MB of
+    repeated lines (issue 33; bench/blob_bomb.py measures the cost): carry must not read it."""
+    from bench.blob_bomb import build
+
+    up = build(root, 40)
+    patches = [PatchInput(str(p), p.read_bytes()) for p in up.patches]
+    started = time.perf_counter()
+    status = run_engine(Mirror(str(up.path), root / "cache"), up.head, patches)
+    elapsed = time.perf_counter() - started
+    return Attempt(
+        BLOB_BOMB_ATTEMPT,
+        status != "invalid" or elapsed > 5,
+        f"the patch on it is {status} in {elapsed:.2f} s (a {up.pack_bytes // 1024} KiB pack; "
+        "CARRY_MAX_BLOB_BYTES sized the file from its header and nothing read it)",
+    )
 
 
 HOME_ATTEMPT = "find what an earlier job left in HOME"

@@ -67,7 +67,9 @@ def begin(rt: Runtime, series_id: str, notice: dict[str, Any]) -> bool:
         return False
     series = rt.config.series_by_id(series_id)
     upstream = rt.config.upstreams[series.upstream]
-    engine, lock = engine_for(upstream.url, rt.cache_dir, rt.settings.git_timeout_s)
+    engine, lock = engine_for(
+        upstream.url, rt.cache_dir, rt.settings.git_timeout_s, rt.settings.max_blob_bytes
+    )
     with lock:
         engine.mirror.ensure()
         commits = engine.mirror.first_parent_range(good, bad)

@@ -23,6 +23,7 @@ from bot.core.report import PatchReport, SeriesReport
 from bot.core.state import Phase, SeriesState
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
+from bot.git.runner import DEFAULT_MAX_BLOB_BYTES
 from bot.github.forge import ForgeError
 from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
@@ -244,7 +245,9 @@ def _check(
     head_ref: str,
 ) -> SeriesReport:
     upstream = rt.config.upstreams[series.upstream]
-    engine, engine_lock = engine_for(upstream.url, rt.cache_dir, rt.settings.git_timeout_s)
+    engine, engine_lock = engine_for(
+        upstream.url, rt.cache_dir, rt.settings.git_timeout_s, rt.settings.max_blob_bytes
+    )
     mirror = engine.mirror
     mirror.ensure()
     mirror.widened = False  # each rebase may fetch every branch once for missing pre-images
@@ -276,19 +279,27 @@ def _check(
         )
 
 
-_ENGINES: dict[tuple[str, str], tuple[Engine, threading.Lock]] = {}
+_ENGINES: dict[tuple[str, str, int], tuple[Engine, threading.Lock]] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
 def engine_for(
-    url: str, cache_dir: Path, network_timeout_s: float
+    url: str,
+    cache_dir: Path,
+    network_timeout_s: float,
+    max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
 ) -> tuple[Engine, threading.Lock]:
     """One engine per upstream mirror in a worker process: it keeps its `git cat-file` process
     and its content-keyed caches (trees, commits read, patch ids) from one rebase to the next."""
-    key = (url, str(cache_dir))
+    key = (url, str(cache_dir), max_blob_bytes)
     with _ENGINES_LOCK:
         if key not in _ENGINES:
-            mirror = Mirror(url, cache_dir, network_timeout_s=network_timeout_s)
+            mirror = Mirror(
+                url,
+                cache_dir,
+                network_timeout_s=network_timeout_s,
+                max_blob_bytes=max_blob_bytes,
+            )
             _ENGINES[key] = (Engine(mirror), threading.Lock())
         return _ENGINES[key]
 

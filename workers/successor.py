@@ -82,7 +82,9 @@ def _evidence(rt: Runtime, series_id: str, number: int, pull: PullState) -> dict
     if not loaded.patch_paths:
         return {"(series)": "not checked: the series has no patches yet"}
     upstream_url = rt.config.upstreams[series.upstream].url
-    engine, lock = engine_for(upstream_url, rt.cache_dir, rt.settings.git_timeout_s)
+    engine, lock = engine_for(
+        upstream_url, rt.cache_dir, rt.settings.git_timeout_s, rt.settings.max_blob_bytes
+    )
     commit = pull.merge_commit or pull.head_sha
     ref = f"refs/heads/{pull.base_ref}" if pull.merge_commit else f"refs/pull/{number}/head"
     patches = [PatchInput(p.name, p.read_bytes()) for p in loaded.patch_paths]

@@ -13,15 +13,15 @@ from typing import Any
 import redis
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import task_failure, worker_ready
+from celery.signals import task_failure, worker_process_init, worker_ready
 
 from bot.ci import runs as ci_runs
-from bot.config import Settings
+from bot.config import Settings, load_settings
 from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
-from bot.git.runner import GitError
+from bot.git.runner import GitError, GitOutOfMemory
 from bot.github.forge import Forge, ForgeError, RateLimited, retry_delay
 from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
@@ -35,6 +35,7 @@ from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
 from workers.dispatch import carry_out
 from workers.facts import gather
+from workers.memory import limit_task_memory
 from workers.rebase import rebase_series, register_series
 from workers.runtime import Runtime, runtime
 from workers.successor import find_successor
@@ -101,6 +102,9 @@ def rebase(
                     rt.redis, series_id, "lease-lost", head=head_sha, reason=str(err)
                 )
                 raise self.retry(countdown=rt.settings.busy_retry_s, max_retries=None) from err
+            except MemoryError as err:  # Python's own allocation, past CARRY_TASK_MEMORY_MB
+                _out_of_memory(rt, series_id, head_sha, err)
+                return
             except (MirrorError, GitError) as err:
                 _visible_failure(rt, self, series_id, f"rebase on {head_sha[:12]}", err, limit=5)
                 return
@@ -148,6 +152,19 @@ def _timed_out(rt: Runtime, series_id: str, head_sha: str, limit_s: int) -> None
     )
 
 
+def _out_of_memory(rt: Runtime, series_id: str, head_sha: str, err: MemoryError) -> None:
+    """A rebase that ran out of memory is the series' error, not retried: it would again."""
+    limit_mb = rt.settings.task_memory_mb
+    message = (
+        f"rebase on {head_sha[:12]} ran out of memory (the task's limit: {limit_mb} MiB, "
+        f"CARRY_TASK_MEMORY_MB){f': {err}' if str(err) else ''}"
+    )
+    log.warning("%s: %s", series_id, message)
+    _record_failure(
+        rt, series_id, message, "rebase-out-of-memory", final=True, head=head_sha, limit_mb=limit_mb
+    )
+
+
 def _record_failure(
     rt: Runtime, series_id: str, message: str, kind: str, *, final: bool, **fields: Any
 ) -> None:
@@ -170,7 +187,8 @@ def _visible_failure(
     """A failed step (upstream, git or GitHub trouble) is stored where the user sees it, then
     retried with backoff; after `limit` retries the failure stays as the series' state."""
     attempts = task.request.retries + 1
-    final = attempts > limit
+    # Out of memory: the same work would run out again (no retry loop).
+    final = attempts > limit or isinstance(err, GitOutOfMemory)
     message = f"{what} failed (attempt {attempts}{', giving up' if final else ''}): {err}"
     kind = what.split()[0]
     _record_failure(
@@ -185,6 +203,13 @@ def _visible_failure(
     )
     if not final:
         raise task.retry(exc=err, countdown=_retry_in(err, attempts), max_retries=limit)
+
+
+@worker_process_init.connect
+def _limit_memory(**_: object) -> None:
+    """Each pool process of a service worker (and every git it starts) gets the task memory
+    limit, CARRY_TASK_MEMORY_MB. A runner host imports runner.task, not this module."""
+    limit_task_memory(load_settings().task_memory_mb)
 
 
 @worker_ready.connect

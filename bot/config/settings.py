@@ -28,6 +28,7 @@ from bot.config.schema import (
     EnvName,
     PositiveInt,
 )
+from bot.git.runner import DEFAULT_MAX_BLOB_BYTES
 
 # --------------------------------------------------------------------------- environment
 
@@ -212,6 +213,18 @@ class Settings(BaseSettings):
     )
     max_series_patches: PositiveInt = Field(
         default=1000, validation_alias="CARRY_MAX_SERIES_PATCHES"
+    )
+    # An upstream head's file a patch touches is read only up to this size (checked from
+    # the object's header first): a pack of kilobytes can hold a file of gigabytes. A patch
+    # touching a larger one is invalid, naming the file; git gets it as core.bigFileThreshold.
+    max_blob_bytes: PositiveInt = Field(
+        default=DEFAULT_MAX_BLOB_BYTES, validation_alias="CARRY_MAX_BLOB_BYTES"
+    )
+    # The address space of each task of a worker (RLIMIT_AS and RLIMIT_DATA of the pool's
+    # processes, and so of the git they start): a task past it fails, on the series, as out of
+    # memory instead of taking the machine's memory. Runners have their own limits.
+    task_memory_mb: Annotated[int, Field(ge=256)] = Field(
+        default=4096, validation_alias="CARRY_TASK_MEMORY_MB"
     )
     busy_retry_s: Seconds = Field(default=2.0, validation_alias="CARRY_BUSY_RETRY_S")
     ci_debounce_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(

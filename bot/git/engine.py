@@ -38,6 +38,7 @@ from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_comm
 from bot.git import history
 from bot.git.mirror import Mirror, MirrorError, ResolvedHead
 from bot.git.objects import (
+    DIR_MODE,
     FILE_MODES,
     Blob,
     ObjectReader,
@@ -72,6 +73,17 @@ _COMMIT_ID = re.compile(r"^[0-9a-f]{40}(\^[0-9]*)*$")
 class PatchInput:
     name: str  # as the user gave it (path or series entry)
     data: bytes
+
+
+class BlobTooLarge(Exception):
+    """A file carry would read is larger than CARRY_MAX_BLOB_BYTES: it was not read."""
+
+    def __init__(self, path: str, size: int, limit: int, where: str = "the head"):
+        self.path, self.size, self.limit, self.where = path, size, limit, where
+        super().__init__(
+            f"{path} is {size:,} bytes in {where}, over the limit of {limit:,} bytes "
+            "(CARRY_MAX_BLOB_BYTES); carry did not read it"
+        )
 
 
 @dataclass(frozen=True)
@@ -130,8 +142,22 @@ class _Chain:
             entry = self.engine.trees.lookup(self._real_tree, path)
         except (TreeShapeChanged, OSError):
             return None
-        blob = self.engine.read_object(entry[1]) if entry and entry[0] in FILE_MODES else None
+        if not entry or entry[0] not in FILE_MODES:
+            return None
+        blob = self.engine.read_blob(entry[1], path)
         return blob.content if blob is not None and blob.kind == "blob" else None
+
+    def size(self, path: str) -> int | None:
+        """The size of what is at `path` (from the object's header: nothing is read), None
+        when nothing is there."""
+        if path in self._files:
+            data = self._files[path]
+            return None if data is None else len(data)
+        try:
+            entry = self.engine.trees.lookup(self._real_tree, path)
+        except (TreeShapeChanged, OSError):
+            return None
+        return self.engine.size_of(entry[1]) if entry and entry[0] != DIR_MODE else None
 
     def has(self, path: str) -> bool:
         """Whether anything (a file, a link, a directory) is at `path`, without reading it."""
@@ -215,6 +241,9 @@ class Engine:
         self.mirror = mirror
         self.git: Git = mirror.git
         self.in_process = in_process  # False: every patch goes through `git apply`
+        # No file larger than this is read (CARRY_MAX_BLOB_BYTES): an upstream head could hold
+        # a file of gigabytes that its pack compresses to kilobytes.
+        self.max_blob_bytes = mirror.git.max_blob_bytes
         self.reader = ObjectReader(self.git)
         self.trees = Trees(self.reader)
         weakref.finalize(self, self.reader.close)
@@ -256,6 +285,37 @@ class Engine:
         except OSError as err:  # the process cannot run: answer through plain git calls
             log.warning("object reader failed (%s); using git", err)
             return read_objects(self.git, [name]).get(name)
+
+    def size_of(self, name: str) -> int | None:
+        """The size of the object `name` names, from its header (`cat-file --batch-check`
+        reads no content), or None when there is none."""
+        try:
+            found = self.reader.info(name)
+        except OSError:
+            result = self.git.run("cat-file", "-s", name, check=False)
+            return int(result.text) if result.ok and result.text.isdigit() else None
+        return found.size if found is not None else None
+
+    def read_blob(self, name: str, path: str, where: str = "the head") -> Blob | None:
+        """read_object for a file's content: BlobTooLarge, with nothing read, when the object
+        is larger than the limit."""
+        size = self.size_of(name)
+        if size is not None and size > self.max_blob_bytes:
+            raise BlobTooLarge(path, size, self.max_blob_bytes, where)
+        return self.read_object(name)
+
+    def oversized(self, tree: str, paths: list[str]) -> dict[str, int]:
+        """The paths whose file in `tree` is over the limit, with their sizes."""
+        found = {}
+        for path in paths:
+            try:
+                entry = self.trees.lookup(tree, path)
+            except (TreeShapeChanged, OSError):
+                continue
+            size = self.size_of(entry[1]) if entry and entry[0] != DIR_MODE else None
+            if size is not None and size > self.max_blob_bytes:
+                found[path] = size
+        return found
 
     def _exists(self, oid: str) -> bool:
         if oid not in self._present:
@@ -309,7 +369,6 @@ class Engine:
         head = self._resolve(head_rev)
         base = self._resolve_base(base)
         parsed = [_parse(item) for item in patches]
-        self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
         return self._check_resolved(
             head, patches, parsed, base, links, patch_paths, downstream, commit_result
         )
@@ -331,7 +390,6 @@ class Engine:
         heads = self._resolve_all(head_revs)
         base = self._resolve_base(base)
         parsed = [_parse(item) for item in patches]
-        self._ensure_preimages([p for p in parsed if isinstance(p, PatchFile)])
         own = tuple(
             p.meta.commit if isinstance(p, PatchFile) and p.meta.commit else None for p in parsed
         )
@@ -391,8 +449,20 @@ class Engine:
         commit_result: bool,
     ) -> SeriesReport:
         started = time.perf_counter()
-        histories = self._histories(head.sha, base, patches, parsed)
-        chain = _Chain(self, self.tree_of(head.sha), head.sha)
+        head_tree = self.tree_of(head.sha)
+        # Files over the limit in the head are never read, nor diffed by the history reads: a
+        # patch touching one is invalid (_Context.check says which file, how big).
+        touched = [path for p in parsed if isinstance(p, PatchFile) for path in p.touched_paths]
+        too_big = self.oversized(head_tree, list(dict.fromkeys(touched)))
+        readable = [
+            p
+            if not isinstance(p, PatchFile) or too_big.keys().isdisjoint(p.touched_paths)
+            else None
+            for p in parsed
+        ]
+        self._ensure_preimages([p for p in readable if isinstance(p, PatchFile)])
+        histories = self._histories(head.sha, base, patches, readable)
+        chain = _Chain(self, head_tree, head.sha)
         applier = TreeApplier(self.git)
         context = _Context(
             self, applier, head.sha, head.ref, links or {}, patch_paths or {}, downstream
@@ -472,9 +542,10 @@ class Engine:
         head: str,
         base: str | None,
         patches: list[PatchInput],
-        parsed: list[PatchFile | PatchFileError],
+        parsed: list[PatchFile | PatchFileError | None],
     ) -> dict[int, _RangeEvidence]:
-        """Per patch index: (range, matches), grouped so each distinct range is read once."""
+        """Per patch index: (range, matches), grouped so each distinct range is read once.
+        None: a patch whose history is not read."""
         if self.in_process:
             self.touches.refresh()
         ranges: dict[str, list[int]] = {}
@@ -519,7 +590,7 @@ class Engine:
         head: str,
         indexes: list[int],
         patches: list[PatchInput],
-        parsed: list[PatchFile | PatchFileError],
+        parsed: list[PatchFile | PatchFileError | None],
     ) -> dict[int, _RangeEvidence]:
         """Patch-id matches among the head's newest commits touching the patches' files (from
         the touch index when it places the head's history; git walks it otherwise)."""
@@ -657,8 +728,12 @@ class _Context:
         links = self.links.get(Path(item.name).name) or self.links.get(item.name) or []
         earlier = list(chain.applied)
         patch_check = _PatchCheck(self, item, parsed, links, found)
-        patch_check.follow(self._renames(parsed, chain))
-        report = patch_check.run(chain)
+        try:
+            patch_check.follow(self._renames(parsed, chain))
+            self._within_limit(patch_check.parsed, chain)
+            report = patch_check.run(chain)
+        except BlobTooLarge as err:
+            return _too_large(item, parsed, err)
         if report.status in (Status.CONFLICT, Status.PARTIAL, Status.UPSTREAM_VERSION):
             names = [*earlier, item.name]
             report.conflict = {
@@ -672,6 +747,22 @@ class _Context:
                 ),
             }
         return report
+
+    def _within_limit(self, parsed: PatchFile, chain: _Chain) -> None:
+        """BlobTooLarge for the first file the patch touches that is over the limit, where the
+        patch applies or in its pre-image: checked from object headers before anything (carry
+        or git) reads the files."""
+        limit = self.engine.max_blob_bytes
+        where = "the head with the patches before it" if chain.steps else "the head"
+        for path in parsed.touched_paths:
+            size = chain.size(path)
+            if size is not None and size > limit:
+                raise BlobTooLarge(path, size, limit, where)
+        for fdiff in parsed.files:
+            size = self.engine.size_of(fdiff.old_oid) if fdiff.old_oid else None
+            if size is not None and size > limit:
+                where = f"the patch's pre-image {fdiff.old_oid}"
+                raise BlobTooLarge(fdiff.old_path or fdiff.path, size, limit, where)
 
     def _renames(self, parsed: PatchFile, chain: _Chain) -> list[history.Rename]:
         """Files the patch edits that the head lacks but upstream moved elsewhere."""
@@ -688,6 +779,23 @@ class _Context:
         missing = [path for path in edited if not chain.has(path) and not exists(path)]
         found = (history.renamed_to(self.engine.git, self.head, path, exists) for path in missing)
         return [rename for rename in found if rename is not None]
+
+
+def _too_large(item: PatchInput, parsed: PatchFile, err: BlobTooLarge) -> PatchReport:
+    evidence = [
+        {
+            "signal": "blob-size",
+            "result": "over-limit",
+            "path": err.path,
+            "size": err.size,
+            "limit": err.limit,
+            "where": err.where,
+        }
+    ]
+    reason = f"{item.name}: {err}"
+    report = PatchReport(item.name, Status.INVALID, Decision.REVIEW, reason, evidence)
+    report.subject = parsed.meta.subject
+    return report
 
 
 def _invalid(item: PatchInput, err: PatchFileError) -> PatchReport:
@@ -891,7 +999,8 @@ class _PatchCheck:
 
     def _head_files(self, tree: str, patch: PatchFile | None = None) -> dict[str, HeadFile]:
         paths = list((patch or self.parsed).touched_paths)
-        blobs = {p: self.ctx.engine.read_object(f"{tree}:{p}") for p in paths}
+        where = "the head" if patch is None else f"tree {tree}"
+        blobs = {p: self.ctx.engine.read_blob(f"{tree}:{p}", p, where) for p in paths}
         modes = {}
         if any(f.old_mode != f.new_mode or f.binary for f in self.parsed.files):
             modes = {p: e.mode for p, e in entries(self.git, tree, paths).items()}
@@ -1168,7 +1277,11 @@ class _PatchCheck:
         """The lines of `path` at `rev`, read once per check of a patch; None without one."""
         key = f"{rev}:{path}"
         if key not in self._versions:
-            blob = self.ctx.engine.read_object(key)
+            try:
+                blob = self.ctx.engine.read_blob(key, path, rev)
+            except BlobTooLarge as err:  # history evidence only: it goes without this version
+                log.warning("%s", err)
+                blob = None
             found = blob is not None and blob.kind == "blob"
             self._versions[key] = (
                 locate.FileLines(HeadFile(blob.content).lines) if blob and found else None

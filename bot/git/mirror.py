@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.git import touchindex
-from bot.git.runner import DEFAULT_NETWORK_TIMEOUT_S, Git, GitError
+from bot.git.runner import DEFAULT_MAX_BLOB_BYTES, DEFAULT_NETWORK_TIMEOUT_S, Git, GitError
 
 log = logging.getLogger("carry.mirror")
 
@@ -93,13 +93,19 @@ class Mirror:
         env: dict[str, str] | None = None,
         *,
         network_timeout_s: float = DEFAULT_NETWORK_TIMEOUT_S,
+        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
     ):
         self.source = normalize_source(source)
         root = (cache_dir or default_cache_dir()) / "mirrors"
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.source.rstrip("/").split("/")[-1])[:40]
         self.path = root / f"{slug.removesuffix('.git')}-{digest}.git"
-        self.git = Git(git_dir=self.path, env=env or {}, network_timeout_s=network_timeout_s)
+        self.git = Git(
+            git_dir=self.path,
+            env=env or {},
+            network_timeout_s=network_timeout_s,
+            max_blob_bytes=max_blob_bytes,
+        )
         self.widened = False
 
     @contextlib.contextmanager

@@ -7,8 +7,10 @@ bytes (patches with CRLF, binary hunks, non-UTF-8 text) and needs per-call envir
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -28,18 +30,30 @@ _ISOLATED_ENV = {
     "LANGUAGE": "C",
 }
 _ISOLATED_CONFIG = ("-c", "safe.directory=*", "-c", "core.quotePath=false", "-c", "gc.auto=0")
+# The largest file carry reads from an upstream (CARRY_MAX_BLOB_BYTES). git gets it as
+# core.bigFileThreshold: a larger blob is stored without deltas and diffed as binary, so git
+# does not inflate it to look for deltas or lines either.
+DEFAULT_MAX_BLOB_BYTES = 16 * 1024 * 1024
 
 
 class GitError(RuntimeError):
     """git exited non-zero. Carries the command line and both output streams."""
 
-    def __init__(self, args: Sequence[str], returncode: int, stdout: bytes, stderr: bytes):
+    def __init__(
+        self,
+        args: Sequence[str],
+        returncode: int,
+        stdout: bytes,
+        stderr: bytes,
+        what: str | None = None,
+    ):
         self.args_list = list(args)
         self.returncode = returncode
         self.stdout = stdout
         self.stderr = stderr
         tail = stderr.decode("utf-8", "replace").strip()[-2000:]
-        super().__init__(f"git {' '.join(self.args_list)} exited {returncode}: {tail}")
+        what = what or f"exited {returncode}"
+        super().__init__(f"git {' '.join(self.args_list)} {what}: {tail}")
 
     @property
     def stderr_text(self) -> str:
@@ -53,6 +67,37 @@ class GitTimeout(GitError):
         self.timeout_s = timeout_s
         said = f"git {args[0]} got no answer in {timeout_s:g} s and was stopped"
         super().__init__(args, -1, stdout, stderr + f"\n{said} (CARRY_GIT_TIMEOUT_S)".encode())
+
+
+class GitOutOfMemory(GitError):
+    """git could not get the memory it needed: it said so (xmalloc's "Out of memory", a failed
+    mmap), or it was killed as the kernel's out-of-memory killer does. Under a worker that is
+    the task's limit, CARRY_TASK_MEMORY_MB; running it again would end the same way."""
+
+    def __init__(self, args: Sequence[str], returncode: int, stdout: bytes, stderr: bytes):
+        import resource  # here: only a failure needs it
+
+        how = "was killed (SIGKILL)" if returncode == -signal.SIGKILL else "ran out of memory"
+        limit, _hard = resource.getrlimit(resource.RLIMIT_AS)
+        where = f"this task's limit: {limit // 2**20} MiB, " if limit > 0 else ""
+        super().__init__(
+            args,
+            returncode,
+            stdout,
+            stderr,
+            f"{how} ({where}CARRY_TASK_MEMORY_MB; exit {returncode})",
+        )
+
+
+_OUT_OF_MEMORY = (b"out of memory", b"cannot allocate memory")
+
+
+def out_of_memory(returncode: int, stderr: bytes) -> bool:
+    """Whether a failed git ended for want of memory (see GitOutOfMemory)."""
+    if returncode == -signal.SIGKILL:
+        return True
+    said = stderr[-4000:].lower()
+    return returncode != 0 and any(words in said for words in _OUT_OF_MEMORY)
 
 
 # The commands that wait on another machine: a hung remote must not hold a worker forever.
@@ -87,9 +132,16 @@ class Git:
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     network_timeout_s: float = DEFAULT_NETWORK_TIMEOUT_S  # for NETWORK_COMMANDS
+    max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES  # core.bigFileThreshold
 
     def with_env(self, **extra: str) -> Git:
-        return Git(self.git_dir, self.cwd, {**self.env, **extra}, self.network_timeout_s)
+        return Git(
+            self.git_dir,
+            self.cwd,
+            {**self.env, **extra},
+            self.network_timeout_s,
+            self.max_blob_bytes,
+        )
 
     def run(
         self,
@@ -117,6 +169,10 @@ class Git:
                 timeout=timeout,
                 check=False,
             )
+        except OSError as err:
+            if err.errno != errno.ENOMEM:
+                raise
+            raise GitOutOfMemory(args, -1, b"", f"cannot start git: {err}".encode()) from err
         except subprocess.TimeoutExpired as err:
             assert timeout is not None
             log.warning(
@@ -131,6 +187,9 @@ class Git:
             elapsed_ms,
             extra={"fields": {"git_dir": str(self.git_dir or self.cwd)}},
         )
+        if proc.returncode != 0 and out_of_memory(proc.returncode, proc.stderr):
+            log.warning("git %s ran out of memory (exit %d)", " ".join(args)[:300], proc.returncode)
+            raise GitOutOfMemory(args, proc.returncode, proc.stdout, proc.stderr)
         if check and proc.returncode != 0:
             raise GitError(args, proc.returncode, proc.stdout, proc.stderr)
         return GitResult(proc.returncode, proc.stdout, proc.stderr)
@@ -150,7 +209,7 @@ class Git:
         )
 
     def _argv(self, args: Sequence[str]) -> list[str]:
-        argv = ["git", *_ISOLATED_CONFIG]
+        argv = ["git", *_ISOLATED_CONFIG, "-c", f"core.bigFileThreshold={self.max_blob_bytes}"]
         if self.git_dir is not None:
             argv += ["--git-dir", str(self.git_dir)]
         return argv + list(args)

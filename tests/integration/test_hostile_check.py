@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.reliability import (
+    BLOB_BOMB_ATTEMPT,
     DISK_ATTEMPT,
     HOST_FILE_ATTEMPT,
     MKNOD_ATTEMPT,
@@ -55,6 +56,7 @@ ATTEMPTS = [
     "leave git hooks and config that run in the next job",
     "leave code in HOME (a user site .pth) for the next job or the runner",
     "have the runner run a job nobody issued (a forged run_job in its queue)",
+    BLOB_BOMB_ATTEMPT,
 ]
 ROOT = os.geteuid() == 0
 
@@ -79,7 +81,7 @@ def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path, sandbox:
     assert [a.attempt for a in attempts if a.achieved] == [], shown
     how = {a.attempt: a.how for a in attempts}
     assert "no route out of the step's network namespace" in how["connect to the broker"], shown
-    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-1]], shown
+    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-2]], shown
 
 
 def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
@@ -106,7 +108,7 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
     # What the clean environment, the fresh clone, the runner's own config and its broker
     # user keep out.
     broker_writes = ATTEMPTS[5:7]
-    assert not achieved & {*ATTEMPTS[:2], *broker_writes, *ATTEMPTS[-3:]}, shown
+    assert not achieved & {*ATTEMPTS[:2], *broker_writes, *ATTEMPTS[-4:]}, shown
     how = {a.attempt: a.how for a in attempts}
     for attempt in broker_writes:
         assert "NOPERM" in how[attempt] and "from the runner's environment" in how[attempt], shown
