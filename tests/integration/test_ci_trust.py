@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,9 @@ from bot.core import events as ev
 from bot.core.state import SeriesState
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
+from tests.support.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
-from tests.support.pushes import trusted_push
+from tests.support.pushes import push, trusted_push
 from workers.ci import github as hardware
 from workers.runtime import Runtime
 
@@ -227,3 +229,31 @@ def test_a_trusted_push_webhook_that_a_poll_beat_still_releases_the_runs(rt: Run
     assert after.ci and all(row.state != "waiting-approval" for row in after.ci.values())
     kinds = [h["kind"] for h in store.history(rt.redis, "s1")]
     assert "ci-trusted-pusher" in kinds
+
+
+def test_an_approved_head_covers_its_ancestors_as_git_says(rt: Runtime, tmp_path: Path) -> None:
+    """`/carry approve` of a head approves what it contains: a stranger's commit under the
+    approved fixup runs (the upstream's mirror says it is an ancestor), a commit beside it
+    does not."""
+    up = RepoBuilder(tmp_path / "up")
+    up.commit("base", {"a.txt": "1\n"})
+    stranger = up.commit("a stranger's change", {"b.txt": "2\n"})
+    fixup = up.commit("the maintainer's fixup", {"c.txt": "3\n"})
+    up.git("branch", "-f", "followed", fixup)  # the ref the series follows
+    up.checkout(stranger, new_branch="beside")
+    beside = up.commit("another stranger's change", {"d.txt": "4\n"})
+    data = CONFIG.model_dump(mode="json")
+    data["upstreams"]["up"]["url"] = str(up.path)
+    rt = replace(
+        rt, config=CarryConfig.model_validate(data), settings=Settings(cache_dir=tmp_path / "c")
+    )
+    push(rt.redis, "s1", stranger, "stranger", trusted=False)
+    push(rt.redis, "s1", fixup, "maintainer", trusted=True, before=stranger)
+    push(rt.redis, "s1", beside, "stranger", trusted=False, before=stranger)
+    state = SeriesState(id="s1", approvals=[fixup], checked_digest="d" * 64)
+    state.head_ref = "refs/heads/followed"
+    state.pushes = (store.load_series(rt.redis, "s1") or state).pushes
+    for head, waits in ((stranger, False), (beside, True)):
+        state.head_sha = state.checked_head = head
+        store.save_series(rt.redis, state)
+        assert (request(rt, state) == "waiting-approval") is waits, head

@@ -83,12 +83,15 @@ def request(
 def _in_approved_head(rt: Runtime, state: SeriesState, url: str, sha: str) -> bool:
     """Whether git finds `sha` in a head approved by exact SHA (an approval covers its
     ancestors). Asked only when the recorded pushes and the exact approvals leave the head
-    waiting; a commit the mirror lacks is in nothing."""
+    waiting. The upstream's mirror fetches the series' ref when it lacks one of them (as the
+    rebase did); a commit still missing is in nothing."""
     if not state.approvals or ci.trust_of(state, sha).may_run:
         return False
     try:
         mirror = Mirror(url, rt.cache_dir, network_timeout_s=rt.settings.git_timeout_s)
-        return mirror.ancestor_of_any(sha, state.approvals[-MAX_APPROVALS_ASKED:])
+        return mirror.ancestor_of_any(
+            sha, state.approvals[-MAX_APPROVALS_ASKED:], ref=state.head_ref
+        )
     except (MirrorError, GitError) as err:
         log.warning("%s: cannot tell whether %s is in an approved head: %s", state.id, sha, err)
         return False
