@@ -35,8 +35,9 @@ from typing import Any
 from bot.core.notify import SIGNATURE_HEADER
 from bot.core.state import SeriesState, Verdict
 from bot.emulator import GitHubEmulator
-from tests.support.carry_env import BODY, SECRET, CarryEnv, wait_for
+from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
 from tests.support.gitrepo import git
+from tests.support.pushes import approve_with_cli
 from tests.support.redis_server import PrivateRedis
 
 UP_OWNER, UP_NAME = "upstream-org", "engine"
@@ -221,6 +222,8 @@ def run_every_head(root: Path, heads: int) -> Figures:
                     if "broken.txt" in files and files["broken.txt"] is not None:
                         breaking = head
                 gh.push(UP_OWNER, UP_NAME, env.upstream.path, "main", pusher=PUSHER)
+                if n == 0:  # no trusted head under the first push carry sees: approved once
+                    approve_with_cli(env.env, SERIES, head)
                 pushed.append(head)
                 verdicts[head] = wait_for(lambda h=head: _verdict(env, h), 120, f"head {n}")
                 if n == broken_from:  # its explanation, before upstream moves on

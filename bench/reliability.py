@@ -64,6 +64,7 @@ from bot.core import events as ev
 from bot.core.ci_plan import FINAL_STATES, REUSABLE, RetryPolicy
 from bot.core.patchfile import PatchFileError, parse_patch
 from bot.core.state import SeriesState
+from bot.core.trust import ZERO_SHA, Push
 from bot.emulator import GitHubEmulator
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror, MirrorError
@@ -1711,14 +1712,14 @@ class OverrideRace:
             state = self.state()
             head, digest = state.checked_head, state.checked_digest
             assert head and digest, "the series was never checked"
+            # alice, a maintainer, created the ref at the head (the series' trust: issue 33)
+            ci.record_push(self.client, SERIES, Push(ZERO_SHA, head, "alice", trusted=True))
             rows = ci.request_ci(
                 self.client,
                 celery_app,
                 SERIES,
                 [self.target],
                 self.tree(head, digest),
-                trusted_authors=RACE_USERS,
-                actor="alice",
                 force=head == last_head,
                 debounce_s=0,
             )
@@ -2655,14 +2656,13 @@ def _hostile_tree(env: CarryEnv) -> TreeSpec:
 
 
 def _hostile_run(rt: Runtime, target: ci.CiTarget, tree: TreeSpec, *, force: bool) -> str:
+    ci.record_push(rt.redis, SERIES, Push(ZERO_SHA, tree.upstream_sha, "alice", trusted=True))
     (row,) = ci.request_ci(
         rt.redis,
         celery_app,
         SERIES,
         [target],
         tree,
-        trusted_authors=["alice"],
-        actor="alice",
         force=force,
         debounce_s=0,
     )

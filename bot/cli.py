@@ -706,6 +706,50 @@ def cmd_runner_user(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_approve(args: argparse.Namespace) -> int:
+    """An operator's `/carry approve`: approves one upstream head of a series, by exact SHA
+    (an abbreviation must name one head waiting), for the hardware runners, and releases the
+    runs that waited for it. Recorded as `/carry approve` is, with the operator's login."""
+    import getpass
+
+    import redis
+
+    from bot.config import ConfigError, load_settings, redact_url
+    from bot.core.ci_plan import ApprovalError
+    from bot.store import series as store
+    from workers.ci import requests as ci
+    from workers.service import service_redis_url
+
+    try:
+        url = service_redis_url(load_settings())
+    except ConfigError as err:
+        print(f"carry: error: {'; '.join(err.problems)}", file=sys.stderr)
+        return 2
+    by = args.by or f"{getpass.getuser()} (carry approve)"
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
+        if store.load_series(client, args.series) is None:
+            print(f"carry: error: carry knows no series {args.series!r}", file=sys.stderr)
+            return 2
+        released = ci.approve(client, args.series, args.sha, by)
+    except ApprovalError as err:
+        print(f"carry: error: not approved: {err}", file=sys.stderr)
+        return 2
+    except redis.RedisError as err:
+        print(f"carry: error: Redis at {redact_url(url)}: {err}", file=sys.stderr)
+        return 1
+    state = store.load_series(client, args.series)
+    given = args.sha.strip().lower()
+    approved = [a for a in (state.approvals if state else []) if a.startswith(given)]
+    sha = approved[-1] if approved else given
+    runs = sorted({row.run_id for row in released})
+    print(
+        f"Approved {sha[:12]} of series {args.series} for the hardware runners"
+        + (f"; released {', '.join(runs)}" if runs else "; no run was waiting for it")
+    )
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     _check_port(args.host, args.port)
     return _service("run", args.host, args.port)
@@ -892,6 +936,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runner_user.add_argument("--print", action="store_true", help="print the ACL command instead")
     runner_user.set_defaults(func=cmd_runner_user)
+
+    approve = sub.add_parser(
+        "approve", help="approve an upstream head for the hardware, as `/carry approve` does"
+    )
+    approve.add_argument("--series", required=True, help="the series' id")
+    approve.add_argument("sha", help="the upstream head's SHA (7+ hex digits naming one head)")
+    approve.add_argument("--by", help="who approves, for the history (default: your login)")
+    approve.set_defaults(func=cmd_approve)
 
     run = sub.add_parser("run", help="web, worker and beat together (starts Redis if needed)")
     run.add_argument("--host", default="127.0.0.1")

@@ -619,6 +619,7 @@ def run_ci(demo: Demo, head: str, number: int) -> None:
     say("  patches) and run the series' checks there, shell commands from carry.yaml:")
     for check, code in CHECKS.items():
         say(f"    {check:<15} sh -c 'python -c \"{code}\"'")
+    approve_once(demo, head)
     try:
         state = demo.wait(f"CI on {short(head)}", lambda: ci_rows_done(demo, head))
     except DemoError as timed_out:
@@ -630,6 +631,34 @@ def run_ci(demo: Demo, head: str, number: int) -> None:
     for name, conclusion in sorted(runs.items()):
         say(f"    {name}: {conclusion}")
     look(demo, "/runners")
+
+
+def approve_once(demo: Demo, head: str) -> None:
+    """The PR's head is the first push carry saw since it started: no trusted or approved
+    head is under it, so its runs wait for approval (trust covers the range of pushes, not
+    the last pusher). An operator approves it once, with `carry approve`; the heads that
+    trusted authors push on top of it run with no approval."""
+    state = demo.wait(f"CI rows of {short(head)}", lambda: ci_requested(demo, head))
+    if not any(row.state == "waiting-approval" for row in ci_rows(state, head)):
+        return
+    argv = ["approve", "--series", SERIES, head, "--by", "demo-operator"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", *argv],
+        env=demo.procs.env,
+        capture_output=True,
+        text=True,
+        timeout=demo.options.step_timeout_s,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise DemoError(f"carry approve failed: {done.stderr.strip() or done.stdout.strip()}")
+    say(f"  {short(head)} is the first head carry saw: no trusted head is under it, so its")
+    say(f"  runs waited until an operator approved it once: carry approve --series {SERIES} ...")
+
+
+def ci_requested(demo: Demo, head: str) -> SeriesState | None:
+    state = demo.state()
+    return state if state is not None and ci_rows(state, head) else None
 
 
 def completed_ci_statuses(demo: Demo, number: int) -> dict[str, str] | None:

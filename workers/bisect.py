@@ -20,7 +20,7 @@ from celery import Task
 
 from bot.ci.spec import TreeSpec
 from bot.core import bisect
-from bot.core.ci_plan import needs_approval, split_ci_key
+from bot.core.ci_plan import split_ci_key
 from bot.core.policy import series_digest
 from bot.core.state import SeriesState
 from bot.git.downstream import Downstream
@@ -197,8 +197,8 @@ def _request(rt: Runtime, series_id: str, b: bisect.Bisection, sha: str, tree: s
         expected_tree=tree,
         upstream_ref=state.head_ref,
     ).with_series(carried)
-    pusher = state.pushers.get(b.bad) or (state.head_actor if state.head_sha == b.bad else None)
-    trusted = not needs_approval(pusher, series.trusted_authors, state.approvals, b.bad)
+    # the probes are ancestors of the red head: they may run where it may (bot.core.trust)
+    trusted = ci.trust_of(state, b.bad).may_run
     store.append_history(
         rt.redis,
         series_id,

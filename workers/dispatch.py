@@ -14,6 +14,7 @@ from typing import Any
 from bot.core import transitions as tr
 from bot.core.planner import Action
 from bot.core.state import Phase, SeriesState
+from bot.core.trust import Push
 from bot.store import series as store
 from workers.ci import requests as ci
 from workers.runtime import Runtime
@@ -108,10 +109,23 @@ def _change(rt: Runtime, action: Action, change: Callable[[SeriesState], bool]) 
 
 def _record_pusher(rt: Runtime, action: Action) -> None:
     args = action.args
+    _change(rt, action, lambda s: tr.record_pusher(s, args["head_sha"], args["actor"]))
+
+
+def _record_push(rt: Runtime, action: Action) -> None:
+    """A push of the watched ref: recorded for the series' trust (bot.core.trust); the runs
+    that waited for approval and that it now covers start (a poll saw the head first)."""
+    args = action.args
     assert action.series_id
-    recorded = _change(rt, action, lambda s: tr.record_pusher(s, args["head_sha"], args["actor"]))
-    if recorded and args["trusted"]:
-        ci.release_for_pusher(rt.redis, action.series_id, args["head_sha"], args["actor"])
+    push = Push(
+        before=str(args["before"]).lower(),
+        after=str(args["after"]).lower(),
+        pusher=str(args["actor"]),
+        trusted=bool(args["trusted"]),
+        forced=bool(args.get("forced")),
+    )
+    if ci.record_push(rt.redis, action.series_id, push) and push.trusted:
+        ci.release_for_push(rt.redis, action.series_id, push)
 
 
 def _record_head(rt: Runtime, action: Action) -> None:
@@ -225,6 +239,7 @@ _HANDLERS: dict[str, Callable[[Runtime, Action], None]] = {
     "record_head": _record_head,
     "record_stale_head": _record_stale_head,
     "record_pusher": _record_pusher,
+    "record_push": _record_push,
     "record_base_pr": _record_base_pr,
     "retarget": _retarget,
     "find_successor": _send_task("carry.find_successor"),

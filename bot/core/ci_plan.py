@@ -75,17 +75,6 @@ class ApprovalError(ValueError):
     """`/carry approve <sha>` that cannot be bound to exactly one head."""
 
 
-def needs_approval(
-    actor: str | None, trusted_authors: Iterable[str], approvals: Iterable[str], head_sha: str
-) -> bool:
-    """True when a head must wait for `/carry approve`: its pusher is unknown or not in the
-    allowlist (GitHub logins compare case-insensitively) and nobody approved this exact SHA."""
-    trusted = {author.lower() for author in trusted_authors}
-    if actor is not None and actor.lower() in trusted:
-        return False
-    return head_sha.lower() not in {sha.lower() for sha in approvals}
-
-
 def resolve_approval(given: str, candidates: Iterable[str]) -> str:
     """The full SHA an approval binds to. A full SHA binds as given; an abbreviation (7+ hex)
     must name exactly one of the heads waiting, so a later push that happens to share the
@@ -145,8 +134,9 @@ class RunRequest:
     kind: str
     tree_key: str
     head_sha: str
-    trusted: bool  # the pusher is allowlisted or this SHA was approved
+    trusted: bool  # bot.core.trust: every push since a covered head was trusted, or approved
     force: bool = False  # `/carry retest`: do not answer with a stored result
+    why_untrusted: str = ""  # bot.core.trust's reason, when the head waits
 
     @property
     def key(self) -> str:
@@ -179,11 +169,12 @@ def plan_run(request: RunRequest, facts: Facts) -> tuple[Action, ...]:
 
     Rules, in order: runs of the same series and kind on another tree are stale (a newer head
     wins, so a burst leaves one run); a run queued or running on the same tree is joined; a
-    stored result for the same tree is reused (nothing runs, no approval needed); an untrusted
-    head waits for approval (a request for a tree already waiting joins it); the series' pacing
-    (ci.min_interval_s, ci.daily_budget; not for a retest) holds a run until it may start; the
-    kind's budget defers the rest; otherwise the run is enqueued (releasing the waiting run,
-    if any).
+    stored result for the same tree is reused, but never for a head that needs approval (a
+    verdict is no approval: whoever could plant one would turn a stranger's head green); an
+    untrusted head waits for approval (a request for a tree already waiting joins it); the
+    series' pacing (ci.min_interval_s, ci.daily_budget; not for a retest) holds a run until it
+    may start; the kind's budget defers the rest; otherwise the run is enqueued (releasing the
+    waiting run, if any).
     """
     same = [run for run in facts.active if run.tree_key == request.tree_key]
     stale = [run for run in facts.active if run.tree_key != request.tree_key]
@@ -210,7 +201,7 @@ def _outcome(
         why = f"same tree already {running.state} in run {running.run_id}"
         return Action("join", why, (running.run_id,), request.key)
     result = facts.result
-    if result is not None and not request.force:
+    if result is not None and not request.force and request.trusted:
         why = f"same tree already tested: {result.state} in run {result.run_id}"
         return Action("reuse", why, (result.run_id,), request.key)
     kept = waiting or running  # the run this request continues: waiting, or held and retested
@@ -218,10 +209,10 @@ def _outcome(
     if not request.trusted:
         if waiting is not None:
             return Action("join", "same tree already waiting for approval", carried, request.key)
-        why = (
-            f"head {short(request.head_sha)} was pushed by an author outside trusted_authors: "
-            f"it waits for `/carry approve {short(request.head_sha)}`"
+        what = request.why_untrusted or (
+            f"head {short(request.head_sha)} was pushed by an author outside trusted_authors"
         )
+        why = f"{what}: it waits for `/carry approve {short(request.head_sha)}`"
         return Action("wait-approval", why, (), request.key)
     wait = None if request.force else next_start(facts.pace)
     if wait is not None:

@@ -88,6 +88,7 @@ def plan_duplicate(event: ev.Event, facts: Facts) -> list[Action]:
         return []
     actions: list[Action] = []
     for series in _watching(event, facts):
+        actions += _pushed(series, event)
         late = _late_pusher(series, event)
         if late is not None:
             actions.append(late)
@@ -111,6 +112,7 @@ def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.HeadMoved)
     actions: list[Action] = []
     for s in _watching(event, facts):
+        actions += _pushed(s, event)
         if _behind(s, event):
             actions.append(_stale_head(s, event))
             continue
@@ -144,6 +146,23 @@ def _stale_head(series: SeriesFacts, event: ev.HeadMoved) -> Action:
     )
     args = {"head_sha": event.after, "head_ref": event.ref, "newest": newest}
     return Action("record_stale_head", f"stale:{series.id}:{event.key}", why, series.id, args)
+
+
+def _pushed(series: SeriesFacts, event: ev.HeadMoved) -> list[Action]:
+    """A push webhook is a fact about the ref's history, whatever else the event causes: it
+    is recorded for the series, whose trust covers the range of pushes (bot.core.trust)."""
+    if event.actor is None:
+        return []  # a poll: nobody is known to have pushed
+    return [_record_push(series, event.before, event.after, event.actor, event.forced)]
+
+
+def _record_push(series: SeriesFacts, before: str, after: str, actor: str, forced: bool) -> Action:
+    trusted = actor.lower() in {a.lower() for a in series.trusted_authors}
+    args = {"before": before, "after": after, "actor": actor, "trusted": trusted}
+    args |= {"forced": forced}
+    why = f"@{actor} pushed {after[:12]} onto {before[:12]}" + (" (forced)" if forced else "")
+    key = f"push:{series.id}:{before}:{after}:{actor.lower()}"
+    return Action("record_push", key, why, series.id, args)
 
 
 def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
@@ -249,6 +268,9 @@ def _base_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
         why_look = f"{why}: look for the PR that carries its work on"
         actions.append(Action("find_successor", key, why_look, series.id, look))
     if event.moves_head:
+        if event.state == "open" and event.actor is not None:
+            # whoever opens a PR pushed its branch: the head's first recorded push
+            actions.append(_record_push(series, ev.ZERO_SHA, event.head_sha, event.actor, False))
         actions.append(
             _on_head(series, event.head_sha, event.head_ref, _pusher(series, event), why)
         )

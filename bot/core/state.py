@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from bot.core.bisect import Bisection
 from bot.core.classify import Decision, Status
+from bot.core.trust import Push
 from bot.core.weblink import web_link_problem
 
 log = logging.getLogger("carry.state")
@@ -325,6 +326,10 @@ class SeriesState:
     # who pushed each recent head SHA, from push webhooks (a poll knows no pusher): trust
     # belongs to a SHA and its pusher, whichever event about the SHA came first
     pushers: dict[str, str] = field(default_factory=dict)
+    # the recent pushes of the watched ref (newest last, bot.core.trust.MAX_PUSHES kept): a
+    # head runs on the hardware unapproved only if every push since a trusted or approved
+    # head was a trusted author's (bot.core.trust)
+    pushes: list[Push] = field(default_factory=list)
     # recent heads the series moved past (the head before each move carry followed): a late
     # delivery of one of them is behind, not a move (heads only move forward)
     replaced_heads: list[str] = field(default_factory=list)
@@ -412,6 +417,7 @@ class SeriesState:
         values["ci"] = {k: CiState.from_dict(v) for k, v in (data.get("ci") or {}).items()}
         values["pr"] = _build(PrInfo, data["pr"]) if data.get("pr") else None
         values["heads"] = [HeadCheck.from_dict(h) for h in data.get("heads") or []]
+        values["pushes"] = [Push.from_dict(p) for p in data.get("pushes") or []]
         good, red = data.get("last_good"), data.get("red_streak")
         values["last_good"] = _build(GoodHead, good) if good else None
         values["red_streak"] = _build(RedStreak, red) if red else None

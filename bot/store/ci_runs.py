@@ -11,6 +11,9 @@
   lease:<run_id>           who executes the run now ("runner|host|pid"), with expiry
   slots:<kind>             zset of running leases (budget.running), expiring
   lock:<kind>              serializes planning for a runner kind
+  issued:<run_id>          hash: the run as the service issued it (series, kind, tree_key,
+                           head_sha) and how far it let it go (IssuedState); no runner's
+                           broker user may write it (kind_acl_patterns names no such key)
 
 The run record is stored as text fields; bot/ci/runs.py reads it into a `Run` (its payload
 is the runner's job, which bot/ does not know)."""
@@ -23,6 +26,8 @@ import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Final
 
 import redis
@@ -65,6 +70,59 @@ def kind_acl_patterns(kind: str) -> list[str]:
         f"~{_inflight_key(kind)}",
         f"~{_deferred_key(kind)}",
     ]
+
+
+class IssuedState(StrEnum):
+    """How far the service let a run it issued go."""
+
+    WAITING_APPROVAL = "waiting-approval"  # held until `/carry approve`
+    HELD = "held"  # held back by the kind's budget, not handed to a runner yet
+    DISPATCHED = "dispatched"  # handed to the broker: a runner may report on it
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A run as the service issued it: what a runner's report about it is checked against."""
+
+    run_id: str
+    series: str
+    kind: str
+    tree_key: str
+    head_sha: str
+    state: IssuedState
+
+
+def record_issued(client: redis.Redis, issued: Issued) -> None:
+    """The service issued (or released) a run: kept where runners cannot write."""
+    mapping: dict[str | bytes, str] = {
+        "series": issued.series,
+        "kind": issued.kind,
+        "tree_key": issued.tree_key,
+        "head_sha": issued.head_sha,
+        "state": issued.state.value,
+    }
+    client.hset(_issued_key(issued.run_id), mapping=mapping)
+
+
+def issued_run(client: redis.Redis, run_id: str) -> Issued | None:
+    """The run as the service issued it; None when the service never issued a run so named."""
+    raw = {as_text(k): as_text(v) for k, v in client.hgetall(_issued_key(run_id)).items()}
+    try:
+        state = IssuedState(raw.get("state", ""))
+    except ValueError:
+        return None
+    return Issued(
+        run_id,
+        raw.get("series", ""),
+        raw.get("kind", ""),
+        raw.get("tree_key", ""),
+        raw.get("head_sha", ""),
+        state,
+    )
+
+
+def _issued_key(run_id: str) -> str:
+    return f"{CI}issued:{run_id}"
 
 
 def run_key(run_id: str) -> str:

@@ -42,6 +42,25 @@ class Flow:
         up.checkout("main")
         return sha
 
+    def approve_once(self, head: str) -> None:
+        """The first push carry sees after it starts has no trusted or approved head under
+        it (trust covers the range of pushes, issue 33): its runs wait until a maintainer
+        approves it once; the trusted pushes on top of it run with no approval."""
+        wait_for(
+            lambda: (
+                (s := self.env.state())
+                and (row := s.ci.get("gaudi/has-fix"))
+                and row.head_sha == head
+                and row.state == "waiting-approval"
+            ),
+            60,
+            f"the runs of {head[:12]} to wait for approval",
+        )
+        (pr,) = self.carry_pulls()
+        self.gh.add_comment(
+            DOWN_OWNER, DOWN_NAME, pr["number"], f"/carry approve {head}", user="maint"
+        )
+
     def carry_pulls(self) -> list[dict]:
         return [p for p in self.gh.pulls(DOWN_OWNER, DOWN_NAME) if p["head"]["ref"] == BRANCH]
 
@@ -290,6 +309,7 @@ def test_hardware_ci_runs_the_exact_tree_and_gates_untrusted_heads(flow_with_run
     flow = flow_with_runner
     head1 = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
     flow.published(head1)
+    flow.approve_once(head1)
     (pr,) = flow.carry_pulls()
     pr_head = flow.branch_sha()
     done = wait_for(
@@ -342,6 +362,7 @@ def test_a_ci_result_github_refuses_is_sent_again_until_it_lands(flow_with_runne
     flow = flow_with_runner
     head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
     flow.published(head)
+    flow.approve_once(head)
     pr_head = flow.branch_sha()
     wait_for(lambda: ci_statuses(flow, pr_head), 60, "a first status")
     flow.gh.secondary_limit(

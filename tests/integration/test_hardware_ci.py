@@ -69,6 +69,7 @@ from runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
 from tests.support.broker_junk import malformed, real_envelope
 from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
+from tests.support.pushes import push, trusted_push
 from tests.support.redis_server import PrivateRedis
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
@@ -400,16 +401,9 @@ def request(
     **kwargs: Any,
 ) -> list[CiState]:
     world.runner_config.allow(targets)
+    push(client, SERIES, head, actor, trusted=actor in TRUSTED)  # `actor` created the ref at it
     return ci.request_ci(
-        client,
-        app,
-        SERIES,
-        targets,
-        world.tree(head),
-        trusted_authors=TRUSTED,
-        actor=actor,
-        debounce_s=debounce_s,
-        **kwargs,
+        client, app, SERIES, targets, world.tree(head), debounce_s=debounce_s, **kwargs
     )
 
 
@@ -822,15 +816,9 @@ def test_tree_mismatch_is_an_infra_error_naming_both_trees(
     policy = RetryPolicy(max_attempts=1)
     check = StepSpec("fixed", sh("test -f fixed.txt"))
     world.runner_config.allow([target("gaudi", check, retry=policy)])
+    trusted_push(client, SERIES, head)
     out = ci.request_ci(
-        client,
-        celery_app,
-        SERIES,
-        [target("gaudi", check, retry=policy)],
-        tree,
-        trusted_authors=TRUSTED,
-        actor="ada",
-        debounce_s=0,
+        client, celery_app, SERIES, [target("gaudi", check, retry=policy)], tree, debounce_s=0
     )
     info = finished(client, out[0].run_id)
     detail = rows(client)["gaudi/fixed"].detail
@@ -950,7 +938,9 @@ def test_a_full_budget_defers_a_run_until_one_finishes(
     narrow = ci.CiTarget("gaudi", "hw.gaudi", (), (check,), budget=Budget(queued=0, running=1))
     world.runner_config.allow([narrow])
     tree = world.tree(world.head())
-    kwargs: dict[str, Any] = {"trusted_authors": TRUSTED, "actor": "ada", "debounce_s": 0}
+    for series_id in ("s1", "s2"):
+        trusted_push(client, series_id, tree.upstream_sha)
+    kwargs: dict[str, Any] = {"debounce_s": 0}
     first = ci.request_ci(client, celery_app, "s1", [narrow], tree, **kwargs)[0]
     second = ci.request_ci(client, celery_app, "s2", [narrow], tree, **kwargs)[0]
 
@@ -1073,9 +1063,8 @@ def test_an_error_that_names_a_url_with_a_password_is_stored_without_it(
     tree = replace(
         world.tree(world.head()), upstream_url="http://carry:pw-4815162342@127.0.0.1:9/u"
     )
-    (row,) = ci.request_ci(
-        client, celery_app, SERIES, [once], tree, trusted_authors=TRUSTED, actor="ada", debounce_s=0
-    )
+    trusted_push(client, SERIES, tree.upstream_sha)
+    (row,) = ci.request_ci(client, celery_app, SERIES, [once], tree, debounce_s=0)
     info = finished(client, row.run_id)
     assert info["state"] == "infra-error"
     # (The job itself names the URL as given; carry's config refuses a URL with a password.)

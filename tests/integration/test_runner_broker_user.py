@@ -19,7 +19,7 @@ from bot.ci.spec import JobPayload, StepSpec, TreeSpec
 from bot.core.state import SeriesState
 from bot.queue.celery_app import make_app
 from bot.store import runner_channel as channel
-from bot.store.ci_runs import write_run
+from bot.store.ci_runs import Issued, IssuedState, record_issued, write_run
 from bot.store.runners import forget_runner, heartbeat, runners
 from bot.store.series import history, save_series
 from tests.support.paths import REPO_ROOT
@@ -121,6 +121,8 @@ def _run(service: redis.Redis, run_id: str, kind: str, series: str = "s1") -> No
     values = {"payload": json.dumps(job.to_dict()), "state": "running", "tree_key": job.tree_key}
     values |= {"series": series, "kind": kind}
     write_run(service, run_id, series, kind, {**values, "head_sha": "a" * 40})
+    dispatched = Issued(run_id, series, kind, job.tree_key, "a" * 40, IssuedState.DISPATCHED)
+    record_issued(service, dispatched)  # as the service issues a run it hands to a runner
 
 
 def test_reports_that_do_not_fit_their_run_change_nothing(
@@ -179,7 +181,7 @@ def test_reports_that_do_not_fit_their_run_change_nothing(
         "run gb10-1 is a gb10 run, not gaudi",
         "run gaudi-1 belongs to series 's1', not 's2'",
         "run gaudi-1 has no check 'gaudi/other'",
-        "no run nope (only a refusal may name one)",
+        "carry never issued run nope (only a refusal may name one)",
         "no series 'zz'",
         "run gb10-1 is a gb10 run, not gaudi",
         "run gaudi-1 has no check 'gaudi/other'",

@@ -22,7 +22,6 @@ from bot.core.ci_plan import (
     check_run_status,
     ci_key,
     classify_outcome,
-    needs_approval,
     next_attempt,
     overall,
     plan_run,
@@ -90,26 +89,7 @@ def test_ci_key_round_trip(kind: str, check: str, variant: str, key: str) -> Non
     assert split_ci_key(key) == (kind, check, variant)
 
 
-# --------------------------------------------------------------------------- trust
-
-
-@pytest.mark.parametrize(
-    ("actor", "trusted", "approvals", "head", "waits"),
-    [
-        ("alice", ["alice"], [], A, False),
-        ("Alice", ["alice"], [], A, False),  # logins are case-insensitive
-        ("mallory", ["alice"], [], A, True),
-        ("mallory", ["alice"], [A], A, False),  # approved this exact head
-        ("mallory", ["alice"], [A], B, True),  # the approval binds to its SHA only
-        ("mallory", ["alice"], [A.upper()], A, False),
-        (None, ["alice"], [], A, True),  # unknown pusher: fail closed
-        ("alice", [], [], A, True),  # empty allowlist trusts nobody
-    ],
-)
-def test_needs_approval(
-    actor: str | None, trusted: list[str], approvals: list[str], head: str, waits: bool
-) -> None:
-    assert needs_approval(actor, trusted, approvals, head) is waits
+# --------------------------------------------------------------------------- approval
 
 
 @pytest.mark.parametrize(
@@ -161,10 +141,11 @@ PLANS = [
     ("fresh tree", request(), Facts(), [("enqueue", ())]),
     ("reuse", request(), Facts(result=DONE), [("reuse", ("r-done",))]),
     (
-        "reuse needs no approval",
+        # a verdict is no approval: a planted one turned a stranger's head green (issue 33)
+        "a stored verdict is never reused for a head that needs approval",
         request(trusted=False),
         Facts(result=DONE),
-        [("reuse", ("r-done",))],
+        [("wait-approval", ())],
     ),
     ("retest skips reuse", request(force=True), Facts(result=DONE), [("enqueue", ())]),
     (
@@ -217,8 +198,14 @@ PLANS = [
         [("enqueue", ("r1",))],
     ),
     (
-        "a result appeared while waiting: reuse and drop the waiting run",
+        "a result appeared while waiting: the head still waits for its approval",
         request(trusted=False),
+        Facts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        [("join", ("r1",))],
+    ),
+    (
+        "a result appeared while waiting, then the head was approved: reused",
+        request(trusted=True),
         Facts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
         [("supersede", ("r1",)), ("reuse", ("r-done",))],
     ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bot.core import events as ev
@@ -206,8 +208,39 @@ def test_a_duplicate_head_event_brings_only_the_pusher_a_poll_lacked(
 ) -> None:
     pushed = ev.HeadMoved(repo="up/stream", ref=ref, before="0" * 40, after=OLD, actor=actor)
     actions = plan_duplicate(pushed, facts(head_actor=known_pusher))
-    assert [a.kind for a in actions] == ["record_pusher"] * len(recorded)
-    assert [(a.args["actor"], a.args["trusted"]) for a in actions] == recorded
+    late = only(actions, "record_pusher")
+    assert [a.kind for a in actions if a.kind != "record_push"] == ["record_pusher"] * len(recorded)
+    assert [(a.args["actor"], a.args["trusted"]) for a in late] == recorded
+    # the push itself is a fact for the range's trust whenever a webhook names its pusher
+    watched = actor is not None and ref == "refs/heads/main"
+    assert [a.args["actor"] for a in only(actions, "record_push")] == ([actor] if watched else [])
+
+
+def test_every_push_webhook_records_the_push_for_the_ranges_trust() -> None:
+    """Issue 33: trust covers the range of pushes, so each push (before, after, pusher,
+    trusted, forced) is recorded, not only the head's first pusher; a redelivery has the
+    same key, and a poll names nobody."""
+    moved = ev.HeadMoved(
+        repo="up/stream",
+        ref="refs/heads/main",
+        before=OLD,
+        after=NEW,
+        actor="Maintainer",
+        forced=True,
+    )
+    (push,) = only(plan(moved, facts(head_actor="stranger")), "record_push")
+    assert push.args == {
+        "before": OLD,
+        "after": NEW,
+        "actor": "Maintainer",
+        "trusted": True,
+        "forced": True,
+    }
+    (again,) = only(plan(moved, facts()), "record_push")
+    assert again.key == push.key
+    (stranger,) = only(plan(replace(moved, actor="stranger"), facts()), "record_push")
+    assert stranger.args["trusted"] is False and stranger.key != push.key
+    assert only(plan(replace(moved, actor=None, source="poll"), facts()), "record_push") == []
 
 
 @pytest.mark.parametrize(

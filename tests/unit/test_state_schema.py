@@ -63,6 +63,7 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     expected = {**old, "schema": SCHEMA_VERSION, "replaced_heads": [], "patches": patches}
     expected |= {"heads": [], "last_good": None, "red_streak": None, "bisect": None}
     expected |= {"closed_pr": None, "human_wait": None, "publish_refused": None}
+    expected |= {"pushes": []}  # no push was recorded before issue 33: every head waits once
     # a CI row from before carry kept its check run is taken as on GitHub (issue 34 item 2)
     expected["ci"] = {
         key: {**row, "check_run_id": 0, "reported": row["state"]} for key, row in old["ci"].items()
@@ -130,3 +131,17 @@ def test_the_store_never_writes_over_a_newer_carrys_document(redis_url):
     with pytest.raises(SchemaError):
         store.update_series(client, "gaudi-main", lambda state: True)
     assert client.get("carry:series:gaudi-main").decode() == newer
+
+
+def test_recorded_pushes_are_stored_and_read_back_typed():
+    """Issue 33: the pushes of the watched ref are kept for the series' trust."""
+    from bot.core.trust import Push
+
+    pushed = Push("1" * 40, "2" * 40, "maintainer", trusted=True, forced=True)
+    state = SeriesState(id="s1", pushes=[pushed])
+    stored = json.loads(json.dumps(state.to_dict()))
+    assert stored["pushes"] == [
+        {"before": "1" * 40, "after": "2" * 40, "pusher": "maintainer", "trusted": True}
+        | {"forced": True}
+    ]
+    assert SeriesState.from_dict(stored).pushes == [pushed]

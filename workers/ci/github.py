@@ -26,6 +26,8 @@ from bot.core.ci_report import (
 from bot.core.render import pr_body, pr_title
 from bot.core.seriesfile import parse_series
 from bot.core.state import CiState, SeriesState
+from bot.git.mirror import Mirror, MirrorError
+from bot.git.runner import GitError
 from bot.github.forge import ForgeError, retry_delay
 from bot.github.port import ForgePort
 from bot.queue.celery_app import app
@@ -73,10 +75,29 @@ def request(
         state.id,
         targets,
         spec,
-        trusted_authors=series.trusted_authors,
-        # No actor: state.head_actor is the pusher of state.head_sha, which may be a newer head
-        # than the tree's; request_ci takes it only when the two are the same SHA.
+        # The trust of the tree's own upstream head (not the series' newest head's pusher).
+        approved_descendant=_in_approved_head(rt, state, upstream.url, spec.upstream_sha),
     )
+
+
+def _in_approved_head(rt: Runtime, state: SeriesState, url: str, sha: str) -> bool:
+    """Whether git finds `sha` in a head approved by exact SHA (an approval covers its
+    ancestors). Asked only when the recorded pushes and the exact approvals leave the head
+    waiting. The upstream's mirror fetches the series' ref when it lacks one of them (as the
+    rebase did); a commit still missing is in nothing."""
+    if not state.approvals or ci.trust_of(state, sha).may_run:
+        return False
+    try:
+        mirror = Mirror(url, rt.cache_dir, network_timeout_s=rt.settings.git_timeout_s)
+        return mirror.ancestor_of_any(
+            sha, state.approvals[-MAX_APPROVALS_ASKED:], ref=state.head_ref
+        )
+    except (MirrorError, GitError) as err:
+        log.warning("%s: cannot tell whether %s is in an approved head: %s", state.id, sha, err)
+        return False
+
+
+MAX_APPROVALS_ASKED = 20  # the newest approvals git is asked about
 
 
 def note_rename(rt: Runtime, series_id: str, forge: ForgePort) -> None:
@@ -113,7 +134,6 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
             rt.redis, series_id, "retest", result="no proposed tree to test yet", by=by
         )
         return []
-    series = rt.config.series_by_id(series_id)
     targets = [t for t in ci.targets_from_config(rt.config, series_id) if runner in (None, t.kind)]
     if not targets:
         store.append_history(
@@ -126,7 +146,6 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
         series_id,
         targets,
         TreeSpec(**saved),
-        trusted_authors=series.trusted_authors,
         force=True,
     )
 

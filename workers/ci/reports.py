@@ -4,7 +4,9 @@ stream, check every report against the run it names, apply it, acknowledge it.
 A runner's broker user may not write series state, history or a service queue, so what a
 run causes there (a history entry, the series' CI rows, the budget's deferred runs) arrives
 here as data. A report is applied only if it is about a run of the stream's own kind and
-says only what such a run may say; anything else is refused, logged and written to the
+says only what such a run may say; a run the service never issued (bot/store/ci_runs.py keeps
+what it issued where runners cannot write) or has not handed to a runner (it waits for
+`/carry approve`) is no run to report on. Anything else is refused, logged and written to the
 global history as `ci-report-refused`, and changes nothing. A report is acknowledged once
 applied or refused; one whose applier died is claimed by another after CLAIM_IDLE_MS.
 """
@@ -25,6 +27,7 @@ from celery import Celery
 from bot.ci.runs import check_keys, load_run
 from bot.core.ci_plan import FINAL_STATES
 from bot.store import runner_channel as channel
+from bot.store.ci_runs import IssuedState, issued_run
 from bot.store.runner_channel import Report
 from bot.store.series import append_history, load_series
 from workers.ci.requests import ServiceEffects
@@ -79,13 +82,16 @@ def _history(client: redis.Redis, kind: str, report: Report) -> tuple[str, str, 
         raise RefusedReport(f"a runner may not write {event!r} entries")
     if not report.run_id or fields.get("run_id") != report.run_id:
         raise RefusedReport("the entry's run_id is not the report's")
-    if load_run(client, report.run_id) is None:
+    if issued_run(client, report.run_id) is None:  # whatever run record a runner wrote
         if event not in UNKNOWN_RUN_EVENTS:
-            raise RefusedReport(f"no run {report.run_id} (only a refusal may name one)")
+            raise RefusedReport(
+                f"carry never issued run {report.run_id} (only a refusal may name one)"
+            )
         if load_series(client, series) is None:
             raise RefusedReport(f"no series {series!r}")
         return series, event, fields
-    run = _own_run(client, kind, report.run_id)
+    # a runner may say it refused a job of a run that waits: it ran nothing
+    run = _own_run(client, kind, report.run_id, dispatched=event not in UNKNOWN_RUN_EVENTS)
     if series != run.series:
         raise RefusedReport(f"run {run.run_id} belongs to series {run.series!r}, not {series!r}")
     if event == "ci-check" and fields.get("key") not in check_keys(run.kind, run.payload.checks):
@@ -93,12 +99,29 @@ def _history(client: redis.Redis, kind: str, report: Report) -> tuple[str, str, 
     return series, event, fields
 
 
-def _own_run(client: redis.Redis, kind: str, run_id: str) -> Any:
-    run = load_run(client, run_id)
+def _own_run(client: redis.Redis, kind: str, run_id: str, *, dispatched: bool = True) -> Any:
+    """The run a report of a `kind` runner names, as the service issued it: a run record the
+    service never issued (a runner's broker user can write run records of its kind) is no run,
+    one that differs from what was issued is refused, and one the service has not handed to a
+    runner (it waits for `/carry approve`, or for the budget) has nothing a runner may say."""
+    issued = issued_run(client, run_id)
+    if issued is None:
+        raise RefusedReport(f"carry never issued run {run_id}")
+    try:
+        run = load_run(client, run_id)
+    except (ValueError, KeyError, TypeError) as err:  # a record a runner's user rewrote
+        raise RefusedReport(f"run {run_id}'s record cannot be read: {err}") from None
     if run is None:
         raise RefusedReport(f"no run {run_id!r}")
     if run.kind != kind:
         raise RefusedReport(f"run {run_id} is a {run.kind} run, not {kind}")
+    record = (run.series, run.kind, run.tree_key, run.head_sha)
+    if record != (issued.series, issued.kind, issued.tree_key, issued.head_sha):
+        raise RefusedReport(f"run {run_id}'s record differs from the run carry issued")
+    if dispatched and issued.state == IssuedState.WAITING_APPROVAL:
+        raise RefusedReport(f"run {run_id} waits for /carry approve: carry has not queued it")
+    if dispatched and issued.state != IssuedState.DISPATCHED:
+        raise RefusedReport(f"run {run_id} is held by the budget: carry has not queued it")
     return run
 
 

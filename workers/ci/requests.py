@@ -53,16 +53,16 @@ from bot.core.ci_plan import (
     RetryPolicy,
     RunRequest,
     StoredResult,
-    needs_approval,
     plan_run,
     resolve_approval,
     reused_detail,
     tree_key,
 )
 from bot.core.state import CiState, CiStatus, SeriesState
+from bot.core.trust import Push, Trust, decide, record
 from bot.queue.celery_app import app
 from bot.store import ci_runs as store
-from bot.store.ci_runs import in_flight, kind_lock, stored_result
+from bot.store.ci_runs import Issued, IssuedState, in_flight, kind_lock, stored_result
 from bot.store.series import (
     append_history,
     ensure_series,
@@ -156,37 +156,54 @@ def request_ci(
     targets: Sequence[CiTarget],
     tree: TreeSpec,
     *,
-    trusted_authors: Iterable[str] = (),
-    actor: str | None = None,
     force: bool = False,
     debounce_s: float | None = None,
     purpose: str = "head",
     trusted: bool | None = None,
+    approved_descendant: bool = False,
 ) -> list[CiState]:
     """Asks for hardware runs of one exact tree on each target; returns the CI rows.
 
-    `actor` is who pushed the upstream head (default: SeriesState.head_actor when the state's
-    head is this tree's upstream SHA). `force` (`/carry retest`) skips result reuse. New runs
-    wait `debounce_s` in the broker, so a burst of heads starts one run, on the newest.
+    Whether the tree's upstream head may run unapproved is bot.core.trust's decision over the
+    series' recorded pushes and approvals (`approved_descendant`: git found the head in an
+    approved SHA). `force` (`/carry retest`) skips result reuse. New runs wait `debounce_s`
+    in the broker, so a burst of heads starts one run, on the newest.
     A `bisect` run probes a commit between two heads (workers/bisect.py): it has a lane of its
     own (it neither cancels nor is cancelled by the head's runs), its rows are not the
     series' CI rows, and `trusted` is the trust of the red head whose ancestors it tests.
     """
     state = ensure_series(client, series_id)
-    if actor is None and state.head_sha == tree.upstream_sha:
-        actor = state.head_actor
-    if actor is None:
-        actor = state.pushers.get(tree.upstream_sha)
+    why = ""
     if trusted is None:
-        trusted = not needs_approval(actor, trusted_authors, state.approvals, tree.upstream_sha)
+        decided = trust_of(state, tree.upstream_sha, approved_descendant)
+        trusted, why = decided.may_run, decided.reason
     delay = _default_debounce_s() if debounce_s is None else debounce_s
     rows: list[CiState] = []
     for target in targets:
         job = replace(_new_job(series_id, target, tree, force), purpose=purpose)
         pacing = target.pace if purpose == "head" else PacePolicy()
         with kind_lock(client, target.kind):
-            rows += _plan_and_apply(client, celery_app, job, trusted, delay, pacing)
+            rows += _plan_and_apply(client, celery_app, job, trusted, delay, pacing, why)
     return rows
+
+
+def trust_of(state: SeriesState, sha: str, approved_descendant: bool = False) -> Trust:
+    """bot.core.trust's decision for one upstream head of the series, from its stored facts."""
+    return decide(sha, state.pushes, state.approvals, approved_descendant)
+
+
+def record_push(client: redis.Redis, series_id: str, push: Push) -> bool:
+    """Adds a push of the series' watched ref to its state (False: already recorded)."""
+
+    def add(state: SeriesState) -> bool:
+        pushes = record(state.pushes, push)
+        if pushes is None:
+            return False
+        state.pushes = pushes
+        return True
+
+    ensure_series(client, series_id)
+    return update_series(client, series_id, add)
 
 
 def _new_job(series_id: str, target: CiTarget, tree: TreeSpec, force: bool) -> JobPayload:
@@ -217,8 +234,11 @@ def _plan_and_apply(
     trusted: bool,
     debounce_s: float,
     pacing: PacePolicy,
+    why_untrusted: str = "",
 ) -> list[CiState]:
-    request = RunRequest(job.series_id, job.kind, job.tree_key, job.head_sha, trusted, job.force)
+    request = RunRequest(
+        job.series_id, job.kind, job.tree_key, job.head_sha, trusted, job.force, why_untrusted
+    )
     actions = plan_run(request, _facts(client, job, pacing))
     rows: list[CiState] = []
     for action in actions:
@@ -246,12 +266,36 @@ def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> Facts:
     if run is not None and run.state in ACTIVE_STATES:
         active = (ActiveRun(run.run_id, run.state, run.tree_key, run.head_sha, run.dispatched),)
     raw = stored_result(client, job.kind, job.tree_key)
-    result = StoredResult(raw["run_id"], raw["state"], raw.get("head_sha", "")) if raw else None
+    result = None
+    if raw and _verdict_of_issued_run(client, job, raw):
+        result = StoredResult(raw["run_id"], raw["state"], raw.get("head_sha", ""))
     pace = Pace(pacing)
     if pacing.limits:
         now = time.time()
         pace = Pace(pacing, now, store.starts(client, job.series_id, job.kind, now))
     return Facts(result, active, in_flight(client, job.kind), job.budget, pace)
+
+
+def _verdict_of_issued_run(client: redis.Redis, job: JobPayload, raw: Mapping[str, Any]) -> bool:
+    """Whether a stored verdict comes from a run the service issued and handed to a runner
+    for this very tree: a verdict a runner's broker user planted under a tree's key is not one
+    (it is logged, and the tree runs)."""
+    issued = store.issued_run(client, str(raw.get("run_id", "")))
+    if (
+        issued is not None
+        and issued.state == IssuedState.DISPATCHED
+        and (issued.kind, issued.tree_key) == (job.kind, job.tree_key)
+    ):
+        return True
+    log.warning(
+        "%s: the stored %s verdict for tree %s names run %r, which carry did not issue for it; "
+        "not reused",
+        job.series_id,
+        job.kind,
+        job.tree_key[:12],
+        raw.get("run_id"),
+    )
+    return False
 
 
 def _apply(
@@ -302,6 +346,13 @@ def _record_run(
         "detail": detail,
         "dispatched": "1" if dispatched else "0",
     }
+    if state == CiStatus.WAITING_APPROVAL:
+        issued = IssuedState.WAITING_APPROVAL
+    else:
+        issued = IssuedState.DISPATCHED if dispatched else IssuedState.HELD
+    store.record_issued(
+        client, Issued(job.run_id, job.series_id, job.kind, job.tree_key, job.head_sha, issued)
+    )
     store.write_run(client, job.run_id, lane(job), job.kind, values)
     rows = rows_of(must_load(client, job.run_id))
     if job.purpose == "head":
@@ -437,35 +488,41 @@ def cancel_run(client: redis.Redis, celery_app: Celery, run_id: str, reason: str
 def approve(
     client: redis.Redis, series_id: str, sha: str, by: str, *, celery_app: Celery | None = None
 ) -> list[CiState]:
-    """`/carry approve <sha>` from a user with write access: binds to that exact head SHA (an
-    abbreviation must name one waiting head) and releases the runs waiting for it."""
+    """`/carry approve <sha>` from a user with write access (or `carry approve` by an
+    operator): binds to that exact head SHA (an abbreviation must name one waiting head) and
+    releases the runs waiting for it, and those whose heads it now covers (a trusted push on
+    top of it)."""
     waiting = _waiting_runs(client, series_id)
     state = load_series(client, series_id)
     candidates = [run.head_sha for run in waiting]
     if state is not None and state.head_sha:
         candidates.append(state.head_sha)
     full = resolve_approval(sha, candidates)
-    _add_approval(client, series_id, full)
-    released = [run for run in waiting if run.head_sha == full]
+    state = _add_approval(client, series_id, full)
+    released = [run for run in waiting if trust_of(state, run.head_sha).may_run]
     append_history(
         client, series_id, "ci-approved", sha=full, by=by, runs=[r.run_id for r in released]
     )
     return _release(client, celery_app or app, released)
 
 
-def release_for_pusher(
-    client: redis.Redis, series_id: str, sha: str, pusher: str, *, celery_app: Celery | None = None
+def release_for_push(
+    client: redis.Redis, series_id: str, push: Push, *, celery_app: Celery | None = None
 ) -> list[CiState]:
-    """A trusted pusher of `sha` became known after its runs were planned: the runs of that
-    exact SHA that waited for approval start, as if it had been known all along."""
-    released = [run for run in _waiting_runs(client, series_id) if run.head_sha == sha]
+    """A push became known after runs were planned (a poll saw its head first): the runs
+    that waited for approval and that the recorded pushes now cover start, as if it had been
+    known all along."""
+    state = load_series(client, series_id)
+    if state is None:
+        return []
+    released = [r for r in _waiting_runs(client, series_id) if trust_of(state, r.head_sha).may_run]
     if released:
         append_history(
             client,
             series_id,
             "ci-trusted-pusher",
-            sha=sha,
-            by=pusher,
+            sha=push.after,
+            by=push.pusher,
             runs=[r.run_id for r in released],
         )
     return _release(client, celery_app or app, released)
@@ -491,7 +548,9 @@ def _waiting_runs(client: redis.Redis, series_id: str) -> list[Run]:
     return runs
 
 
-def _add_approval(client: redis.Redis, series_id: str, sha: str) -> None:
+def _add_approval(client: redis.Redis, series_id: str, sha: str) -> SeriesState:
+    """Records the approval of `sha`; returns the series' state with it."""
+
     def add(state: SeriesState) -> bool:
         if sha in state.approvals:
             return False
@@ -500,6 +559,9 @@ def _add_approval(client: redis.Redis, series_id: str, sha: str) -> None:
 
     ensure_series(client, series_id)
     update_series(client, series_id, add)
+    state = load_series(client, series_id)
+    assert state is not None  # ensure_series made it
+    return state
 
 
 def release_deferred(client: redis.Redis, celery_app: Celery, kind: str) -> list[str]:
