@@ -12,7 +12,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 log = logging.getLogger("carry.git")
@@ -87,9 +87,12 @@ class Git:
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     network_timeout_s: float = DEFAULT_NETWORK_TIMEOUT_S  # for NETWORK_COMMANDS
+    # With git_dir: the work tree, given on every command line (a repository whose git
+    # directory lives apart from its tree; nothing in the tree is read to find it).
+    work_tree: Path | None = None
 
     def with_env(self, **extra: str) -> Git:
-        return Git(self.git_dir, self.cwd, {**self.env, **extra}, self.network_timeout_s)
+        return replace(self, env={**self.env, **extra})
 
     def run(
         self,
@@ -153,6 +156,8 @@ class Git:
         argv = ["git", *_ISOLATED_CONFIG]
         if self.git_dir is not None:
             argv += ["--git-dir", str(self.git_dir)]
+        if self.work_tree is not None:
+            argv += ["--work-tree", str(self.work_tree)]
         return argv + list(args)
 
     def _env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
