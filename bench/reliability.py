@@ -2605,6 +2605,9 @@ def _planted_repositories(where: Path, marks: Path) -> tuple[Path, Path]:
             (repo / "hooks" / hook).chmod(0o755)
         (repo / "index.lock").write_text("the host's\n")
         made.append(repo)
+    # The victim shares the common one's config, as a linked work tree's git directory does:
+    # a clean-up that deletes the victim's own config still leaves git reading that one.
+    (made[0] / "commondir").write_text(f"{made[1]}\n")
     return made[0], made[1]
 
 
@@ -2719,6 +2722,7 @@ def _next_job_attempts(
         name: sorted(p.name for p in marks.iterdir() if p.name.startswith(name))
         for name in ("victim", "common")
     }
+    ran["either"] = ran["victim"] + ran["common"]
     after = _snapshot(victim)
     changed = sorted(name for name in {*before, *after} if before.get(name) != after.get(name))
     (found_tmp,) = [a for a in next_job if a.attempt == SHARED_TMP_ATTEMPT]
@@ -2726,18 +2730,16 @@ def _next_job_attempts(
         Attempt(
             COMMONDIR_ATTEMPT,
             bool(ran["common"]),
-            f"ran: {', '.join(ran['common'])}"
+            f"the next job's git ran: {', '.join(ran['common'])}"
             if ran["common"]
-            else f"the next job's git never read {common}: its git directory is named on "
-            "every command line, a commondir is removed, fsmonitor and hooks are off",
+            else f"nothing of {common.name} ran in the next job's git",
         ),
         Attempt(
             GIT_SWAP_ATTEMPT,
-            bool(ran["victim"]),
-            f"ran: {', '.join(ran['victim'])}"
-            if ran["victim"]
-            else "the runner's git directory is not in the tree: the .git there only names "
-            "it for the steps, and carry's git never reads it",
+            bool(ran["either"]),
+            f"the next job's git ran: {', '.join(ran['either'])}"
+            if ran["either"]
+            else f"nothing of {victim.name} or {common.name} ran in the next job's git",
         ),
         Attempt(
             GIT_LINK_ATTEMPT,

@@ -110,9 +110,9 @@ def workdir_problem(workdir: Path) -> str | None:
             continue
         mode = f"mode {stat.S_IMODE(info.st_mode):o}"
         if directory == path or not info.st_mode & stat.S_ISVTX:
-            where = "" if directory == path else f" is under {directory}, which"
+            where = "" if directory == path else f" is under {directory}"
             return (
-                f"the runner's workdir {path}{where} ({mode}) may be written by every user: "
+                f"the runner's workdir {path}{where} ({mode}): every user may write it, and "
                 f"any of them could rename or plant files in the clones; use a directory "
                 f"only the runner's user may write"
             )
@@ -188,6 +188,7 @@ def clone_lock(
     """Holds an exclusive flock on the clone for the whole job (runners sharing a workdir take
     turns); the kernel drops it when the holder dies. Raises TreeError when cancelled first."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    _closed_to_others(path.parent)
     with open(path.with_name(path.name + ".lock"), "w") as handle:
         while True:
             try:
@@ -253,6 +254,14 @@ def _open_clone(path: Path, note: Note) -> Git:
     git.run("init", "-q")  # on an existing clone: writes a fresh default config
     _recover(git, git_dir)
     return git
+
+
+def _closed_to_others(directory: Path) -> None:
+    """The clones directory holds each clone's git directory beside its tree: no one but the
+    runner's user may rename or make entries in it (whatever the umask made it)."""
+    info = os.lstat(directory)
+    if info.st_uid == os.geteuid() and info.st_mode & 0o022:
+        os.chmod(directory, stat.S_IMODE(info.st_mode) & ~0o022)
 
 
 def _runners_directory(path: Path) -> bool:

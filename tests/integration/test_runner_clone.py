@@ -6,6 +6,11 @@ by carry's git, nor followed by its clean-up (issue 33)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -233,7 +238,7 @@ def test_the_clone_handed_to_a_step_user_keeps_its_git_directory_out_of_reach(
 @pytest.mark.parametrize(
     ("where", "refused"),
     [
-        ("open", "may be written by every user"),
+        ("open", "every user may write it"),
         ("sticky/missing/work", "another user could make it first"),
         ("sticky/mine/work", None),
         ("closed/work", None),
@@ -251,3 +256,31 @@ def test_a_workdir_under_a_directory_every_user_may_write_is_refused(
         assert problem is None
     else:
         assert problem is not None and refused in problem, problem
+
+
+def test_the_runner_refuses_such_a_workdir_before_it_starts(tmp_path: Path) -> None:
+    """`carry runner` says why in one line and exits 2, before it makes the workdir."""
+    shared = Path(tempfile.mkdtemp(prefix="carry-open-", dir="/var/tmp"))
+    try:
+        shared.chmod(0o777)
+        env = {name: value for name, value in os.environ.items() if name != "CARRY_CONFIG"}
+        env["REDIS_URL"] = "redis://127.0.0.1:1/0"  # nothing there: the runner does not wait
+        done = subprocess.run(
+            [sys.executable, "-m", "runner.cli", "--kind", "gaudi", "--workdir", f"{shared}/w"],
+            env=env,
+            cwd=tmp_path,  # no config/carry.yaml here: a runner with no config
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        errors = [line for line in done.stderr.splitlines() if line.startswith("carry: error")]
+        assert done.returncode == 2, done.stderr
+        assert errors == [
+            f"carry: error: the runner's workdir {shared}/w is under {shared} (mode 777): every "
+            "user may write it, and any of them could rename or plant files in the clones; use "
+            "a directory only the runner's user may write"
+        ], done.stderr
+        assert not (shared / "w").exists()
+    finally:
+        shutil.rmtree(shared)
