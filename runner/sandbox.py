@@ -21,6 +21,10 @@ where daemons keep them (/run, /tmp) are covered: a network namespace does not k
 from a socket in the file system. Elsewhere, what the step may read or write is what the
 runner's user may.
 
+In every mode a step starts under sandbox_init.py, a child subreaper: when the step ends, every
+process it started ends too (a double-forked `setsid` daemon included), namespaces or not.
+Under namespaces the step's /tmp is the job's own directory, bound over the host's.
+
 `auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
 child processes, saying so in every run log. `namespaces` refuses to run a step without them.
 

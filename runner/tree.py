@@ -1,7 +1,11 @@
 """Materialize the exact tree on a runner: upstream SHA + the carried series, verified.
 
 One persistent clone per upstream under the runner's workdir keeps objects (and fetches cheap)
-between jobs. For each job: fetch the upstream SHA and carry's PR branch into that clone, read
+between jobs. Its git directory is `clones/<name>.git`, beside the tree `clones/<name>` and
+never in it: the tree is the steps' (a step user's, top directory included), and every command
+of carry's git names the git directory and the tree, so nothing a step leaves in the tree (a
+`.git` directory, file or link, a commondir) is read. The clean-up between jobs never follows
+a link, and leaves a submodule's directory empty. For each job: fetch the upstream SHA and carry's PR branch into that clone, read
 `<patches_dir>/series` and its patches from the PR head commit, detach HEAD at the upstream
 SHA, `git am -3` the patches, and compare `HEAD^{tree}` with the tree the engine computed: the
 tree, not a digest of the patch files, is what must be exact (refreshed patches differ in bytes

@@ -19,6 +19,7 @@ from bot.ci.spec import TreeSpec
 from runner.job import hand_over
 from runner.tree import (
     TreeError,
+    clone_lock,
     git_dir_of,
     materialize,
     remove_entry,
@@ -284,3 +285,13 @@ def test_the_runner_refuses_such_a_workdir_before_it_starts(tmp_path: Path) -> N
         assert not (shared / "w").exists()
     finally:
         shutil.rmtree(shared)
+
+
+def test_the_clones_directory_is_closed_to_other_users(tmp_path: Path) -> None:
+    """Each clone's git directory is an entry of the clones directory: made with a loose umask
+    (or loosened since), it is closed again before a job uses it."""
+    clones = tmp_path / "clones"
+    clones.mkdir()
+    clones.chmod(0o777)
+    with clone_lock(clones / "upstream", lambda: None):
+        assert clones.stat().st_mode & 0o777 == 0o755
