@@ -271,13 +271,12 @@ def _hand_to_step_user(ctx: JobContext, path: Path, user: StepUser) -> None:
     )
 
 
-def hand_over(tree: Path, uid: int, gid: int, *, keep: str | None = None) -> None:
-    """Makes `uid` the owner of everything in `tree` but its entry `keep`. Links are changed
-    themselves, never followed: a step's symlink to a file of the host gives it nothing."""
+def hand_over(tree: Path, uid: int, gid: int) -> None:
+    """Makes `uid` the owner of everything in `tree`. Links are changed themselves, never
+    followed: a step's symlink to a file of the host gives it nothing. (The clone's git
+    directory is not in the tree: it stays the runner's.)"""
     os.lchown(tree, uid, gid)
     for root, dirs, files in os.walk(tree):
-        if root == str(tree) and keep in dirs:
-            dirs.remove(keep)
         for name in (*dirs, *files):
             os.lchown(os.path.join(root, name), uid, gid)
 

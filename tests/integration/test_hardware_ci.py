@@ -1200,6 +1200,41 @@ def test_a_job_cannot_plant_hooks_or_config_for_the_next(
     assert sorted(p.name for p in marks.iterdir() if p.name.startswith("pwned")) == []
 
 
+@pytest.mark.skipif(
+    sandbox.namespaces_unavailable() is not None, reason="a private /tmp needs a mount namespace"
+)
+def test_a_jobs_tmp_is_its_own_and_goes_with_it(
+    client: redis.Redis,
+    celery_app: Celery,
+    world: World,
+    marks: Path,
+    start_runners: Any,
+) -> None:
+    """What a job's steps write to /tmp or TMPDIR lands in the job's own directory: the next
+    job does not see it, the host's /tmp never holds it, and the directory is removed after
+    the job (issue 33: /tmp had been shared between jobs under the default namespaces)."""
+    (runner,) = start_runners(("gaudi", "gaudi1@%h"))
+    name = f"carry-left-{uuid.uuid4().hex}"
+    step = StepSpec(
+        "tmp",
+        sh(
+            f'test -e /tmp/{name} && echo "found it" >> "$MARK/found"; '
+            f'echo left > /tmp/{name} && echo left > "$TMPDIR/{name}-tmpdir"; '
+            'echo "$TMPDIR" >> "$MARK/tmpdirs"; test -f fixed.txt'
+        ),
+        env={"MARK": str(marks)},
+    )
+    for _ in range(2):
+        run = request(client, celery_app, world, world.head(), [target("gaudi", step)])[0]
+        assert finished(client, run.run_id)["state"] == "success", log_text(client, run.run_id)
+    assert not (marks / "found").exists()
+    assert not Path("/tmp", name).exists()
+    tmpdirs = set((marks / "tmpdirs").read_text().split())
+    assert len(tmpdirs) == 1 and next(iter(tmpdirs)).endswith(".tmp"), tmpdirs
+    assert not Path(next(iter(tmpdirs))).exists()  # removed after the job
+    assert list(runner.workdir.glob("clones/*.tmp")) == []
+
+
 def test_a_job_cannot_leave_its_home_for_the_next_or_the_runner(
     client: redis.Redis,
     celery_app: Celery,
