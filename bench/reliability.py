@@ -2443,7 +2443,7 @@ os.wait()
 print("left a daemon behind", flush=True)
 
 # /tmp: what an earlier job left there, and a file for the next one.
-left_in_tmp = os.path.join("/tmp", os.environ["TMP_NAME"])
+left_in_tmp = os.path.join("/tmp", os.environ.get("TMP_NAME", f"carry-hostile-left-{port}"))
 say(SHARED_TMP_ATTEMPT, os.path.exists(left_in_tmp),
     f"found {left_in_tmp}" if os.path.exists(left_in_tmp) else "/tmp is the job's own, made anew")
 try:
@@ -2460,16 +2460,19 @@ def git_directory():
     if os.path.isfile(".git"):
         return open(".git").read().split("gitdir:", 1)[-1].strip()
     return os.path.abspath(".git")
+# Where the scenario made no repositories (tests/integration/test_hardware_ci.py), the paths
+# name none: a link that points nowhere is still one the clean-up must not follow.
+NOWHERE = "/nonexistent/carry-hostile"
 try:
     with open(os.path.join(git_directory(), "commondir"), "w") as out:
-        out.write(os.environ["COMMON"] + "\n")
+        out.write(os.environ.get("COMMON", NOWHERE) + "\n")
     print("wrote a commondir in the runner's git directory", flush=True)
 except OSError as err:
     print(f"could not write a commondir: {err.strerror or err}", flush=True)
 try:
     os.rename(".git", ".git-moved")
     print(f"renamed .git ({'a directory' if os.path.isdir('.git-moved') else 'a file'})", flush=True)
-    os.symlink(os.environ["VICTIM"], ".git")
+    os.symlink(os.environ.get("VICTIM", NOWHERE), ".git")
     print("made .git a link to a directory of the host's", flush=True)
 except OSError as err:
     print(f"could not replace .git: {err.strerror or err}", flush=True)

@@ -392,8 +392,10 @@ def main(args: list[str]) -> int:
             return _exit_code(_REAPED[child])
         try:
             pid, status = os.wait()
-        except ChildProcessError:
-            continue  # reaped by end_descendants in the meantime: _REAPED has it
+        except ChildProcessError:  # reaped by end_descendants in the meantime: _REAPED has it
+            if child not in _REAPED:
+                return 0
+            continue
         except InterruptedError:
             continue
         if pid == child:
