@@ -2163,9 +2163,17 @@ SOCKET_ATTEMPT = "reach a host daemon through its unix socket (in /run or /tmp)"
 HOST_FILE_ATTEMPT = "write a host file for root to run later (a file in /etc)"
 POISON_ATTEMPT = "plant objects in the shared clone for the next job (a replace ref)"
 POISON = b"poisoned by an earlier job\n"
+# What a job leaves for the next job's git, clean-up and steps (issue 33): each is judged after
+# the next job, by what ran or changed, not by whether the step's write went through.
+COMMONDIR_ATTEMPT = "point the runner's git at a repository of the check's (a commondir)"
+GIT_SWAP_ATTEMPT = "swap the clone's .git for a repository of the check's (renaming the runner's)"
+GIT_LINK_ATTEMPT = "make .git a link, for the next job's clean-up to delete or write through"
+LINGER_ATTEMPT = "leave a process running after the job (a double-forked setsid daemon)"
+SHARED_TMP_ATTEMPT = "leave a file in /tmp for the next job (or on the host)"
 HOSTILE_SCRIPT = (
     f"""
 RUNNER_PYTHON_ATTEMPT, RUNNER_PTH = {RUNNER_PYTHON_ATTEMPT!r}, {RUNNER_PTH!r}
+SHARED_TMP_ATTEMPT = {SHARED_TMP_ATTEMPT!r}
 UNDO_ATTEMPT, MKNOD_ATTEMPT, SYSCTL_ATTEMPT = {UNDO_ATTEMPT!r}, {MKNOD_ATTEMPT!r}, {SYSCTL_ATTEMPT!r}
 DISK_ATTEMPT, SOCKET_ATTEMPT = {DISK_ATTEMPT!r}, {SOCKET_ATTEMPT!r}
 HOST_FILE_ATTEMPT, POISON_ATTEMPT = {HOST_FILE_ATTEMPT!r}, {POISON_ATTEMPT!r}
@@ -2420,6 +2428,56 @@ try:
 except OSError as err:
     print(f"could not plant hooks: {err.strerror or err}", flush=True)
 
+# A daemon that outlives the job: double-forked, in a session of its own, its output closed.
+# The scenario looks for it (by the job's id in its environment) once the job is over.
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        import time
+        time.sleep(120)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+print("left a daemon behind", flush=True)
+
+# /tmp: what an earlier job left there, and a file for the next one.
+left_in_tmp = os.path.join("/tmp", os.environ.get("TMP_NAME", f"carry-hostile-left-{port}"))
+say(SHARED_TMP_ATTEMPT, os.path.exists(left_in_tmp),
+    f"found {left_in_tmp}" if os.path.exists(left_in_tmp) else "/tmp is the job's own, made anew")
+try:
+    with open(left_in_tmp, "w") as out:
+        out.write("left by an earlier job\n")
+except OSError as err:
+    print(f"could not leave {left_in_tmp}: {err}", flush=True)
+
+# The runner's git directory, where the tree's .git names it (or is it), gets a commondir: a
+# repository of the check's whose config runs a command (core.fsmonitor) in carry's next git.
+# Then .git itself: renamed away and replaced, and a link to a directory of the host's that
+# the next job's clean-up would delete in and write to.
+def git_directory():
+    if os.path.isfile(".git"):
+        return open(".git").read().split("gitdir:", 1)[-1].strip()
+    return os.path.abspath(".git")
+# Where the scenario made no repositories (tests/integration/test_hardware_ci.py), the paths
+# name none: a link that points nowhere is still one the clean-up must not follow.
+NOWHERE = "/nonexistent/carry-hostile"
+try:
+    with open(os.path.join(git_directory(), "commondir"), "w") as out:
+        out.write(os.environ.get("COMMON", NOWHERE) + "\n")
+    print("wrote a commondir in the runner's git directory", flush=True)
+except OSError as err:
+    print(f"could not write a commondir: {err.strerror or err}", flush=True)
+try:
+    os.rename(".git", ".git-moved")
+    print(f"renamed .git ({'a directory' if os.path.isdir('.git-moved') else 'a file'})", flush=True)
+    os.symlink(os.environ.get("VICTIM", NOWHERE), ".git")
+    print("made .git a link to a directory of the host's", flush=True)
+except OSError as err:
+    print(f"could not replace .git: {err.strerror or err}", flush=True)
+
 print("hostile check done", flush=True)
 sys.exit(1 if ACHIEVED else 0)  # a check that got anywhere fails
 """
@@ -2491,11 +2549,19 @@ def run_hostile_check(
     runner_url = f"redis://{user}:{runner_password}@127.0.0.1:{port}/0"
     env = CarryEnv(root / "carry", url)
     env.carry_patches([FIX])
+    victim, common = _planted_repositories(outside_tmp, marks)
     check = StepSpec(
         HOSTILE_CHECK,
         (HOSTILE_PYTHON, "-I", str(script)),
         120,
-        {"BROKER_PORT": str(port), "MARKS": str(marks), "RUNNER_SITE": str(RUNNER_SITE)},
+        {
+            "BROKER_PORT": str(port),
+            "MARKS": str(marks),
+            "RUNNER_SITE": str(RUNNER_SITE),
+            "VICTIM": str(victim),
+            "COMMON": str(common),
+            "TMP_NAME": f"carry-hostile-left-{secrets.token_hex(6)}",
+        },
     )
     # What the runner holds: its broker password and (here, to show it is not passed on) a token.
     needles = {"password": runner_password[::-1], "token": HOSTILE_TOKEN[::-1]}
@@ -2524,6 +2590,55 @@ def run_hostile_check(
         shutil.rmtree(Path(daemon.getsockname()).parent, ignore_errors=True)
         daemon.close()
         shutil.rmtree(outside_tmp, ignore_errors=True)
+
+
+def _planted_repositories(where: Path, marks: Path) -> tuple[Path, Path]:
+    """Two git directories of the host's that a check points carry's git at: `victim` (where
+    it makes .git a link) and `common` (its commondir). Each config runs a command that leaves
+    a mark in `marks` if carry's git ever reads it (core.fsmonitor, and a hook)."""
+    made = []
+    for name in ("victim", "common"):
+        repo = where / f"{name}.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
+        (repo / "config").write_text(
+            "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+            f"\tfsmonitor = touch {marks}/{name}-fsmonitor-ran\n\thooksPath = {repo}/hooks\n"
+        )
+        for hook in ("post-checkout", "reference-transaction"):
+            (repo / "hooks" / hook).write_text(f"#!/bin/sh\ntouch {marks}/{name}-{hook}-ran\n")
+            (repo / "hooks" / hook).chmod(0o755)
+        (repo / "index.lock").write_text("the host's\n")
+        made.append(repo)
+    # The victim shares the common one's config, as a linked work tree's git directory does:
+    # a clean-up that deletes the victim's own config still leaves git reading that one.
+    (made[0] / "commondir").write_text(f"{made[1]}\n")
+    return made[0], made[1]
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    """Every file below `directory` (links not followed) and its bytes."""
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
+
+
+def _lingering(run_id: str) -> list[int]:
+    """Live processes whose environment names the run: what a job left running."""
+    needle = f"CARRY_RUN_ID={run_id}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes()
+            state = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if needle in environ.split(b"\0") and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
 
 
 def _stand_in_daemon() -> socket.socket:
@@ -2561,8 +2676,15 @@ def _hostile_attempts(
         HOSTILE_KIND, f"hw.{HOSTILE_KIND}", checks=(check,), retry=RetryPolicy(max_attempts=1)
     )
     tree = _hostile_tree(env)
+    victim, common = Path(check.env["VICTIM"]), Path(check.env["COMMON"])
+    before = _snapshot(victim)
     first = _hostile_run(rt, target, tree, force=False)
-    attempts = [a for a in _hostile_lines(rt, first) if a.attempt != HOME_ATTEMPT]
+    attempts = [a for a in _hostile_lines(rt, first) if a.attempt not in NEXT_JOB_ATTEMPTS]
+    time.sleep(1)  # a daemon the job left has long forked by now
+    left = _lingering(first)
+    for pid in left:  # the scenario's own clean-up: the next job must not meet it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     second = _hostile_run(rt, target, tree, force=True)  # the next job, in the same clone
     ran = sorted(p.name for p in marks.iterdir() if p.name.startswith(("hook-ran", "fsmonitor")))
     attempts.append(
@@ -2574,9 +2696,17 @@ def _hostile_attempts(
             else "the next job's clone got a fresh config, no hooks",
         )
     )
-    attempts.append(_home_attempt(_hostile_lines(rt, second), runner_home))
+    next_job = _hostile_lines(rt, second)
+    attempts.append(_home_attempt(next_job, runner_home))
     attempts.append(_forged_job(rt, marks, first))
     attempts.append(_blob_bomb(env.root / "blob-bomb"))
+    attempts += _next_job_attempts(next_job, marks, victim, common, before, left)
+    tmp_left = Path("/tmp", check.env["TMP_NAME"])
+    if tmp_left.exists():
+        tmp_left.unlink()
+        attempts[-1] = Attempt(
+            SHARED_TMP_ATTEMPT, True, f"{attempts[-1].how}; {tmp_left} was left on the host"
+        )
     return attempts
 
 
@@ -2602,6 +2732,57 @@ def _blob_bomb(root: Path) -> Attempt:
 
 
 HOME_ATTEMPT = "find what an earlier job left in HOME"
+NEXT_JOB_ATTEMPTS = (HOME_ATTEMPT, SHARED_TMP_ATTEMPT)
+
+
+def _next_job_attempts(
+    next_job: list[Attempt],
+    marks: Path,
+    victim: Path,
+    common: Path,
+    before: dict[str, bytes],
+    left: list[int],
+) -> list[Attempt]:
+    """The rows that only the next job (and what ran or changed on the host) can tell."""
+    ran = {
+        name: sorted(p.name for p in marks.iterdir() if p.name.startswith(name))
+        for name in ("victim", "common")
+    }
+    ran["either"] = ran["victim"] + ran["common"]
+    after = _snapshot(victim)
+    changed = sorted(name for name in {*before, *after} if before.get(name) != after.get(name))
+    (found_tmp,) = [a for a in next_job if a.attempt == SHARED_TMP_ATTEMPT]
+    return [
+        Attempt(
+            COMMONDIR_ATTEMPT,
+            bool(ran["common"]),
+            f"the next job's git ran: {', '.join(ran['common'])}"
+            if ran["common"]
+            else f"nothing of {common.name} ran in the next job's git",
+        ),
+        Attempt(
+            GIT_SWAP_ATTEMPT,
+            bool(ran["either"]),
+            f"the next job's git ran: {', '.join(ran['either'])}"
+            if ran["either"]
+            else f"nothing of {victim.name} or {common.name} ran in the next job's git",
+        ),
+        Attempt(
+            GIT_LINK_ATTEMPT,
+            bool(changed),
+            f"the next job changed {victim}: {', '.join(changed)}"
+            if changed
+            else f"the link was removed, not followed: {victim} is as it was",
+        ),
+        Attempt(
+            LINGER_ATTEMPT,
+            bool(left),
+            f"pids {left} still ran after the job"
+            if left
+            else "the step's init (a subreaper) killed every process the step left",
+        ),
+        found_tmp,
+    ]
 
 
 def _hostile_lines(rt: Runtime, run_id: str) -> list[Attempt]:
@@ -2702,7 +2883,12 @@ def _forged_job(rt: Runtime, marks: Path, model_run: str) -> Attempt:
 # What only namespaces keep from a step: a step user still sees other processes (not their
 # environment), has the host's network (the broker, with no credential) and reaches a
 # daemon's socket that is open to every user.
-NEEDS_NAMESPACES = ("see or signal the runner process", "connect to the broker", SOCKET_ATTEMPT)
+NEEDS_NAMESPACES = (
+    "see or signal the runner process",
+    "connect to the broker",
+    SOCKET_ATTEMPT,
+    SHARED_TMP_ATTEMPT,  # without a mount namespace the step writes the host's /tmp
+)
 
 
 def scenario_hostile_check(

@@ -48,6 +48,7 @@ from runner import task  # noqa: F401  (registers carry.ci.run_job on `app`)
 from runner.job import reap_idle
 from runner.sandbox import SandboxError
 from runner.sandbox import resolve as resolve_sandbox
+from runner.tree import workdir_problem
 
 log = logging.getLogger("carry.runner")
 DEFAULT_WORKDIR = Path("~/.cache/carry/runner").expanduser()
@@ -85,6 +86,9 @@ def main(
     config = _config(config_path, settings)
     runner = _runner(config, kind)
     where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)
+    unsafe = workdir_problem(where)
+    if unsafe is not None:
+        raise ConfigError([unsafe])
     where.mkdir(parents=True, exist_ok=True)
     steps = _steps(kind, runner, where)
     queue = runner.queue if runner else f"hw.{kind}"

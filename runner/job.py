@@ -33,13 +33,15 @@ from runner.job_python import python_dir
 from runner.sandbox import Isolation, Sandbox, StepUser, unreachable
 from runner.steps import CancelCheck, RunLog, StepResult, reap_orphans, run_step
 from runner.tree import (
-    GIT_DIR,
     Materialized,
     TreeError,
     clone_lock,
     clone_path,
+    git_dir_of,
     materialize,
-    safe_directory,
+    remove_entry,
+    step_git_env,
+    write_git_file,
 )
 
 
@@ -143,6 +145,7 @@ def execute(job: JobPayload, ctx: JobContext) -> JobResult:
             if pending_ab:
                 _phase(job, ctx, path, pending_ab, UPSTREAM_VARIANT, results)
                 artifacts += _collect_artifacts(job, ctx, path, UPSTREAM_VARIANT)
+            _forget_tmp(ctx.log, path)
     except TreeError as err:  # cancelled while waiting for the clone lock
         _conclude_all(job, ctx, [*pending, *pending_ab], results, _tree_outcome(ctx, err))
     order = [ci_key(job.kind, c.name) for c in job.checks]
@@ -162,44 +165,41 @@ def home_dir(clone: Path) -> Path:
     return clone.with_name(clone.name + ".home")
 
 
+def tmp_dir(clone: Path) -> Path:
+    """The steps' own /tmp while a job runs in `clone` (TMPDIR, and /tmp itself where the
+    sandbox has a mount namespace): made anew for each job and A/B phase and removed after
+    the job, so that nothing one job leaves there is seen by the next or stays on the host."""
+    return clone.with_name(clone.name + ".tmp")
+
+
 def _fresh_home(clone: Path) -> None:
-    home = home_dir(clone)
+    for what, where, mode in (("home", home_dir(clone), 0o700), ("/tmp", tmp_dir(clone), 0o700)):
+        try:
+            remove_entry(where)
+            where.mkdir(mode=mode)
+        except OSError as err:
+            raise _Stop(
+                Outcome("infra-error", f"cannot make the steps' {what} {where} anew: {err}")
+            ) from err
+
+
+def _forget_tmp(log: RunLog, clone: Path) -> None:
     try:
-        _remove(home)
-        home.mkdir(mode=0o700)
+        remove_entry(tmp_dir(clone))
     except OSError as err:
-        raise _Stop(
-            Outcome("infra-error", f"cannot make the steps' home {home} anew: {err}")
-        ) from err
+        log.note(f"[carry] cannot remove the steps' /tmp {tmp_dir(clone)}: {err}")
 
 
 def _fresh_python(clone: Path) -> None:
     """The steps' own virtual environment (job_python), made anew like their home."""
     where = python_dir(clone)
     try:
-        _remove(where)
+        remove_entry(where)
         job_python.make(where)
     except OSError as err:
         raise _Stop(
             Outcome("infra-error", f"cannot make the steps' Python {where} anew: {err}")
         ) from err
-
-
-def _remove(path: Path) -> None:
-    """Removes what steps left at `path`, directories they made unwritable included; a link
-    is removed itself, never followed."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-        return
-    if not path.exists():
-        return
-    path.chmod(0o700)
-    for root, dirs, _files in os.walk(path):
-        for name in dirs:
-            inner = Path(root, name)
-            if not inner.is_symlink():
-                inner.chmod(0o700)
-    shutil.rmtree(path)
 
 
 def _reap(log: RunLog, clone: Path) -> None:
@@ -234,11 +234,13 @@ def _phase(
         if user is not None and path.exists():  # the runner's git works on its own files only
             hand_over(path, os.geteuid(), os.getegid())
         built = _materialize(job, ctx, path, plain_upstream=bool(variant))
+        write_git_file(path)
         _fresh_home(path)
         _fresh_python(path)
         if user is not None:
             _hand_to_step_user(ctx, path, user)
             hand_over(home_dir(path), user.uid, user.gid)
+            hand_over(tmp_dir(path), user.uid, user.gid)
             hand_over(python_dir(path), user.uid, user.gid)
         for step in job.setup:
             _setup(job, ctx, built, step, variant)
@@ -262,19 +264,19 @@ def _hand_to_step_user(ctx: JobContext, path: Path, user: StepUser) -> None:
                 f"tree {path}: put the runner's workdir where it can",
             )
         )
-    hand_over(path, user.uid, user.gid, keep=GIT_DIR)
+    hand_over(path, user.uid, user.gid)
     ctx.log.note(
-        f"[carry] the tree belongs to {user.name} for the steps (its {GIT_DIR} stays root's)"
+        f"[carry] the tree belongs to {user.name} for the steps (its git directory "
+        f"{git_dir_of(path)} stays root's, outside the tree)"
     )
 
 
-def hand_over(tree: Path, uid: int, gid: int, *, keep: str | None = None) -> None:
-    """Makes `uid` the owner of everything in `tree` but its entry `keep`. Links are changed
-    themselves, never followed: a step's symlink to a file of the host gives it nothing."""
+def hand_over(tree: Path, uid: int, gid: int) -> None:
+    """Makes `uid` the owner of everything in `tree`. Links are changed themselves, never
+    followed: a step's symlink to a file of the host gives it nothing. (The clone's git
+    directory is not in the tree: it stays the runner's.)"""
     os.lchown(tree, uid, gid)
     for root, dirs, files in os.walk(tree):
-        if root == str(tree) and keep in dirs:
-            dirs.remove(keep)
         for name in (*dirs, *files):
             os.lchown(os.path.join(root, name), uid, gid)
 
@@ -380,7 +382,8 @@ def _run(
             network=network,
             tree=built.path,
             writable=[home_dir(built.path), python_dir(built.path), *shared_dirs(ctx.env)],
-            protected=[built.path / GIT_DIR],
+            protected=[git_dir_of(built.path)],
+            private_tmp=tmp_dir(built.path),
         ),
         cwd=built.path,
         env=env,
@@ -409,6 +412,7 @@ def _job_env(
     return {
         **job_python.step_env(python_dir(built.path), ctx.env),
         "HOME": str(home_dir(built.path)),
+        "TMPDIR": str(tmp_dir(built.path)),
         "CARRY_RUN_ID": job.run_id,
         "CARRY_SERIES": job.series_id,
         "CARRY_RUNNER_KIND": job.kind,
@@ -420,10 +424,10 @@ def _job_env(
         "CARRY_VARIANT": variant,
         "CARRY_ATTEMPT": str(ctx.attempt),
         "CARRY_ARTIFACTS_DIR": str(artifacts_dir(ctx.workdir, job.run_id)),
-        # The clone's .git stays the runner's (a step user's git would refuse it as another
-        # user's repository) and read-only to the steps: what a job could plant there (a
-        # replace ref, an object) would change the tree the next job builds and tests.
-        **safe_directory(built.path),
+        # The clone's git directory stays the runner's (a step user's git would refuse it as
+        # another user's repository) and read-only to the steps: what a job could plant there
+        # (a replace ref, an object) would change the tree the next job builds and tests.
+        **step_git_env(),
     }
 
 

@@ -21,6 +21,10 @@ where daemons keep them (/run, /tmp) are covered: a network namespace does not k
 from a socket in the file system. Elsewhere, what the step may read or write is what the
 runner's user may.
 
+In every mode a step starts under sandbox_init.py, a child subreaper: when the step ends, every
+process it started ends too (a double-forked `setsid` daemon included), namespaces or not.
+Under namespaces the step's /tmp is the job's own directory, bound over the host's.
+
 `auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
 child processes, saying so in every run log. `namespaces` refuses to run a step without them.
 
@@ -134,11 +138,14 @@ class Sandbox:
         tree: Path | None = None,
         writable: Sequence[Path] = (),
         protected: Sequence[Path] = (),
+        private_tmp: Path | None = None,
     ) -> list[str]:
         """The command line that starts `argv` in this sandbox: `tree` (its working
         directory) and `writable` (its home, its Python) stay writable where the sandbox
-        makes other files read-only; `protected` (the clone's .git in the tree) is read-only
-        all the same."""
+        makes other files read-only; `protected` (the clone's git directory) is read-only
+        all the same; `private_tmp` (the job's own) is the step's /tmp where the sandbox has
+        a mount namespace (bwrap gives each step a tmpfs of its own). In every mode the step
+        starts under sandbox_init, which ends every process it leaves."""
         if self.isolation is Isolation.NAMESPACES:
             writable = [*([tree] if tree else []), *writable]
             return _unshare_argv(
@@ -148,6 +155,7 @@ class Sandbox:
                 user=self.user,
                 writable=writable,
                 protected=protected,
+                private_tmp=private_tmp,
             )
         if self.isolation is Isolation.BWRAP:
             return _bwrap_argv(
@@ -159,9 +167,8 @@ class Sandbox:
                 user=self.user,
                 protected=protected,
             )
-        if self.user is not None:  # no namespaces: the same init, only to change the user
-            return [*_init(self.user, loopback=False, confine=False), "--", *argv]
-        return list(argv)
+        # No namespaces: the same init, to change the user and end what the step leaves.
+        return [*_init(self.user, loopback=False, confine=False), "--", *argv]
 
     def describe(self, *, network: bool) -> str:
         who = f", as {self.user.name} (uid {self.user.uid})" if self.user else ""
@@ -341,6 +348,7 @@ def _init(
     writable: Sequence[Path] = (),
     scratch: Sequence[Path] = (),
     devices: Sequence[str] | None = None,
+    private_tmp: Path | None = None,
 ) -> list[str]:
     init = [sys.executable, "-I", "-S", str(INIT)]
     if loopback:
@@ -354,6 +362,8 @@ def _init(
     init += [f"--read-only={path}" for path in read_only]
     init += [f"--writable={path.resolve()}" for path in writable]
     init += [f"--scratch={path.resolve()}" for path in scratch]
+    if private_tmp is not None:
+        init.append(f"--private-tmp={private_tmp.resolve()}")
     return init
 
 
@@ -412,6 +422,7 @@ def _unshare_argv(
     user: StepUser | None = None,
     writable: Sequence[Path] = (),
     protected: Sequence[Path] = (),
+    private_tmp: Path | None = None,
 ) -> list[str]:
     flags = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
     if os.geteuid() != 0:
@@ -426,9 +437,10 @@ def _unshare_argv(
         user,
         loopback=not network,
         read_only=[*read_only, *_existing(protected)],
-        writable=writable,
+        writable=[*writable, *([private_tmp] if private_tmp else [])],
         scratch=scratch,
         devices=devices,
+        private_tmp=private_tmp,
     )
     return [unshare, *flags, "--", *init, "--", *argv]
 

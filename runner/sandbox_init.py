@@ -1,7 +1,15 @@
 """The first process of a step's PID namespace (see sandbox.py); standard library only, run as
 `python -I -S sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets]
 [--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--scratch=PATH]... [--device=PATH]...
--- ARGV...`.
+[--private-tmp=PATH] -- ARGV...`.
+
+It is the step's init in every mode, namespaces or not: a child subreaper (PR_SET_CHILD_SUBREAPER),
+so every process the step starts, a double-forked `setsid` daemon included, is re-parented to
+it when its parent exits, and when the step ends the init kills every process left below it
+(and looks again until none is left) before it exits itself. No process of a job outlives it.
+With --private-tmp the step's /tmp is PATH (the job's own, made anew for each job), bound over
+the host's in the step's mount namespace; the step's own paths under the host's /tmp are bound
+again where they were.
 
 In the step's own mount namespace it makes each --read-only path a read-only bind mount of
 itself (the runner's Python and code: a step must not leave code there for the next job or
@@ -35,6 +43,7 @@ import socket
 import stat
 import struct
 import sys
+import time
 import warnings  # noqa: F401  os.execvp imports it; a step user may not read the stdlib
 from collections.abc import Iterator
 from typing import Any, NoReturn
@@ -45,12 +54,17 @@ _IFF_UP = 0x1
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC = 0x1, 0x20, 0x1000, 0x4000
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x20000, 0x10000000
+_PR_SET_CHILD_SUBREAPER = 36
+# After the runner asks the step to stop (SIGTERM), what is left of it gets this long before
+# SIGKILL: less than the runner's own grace, so that the init ends every process of the step
+# before the runner kills the init itself.
+_STOP_GRACE_S = 3
 _ST_RDONLY = 0x1
 _OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
 USAGE = (
     "usage: sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets] "
     "[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--scratch=PATH]... "
-    "[--device=PATH]... -- ARGV..."
+    "[--device=PATH]... [--private-tmp=PATH] -- ARGV..."
 )
 # statvfs flag -> the mount flag a remount must keep (in a user namespace these are locked)
 _KEPT = {0x2: 0x2, 0x4: 0x4, 0x8: 0x8, 0x400: 0x400, 0x800: 0x800, 0x1000: 0x200000}
@@ -109,6 +123,92 @@ def private_dev(devices: list[str]) -> None:
     _mount("devpts", "/dev/pts", _MS_NOSUID | _MS_NOEXEC, "devpts", pts)
     for name, target in _DEV_LINKS.items():
         os.symlink(target, f"/dev/{name}")
+
+
+def private_tmp(own: str, kept: list[str]) -> None:
+    """`own` becomes the step's /tmp. The paths of `kept` under the host's /tmp (the step's
+    tree, home and Python, the runner's code, where a workdir or checkout lives there) are
+    bound again at their places, from handles opened before the host's /tmp is covered."""
+    under = [path for path in kept if _within(path, "/tmp") and os.path.exists(path)]
+    outermost = [p for p in under if not any(_within(p, o) and p != o for o in under)]
+    handles = {path: os.open(path, os.O_PATH) for path in dict.fromkeys(outermost)}
+    source = os.open(own, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        _mount(f"/proc/self/fd/{source}", "/tmp", _MS_BIND | _MS_REC)
+        for path, handle in handles.items():
+            if os.path.isdir(f"/proc/self/fd/{handle}"):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+            _mount(f"/proc/self/fd/{handle}", path, _MS_BIND | _MS_REC)
+    finally:
+        os.close(source)
+        for handle in handles.values():
+            os.close(handle)
+
+
+def become_subreaper() -> None:
+    """Orphans of the step's processes are re-parented to this process, not to the host's init."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(number)}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (children first), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as handle:
+                raw = handle.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2 :].split()  # comm may hold spaces and parentheses
+        if fields[0] not in ("Z", "X"):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, queue = [], list(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue += children.get(child, [])
+    return found
+
+
+def end_descendants(deadline_s: float = 30.0) -> None:
+    """SIGKILLs every process below this one, and again until none is left (each is re-parented
+    to this subreaper and reaped here). One that outlasts `deadline_s` (stuck in the kernel) is
+    named on stderr."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        left = descendants(os.getpid())
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _reap_exited()
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            print(f"processes of the step outlived SIGKILL: {left}", file=sys.stderr)
+            return
+        time.sleep(0.01)
+
+
+_REAPED: dict[int, int] = {}  # pid -> wait status, of those reaped outside main's loop
+
+
+def _reap_exited() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _REAPED[pid] = status
 
 
 def hide_sockets(exempt: list[str]) -> None:
@@ -205,6 +305,7 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
         "private-dev": False,
         "hide-sockets": False,
         "user": None,
+        "private-tmp": None,
     }
     paths: dict[str, list[str]] = {
         "--read-only": [],
@@ -221,6 +322,8 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
             if not (uid.isdigit() and gid.isdigit()):
                 return None
             options["user"] = (int(uid), int(gid))
+        elif option == "--private-tmp" and value:
+            options["private-tmp"] = value
         elif option in paths and value:
             paths[option].append(value)
         else:
@@ -243,10 +346,18 @@ def main(args: list[str]) -> int:
         return 126
     options, argv = parsed
     preparations = (
+        (True, "make the step's init a subreaper of its processes", become_subreaper),
         (
             True,
             "make the runner's files read-only for the step",
             lambda: protect(options["read_only"], [*options["writable"], *options["scratch"]]),
+        ),
+        (
+            options["private-tmp"] is not None,
+            "give the step a /tmp of its own",
+            lambda: private_tmp(
+                options["private-tmp"], [*options["writable"], *options["read_only"]]
+            ),
         ),
         (
             options["private-dev"],
@@ -274,14 +385,21 @@ def main(args: list[str]) -> int:
     child = start(argv, user=options["user"], confine=options["confine"])
     for sig in _FORWARDED:
         signal.signal(sig, lambda number, _frame: _pass_on(child, number))
+    signal.signal(signal.SIGALRM, lambda _number, _frame: end_descendants())
     while True:
+        if child in _REAPED:  # the stop signal's grace ran out: it was killed and reaped there
+            end_descendants()
+            return _exit_code(_REAPED[child])
         try:
             pid, status = os.wait()
-        except ChildProcessError:
-            return 0
+        except ChildProcessError:  # reaped by end_descendants in the meantime: _REAPED has it
+            if child not in _REAPED:
+                return 0
+            continue
         except InterruptedError:
             continue
         if pid == child:
+            end_descendants()  # what the step left running ends with it
             return _exit_code(status)
 
 
@@ -339,8 +457,17 @@ def _run_step(
 
 
 def _pass_on(child: int, number: int) -> None:
+    """The signal goes to the step and to every process it started (those that left its
+    group too); after a stop signal what is left is killed _STOP_GRACE_S later."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(child, number)
+    if number == signal.SIGUSR1:
+        return
+    for pid in descendants(os.getpid()):
+        if pid != child:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, number)
+    signal.alarm(_STOP_GRACE_S)
 
 
 def _exit_code(status: int) -> int:

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 log = logging.getLogger("carry.git")
@@ -133,15 +133,12 @@ class Git:
     env: Mapping[str, str] = field(default_factory=dict)
     network_timeout_s: float = DEFAULT_NETWORK_TIMEOUT_S  # for NETWORK_COMMANDS
     max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES  # core.bigFileThreshold
+    # With git_dir: the work tree, given on every command line (a repository whose git
+    # directory lives apart from its tree; nothing in the tree is read to find it).
+    work_tree: Path | None = None
 
     def with_env(self, **extra: str) -> Git:
-        return Git(
-            self.git_dir,
-            self.cwd,
-            {**self.env, **extra},
-            self.network_timeout_s,
-            self.max_blob_bytes,
-        )
+        return replace(self, env={**self.env, **extra})
 
     def run(
         self,
@@ -212,6 +209,8 @@ class Git:
         argv = ["git", *_ISOLATED_CONFIG, "-c", f"core.bigFileThreshold={self.max_blob_bytes}"]
         if self.git_dir is not None:
             argv += ["--git-dir", str(self.git_dir)]
+        if self.work_tree is not None:
+            argv += ["--work-tree", str(self.work_tree)]
         return argv + list(args)
 
     def _env(self, extra: Mapping[str, str] | None) -> dict[str, str]:

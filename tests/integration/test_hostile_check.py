@@ -18,12 +18,17 @@ import pytest
 
 from bench.reliability import (
     BLOB_BOMB_ATTEMPT,
+    COMMONDIR_ATTEMPT,
     DISK_ATTEMPT,
+    GIT_LINK_ATTEMPT,
+    GIT_SWAP_ATTEMPT,
     HOST_FILE_ATTEMPT,
+    LINGER_ATTEMPT,
     MKNOD_ATTEMPT,
     NEEDS_NAMESPACES,
     POISON_ATTEMPT,
     RUNNER_PYTHON_ATTEMPT,
+    SHARED_TMP_ATTEMPT,
     SOCKET_ATTEMPT,
     SYSCTL_ATTEMPT,
     UNDO_ATTEMPT,
@@ -57,7 +62,14 @@ ATTEMPTS = [
     "leave code in HOME (a user site .pth) for the next job or the runner",
     "have the runner run a job nobody issued (a forged run_job in its queue)",
     BLOB_BOMB_ATTEMPT,
+    # What a job leaves for the next one in the clone, the host's processes and /tmp (issue 33)
+    COMMONDIR_ATTEMPT,
+    GIT_SWAP_ATTEMPT,
+    GIT_LINK_ATTEMPT,
+    LINGER_ATTEMPT,
+    SHARED_TMP_ATTEMPT,
 ]
+NEXT_JOB = [COMMONDIR_ATTEMPT, GIT_SWAP_ATTEMPT, GIT_LINK_ATTEMPT, LINGER_ATTEMPT]
 ROOT = os.geteuid() == 0
 
 
@@ -81,7 +93,8 @@ def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path, sandbox:
     assert [a.attempt for a in attempts if a.achieved] == [], shown
     how = {a.attempt: a.how for a in attempts}
     assert "no route out of the step's network namespace" in how["connect to the broker"], shown
-    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-2]], shown
+    assert "/tmp is the job's own" in how[SHARED_TMP_ATTEMPT], shown
+    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-7]], shown
 
 
 def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
@@ -104,11 +117,12 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
         SOCKET_ATTEMPT,  # the scenario's stand-in daemon, at least
         *([MKNOD_ATTEMPT, SYSCTL_ATTEMPT, HOST_FILE_ATTEMPT] if ROOT else []),  # root's own
         POISON_ATTEMPT,  # the runner's own git then reads no replace ref
+        SHARED_TMP_ATTEMPT,  # no mount namespace: the host's /tmp
     } <= achieved, shown
     # What the clean environment, the fresh clone, the runner's own config and its broker
     # user keep out.
     broker_writes = ATTEMPTS[5:7]
-    assert not achieved & {*ATTEMPTS[:2], *broker_writes, *ATTEMPTS[-4:]}, shown
+    assert not achieved & {*ATTEMPTS[:2], *broker_writes, *ATTEMPTS[-9:-5], *NEXT_JOB}, shown
     how = {a.attempt: a.how for a in attempts}
     for attempt in broker_writes:
         assert "NOPERM" in how[attempt] and "from the runner's environment" in how[attempt], shown
@@ -127,3 +141,5 @@ def test_with_no_sandbox_a_step_user_alone_keeps_out_all_but_what_needs_namespac
     achieved = {a.attempt for a in attempts if a.achieved}
     assert achieved <= set(NEEDS_NAMESPACES), shown
     assert "connect to the broker" in achieved, shown  # the scenario can tell
+    # The clone, its clean-up and the step's processes are out of reach without namespaces too.
+    assert not achieved & set(NEXT_JOB), shown

@@ -401,10 +401,12 @@ def test_the_runners_signal_reaches_a_step_that_handles_it(tmp_path: Path) -> No
 AS_ROOT = ", as root (no step_user)" if os.geteuid() == 0 else ""
 
 
-def test_sandbox_none_runs_the_command_as_it_is() -> None:
+def test_sandbox_none_runs_the_command_under_the_init_alone() -> None:
+    """No namespaces, no user: the init only ends what the step leaves (issue 33)."""
     box = sandbox.resolve("none")
     assert box.isolation is Isolation.NONE
-    assert box.wrap(["pytest", "-q"], network=False) == ["pytest", "-q"]
+    wrapped = box.wrap(["pytest", "-q"], network=False)
+    assert wrapped == [sys.executable, "-I", "-S", str(sandbox.INIT), "--", "pytest", "-q"]
     assert box.describe(network=False) == (
         f"runs without a sandbox (the runner's config says sandbox: none){AS_ROOT}"
     )
