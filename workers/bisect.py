@@ -21,6 +21,7 @@ from celery import Task
 from bot.ci.spec import TreeSpec
 from bot.core import bisect
 from bot.core.ci_plan import split_ci_key
+from bot.core.notify import NOTIFY_TASK
 from bot.core.policy import series_digest
 from bot.core.state import SeriesState
 from bot.git.downstream import Downstream
@@ -34,7 +35,7 @@ from bot.store import series as store
 from workers import downstream as downstream_repo
 from workers.ci import requests as ci
 from workers.ci.github import carried_series
-from workers.ci.rows import BISECT_TASK, NOTIFY_TASK
+from workers.ci.rows import BISECT_TASK
 from workers.rebase import engine_for, tree_on
 from workers.runtime import Runtime, runtime
 

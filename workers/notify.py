@@ -14,11 +14,10 @@ import httpx
 from celery import Task
 
 from bot.config import Settings, Webhook
-from bot.core.notify import body, headers
+from bot.core.notify import NOTIFY_TASK, body, headers
 from bot.log import correlated
 from bot.queue.celery_app import app
 from bot.store import series as store
-from workers.ci.rows import NOTIFY_TASK
 from workers.runtime import runtime
 
 log = logging.getLogger("carry.notify")

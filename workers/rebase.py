@@ -18,6 +18,7 @@ from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.attention import HumanNotice, StuckLimits, note_check
 from bot.core.classify import Status
+from bot.core.notify import NOTIFY_TASK
 from bot.core.policy import over_budget, series_digest
 from bot.core.report import PatchReport, SeriesReport
 from bot.core.state import Phase, SeriesState
@@ -29,7 +30,6 @@ from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
 from bot.store.metrics import observe_rebase
 from workers import downstream as downstream_repo
-from workers.ci.rows import NOTIFY_TASK
 from workers.facts import base_of
 from workers.runtime import Runtime
 

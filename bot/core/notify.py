@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+NOTIFY_TASK = "carry.notify"  # the task that sends a notice to the webhooks (workers/notify.py)
 SIGNATURE_HEADER = "X-Carry-Signature-256"
 EVENT_HEADER = "X-Carry-Event"
 DELIVERY_HEADER = "X-Carry-Delivery"

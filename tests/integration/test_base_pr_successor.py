@@ -17,6 +17,7 @@ from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from bot.web.app import create_app
 from tests.support.asgi import serve
+from tests.support.broker import point_at
 from tests.support.carry_env import BODY, SERIES, CarryEnv, authorized_comment, queued_tasks
 from workers import poller
 from workers import runtime as runtime_module
@@ -61,11 +62,9 @@ def world(
             monkeypatch.setenv(key, value)
         runtime_module.reset()
         broker = celery_app.conf.broker_url
-        celery_app.conf.broker_url = redis_url  # tasks the dispatcher sends stay in the test Redis
-        celery_app.close()
+        point_at(celery_app, redis_url)  # tasks the dispatcher sends stay in the test Redis
         yield env, gh, closed, successor, runtime_module.runtime()
-        celery_app.conf.broker_url = broker
-        celery_app.close()
+        point_at(celery_app, broker)
         runtime_module.reset()
         assert gh.errors == []
 

@@ -18,6 +18,7 @@ from bot.core import events as ev
 from bot.core.state import SeriesState
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
+from tests.support.broker import point_at
 from tests.support.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
 from tests.support.pushes import push, trusted_push
@@ -54,11 +55,9 @@ CONFIG = CarryConfig.model_validate(
 @pytest.fixture
 def rt(redis_url: str, tmp_path: Path) -> Iterator[Runtime]:
     broker = celery_app.conf.broker_url
-    celery_app.conf.broker_url = redis_url  # a dispatched job lands in the test's Redis
-    celery_app.close()
+    point_at(celery_app, redis_url)  # a dispatched job lands in the test's Redis
     yield Runtime(CONFIG, Settings(), redis.Redis.from_url(redis_url), tmp_path)
-    celery_app.conf.broker_url = broker
-    celery_app.close()
+    point_at(celery_app, broker)
 
 
 def request(rt: Runtime, state: SeriesState) -> str:

@@ -28,6 +28,7 @@ from bot.github.forge import ForgeError
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from bot.store.metrics import GITHUB_KEY
+from tests.support.broker import point_at
 from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_tasks
 from tests.support.deployment import (
     APP_ID,
@@ -323,8 +324,7 @@ def test_an_annotated_tag_is_peeled_so_webhook_and_poller_rebase_it_once(
         monkeypatch.setenv(key, value)
     runtime_module.reset()
     broker = celery_app.conf.broker_url
-    celery_app.conf.broker_url = redis_url  # rebases are queued into the test's Redis
-    celery_app.close()
+    point_at(celery_app, redis_url)  # rebases are queued into the test's Redis
     try:
         rt = runtime_module.runtime()
         with GitHubEmulator(tmp_path / "gh") as gh, WebhookSink() as sink:
@@ -344,8 +344,7 @@ def test_an_annotated_tag_is_peeled_so_webhook_and_poller_rebase_it_once(
         assert isinstance(pushed, HeadMoved) and pushed.after == commit
         assert commit in json.dumps(rebases) and tag_object not in json.dumps(rebases)
     finally:
-        celery_app.conf.broker_url = broker
-        celery_app.close()
+        point_at(celery_app, broker)
         runtime_module.reset()
 
 

@@ -13,6 +13,7 @@ from bot.core.events import HeadMoved
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
+from tests.support.broker import point_at
 from tests.support.carry_env import (
     SERIES,
     UPSTREAM_REPO,
@@ -33,11 +34,9 @@ MAIN = "refs/heads/main"
 def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[CarryEnv]:
     with one_fix_in_this_process(tmp_path, redis_url, monkeypatch) as carry:
         broker = celery_app.conf.broker_url
-        celery_app.conf.broker_url = redis_url  # tasks the dispatcher sends stay in the test Redis
-        celery_app.close()
+        point_at(celery_app, redis_url)  # tasks the dispatcher sends stay in the test Redis
         yield carry
-        celery_app.conf.broker_url = broker
-        celery_app.close()
+        point_at(celery_app, broker)
 
 
 def rebases_queued(rt: Runtime) -> list[str]:

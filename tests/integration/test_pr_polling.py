@@ -10,6 +10,7 @@ import pytest
 from bot.emulator import GitHubEmulator
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
+from tests.support.broker import point_at
 from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_names
 from workers import poller
 from workers import runtime as runtime_module
@@ -40,11 +41,9 @@ def polled(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch):
             monkeypatch.setenv(key, value)
         runtime_module.reset()
         broker = celery_app.conf.broker_url
-        celery_app.conf.broker_url = redis_url  # this process enqueues into the test's Redis
-        celery_app.close()
+        point_at(celery_app, redis_url)  # this process enqueues into the test's Redis
         yield env, gh, number, runtime_module.runtime()
-        celery_app.conf.broker_url = broker
-        celery_app.close()
+        point_at(celery_app, broker)
         runtime_module.reset()
 
 

@@ -23,6 +23,7 @@ from bot.core import transitions as tr
 from bot.core.state import SeriesState
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
+from tests.support.broker import point_at
 from tests.support.carry_env import (
     BODY,
     SERIES,
@@ -64,12 +65,10 @@ def env(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iter
     for key, value in carry.env.items():
         monkeypatch.setenv(key, value)
     broker = celery_app.conf.broker_url
-    celery_app.conf.broker_url = redis_url  # tasks the dispatcher sends land in the test Redis
-    celery_app.close()
+    point_at(celery_app, redis_url)  # tasks the dispatcher sends land in the test Redis
     runtime_module.reset()
     yield carry
-    celery_app.conf.broker_url = broker
-    celery_app.close()
+    point_at(celery_app, broker)
     runtime_module.reset()
 
 

@@ -19,6 +19,7 @@ from bot.github import forge as forge_module
 from bot.github.forge import Forge
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
+from tests.support.broker import point_at
 from tests.support.carry_env import BODY, SERIES, CarryEnv
 from tests.support.gitrepo import git
 from workers import publish
@@ -158,12 +159,10 @@ def deployments(
             for key, value in settings.items():
                 monkeypatch.setenv(key, value)
             runtime_module.reset()
-            celery_app.conf.broker_url = redis_url  # anything enqueued goes to the test's Redis
-            celery_app.close()
+            point_at(celery_app, redis_url)  # anything enqueued goes to the test's Redis
             return Deployment(env, gh, runtime_module.runtime())
 
         yield start
         assert [gh.errors for gh in started] == [[] for _ in started]
-    celery_app.conf.broker_url = broker
-    celery_app.close()
+    point_at(celery_app, broker)
     runtime_module.reset()

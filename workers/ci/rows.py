@@ -13,6 +13,7 @@ from bot.ci.runs import REPORT_TASK, SERVICE_QUEUE, Run, check_keys
 from bot.ci.spec import JobPayload
 from bot.core.ci_plan import REUSABLE
 from bot.core.ci_report import carry_over
+from bot.core.notify import NOTIFY_TASK
 from bot.core.state import CiState, CiStatus, SeriesState
 from bot.core.verified import Change, Notice, note_rows
 from bot.queue.celery_app import GIT_QUEUE
@@ -96,7 +97,6 @@ def notify(celery_app: Celery, series_id: str, rows: list[CiState]) -> None:
             log.exception("reporting CI row %s of %s failed", row.runner, series_id)
 
 
-NOTIFY_TASK = "carry.notify"
 BISECT_TASK = "carry.bisect"
 
 
