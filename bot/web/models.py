@@ -161,6 +161,16 @@ class RedStreakOut(ApiModel):
     last: str
 
 
+class HumanWaitOut(ApiModel):
+    """Since when the series has needed a human (a conflict, a review)."""
+
+    head: str  # the first head that needed one
+    at: str
+    heads: int  # checked heads since
+    last: str
+    told: bool  # people were told it is stuck (notify.stuck_heads / stuck_hours)
+
+
 class BisectOut(ApiModel):
     """The upstream range between the last good head and the first red one, bisected."""
 
@@ -191,6 +201,7 @@ class SeriesOut(_SeriesFields):
     heads: list[HeadCheckOut] = []  # the heads tested, newest first
     last_good: GoodHeadOut | None = None
     red_streak: RedStreakOut | None = None
+    human_wait: HumanWaitOut | None = None
     bisect: BisectOut | None = None
 
 

@@ -36,6 +36,7 @@ from bot.web.models import (
     HeadOut,
     HistoryEntryOut,
     HistoryOut,
+    HumanWaitOut,
     PatchDetailOut,
     PatchFilesOut,
     PatchHistoryEntryOut,
@@ -450,6 +451,7 @@ def series_full(
             else None
         ),
         red_streak=RedStreakOut(**asdict(state.red_streak)) if state.red_streak else None,
+        human_wait=HumanWaitOut(**asdict(state.human_wait)) if state.human_wait else None,
         bisect=bisect_out(state.bisect) if state.bisect else None,
     )
 

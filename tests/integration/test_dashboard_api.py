@@ -27,6 +27,7 @@ from bot.core.state import (
     CiState,
     GoodHead,
     HeadCheck,
+    HumanWait,
     PatchState,
     PrInfo,
     RedStreak,
@@ -953,6 +954,7 @@ def test_verified_heads_last_good_and_red_streak_on_the_page_api_and_badge(
         ],
         last_good=GoodHead(good, "t1", ago(hours=2)),
         red_streak=RedStreak(bad, ago(hours=1), 1, bad),
+        human_wait=HumanWait(good, ago(hours=3), 12, bad, told=True),
     )
     culprit = "c" * 40
     found = bisect.start(
@@ -976,6 +978,9 @@ def test_verified_heads_last_good_and_red_streak_on_the_page_api_and_badge(
     assert api["last_good"]["badge"] == "/badges/series/verified/good.svg"
     assert api["red_streak"] == {"head": bad, "at": state.red_streak.at, "heads": 1, "last": bad}  # type: ignore[union-attr]
     assert "Red since <code>bbbbbbbbbbbb</code>" in page
+    assert api["human_wait"]["heads"] == 12 and api["human_wait"]["told"] is True
+    assert "Waiting for a human since <code>aaaaaaaaaaaa</code> (12 checked heads" in page
+    assert "people were told it is stuck" in page
     assert "Last known good head: <code>aaaaaaaaaaaa</code>" in page
     assert "(last good)" in page
     assert badge.headers["content-type"] == "image/svg+xml"
