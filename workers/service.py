@@ -47,6 +47,7 @@ def web(host: str, port: int) -> None:
 
     from bot.queue import logging_hooks  # noqa: F401  (correlation ids travel with each task)
     from bot.queue.celery_app import app as celery_app
+    from bot.web.access import exposure_warning
     from bot.web.app import create_app
     from workers.runtime import runtime
 
@@ -56,7 +57,12 @@ def web(host: str, port: int) -> None:
     def enqueue(event: Event) -> None:
         celery_app.send_task("carry.ingest", kwargs={"event": event_to_dict(event)})
 
-    app = create_app(rt.config, rt.settings, rt.redis, on_event=enqueue)
+    token_env = rt.config.web.dashboard_token_env
+    exposure = exposure_warning(host, port, Settings.dashboard_token(rt.config), token_env)
+    if exposure is not None:
+        logging.getLogger("carry.web").warning("WARNING: %s", exposure)
+        print(f"carry web: WARNING: {exposure}", file=sys.stderr, flush=True)
+    app = create_app(rt.config, rt.settings, rt.redis, on_event=enqueue, exposure=exposure)
     uvicorn.run(
         app,
         host=host,

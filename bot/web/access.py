@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -61,3 +62,28 @@ class Access:
 
 def _same(given: str, expected: str) -> bool:
     return bool(given) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+# --------------------------------------------------------------------------- exposure
+
+
+def exposure_warning(host: str, port: int, token: SecretStr | None, token_env: str) -> str | None:
+    """What to say, at start and on every page, when the dashboard listens beyond this machine
+    with no token: anyone who reaches it reads every series, run log and /metrics. None when
+    it listens on loopback only or needs the token."""
+    if token is not None or _loopback(host):
+        return None
+    return (
+        f"the dashboard, its run logs and /metrics are open to anyone who can reach "
+        f"{host}:{port}: set {token_env} (web.dashboard_token_env) to require a token, or "
+        "serve on 127.0.0.1 behind a proxy that checks who asks"
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        return False

@@ -24,9 +24,11 @@ def create_app(
     settings: Settings,
     redis_client: redis.Redis,
     on_event: OnEvent | None = None,
+    exposure: str | None = None,
 ) -> FastAPI:
     """Build the app. Raises ConfigError when CARRY_WEBHOOK_SECRET is unset: carry never
-    serves a webhook route that would accept unsigned deliveries."""
+    serves a webhook route that would accept unsigned deliveries. `exposure`: a warning every
+    page shows (bot.web.access.exposure_warning)."""
     secret = settings.webhook_secret
     if secret is None or not secret.get_secret_value():
         raise ConfigError(
@@ -54,7 +56,7 @@ def create_app(
     )
     _add_api_routes(app, redis_client, access)
     app.include_router(api_router(redis_client, access, config, fix_pages))
-    install_dashboard(app, redis_client, access, config, fix_pages)
+    install_dashboard(app, redis_client, access, config, fix_pages, exposure)
     return app
 
 

@@ -425,11 +425,14 @@ class Live:
 @dataclass
 class Pages:
     env: jinja2.Environment = field(default_factory=_environment)
+    # said on every page: the dashboard is open beyond this machine (bot.web.access)
+    exposure: str | None = None
 
     def render(
         self, name: str, *, title: str, nav: str = "", status_code: int = 200, **context: Any
     ) -> HTMLResponse:
         context.setdefault("live", Live())
+        context.setdefault("exposure", self.exposure)
         html = self.env.get_template(name).render(title=title, nav=nav, **context)
         return HTMLResponse(html, status_code=status_code, headers=_HEADERS)
 
@@ -681,9 +684,10 @@ def dashboard_router(
     fix_pages: FixPages,
     *,
     live: LiveStream | None = None,
+    exposure: str | None = None,
 ) -> APIRouter:
     """HTML pages, the live event stream and the badges (all GET, all read-only)."""
-    board = Dashboard(client, config, fix_pages)
+    board = Dashboard(client, config, fix_pages, Pages(exposure=exposure))
     stream = live or LiveStream(async_client_like(client))
     router = APIRouter(include_in_schema=False)
     pages = [page_access(access)]
@@ -759,8 +763,9 @@ def install_dashboard(
     access: Access,
     config: CarryConfig | None,
     fix_pages: FixPages,
+    exposure: str | None = None,
 ) -> None:
     """Add the pages, the stream, the badges and /static to `app`, and a 503 for a dead store."""
-    app.include_router(dashboard_router(client, access, config, fix_pages))
+    app.include_router(dashboard_router(client, access, config, fix_pages, exposure=exposure))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_exception_handler(redis.RedisError, store_unavailable)

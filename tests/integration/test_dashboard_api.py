@@ -17,6 +17,7 @@ import httpx
 import pytest
 import redis
 from fastapi import FastAPI
+from pydantic import SecretStr
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -43,7 +44,7 @@ from bot.store.series import (
     save_series,
     update_series,
 )
-from bot.web.access import SESSION_COOKIE, Access
+from bot.web.access import SESSION_COOKIE, Access, exposure_warning
 from bot.web.app import create_app
 from bot.web.dashboard import LiveStream, async_client_like, dashboard_router, render_markdown
 from bot.web.views import FixPages
@@ -992,3 +993,41 @@ def test_verified_heads_last_good_and_red_streak_on_the_page_api_and_badge(
     }
     assert "First failing commit: <code>cccccccccccc</code> Rework the scheduler (#77)</p>" in page
     assert "the fix no longer works after cccccccccccc Rework the scheduler (#77)" in page
+
+
+@pytest.mark.parametrize(
+    ("host", "token", "open_"),
+    [
+        ("127.0.0.1", None, False),
+        ("::1", None, False),
+        ("localhost", None, False),
+        ("0.0.0.0", None, True),
+        ("::", None, True),
+        ("10.1.2.3", None, True),
+        ("carry.internal", None, True),
+        ("0.0.0.0", "t0ken", False),
+    ],
+)
+def test_a_dashboard_open_beyond_this_machine_without_a_token_is_said(
+    host: str, token: str | None, open_: bool
+) -> None:
+    """Issue 33: compose's dashboard, run logs and /metrics were public with no warning."""
+    said = exposure_warning(host, 8000, SecretStr(token) if token else None, TOKEN_ENV)
+    assert (said is not None) == open_
+    if said is not None:
+        assert f"anyone who can reach {host}:8000" in said and TOKEN_ENV in said
+
+
+def test_every_page_shows_the_exposure_warning(client: redis.Redis) -> None:
+    save_series(client, main_series())
+    said = exposure_warning("0.0.0.0", 8000, None, TOKEN_ENV)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO_ROOT)
+        patch.delenv(TOKEN_ENV, raising=False)
+        app = create_app(CONFIG, secret_settings(), client, exposure=said)
+    with serve(app) as url, httpx.Client(timeout=10) as http:
+        for path in ("/", f"/series/{MAIN}", "/runs", "/runners", "/events", "/series/none"):
+            page = http.get(f"{url}{path}").text
+            assert "Open to the network:" in page and "anyone who can reach 0.0.0.0:8000" in page
+    with dashboard(client) as url, httpx.Client(timeout=10) as http:
+        assert "Open to the network" not in http.get(f"{url}/").text
