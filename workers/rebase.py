@@ -16,9 +16,8 @@ from typing import Any
 from bot.config import BaseSpec, Series
 from bot.core import events as ev
 from bot.core import transitions as tr
-from bot.core.attention import HumanNotice, StuckLimits, note_check
+from bot.core.attention import HumanNotice, note_check
 from bot.core.classify import Status
-from bot.core.notify import NOTIFY_TASK
 from bot.core.policy import over_budget, series_digest
 from bot.core.report import PatchReport, SeriesReport
 from bot.core.state import Phase, SeriesState
@@ -29,6 +28,7 @@ from bot.github.forge import ForgeError
 from bot.series_loader import LoadedSeries, SeriesInvalid, load_series
 from bot.store import series as store
 from bot.store.metrics import observe_rebase
+from workers import attention
 from workers import downstream as downstream_repo
 from workers.facts import base_of
 from workers.runtime import Runtime
@@ -324,7 +324,7 @@ def _store_report(
     }
     merged: list[SeriesState] = []
     notices: list[HumanNotice] = []
-    limits = StuckLimits(rt.config.notify.stuck_heads, rt.config.notify.stuck_hours)
+    limits = attention.limits(rt)
 
     def merge(fresh: SeriesState) -> bool:
         merged[:] = [fresh]
@@ -357,19 +357,11 @@ def _store_report(
                 reason=p.reason,
                 evidence=p.evidence,
             )
-        for notice in notices:
-            told = notice.to_dict()
-            reason = told.pop("summary")
-            told.pop("series")
-            store.queue_history(pipe, series.id, notice.change.value, reason=reason, **told)
+        attention.queue_notices(pipe, series.id, notices)
 
     store.update_series(rt.redis, series.id, merge, create={}, also=entries, lease=lease)
     (state,) = merged
-    for notice in notices:  # to the webhooks (workers/notify.py), once per change
-        try:
-            rt.send(NOTIFY_TASK, {"notice": notice.to_dict()})
-        except Exception:  # the history entry stands; the webhooks miss this one
-            log.exception("sending the %s notice of %s failed", notice.change, series.id)
+    attention.send_notices(rt, series.id, notices)  # to the webhooks, once per change
     return state, tr.proposes_change(state.patches)
 
 

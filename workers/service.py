@@ -25,6 +25,7 @@ from bot.config import (
     redact_url,
 )
 from bot.core.events import Event, event_to_dict
+from bot.core.notify import STUCK_EVERY_S, STUCK_TASK
 from bot.local_redis import LocalRedis, LocalRedisError, stored_password
 
 
@@ -141,6 +142,9 @@ def beat_schedule(config: CarryConfig, env: Settings) -> dict[str, dict[str, obj
             "task": "carry.redeliver",
             "schedule": float(config.polling.redeliver_every_s),
         }
+    if config.notify.stuck_hours is not None:
+        # a series waiting for a human is told it is stuck when hours pass, heads or not
+        schedule["tell-stuck-series"] = {"task": STUCK_TASK, "schedule": STUCK_EVERY_S}
     if any(series.ci.min_interval_s or series.ci.daily_budget for series in config.series):
         # a paced run starts when its time comes: ci.min_interval_s, ci.daily_budget
         schedule["release-paced-runs"] = {"task": PACED_TASK, "schedule": PACED_EVERY_S}

@@ -19,6 +19,7 @@ from bot.ci import runs as ci_runs
 from bot.config import Settings, load_settings
 from bot.core import events as ev
 from bot.core import transitions as tr
+from bot.core.notify import STUCK_TASK
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError, GitOutOfMemory
@@ -27,8 +28,8 @@ from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
 from bot.store.metrics import count_event, record_rate_limit
+from workers import attention, dashboard_issue, poller, publish, redelivery
 from workers import bisect as bisect  # registers carry.bisect
-from workers import dashboard_issue, poller, publish, redelivery
 from workers import notify as notify  # registers carry.notify
 from workers.ci import github as hardware
 from workers.ci import requests as ci
@@ -301,6 +302,13 @@ def poll_prs(self: Task) -> None:
     with correlated(task_id=self.request.id):
         for event in poller.pr_events(rt):
             handle_event(rt, event)
+
+
+@app.task(name=STUCK_TASK, bind=True, acks_late=True)
+def tell_stuck(self: Task) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id):
+        attention.tell_stuck(rt)
 
 
 @app.task(name="carry.check_permission", bind=True, acks_late=True, max_retries=PERMISSION_RETRIES)

@@ -2,7 +2,8 @@
 conflicts, a patch newly sent to review, and a series stuck waiting for a human for
 `notify.stuck_heads` heads or `notify.stuck_hours` hours. Pure: workers/rebase.py calls
 `note_check` inside the transaction that stores a check, and sends what it returns the way
-a change of verdict is sent (workers/ci/rows.announce: history, then webhooks).
+a change of verdict is sent (workers/ci/rows.announce: history, then webhooks); the beat asks
+`stuck_now` between heads (workers/stuck.py).
 """
 
 from __future__ import annotations
@@ -117,10 +118,19 @@ def _follow_wait(
         wait = state.human_wait = HumanWait(head=head, at=now, heads=1, last=head)
     elif wait.last != head:
         wait.heads, wait.last = wait.heads + 1, head
-    if wait.told or not _stuck(wait, now, limits):
+    return stuck_now(state, now, limits)
+
+
+def stuck_now(state: SeriesState, now: str, limits: StuckLimits) -> HumanNotice | None:
+    """The stuck notice, once per stretch, when the series' wait for a human has passed a
+    limit by now; also asked by the beat between heads (an upstream that does not move
+    checks no head, and hours still pass)."""
+    wait = state.human_wait
+    if wait is None or wait.told or not _stuck(wait, now, limits):
         return None
     wait.told = True
-    return HumanNotice(Attention.STUCK, state.id, head, waiting, wait.heads, wait.at)
+    waiting = tuple((p.name, p.reason) for p in state.patches if needs_human(p) is not None)
+    return HumanNotice(Attention.STUCK, state.id, wait.last, waiting, wait.heads, wait.at)
 
 
 def _stuck(wait: HumanWait, now: str, limits: StuckLimits) -> bool:

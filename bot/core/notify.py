@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 NOTIFY_TASK = "carry.notify"  # the task that sends a notice to the webhooks (workers/notify.py)
+STUCK_TASK = "carry.stuck"  # the beat's: tells series stuck for hours (workers/attention.py)
+STUCK_EVERY_S = 600.0  # how often the beat sends STUCK_TASK when notify.stuck_hours is set
 SIGNATURE_HEADER = "X-Carry-Signature-256"
 EVENT_HEADER = "X-Carry-Event"
 DELIVERY_HEADER = "X-Carry-Delivery"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.support.carry_env import BODY, SERIES, CarryEnv, one_fix_in_this_process
+from workers import attention
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series
 from workers.runtime import Runtime
@@ -79,3 +80,26 @@ def test_a_new_conflict_is_told_once_and_a_long_wait_once_as_stuck(env: CarryEnv
     assert told.changes() == [] and env.state().human_wait is None
     check(rt, env.upstream.commit("and rewrites it again", CLASH))
     assert told.changes() == ["new-conflict"]  # a new stretch, a new message
+
+
+def test_hours_pass_between_heads_and_the_beat_says_the_series_is_stuck(env: CarryEnv) -> None:
+    """An upstream that does not move checks no head: the beat's carry.stuck asks instead."""
+    config = json.loads(env.config_path.read_text())
+    config["notify"] = {"stuck_heads": None, "stuck_hours": 2}
+    env.config_path.write_text(json.dumps(config))
+    runtime_module.reset()
+    told = Told()
+    base = dataclasses.replace(runtime_module.runtime(), send=told)
+    at = dataclasses.replace(base, clock=lambda: "2026-12-06T08:00:00Z")
+    check(at, env.upstream.commit("upstream rewrites the patched line", CLASH))
+    assert told.changes() == ["new-conflict"]
+
+    for now, stuck in (("2026-12-06T09:59:00Z", []), ("2026-12-06T10:00:00Z", [SERIES])):
+        assert attention.tell_stuck(dataclasses.replace(base, clock=lambda now=now: now)) == stuck
+    (notice,) = told.notices
+    assert told.changes() == ["stuck"]
+    assert notice["since"] == "2026-12-06T08:00:00Z" and notice["heads"] == 1
+    (entry,) = env.history("stuck")
+    assert entry["data"]["key"] == notice["key"]
+    later = dataclasses.replace(base, clock=lambda: "2026-12-09T00:00:00Z")
+    assert attention.tell_stuck(later) == [] and told.changes() == []  # once per stretch

@@ -24,12 +24,18 @@ NO_GITHUB: dict[str, Any] = {
 
 
 def schedule(
-    tmp_path: Path, settings: Settings, ci: dict[str, Any] | None = None, **web: Any
+    tmp_path: Path,
+    settings: Settings,
+    ci: dict[str, Any] | None = None,
+    notify: dict[str, Any] | None = None,
+    **web: Any,
 ) -> dict[str, dict[str, object]]:
     data = copy.deepcopy(yaml.safe_load(EXAMPLE.read_text()))
     data["web"] = {**data.get("web", {}), **web}
     if ci is not None:
         data["series"][0]["ci"] = ci
+    if notify is not None:
+        data["notify"] = {**data.get("notify", {}), **notify}
     data["polling"]["redeliver_every_s"] = 120
     path = tmp_path / "carry.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -62,3 +68,10 @@ def test_paced_runs_are_released_only_where_a_series_paces(tmp_path: Path) -> No
     entry = schedule(tmp_path, token, ci={"min_interval_s": 600})["release-paced-runs"]
     assert entry == {"task": "carry.ci.release_paced", "schedule": 30.0}
     assert "release-paced-runs" in schedule(tmp_path, token, ci={"daily_budget": 4})
+
+
+def test_series_stuck_for_hours_are_asked_about_unless_the_limit_is_off(tmp_path: Path) -> None:
+    token = Settings(**(NO_GITHUB | {"github_token": "t"}))
+    entry = schedule(tmp_path, token)["tell-stuck-series"]  # notify.stuck_hours: 72 by default
+    assert entry == {"task": "carry.stuck", "schedule": 600.0}
+    assert "tell-stuck-series" not in schedule(tmp_path, token, notify={"stuck_hours": None})
