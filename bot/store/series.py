@@ -31,6 +31,7 @@ from typing import Any, Final, cast
 import redis
 from redis.commands.core import CoreCommands
 
+from bot.core.history import HistoryKind
 from bot.core.state import SeriesState, stamp_since
 
 log = logging.getLogger("carry.store")
@@ -230,7 +231,9 @@ def publish(client: Any, message: dict[str, Any]) -> None:
     client.publish(UPDATES_CHANNEL, json.dumps(message))
 
 
-def append_history(client: redis.Redis, series_id: str | None, kind: str, **fields: Any) -> str:
+def append_history(
+    client: redis.Redis, series_id: str | None, kind: HistoryKind, **fields: Any
+) -> str:
     """Appends one entry to the series' history and the global one; returns its stream id."""
     pipe = client.pipeline()
     queue_history(pipe, series_id, kind, **fields)
@@ -238,19 +241,19 @@ def append_history(client: redis.Redis, series_id: str | None, kind: str, **fiel
     return _text(ids[-2])  # the global stream's entry; the last reply is the PUBLISH's
 
 
-def queue_history(pipe: Any, series_id: str | None, kind: str, **fields: Any) -> None:
+def queue_history(pipe: Any, series_id: str | None, kind: HistoryKind, **fields: Any) -> None:
     """Queues one history entry (both streams and its live-page message) on a pipeline, so it
     commits with whatever else that pipeline writes."""
     entry = {
         "at": now_iso(),
         "series": series_id or "",
-        "kind": kind,
+        "kind": kind.value,
         "data": json.dumps(fields, default=str),
     }
     if series_id:
         pipe.xadd(f"{PREFIX}history:{series_id}", entry, maxlen=HISTORY_MAXLEN, approximate=True)
     pipe.xadd(f"{PREFIX}history", entry, maxlen=HISTORY_MAXLEN, approximate=True)
-    publish(pipe, {"kind": "history", "series": series_id, "entry": kind})
+    publish(pipe, {"kind": "history", "series": series_id, "entry": kind.value})
 
 
 def history(
