@@ -224,10 +224,9 @@ def _end(rt: Runtime, series_id: str, why: str) -> None:
         bisect.stop(state.bisect, why, store.now_iso())
         return True
 
-    if store.update_series(rt.redis, series_id, stop):
-        state = store.load_series(rt.redis, series_id)
-        if state is not None and state.bisect is not None:
-            _answer(rt, series_id, state.bisect)
+    state = store.update_series(rt.redis, series_id, stop)
+    if state is not None and state.bisect is not None:
+        _answer(rt, series_id, state.bisect)
 
 
 def _answer(rt: Runtime, series_id: str, b: bisect.Bisection) -> None:

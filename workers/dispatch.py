@@ -110,7 +110,7 @@ def _change(rt: Runtime, action: Action, change: Callable[[SeriesState], bool]) 
     """Applies one transition to the series' fresh state, creating the state if it is missing;
     a change that returns False (nothing to do) writes nothing."""
     assert action.series_id
-    return store.update_series(rt.redis, action.series_id, change, create={})
+    return store.update_series(rt.redis, action.series_id, change, create={}) is not None
 
 
 def _record_pusher(rt: Runtime, action: Action) -> None:

@@ -156,7 +156,7 @@ def update_series(
     create: dict[str, Any] | None = None,
     also: Also | None = None,
     lease: Lease | None = None,
-) -> bool:
+) -> SeriesState | None:
     """Read, change in pure code, commit once: `change` edits a fresh copy and says whether it
     changed anything. The commit is a compare-and-set on the document as it was read, so a
     concurrent writer's change is never overwritten: on a conflict the document is read again
@@ -164,7 +164,8 @@ def update_series(
     a missing state starts as SeriesState(id, **create). `also` queues writes (history
     entries) that commit with the state, after `change` said True. With `lease`, the commit
     is refused (LeaseLost) once the job no longer holds its series. Two round trips when no
-    one else writes. False when there is no state or nothing changed."""
+    one else writes. Returns the state as committed, or None when there is no state or
+    nothing changed."""
     key = _series_key(series_id)
     commit = client.register_script(_COMMIT)
     while True:
@@ -174,7 +175,7 @@ def update_series(
             state = SeriesState(id=series_id, **create)
         before = (state.error, state.upstream_error) if state else (None, None)
         if state is None or not change(state):
-            return False
+            return None
         stamp_since(state, before, now_iso())
         state.updated_at = now_iso()
         queued = _Queued()  # history entries and the live-page message, run by the script
@@ -196,7 +197,7 @@ def update_series(
                 f"series {series_id} was stored, but not all with it: {failed}"
             )
         if landed == 1:
-            return True
+            return state
         if landed == -1:
             assert lease is not None
             raise LeaseLost(
@@ -244,6 +245,7 @@ def append_history(
 def queue_history(pipe: Any, series_id: str | None, kind: HistoryKind, **fields: Any) -> None:
     """Queues one history entry (both streams and its live-page message) on a pipeline, so it
     commits with whatever else that pipeline writes."""
+    kind = HistoryKind(kind)  # a kind carry does not know is refused before anything is written
     entry = {
         "at": now_iso(),
         "series": series_id or "",

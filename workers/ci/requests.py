@@ -204,7 +204,7 @@ def record_push(client: redis.Redis, series_id: str, push: Push) -> bool:
         return True
 
     ensure_series(client, series_id)
-    return update_series(client, series_id, add)
+    return update_series(client, series_id, add) is not None
 
 
 def _new_job(series_id: str, target: CiTarget, tree: TreeSpec, force: bool) -> JobPayload:
@@ -566,8 +566,7 @@ def _add_approval(client: redis.Redis, series_id: str, sha: str) -> SeriesState:
         return True
 
     ensure_series(client, series_id)
-    update_series(client, series_id, add)
-    state = load_series(client, series_id)
+    state = update_series(client, series_id, add) or load_series(client, series_id)
     assert state is not None  # ensure_series made it
     return state
 
