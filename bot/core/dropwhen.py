@@ -13,11 +13,12 @@ leading the reason.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from bot.core.classify import Decision, HunkPresence, HunkState, Status, Verdict
+from bot.core.fixpage import FixPage
 from bot.core.landing import pr_number
 
 MAX_REASON_DIFF_LINES = 8  # a differences diff longer than this is left to the evidence
@@ -68,6 +69,42 @@ class PrMerge:
         return self.reverted_by is None
 
 
+# A page's entries in these states still name the change that would make the patch unnecessary
+# (the page's state may lag behind upstream); closed, superseded, reverted and not-filed do not.
+_LIVE_STATES = ("open", "draft", "merged")
+
+
+def declared_prs(
+    pages: Iterable[FixPage],
+    drop_when: Mapping[str, tuple[str, int]],
+    upstream_repo: str | None,
+    *,
+    automatic: bool,
+) -> dict[str, list[DeclaredPr]]:
+    """Per patch file: the PRs declared for it, by its fix page's Upstream entries and by the
+    series' `drop_when` (patch -> (repo, number)). Only PRs of `upstream_repo` count (a page
+    may name a PR of another project); with None (not known), every one does."""
+
+    def ours(repo: str | None) -> bool:
+        return upstream_repo is None or (repo or "").lower() == upstream_repo.lower()
+
+    out: dict[str, list[DeclaredPr]] = {}
+    for patch, (repo, number) in drop_when.items():
+        if ours(repo):
+            out.setdefault(patch, []).append(
+                DeclaredPr(number, DeclaredIn.DROP_WHEN, repo, automatic)
+            )
+    for page in pages:
+        for entry in page.upstream:
+            if entry.number is None or entry.state not in _LIVE_STATES or not ours(entry.repo):
+                continue
+            pr = DeclaredPr(entry.number, DeclaredIn.FIX_PAGE, entry.repo, automatic)
+            for patch in page.patch_names:
+                if all(d.number != pr.number for d in out.get(patch, [])):
+                    out.setdefault(patch, []).append(pr)
+    return out
+
+
 def find_merge(pr: DeclaredPr, newest_first: Sequence[FirstParentCommit]) -> PrMerge | None:
     """The newest commit of `newest_first` that merged `pr` (by its subject), with the newer
     commit that reverted it (`Revert "<that subject>"`), or None when none merged it."""
@@ -75,7 +112,9 @@ def find_merge(pr: DeclaredPr, newest_first: Sequence[FirstParentCommit]) -> PrM
         if pr_number(commit.subject) != pr.number:
             continue
         undo = f'Revert "{commit.subject}"'
-        reverted = next((c.sha for c in newest_first[:position] if c.subject.startswith(undo)), None)
+        reverted = next(
+            (c.sha for c in newest_first[:position] if c.subject.startswith(undo)), None
+        )
         return PrMerge(pr, commit.sha, commit.subject, reverted)
     return None
 
@@ -133,7 +172,9 @@ def judge(
         shown = differences(hunk_diffs)
         lines = shown.count("\n") + 1
         if lines > MAX_REASON_DIFF_LINES:
-            shown = f"{len(hunk_diffs)} of {len(hunks)} hunks differ (the diffs are in the evidence)"
+            shown = (
+                f"{len(hunk_diffs)} of {len(hunks)} hunks differ (the diffs are in the evidence)"
+            )
         reason = f"{lead}; differences: {shown}"
         if pr.automatic:
             return Verdict(verdict.status, Decision.DROP, reason)

@@ -27,8 +27,8 @@ from bot.core.classify import (
     Status,
     Verdict,
 )
-from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.dropwhen import DeclaredPr, FirstParentCommit, PrMerge
+from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.landing import CommitLines, How, Landing
 from bot.core.linetrack import CommitHunks, touching_commits
 from bot.core.patchfile import FileDiff, Hunk, PatchFile, PatchFileError, PatchMeta, parse_patch

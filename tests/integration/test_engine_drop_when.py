@@ -95,7 +95,9 @@ def test_a_merged_declared_pr_leads_the_review_with_the_pr_and_the_differences(u
     up.commit("Unrelated (#1234)", {"other.py": "alpha = 1\n"})
     p = check(up, patches, tmp_path, base=base, declared=declared(123))
     assert (p.status, p.decision) == (Status.UPSTREAM_VERSION, Decision.REVIEW)
-    assert p.reason.startswith(f"merged upstream as #123 in {landed[:12]} (declared in the fix page)")
+    assert p.reason.startswith(
+        f"merged upstream as #123 in {landed[:12]} (declared in the fix page)"
+    )
     assert "drop_when_merged" in p.reason
     found = entry(p, "declared-pr")
     assert found["merged"] is True and found["merge_commit"] == landed
@@ -126,7 +128,9 @@ def test_a_merge_commit_names_the_pr_and_without_a_base_it_still_counts(up, tmp_
     up.commit("Add frobnicate", {"mod.py": theirs()})
     up.checkout("main")
     up.commit("Unrelated", {"other.py": "alpha = 1\n"})
-    up.git("merge", "-q", "--no-ff", "-m", "Merge pull request #77 from someone/frob", "contributor")
+    up.git(
+        "merge", "-q", "--no-ff", "-m", "Merge pull request #77 from someone/frob", "contributor"
+    )
     merge = up.head()
     p = check(up, patches, tmp_path, declared=declared(77, automatic=True))
     assert p.decision == Decision.DROP
