@@ -33,6 +33,7 @@ from bot.core.landing import CommitLines, How, Landing
 from bot.core.linetrack import CommitHunks, touching_commits
 from bot.core.patchfile import FileDiff, Hunk, PatchFile, PatchFileError, PatchMeta, parse_patch
 from bot.core.presence import HeadsEvidence
+from bot.core.refresh import RefreshClass, classify_refresh
 from bot.core.renumber import FileMove, blob_id, renumber
 from bot.core.repath import repath
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
@@ -975,6 +976,7 @@ class _PatchCheck:
             report.interdiff = interdiff(
                 self.original.data, self.original_parsed, refreshed, written
             )
+            report.refresh = self._refresh_class(written, renumbered)
         elif verdict.status == Status.APPLIES_MOVED:
             report.status = Status.APPLIES
             report.reason = "applies as is"
@@ -1016,6 +1018,36 @@ class _PatchCheck:
         if verdict.status in POINTER_STATUSES:
             report.upstream_commits = [found.as_dict() for found in self._landings()]
         return report
+
+    def _refresh_class(self, written: PatchFile, renumbered: bool) -> dict[str, Any]:
+        """Whether the refresh moved the patch's context only or changed its `+`/`-` lines
+        (bot.core.refresh), and for a content change, per changed hunk, the upstream commit
+        that last touched its lines: what forced it."""
+        if renumbered:  # renumbering keeps every line as it was
+            return {"class": RefreshClass.CONTEXT_ONLY.value}
+        found = classify_refresh(self.original_parsed, written)
+        out: dict[str, Any] = {"class": found.kind.value}
+        if found.kind == RefreshClass.CONTENT_CHANGED:
+            out["forced_by"] = [self._forced_by(fdiff, hunk) for fdiff, hunk in found.changed]
+        return out
+
+    def _forced_by(self, fdiff: FileDiff, hunk: Hunk) -> dict[str, Any]:
+        """The newest upstream commit (of the range, else of the file's recent history) that
+        touched the lines of a carried hunk the refresh changed."""
+        path = fdiff.old_path or fdiff.path
+        entry: dict[str, Any] = {"file": fdiff.path, "hunk": hunk.header}
+        if self.range:
+            touching = self.ctx.engine.touching(self.range, [path])
+            timeline = history.file_histories(self.git, self.range, [path], touching).get(path, [])
+            fork = self.range.split("..", 1)[0]
+            newest_first = self._lines_touched(hunk, path, fork, timeline)[::-1]
+        else:
+            found = self._recent_touches(hunk, path).get("upstream_commits", [])
+            newest_first = [(c["sha"], c["subject"]) for c in found]
+        if newest_first:
+            sha, subject = newest_first[0]
+            entry.update(sha=sha, subject=subject, pr=landing.pr_number(subject))
+        return entry
 
     def _three_way(self, tree: str) -> ApplyResult:
         merged = self.ctx.applier.apply(tree, self.item.data, three_way=True)
