@@ -1028,19 +1028,27 @@ class _PatchCheck:
         found = classify_refresh(self.original_parsed, written)
         out: dict[str, Any] = {"class": found.kind.value}
         if found.kind == RefreshClass.CONTENT_CHANGED:
-            out["forced_by"] = [self._forced_by(fdiff, hunk) for fdiff, hunk in found.changed]
+            timelines: dict[str, list[CommitHunks]] = {}
+            if self.range and found.changed:  # one history read for every changed file
+                paths = list(dict.fromkeys(f.old_path or f.path for f, _ in found.changed))
+                touching = self.ctx.engine.touching(self.range, paths)
+                timelines = history.file_histories(self.git, self.range, paths, touching)
+            out["forced_by"] = [
+                self._forced_by(fdiff, hunk, timelines) for fdiff, hunk in found.changed
+            ]
         return out
 
-    def _forced_by(self, fdiff: FileDiff, hunk: Hunk) -> dict[str, Any]:
+    def _forced_by(
+        self, fdiff: FileDiff, hunk: Hunk, timelines: dict[str, list[CommitHunks]]
+    ) -> dict[str, Any]:
         """The newest upstream commit (of the range, else of the file's recent history) that
         touched the lines of a carried hunk the refresh changed."""
         path = fdiff.old_path or fdiff.path
         entry: dict[str, Any] = {"file": fdiff.path, "hunk": hunk.header}
         if self.range:
-            touching = self.ctx.engine.touching(self.range, [path])
-            timeline = history.file_histories(self.git, self.range, [path], touching).get(path, [])
             fork = self.range.split("..", 1)[0]
-            newest_first = self._lines_touched(hunk, path, fork, timeline)[::-1]
+            touched = self._lines_touched(hunk, path, fork, timelines.get(path, []))
+            newest_first = touched[::-1]
         else:
             found = self._recent_touches(hunk, path).get("upstream_commits", [])
             newest_first = [(c["sha"], c["subject"]) for c in found]
