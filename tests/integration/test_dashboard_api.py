@@ -211,11 +211,11 @@ DECISION = {
 def seed(client: redis.Redis) -> None:
     for state in (main_series(), release_series(), ple_series()):
         save_series(client, state)
-    append_history(client, MAIN, "head-moved", head=MAIN_HEAD, ref="refs/heads/main")
+    append_history(client, MAIN, "rebase", head=MAIN_HEAD, ref="refs/heads/main")
     append_history(client, MAIN, "decision", **DECISION)  # as workers/rebase.py writes it
     append_history(client, MAIN, "ci-check", run_id=FAILED_RUN, runner="gaudi", state="failure")
     append_history(
-        client, RELEASE, "checked", patches={PATCH: {"status": "applies", "decision": "keep"}}
+        client, RELEASE, "rebased", patches={PATCH: {"status": "applies", "decision": "keep"}}
     )
     heartbeat(client, "gaudi", "gaudi-host-1", {"queue": "hw.gaudi"})
     client.rpush("hw.gaudi", "job-1", "job-2")
@@ -326,7 +326,7 @@ def test_history_is_filtered_by_series_and_kind_and_paged(site: Site) -> None:
     """Issue 17 item 7: the events page was the newest 100 entries of everything, unfiltered."""
     for n in range(130):
         append_history(
-            site.client, MAIN if n % 2 else RELEASE, "decision" if n % 3 else "poll", n=n
+            site.client, MAIN if n % 2 else RELEASE, "decision" if n % 3 else "rebase", n=n
         )
     wanted = [n for n in reversed(range(130)) if n % 2 and n % 3]  # MAIN's decisions, newest first
     seen: list[int] = []
@@ -476,7 +476,7 @@ def test_history_is_newest_first_and_limited(site: Site) -> None:
     entries = site.get(f"/api/v1/series/{MAIN}/history").json()["entries"]
     newest = site.get(f"/api/v1/series/{MAIN}/history", params={"limit": 1}).json()["entries"]
 
-    assert [e["kind"] for e in entries] == ["ci-check", "decision", "head-moved"]
+    assert [e["kind"] for e in entries] == ["ci-check", "decision", "rebase"]
     assert newest == entries[:1]
     assert entries[0]["summary"] == "gaudi: failure"  # in words; the fields stay in `data`
     assert entries[0]["data"]["run_id"] == FAILED_RUN
@@ -788,12 +788,12 @@ def test_stream_relays_every_update_as_a_data_line(site: Site) -> None:
         lines = response.iter_lines()
         assert response.headers["content-type"].startswith("text/event-stream")
         assert read_event(lines) == ["retry: 3000", ": connected"]
-        append_history(site.client, MAIN, "head-moved", head="abc")
+        append_history(site.client, MAIN, "rebase", head="abc")
         save_series(site.client, release_series())
         received = [read_event(lines), read_event(lines)]
 
     assert [json.loads(event[0].removeprefix("data: ")) for event in received] == [
-        {"kind": "history", "series": MAIN, "entry": "head-moved"},
+        {"kind": "history", "series": MAIN, "entry": "rebase"},
         {"kind": "series", "series": RELEASE},
     ]
 
