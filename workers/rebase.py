@@ -18,6 +18,7 @@ from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.attention import HumanNotice, note_check
 from bot.core.classify import Status
+from bot.core.dropwhen import declared_prs
 from bot.core.history import HistoryKind
 from bot.core.policy import over_budget, series_digest
 from bot.core.report import PatchReport, SeriesReport
@@ -273,6 +274,12 @@ def _check(
     local = rt.settings.downstream_dir is not None  # a checkout of its own: clone it as is
     url = str(root) if local else downstream_repo.url(rt.settings, rt.config)
     source = (url, rt.config.downstream.branch)
+    declared = declared_prs(
+        loaded.pages,
+        series.drop_when_prs(),
+        upstream.repo,
+        automatic=series.policy.drop_when_merged,
+    )
     with engine_lock:
         return engine.check(
             head_sha,
@@ -281,6 +288,7 @@ def _check(
             links=links,
             patch_paths=paths,
             downstream=source,
+            declared=declared,
         )
 
 

@@ -200,6 +200,15 @@ class BaseSpec(_Model):
 class Policy(_Model):
     paused: bool = False
     auto_drop: bool = True
+    # a patch whose declared upstream PR (its fix page's, or drop_when) merged into the head,
+    # with upstream's version of every hunk there, is dropped without asking; false: reviewed
+    drop_when_merged: bool = False
+
+
+class DropWhen(_Model):
+    """The condition under which a patch is no longer needed: an upstream PR merges."""
+
+    merged: PrRefStr
 
 
 class CiPolicy(_Model):
@@ -238,6 +247,7 @@ class Series(_Model):
     base: BaseSpec
     patches: RelativeDir
     links: dict[str, list[PrRefStr]] = Field(default_factory=dict)
+    drop_when: dict[str, DropWhen] = Field(default_factory=dict)  # patch file -> condition
     runners: list[Name] = Field(default_factory=list)
     checks: list[Name] = Field(default_factory=list)
     trusted_authors: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
@@ -248,6 +258,10 @@ class Series(_Model):
 
     def linked_prs(self, patch_file: str) -> list[tuple[str, int]]:
         return [parse_pr_ref(ref) for ref in self.links.get(patch_file, [])]
+
+    def drop_when_prs(self) -> dict[str, tuple[str, int]]:
+        """Patch file -> the (repo, number) of the PR whose merge makes it unnecessary."""
+        return {patch: parse_pr_ref(when.merged) for patch, when in self.drop_when.items()}
 
 
 class Budget(_Model):

@@ -50,6 +50,10 @@ class PatchOut(ApiModel):
     changed: bool
     needs_attention: bool
     upstream: list[UpstreamPrOut]
+    # a refreshed patch: context-only or content-changed ("" when not refreshed), and for a
+    # content change the upstream commits that forced it ({file, hunk, sha, subject, pr})
+    refresh: str = ""
+    forced_by: list[dict[str, Any]] = []
 
 
 class PatchStateOut(PatchOut):

@@ -295,6 +295,10 @@ def patch_out(patch: PatchState, page: FixPage | None, host: str) -> PatchOut:
         changed=patch.changed,
         needs_attention=patch.needs_attention,
         upstream=upstream_prs(patch, page, host),
+        refresh=str(patch.refresh.get("class", "")) if patch.changed else "",
+        forced_by=[c for c in patch.refresh.get("forced_by", []) if c.get("sha")]
+        if patch.changed
+        else [],
     )
 
 

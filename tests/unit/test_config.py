@@ -159,7 +159,7 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
 
 
 _DELETE = object()
-ALLOWED_SERIES_KEYS = "id, upstream, base, patches, links, runners, checks, trusted_authors, policy, ci, publish, version_scheme"
+ALLOWED_SERIES_KEYS = "id, upstream, base, patches, links, drop_when, runners, checks, trusted_authors, policy, ci, publish, version_scheme"
 
 BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
     (

@@ -58,7 +58,7 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     assert state.approvals == ["d" * 40]
     written = json.loads(json.dumps(state.to_dict()))
     # fields added since then come back with their defaults; nothing stored is lost
-    added = {"engine_decision": "none", "engine_reason": "", "upstream_commits": []}
+    added = {"engine_decision": "none", "engine_reason": "", "upstream_commits": [], "refresh": {}}
     patches = [{**patch, **added} for patch in old["patches"]]
     expected = {**old, "schema": SCHEMA_VERSION, "replaced_heads": [], "patches": patches}
     expected |= {"heads": [], "last_good": None, "red_streak": None, "bisect": None}
