@@ -29,6 +29,8 @@ from bot.core.state import (
     GoodHead,
     HeadCheck,
     HumanWait,
+    Notice,
+    NoticeKind,
     PatchState,
     PrInfo,
     RedStreak,
@@ -1031,3 +1033,43 @@ def test_every_page_shows_the_exposure_warning(client: redis.Redis) -> None:
             assert "Open to the network:" in page and "anyone who can reach 0.0.0.0:8000" in page
     with dashboard(client) as url, httpx.Client(timeout=10) as http:
         assert "Open to the network" not in http.get(f"{url}/").text
+
+
+def test_notices_not_yet_on_github_are_shown_first_until_said(client: redis.Redis) -> None:
+    """A notice carry must say on its PR (the backup branch of a person's commits) is on the
+    series page and in the API from the moment it is due until GitHub has it."""
+    state = main_series()
+    state.notices = [
+        Notice(
+            "said-1",
+            NoticeKind.OTHER,
+            "An older notice.",
+            at="2026-12-01T00:00:00+00:00",
+            said_at="2026-12-01T00:01:00+00:00",
+            pr=7,
+            comment_id=3,
+        ),
+        Notice(
+            "kept-2",
+            NoticeKind.COMMITS_KEPT,
+            "Your 2 commits are kept on carry/backup/x.",
+            at="2026-12-02T00:00:00+00:00",
+        ),
+    ]
+    save_series(client, state)
+    with dashboard(client) as url, httpx.Client(timeout=10) as http:
+        api = http.get(f"{url}/api/v1/series/{MAIN}").json()
+        page = http.get(f"{url}/series/{MAIN}").text
+    assert [(n["id"], n["said_at"]) for n in api["notices"]] == [
+        ("kept-2", None),
+        ("said-1", "2026-12-01T00:01:00+00:00"),
+    ]
+    assert "Not yet said on GitHub (1)" in page
+    assert "Your 2 commits are kept on carry/backup/x." in page
+    assert "An older notice." not in page  # said: in the history, not here
+
+    state.notices[1].said_at = "2026-12-02T00:05:00+00:00"
+    save_series(client, state)
+    with dashboard(client) as url, httpx.Client(timeout=10) as http:
+        page = http.get(f"{url}/series/{MAIN}").text
+    assert "Not yet said on GitHub" not in page
