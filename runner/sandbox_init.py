@@ -413,7 +413,16 @@ def main(args: list[str]) -> int:
             continue
         if pid == child:
             end_descendants()  # what the step left running ends with it
-            return _exit_code(status)
+            code = _exit_code(status)
+            if code != 0 and options["memory-mb"] is not None:
+                print(
+                    f"[carry] the step failed (exit {code}) under the runner's memory limit: "
+                    f"each of its processes may map {options['memory-mb']} MiB (step_memory_mb "
+                    "or CARRY_TASK_MEMORY_MB); an allocation past it fails (MemoryError, or "
+                    "the process is killed)",
+                    file=sys.stderr,
+                )
+            return code
 
 
 def _say_netns_made() -> bool:

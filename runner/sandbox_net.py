@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import itertools
 import json
 import os
 import select
@@ -58,7 +59,7 @@ def host_addresses() -> list[str]:
             lines = handle.read().splitlines()
     except OSError:
         return found
-    for before, line in zip(lines, lines[1:], strict=False):
+    for before, line in itertools.pairwise(lines):
         if line.strip() == "/32 host LOCAL":
             address = before.strip().removeprefix("|-- ")
             if not address.startswith("127.") and address not in found:
