@@ -3,9 +3,11 @@
 Steps run code nobody here wrote. With isolation `namespaces` (util-linux `unshare`), a step gets
 its own PID namespace with a private /proc: it cannot see, signal or read the environment of the
 runner or of any other process on the host (the runner's broker URL is in its environment). It
-gets its own IPC and UTS namespaces too and, unless its config says `network: true`, its own
-network namespace with nothing but a loopback device: no route to the broker, to GitHub or to
-anything else. A runner that is not root maps itself to root in a user namespace to do this (no
+gets its own IPC and UTS namespaces too and its own network namespace: with nothing but a
+loopback device (no route to the broker, to GitHub or to anything else), or, where its config
+says `network: true`, with a way out through slirp4netns (sandbox_net.py: the host's loopback
+disabled, no route to the broker's address or any of the runner host's own) unless the
+runner's config says `step_network: host`. A runner that is not root maps itself to root in a user namespace to do this (no
 privilege on the host). The file system is the host's, but for the runner's own Python and
 carry's code (`runner_files`), which are read-only in the step's mount namespace: a step
 cannot leave code there (a .pth, a patched module) for the next job or for the runner itself.
@@ -25,8 +27,10 @@ In every mode a step starts under sandbox_init.py, a child subreaper: when the s
 process it started ends too (a double-forked `setsid` daemon included), namespaces or not.
 Under namespaces the step's /tmp is the job's own directory, bound over the host's.
 
-`auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
-child processes, saying so in every run log. `namespaces` refuses to run a step without them.
+`auto` uses namespaces when a trial `unshare` works. `namespaces` refuses to run a step without
+them. No sandbox at all (`none`, or `auto` where the trial fails) cannot keep a job from later
+jobs: `resolve` refuses it unless the config's accept_risk names that risk (ACCEPTED_RISK).
+With `memory_mb` each process of a step may map that much (RLIMIT_AS and RLIMIT_DATA).
 
 `bwrap` (bubblewrap, where it is installed) gives the same namespaces and a file-system view of
 its own: the host's file system read-only, the step's tree writable, a private /tmp (TMPDIR

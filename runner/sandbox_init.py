@@ -25,6 +25,10 @@ With --private-dev it gets a /dev of its own with only the standard nodes and ea
 With --hide-sockets the host's unix sockets where daemons keep them (/run, /tmp) are covered:
 a network namespace keeps no step from a socket in the file system, and through Docker's,
 systemd's or a database's a step could act outside the sandbox.
+With --net-wait (a step with network: true, see sandbox_net.py) it says on fd 3 that its
+network namespace exists and starts the step only once fd 4 says its network is made.
+With --memory-mb=N the step and what it starts may each map N MiB (RLIMIT_AS, RLIMIT_DATA);
+a step that fails under it is told so on stderr.
 It brings the loopback device up when the step has its own network namespace, starts the step,
 passes on the signals the runner sends (an init process ignores those it has no handler for),
 reaps every orphan the step leaves (they are re-parented to it), and exits with the step's
