@@ -40,6 +40,7 @@ READY_TIMEOUT_S = 20
 USAGE = "usage: sandbox_net.py --slirp=PATH --via=unshare|bwrap [--block=IPV4]... -- ARGV..."
 _CLONE_NEWNET, _CLONE_NEWUSER = 0x40000000, 0x10000000
 _SIOCGIFFLAGS, _IFF_UP = 0x8913, 0x1
+_PR_SET_PDEATHSIG = 1
 # rtnetlink: RTM_NEWROUTE of type RTN_UNREACHABLE for one IPv4 address
 _NETLINK_ROUTE, _RTM_NEWROUTE, _NLMSG_ERROR = 0, 24, 2
 _NLM_F_REQUEST, _NLM_F_ACK, _NLM_F_CREATE, _NLM_F_EXCL = 0x1, 0x4, 0x400, 0x200
@@ -190,6 +191,7 @@ def _start_sandbox(argv: list[str]) -> tuple[subprocess.Popen[bytes], int, int]:
     go_r, go_w = os.pipe()
 
     def fds() -> None:
+        _die_with_us()
         os.dup2(netns_w, NETNS_FD)
         os.dup2(go_r, GO_FD)
 
@@ -199,6 +201,12 @@ def _start_sandbox(argv: list[str]) -> tuple[subprocess.Popen[bytes], int, int]:
     os.set_inheritable(netns_r, False)
     os.set_inheritable(go_w, False)
     return proc, netns_r, go_w
+
+
+def _die_with_us() -> None:
+    """preexec_fn: SIGKILL the sandbox and slirp4netns when this process dies (the runner
+    gives it PR_SET_PDEATHSIG too: a runner that dies takes the whole step with it)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def _slirp(slirp: str, pid: int, deadline: float) -> subprocess.Popen[bytes]:
@@ -213,6 +221,7 @@ def _slirp(slirp: str, pid: int, deadline: float) -> subprocess.Popen[bytes]:
             "tap0",
         ],
         pass_fds=(ready_w,),
+        preexec_fn=_die_with_us,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
