@@ -128,7 +128,8 @@ def other_machine() -> Iterator[tuple[str, int]]:
         yield there, port
         server.kill()
         server.wait()
-    finally:
+    finally:  # the pair first, at once: a namespace's own clean-up is deferred by the kernel
+        subprocess.run(["ip", "link", "del", outer], capture_output=True, check=False)
         subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
 
 
