@@ -67,7 +67,7 @@ from runner.job import (
     host_env_for_steps,
 )
 from runner.lease import Watch, acquire_lease, holder_id, wait_for_slot
-from runner.sandbox import resolve as resolve_sandbox
+from runner.sandbox_config import runner_sandbox
 from runner.steps import RunLog
 
 log = logging.getLogger("carry.ci")
@@ -373,9 +373,7 @@ def _execute(
             env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
             attempt=attempt,
             # job_mismatch let the job in, so this runner's config names its kind
-            sandbox=resolve_sandbox(
-                own.sandbox if own else "auto", own.step_user if own else None, workdir
-            ),
+            sandbox=runner_sandbox(own, load_settings(), workdir),
             networked=own.networked() if own else frozenset(),
         )
         return execute(job, ctx)
