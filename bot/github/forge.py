@@ -853,6 +853,26 @@ class Forge:
         )
         return found, answer_headers.get("etag")
 
+    def repository_id(self, repo: str) -> int:
+        """GitHub's id of `repo`, which a rename or a transfer keeps: asked for by an old name,
+        GitHub answers with a redirect to /repositories/<id>, which names it."""
+        what = f"get repository {repo}"
+        self._spend(what)
+        try:
+            _headers, data = self.github.requester.requestJsonAndCheck("GET", f"/repos/{repo}")
+        except Redirected as err:
+            if err.repository_id is None:
+                raise ForgeError(f"GitHub: {what} was redirected ({err}); not followed") from err
+            return err.repository_id
+        except GithubException as err:
+            raise ForgeError(f"GitHub: {what} failed ({err.status}): {err.data}") from err
+        except requests.RequestException as err:
+            raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
+        found = (data or {}).get("id")
+        if not isinstance(found, int):
+            raise ForgeError(f"GitHub: {what} answered no id")
+        return found
+
     def _moved_elsewhere(self, repo: str, err: Redirected) -> ForgeError:
         """A repository named in carry's config (an upstream) answers with a redirect."""
         saved, self.repo_name = self.repo_name, repo
