@@ -105,6 +105,6 @@ def test_repository_renamed_and_transferred_deliveries_normalize() -> None:
         "someone/renamed"
     )
     assert isinstance(normalize("repository", "d4", _repository("archived", {})), ev.Ignored)
-    with pytest.raises(PayloadError, match="changes.owner.from"):
+    with pytest.raises(PayloadError, match=r"changes\.owner\.from"):
         normalize("repository", "d5", _repository("transferred", {}))
     assert ev.event_from_dict(ev.event_to_dict(renamed)) == renamed
