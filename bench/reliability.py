@@ -69,7 +69,7 @@ from bot.emulator import GitHubEmulator
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror, MirrorError
 from bot.git.runner import GitError
-from bot.github.forge import Forge, ForgeError
+from bot.github.forge import Forge, ForgeCaches, ForgeError
 from bot.queue.celery_app import app as celery_app
 from bot.store import runner_channel as channel
 from bot.store import runners
@@ -654,7 +654,7 @@ def emulated_github(root: Path) -> Iterator[tuple[GitHubEmulator, Forge]]:
         gh.add_token(TOKEN, "carry-bot")
         gh.set_permission(OWNER, NAME, "carry-bot", "write")
         settings_ = Settings(github_token=SecretStr(TOKEN), github_base_url=gh.base_url)
-        yield gh, Forge.connect(settings_, f"{OWNER}/{NAME}")
+        yield gh, Forge.connect(settings_, f"{OWNER}/{NAME}", caches=ForgeCaches())
 
 
 def _timed(call: Callable[[], Any]) -> tuple[float, str | None]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot.config import CarryConfig, Settings
 from bot.git.downstream import Downstream
-from bot.github.forge import Forge, git_base_url
+from bot.github.forge import Forge, ForgeCaches, git_base_url
 
 
 def url(settings: Settings, config: CarryConfig) -> str:
@@ -16,9 +16,9 @@ def url(settings: Settings, config: CarryConfig) -> str:
     )
 
 
-def refresh(settings: Settings, config: CarryConfig, target: Path) -> None:
+def refresh(settings: Settings, config: CarryConfig, target: Path, caches: ForgeCaches) -> None:
     """Exports the patches directory of the downstream default branch into `target`."""
-    forge = Forge.connect(settings, config.downstream.repo)
+    forge = Forge.connect(settings, config.downstream.repo, caches=caches)
     downstream = Downstream(
         url(settings, config),
         settings.cache_dir,

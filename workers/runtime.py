@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import redis
 
 from bot.config import CarryConfig, Settings, load_config, load_settings
 from bot.core.ci_report import WriteLimit
-from bot.github.forge import Forge
+from bot.github.forge import Forge, ForgeCaches
 from bot.github.port import ForgePort
 from bot.store.metrics import record_rate_limit
 from bot.store.series import now_iso
@@ -40,6 +40,8 @@ class Runtime:
     clock: Clock = now_iso
     # GitHub for this runtime; None: the real adapter from the settings (see forge())
     connect_forge: Callable[[Runtime], ForgePort] | None = None
+    # what this process's Forges share: tokens, roles, moved repositories, ETags, waits
+    forge_caches: ForgeCaches = field(default_factory=ForgeCaches)
 
     @property
     def patches_root(self) -> Path:
@@ -52,6 +54,7 @@ class Runtime:
         return Forge.connect(
             self.settings,
             self.config.downstream.repo,
+            caches=self.forge_caches,
             on_rate_limit=functools.partial(record_rate_limit, self.redis),
             write_gate=functools.partial(
                 take_write, self.redis, self.github_writer, limits=self.write_limits
@@ -87,7 +90,9 @@ class Runtime:
         from workers import downstream as downstream_repo
 
         if self.settings.tracks_github:
-            downstream_repo.refresh(self.settings, self.config, self.downstream_dir)
+            downstream_repo.refresh(
+                self.settings, self.config, self.downstream_dir, self.forge_caches
+            )
 
 
 def redis_client(url: str) -> redis.Redis:
@@ -103,12 +108,13 @@ def runtime() -> Runtime:
 
     settings = load_settings()
     downstream = settings.downstream_checkout()
+    caches = ForgeCaches()
     if settings.tracks_github:
         unchecked = load_config(settings.config_path, check_dirs=False)
-        downstream_repo.refresh(settings, unchecked, downstream)
+        downstream_repo.refresh(settings, unchecked, downstream, caches)
     config = load_config(settings.config_path, downstream_dir=downstream)
     client = redis_client(settings.redis_url.get_secret_value())
-    return Runtime(config, settings, client, downstream, settings.bot_login)
+    return Runtime(config, settings, client, downstream, settings.bot_login, forge_caches=caches)
 
 
 def reset() -> None:

@@ -490,6 +490,7 @@ def redeliver(self: Task) -> None:
             github = Forge.connect(
                 rt.settings,
                 rt.config.downstream.repo,
+                caches=rt.forge_caches,
                 on_rate_limit=functools.partial(record_rate_limit, rt.redis),
             )
             redelivery.redeliver_failed(rt.redis, github, hook)

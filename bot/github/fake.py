@@ -30,12 +30,12 @@ from bot.emulator.hub import (
 from bot.emulator.issues import MAX_TITLE_CHARS
 from bot.emulator.state import PERMISSIONS as ROLES
 from bot.emulator.state import TRIAGE_ROLES, WRITE_ROLES
-from bot.github import forge as forge_module
 from bot.github.forge import (
     DRAFTS_REFUSED,
     MAX_WAIT_S,
     WRITE_RETRIES,
     DraftsNotSupported,
+    ForgeCaches,
     ForgeError,
     PermissionCache,
     PermissionUnknown,
@@ -148,8 +148,10 @@ class InMemoryForge:
         auth: Auth = "token",
         private: bool = False,
         plan: str = "free",
+        caches: ForgeCaches | None = None,
     ) -> None:
         self.repo_name = repo_name
+        self.caches = caches or ForgeCaches()  # its waits, as a Forge's
         self.renamed_from: str | None = None
         self.login = login
         self.auth = auth
@@ -614,7 +616,7 @@ class InMemoryForge:
                 raise RateLimited(f"GitHub: {what} was refused by a rate limit", wait)
             if retries >= WRITE_RETRIES:
                 raise RateLimited(f"GitHub: {what} still refused by a rate limit", wait)
-            forge_module.sleep(wait)
+            self.caches.sleep(wait)
             retries += 1
         self.writes.append(what)
 

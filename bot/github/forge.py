@@ -18,9 +18,9 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 from urllib.parse import urlparse
 
 import requests
@@ -46,8 +46,7 @@ NO_RETRY_AFTER_WAIT_S = 60.0  # GitHub's docs: without Retry-After, wait at leas
 MAX_WRITE_GATE_WAIT_S = 5.0  # a longer wait for the write budget is RateLimited
 WRITE_RETRIES = 2  # how often a write refused by a rate limit is sent again
 
-# Every wait of this module goes through here, so that tests can record it instead of sleeping.
-sleep: Callable[[float], None] = time.sleep
+Sleep = Callable[[float], None]  # every wait of a Forge goes through its ForgeCaches.sleep
 
 
 class ForgeError(RuntimeError):
@@ -103,9 +102,17 @@ class Redirected(Exception):
 
 class CappedRetry(GithubRetry):
     """PyGithub's retry (5xx, 429 with Retry-After and rate-limit 403s, for idempotent methods)
-    with no wait over MAX_WAIT_S, and its waits through this module's `sleep`. PyGithub's own
+    with no wait over MAX_WAIT_S, and its waits through `wait` (ForgeCaches.sleep). PyGithub's own
     cap (max_rate_limit_wait) covers the reset of a primary limit and the wait for a secondary
     one; a Retry-After over the cap is refused here, as urllib3 would sleep it out."""
+
+    def __init__(self, wait: Sleep = time.sleep, **kwargs: Any) -> None:
+        self.wait = wait
+        super().__init__(**kwargs)
+
+    def new(self, **kw: Any) -> CappedRetry:
+        kw["wait"] = self.wait
+        return cast(CappedRetry, super().new(**kw))
 
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
         # A redirect goes to increment (any method), which raises Redirected.
@@ -133,15 +140,16 @@ class CappedRetry(GithubRetry):
         if self.respect_retry_after_header and response is not None:
             retry_after = self.get_retry_after(response)
             if retry_after:
-                sleep(retry_after)
+                self.wait(retry_after)
                 return
         backoff = self.get_backoff_time()
         if backoff > 0:
-            sleep(backoff)
+            self.wait(backoff)
 
 
-def _retry() -> GithubRetry:
+def _retry(wait: Sleep) -> GithubRetry:
     return CappedRetry(
+        wait,
         total=5,
         backoff_factor=0.5,
         allowed_methods=IDEMPOTENT,
@@ -246,15 +254,15 @@ class InstallationTokens:
         return self.now() - token.minted_at < FRESH_TOKEN_S
 
 
-TOKENS = InstallationTokens()
-
-
 class CachedInstallationAuth(Auth.Auth):
-    """PyGithub auth with the installation's token from TOKENS, taken at first use (so that a
+    """PyGithub auth with the installation's token from `tokens`, taken at first use (so that a
     failed mint surfaces in a request, as a ForgeError) and kept for this Forge's life."""
 
-    def __init__(self, key: TokenKey, mint: Callable[[], InstallationToken]) -> None:
+    def __init__(
+        self, key: TokenKey, mint: Callable[[], InstallationToken], tokens: InstallationTokens
+    ) -> None:
         self.key = key
+        self.tokens = tokens
         self._mint = mint
         self.current: InstallationToken | None = None
 
@@ -265,7 +273,7 @@ class CachedInstallationAuth(Auth.Auth):
     @property
     def token(self) -> str:
         if self.current is None:
-            self.current = TOKENS.get(self.key, self._mint)
+            self.current = self.tokens.get(self.key, self._mint)
         return self.current.value
 
     @property
@@ -299,14 +307,6 @@ class PermissionCache:
         return role
 
 
-PERMISSIONS = PermissionCache()
-
-
-# (API base URL, configured name in lower case) -> the name GitHub moved the repository to, as
-# this process found it: later connections use the new name from their first request.
-RENAMES: dict[tuple[str, str], str] = {}
-
-
 class Validators:
     """What carry last read with each conditional GET, in this process: (API, path, query) ->
     (ETag, answer). A 304 to the stored ETag costs no rate limit and reuses the answer; GitHub's
@@ -329,7 +329,19 @@ class Validators:
             self._seen[key] = (etag, answer)
 
 
-VALIDATORS = Validators()
+@dataclass
+class ForgeCaches:
+    """What the Forges of one process share, held by its runtime (workers.runtime.Runtime) and
+    passed to Forge.connect: installation tokens, users' roles, repositories GitHub moved,
+    conditional-GET validators, and the one way a Forge waits (a test records instead)."""
+
+    tokens: InstallationTokens = field(default_factory=InstallationTokens)
+    permissions: PermissionCache = field(default_factory=PermissionCache)
+    # (API base URL, configured name in lower case) -> the name GitHub moved the repository
+    # to, as this process found it: later connections use the new name from their first request
+    renames: dict[tuple[str, str], str] = field(default_factory=dict)
+    validators: Validators = field(default_factory=Validators)
+    sleep: Sleep = time.sleep
 
 
 RateLimitSink = Callable[[int | None], None]  # told the remaining REST quota after each call
@@ -345,8 +357,10 @@ class Forge:
         on_rate_limit: RateLimitSink | None = None,
         budget: int | None = None,
         write_gate: WriteGate | None = None,
+        caches: ForgeCaches | None = None,
     ):
         self.github = github
+        self.caches = caches or ForgeCaches()
         self.repo_name = repo_name
         self._auth = auth
         self._on_rate_limit = on_rate_limit
@@ -370,13 +384,14 @@ class Forge:
         *,
         on_rate_limit: RateLimitSink | None = None,
         write_gate: WriteGate | None = None,
+        caches: ForgeCaches,
     ) -> Forge:
         base_url = settings.github_base_url.rstrip("/")
-        auth = _auth(settings, base_url)
+        auth = _auth(settings, base_url, caches)
         github = Github(
             base_url=base_url,
             auth=auth,
-            retry=_retry(),
+            retry=_retry(caches.sleep),
             seconds_between_requests=None,
             seconds_between_writes=settings.github_write_pause_s or None,
             timeout=30,
@@ -385,11 +400,13 @@ class Forge:
             lazy=True,
             per_page=100,  # GitHub's maximum: fewer pages of comments (its default is 30)
         )
-        known = RENAMES.get((github.requester.base_url, repo_name.lower()), repo_name)
-        forge = cls(github, known, auth, on_rate_limit, settings.github_request_budget, write_gate)
+        known = caches.renames.get((github.requester.base_url, repo_name.lower()), repo_name)
+        forge = cls(
+            github, known, auth, on_rate_limit, settings.github_request_budget, write_gate, caches
+        )
         forge.configured_name = repo_name
         if settings.github_auth == "app":
-            forge._app_github = _app_github(settings, base_url)
+            forge._app_github = _app_github(settings, base_url, caches.sleep)
         return forge
 
     @property
@@ -437,7 +454,7 @@ class Forge:
                     f"{wait:.0f} s",
                     wait,
                 )
-            sleep(wait)
+            self.caches.sleep(wait)
         return self._call(what, fn, *args, **kwargs)
 
     def _spend(self, what: str) -> None:
@@ -462,7 +479,9 @@ class Forge:
             self.repo_name,
             moved_to,
         )
-        RENAMES[(self.github.requester.base_url, self.configured_name.lower())] = moved_to
+        self.caches.renames[(self.github.requester.base_url, self.configured_name.lower())] = (
+            moved_to
+        )
         self.renamed_from, self.repo_name, self._repo = self.repo_name, moved_to, None
         return run()
 
@@ -494,7 +513,7 @@ class Forge:
             except GithubException as err:
                 wait = self._wait_for_limit(what, err, retries)
             log.warning("GitHub: %s hit a rate limit; retrying in %gs", what, wait)
-            sleep(wait)
+            self.caches.sleep(wait)
             retries += 1
 
     @staticmethod
@@ -529,11 +548,11 @@ class Forge:
         auth = self._auth
         if not isinstance(auth, CachedInstallationAuth) or auth.current is None:
             return False
-        if not TOKENS.is_fresh(auth.current):
-            TOKENS.forget(auth.key, auth.current.value)
+        if not auth.tokens.is_fresh(auth.current):
+            auth.tokens.forget(auth.key, auth.current.value)
             return False
         log.info("a new installation token got 401; trying again in %gs", WARMUP_WAIT_S)
-        sleep(WARMUP_WAIT_S)
+        self.caches.sleep(WARMUP_WAIT_S)
         return True
 
     def find_open_pull(self, branch: str) -> PullInfo | None:
@@ -559,7 +578,7 @@ class Forge:
         def get() -> Any:
             query = params()
             key = (self.github.requester.base_url, path(), json.dumps(query, sort_keys=True))
-            known = VALIDATORS.get(key)
+            known = self.caches.validators.get(key)
             headers = {"If-None-Match": known[0]} if known else None
             status, answer_headers, body = self._send_get(what, key[1], query, headers)
             if status == 401 and self._wait_for_new_token():
@@ -570,7 +589,7 @@ class Forge:
                 raise ForgeError(f"GitHub: {what} failed ({status}): {body[:300]}")
             answer = json.loads(body)
             if answer_headers.get("etag"):
-                VALIDATORS.put(key, answer_headers["etag"], answer)
+                self.caches.validators.put(key, answer_headers["etag"], answer)
             return answer
 
         result = self._moving(what, get)
@@ -712,7 +731,7 @@ class Forge:
         """The user's role on the repository (admin, maintain, write, triage, read, none),
         remembered for PERMISSION_TTL_S: one person's burst of comments costs one lookup."""
         key = (self.github.requester.base_url, self.repo_name, user.lower())
-        return PERMISSIONS.get(key, lambda: self._look_up_permission(user))
+        return self.caches.permissions.get(key, lambda: self._look_up_permission(user))
 
     def _look_up_permission(self, user: str) -> str:
         def ask() -> dict[str, Any]:
@@ -1046,15 +1065,15 @@ def _complete(result: Any) -> Any:
     return list(result) if isinstance(result, PaginatedList) else result
 
 
-def _auth(settings: Settings, base_url: str) -> Auth.Auth:
+def _auth(settings: Settings, base_url: str, caches: ForgeCaches) -> Auth.Auth:
     if settings.github_auth == "app":
-        return _installation_auth(settings, base_url)
+        return _installation_auth(settings, base_url, caches)
     if settings.github_token is not None:
         return Auth.Token(settings.github_token.get_secret_value())
     raise ConfigError(["environment: no GitHub credentials (GITHUB_TOKEN or a GitHub App)"])
 
 
-def _app_github(settings: Settings, base_url: str) -> Github | None:
+def _app_github(settings: Settings, base_url: str, wait: Sleep) -> Github | None:
     """The App itself, authenticated with its JWT (PyGithub signs a new one as needed)."""
     key = settings.app_private_key()
     if key is None or settings.github_app_id is None:
@@ -1062,7 +1081,7 @@ def _app_github(settings: Settings, base_url: str) -> Github | None:
     return Github(
         base_url=base_url,
         auth=Auth.AppAuth(int(settings.github_app_id), key.get_secret_value()),
-        retry=_retry(),
+        retry=_retry(wait),
         seconds_between_requests=None,
         seconds_between_writes=settings.github_write_pause_s or None,
         timeout=30,
@@ -1082,7 +1101,9 @@ def _next_cursor(headers: dict[str, Any]) -> str | None:
     return values[-1] if values else None
 
 
-def _installation_auth(settings: Settings, base_url: str) -> CachedInstallationAuth:
+def _installation_auth(
+    settings: Settings, base_url: str, caches: ForgeCaches
+) -> CachedInstallationAuth:
     """The installation's cached token, minted (one POST) when none is valid."""
     key = settings.app_private_key()
     if key is None or settings.github_installation_id is None or settings.github_app_id is None:
@@ -1094,7 +1115,7 @@ def _installation_auth(settings: Settings, base_url: str) -> CachedInstallationA
 
     def mint() -> InstallationToken:
         integration = GithubIntegration(
-            base_url=base_url, auth=app_auth, retry=_retry(), timeout=30
+            base_url=base_url, auth=app_auth, retry=_retry(caches.sleep), timeout=30
         )
         try:
             granted = integration.get_access_token(installation_id)
@@ -1108,11 +1129,11 @@ def _installation_auth(settings: Settings, base_url: str) -> CachedInstallationA
                 f"GitHub: installation token for {installation_id} failed: "
                 f"{type(err).__name__}: {err}"
             ) from err
-        now = TOKENS.now()
+        now = caches.tokens.now()
         expires = granted.expires_at.timestamp() if granted.expires_at else now + 3600
         return InstallationToken(granted.token, expires, now)
 
-    return CachedInstallationAuth((base_url, app_id, installation_id), mint)
+    return CachedInstallationAuth((base_url, app_id, installation_id), mint, caches.tokens)
 
 
 def _check_run_fields(

@@ -22,7 +22,6 @@ from celery.exceptions import Retry
 from celery.signals import task_retry
 
 from bot.core.state import CiState, CiStatus
-from bot.github import forge as forge_module
 from bot.github.forge import RateLimited
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.queue.celery_app import app as celery_app
@@ -47,9 +46,8 @@ from workers.ci.rows import publish_rows
 
 @pytest.fixture
 def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy]:
-    waits: list[float] = []
-    monkeypatch.setattr(forge_module, "sleep", waits.append)  # PyGithub's waits, recorded
-    with deployments(tmp_path, redis_url, monkeypatch) as start:
+    waits: list[float] = []  # PyGithub's waits, recorded
+    with deployments(tmp_path, redis_url, monkeypatch, waits=waits) as start:
         yield start
 
 

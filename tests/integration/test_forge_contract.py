@@ -17,11 +17,11 @@ from bot.config import Settings
 from bot.core import successor
 from bot.core.render import fit_for_github
 from bot.emulator import GitHubEmulator, generate_app_key
-from bot.github import forge as forge_module
 from bot.github.fake import InMemoryForge
 from bot.github.forge import (
     DraftsNotSupported,
     Forge,
+    ForgeCaches,
     ForgeError,
     PermissionUnknown,
     PullInfo,
@@ -29,7 +29,6 @@ from bot.github.forge import (
     RateLimited,
 )
 from bot.github.port import ForgePort
-from tests.support.deployment import fresh_forge_caches
 from tests.support.gitrepo import RepoBuilder
 
 REPO, UPSTREAM = "acme/widget", "upstream-org/engine"
@@ -166,7 +165,7 @@ class Side:
 Start = Callable[..., Side]
 
 
-def _real_forge(gh: GitHubEmulator, auth: str) -> Forge:
+def _real_forge(gh: GitHubEmulator, auth: str, caches: ForgeCaches) -> Forge:
     settings: dict[str, Any] = {
         "github_base_url": gh.base_url,
         "github_write_pause_s": 0,
@@ -191,15 +190,21 @@ def _real_forge(gh: GitHubEmulator, auth: str) -> Forge:
         owner, name = REPO.split("/")
         gh.set_permission(owner, name, CARRY, "write")
         settings["github_token"] = "carry-token"
-    return Forge.connect(Settings(**settings), REPO)
+    return Forge.connect(Settings(**settings), REPO, caches=caches)
+
+
+@pytest.fixture
+def forge_caches() -> ForgeCaches:
+    """What the test's Forges share (a test may record their waits); new for each test, since
+    a later emulator may get the port of an earlier one."""
+    return ForgeCaches()
 
 
 @pytest.fixture(params=["emulator", "fake"])
 def start(
-    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest, tmp_path: Path, forge_caches: ForgeCaches
 ) -> Iterator[Start]:
     """start(auth="token"|"app", private=False, plan="free") -> Side on this backend."""
-    fresh_forge_caches(monkeypatch)
     with contextlib.ExitStack() as running:
         emulators: list[GitHubEmulator] = []
 
@@ -208,10 +213,12 @@ def start(
             emulators.append(gh)
             world = EmulatedWorld(gh, tmp_path / "work")
             main = world.add_repo(REPO, private=private, plan=plan)
-            return Side(_real_forge(gh, auth), world, main, "emulator")
+            return Side(_real_forge(gh, auth, forge_caches), world, main, "emulator")
 
         def on_fake(auth: str, private: bool, plan: str) -> Side:
-            fake = InMemoryForge(REPO, login=CARRY, auth=auth, private=private, plan=plan)
+            fake = InMemoryForge(
+                REPO, login=CARRY, auth=auth, private=private, plan=plan, caches=forge_caches
+            )
             main = fake.head("main")
             assert main is not None
             return Side(fake, fake, main, "fake")
@@ -643,11 +650,9 @@ def test_a_long_rate_limit_refusal_is_rate_limited(start: Start) -> None:
     assert side.world.comments(pull.number) == []
 
 
-def test_a_short_rate_limit_refusal_is_waited_out(
-    start: Start, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_short_rate_limit_refusal_is_waited_out(start: Start, forge_caches: ForgeCaches) -> None:
     waits: list[float] = []
-    monkeypatch.setattr(forge_module, "sleep", waits.append)
+    forge_caches.sleep = waits.append
     side = start()
     pull = opened(side)
     side.world.limit_writes(2, 5)

@@ -15,7 +15,7 @@ import redis
 
 from bot.config import Settings
 from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
-from bot.github.forge import Forge, ForgeError
+from bot.github.forge import Forge, ForgeCaches, ForgeError
 from bot.store.series import history
 from tests.support.github_schema import RestSchemas
 from tests.support.gitrepo import RepoBuilder
@@ -90,7 +90,7 @@ def test_a_repository_hooks_failed_delivery_is_listed_and_redelivered_with_its_g
     number = gh.open_issue(OWNER, NAME, title="A bug", user="writer")
     gh.add_comment(OWNER, NAME, number, "/carry pause", user="writer")
     gh.wait_for_deliveries()
-    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO, caches=ForgeCaches())
 
     items, cursor = forge.hook_deliveries(hook)
     assert cursor is None
@@ -145,7 +145,9 @@ def test_the_list_is_paged_with_a_cursor_and_only_an_admin_sees_it(
     assert api.get(path, headers=writer).status_code == 404
     assert api.get(f"/repos/{REPO}/hooks/999/deliveries", headers=admin).status_code == 404
     with pytest.raises(ForgeError, match=r"\(404\)"):
-        Forge.connect(settings(gh, github_token="writer-token"), REPO).hook_deliveries(hook)
+        Forge.connect(
+            settings(gh, github_token="writer-token"), REPO, caches=ForgeCaches()
+        ).hook_deliveries(hook)
 
 
 def test_a_delivery_past_the_retention_is_not_redelivered(
@@ -155,7 +157,7 @@ def test_a_delivery_past_the_retention_is_not_redelivered(
     gh.open_issue(OWNER, NAME, title="old", user="writer")
     gh.wait_for_deliveries()
     gh.advance_time(3 * 24 * 3600 + 60)
-    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO, caches=ForgeCaches())
     (old,), _ = forge.hook_deliveries(hook)
     with pytest.raises(ForgeError, match=r"\(422\)"):
         forge.redeliver(hook, old["id"])
@@ -182,7 +184,7 @@ def test_an_apps_hook_is_read_and_redelivered_with_the_apps_jwt(
         github_app_private_key=private_key,
         github_installation_id=INSTALLATION_ID,
     )
-    forge = Forge.connect(app, REPO)
+    forge = Forge.connect(app, REPO, caches=ForgeCaches())
     (failed,), _ = forge.hook_deliveries(None)
     assert failed["installation_id"] == INSTALLATION_ID and failed["status_code"] == 503
     sink.status = 202
@@ -220,7 +222,7 @@ def test_carrys_step_reads_every_page_and_asks_for_each_failed_event_once(
     gh.inject_fault("server_error", times=1, method="POST", path=path)
 
     def run() -> list[str]:  # a task connects anew (its own GitHub call budget)
-        forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+        forge = Forge.connect(settings(gh, github_token="admin-token"), REPO, caches=ForgeCaches())
         asked = redelivery.redeliver_failed(client, forge, hook)
         gh.wait_for_deliveries()
         return [r.attempt.guid for r in asked]
@@ -252,11 +254,11 @@ def test_a_rate_limit_stops_the_run_and_the_next_run_asks_again(
     gh.wait_for_deliveries()
     sink.status = 200
     gh.secondary_limit(next_n_writes=1, retry_after_s=600)
-    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO, caches=ForgeCaches())
     assert redelivery.redeliver_failed(client, forge, hook) == []
     posts = [r for r in gh.api_requests("POST") if r.path.endswith("/attempts")]
     assert [r.status for r in posts] == [403]
     (stopped,) = history(client, None, kind="redeliver-failed")
     assert "rate limit" in stopped["data"]["error"]
-    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO)
+    forge = Forge.connect(settings(gh, github_token="admin-token"), REPO, caches=ForgeCaches())
     assert len(redelivery.redeliver_failed(client, forge, hook)) == 3

@@ -54,8 +54,11 @@ from workers.rebase import rebase_series
 
 
 @pytest.fixture
-def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy]:
-    with deployments(tmp_path, redis_url, monkeypatch) as start:
+def deploy(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Deploy]:
+    waits = request.getfixturevalue("waits") if "waits" in request.fixturenames else None
+    with deployments(tmp_path, redis_url, monkeypatch, waits=waits) as start:
         yield start
 
 
@@ -372,7 +375,7 @@ def test_an_installation_token_is_reused_until_five_minutes_before_it_expires(
     assert _mints(d.gh) == 1
     # 56 minutes later (on both clocks) the token has 4 minutes left: carry takes a new one.
     d.gh.advance_time(56 * 60)
-    monkeypatch.setattr(forge_module.TOKENS, "now", lambda: time.time() + 56 * 60)
+    monkeypatch.setattr(d.rt.forge_caches.tokens, "now", lambda: time.time() + 56 * 60)
     d.report(state, CiState(runner=CHECK, state="success", detail="ok"))
     assert _mints(d.gh) == 2
     assert d.history("ci-report-failed") == [] and d.history("ci-table-failed") == []
@@ -392,7 +395,7 @@ def test_a_fresh_installation_token_that_gets_401_is_retried_once_after_a_pause(
     assert statuses == [401, 200]
     # An older token that gets 401 was refused (here: revoked): no retry, and the next task
     # mints a new one.
-    monkeypatch.setattr(forge_module.TOKENS, "now", lambda: time.time() + 60)
+    monkeypatch.setattr(d.rt.forge_caches.tokens, "now", lambda: time.time() + 60)
     with d.gh.hub.lock:
         d.gh.hub.tokens.clear()
     d.gh.hub.token_warmup_s = 0
@@ -448,7 +451,7 @@ def test_a_commenters_permission_is_looked_up_once_per_minute(
         assert d.forge().permission("maintainer") == "write"
     assert len([r for r in d.gh.api_requests() if r.operation == PERMISSION_OP]) == 1
     later = time.time() + forge_module.PERMISSION_TTL_S + 1
-    monkeypatch.setattr(forge_module.PERMISSIONS, "now", lambda: later)
+    monkeypatch.setattr(d.rt.forge_caches.permissions, "now", lambda: later)
     d.forge().permission("maintainer")
     assert len([r for r in d.gh.api_requests() if r.operation == PERMISSION_OP]) == 2
 
@@ -474,11 +477,9 @@ def test_a_command_whose_author_cannot_be_checked_is_said_so_on_the_dashboard(
 
 
 @pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The waits carry's GitHub port asks for, recorded instead of slept."""
-    asked: list[float] = []
-    monkeypatch.setattr(forge_module, "sleep", asked.append)
-    return asked
+def waits() -> list[float]:
+    """The waits carry's GitHub port asks for, recorded instead of slept (deploy passes it)."""
+    return []
 
 
 def _comment_posts(d: Deployment, number: int) -> list[int | None]:

@@ -15,7 +15,6 @@ import pytest
 from bot.core.ci_report import carry_over
 from bot.core.state import CiState, PrInfo, SeriesState
 from bot.emulator import GitHubEmulator, generate_app_key
-from bot.github import forge as forge_module
 from bot.github.forge import Forge
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
@@ -95,21 +94,18 @@ def pr(state: SeriesState) -> PrInfo:
     return state.pr
 
 
-def fresh_forge_caches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Forge's caches are per process, by API URL: a later emulator may get the port of an
-    earlier one, whose installation token or roles would be taken for its own."""
-    monkeypatch.setattr(forge_module, "TOKENS", forge_module.InstallationTokens())
-    monkeypatch.setattr(forge_module, "PERMISSIONS", forge_module.PermissionCache())
-    monkeypatch.setattr(forge_module, "RENAMES", {})
-
-
 @contextlib.contextmanager
 def deployments(
-    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    waits: list[float] | None = None,
 ) -> Iterator[Deploy]:
     """Starts carry's runtime against a fresh GitHub emulator on each call (token or App auth),
     with the test's Redis as broker and store; checks on the way out that the emulator saw no
-    request it could not answer."""
+    request it could not answer. `waits`: the waits carry's GitHub port asks for are recorded
+    there instead of slept."""
     env = CarryEnv(tmp_path, redis_url)
     broker = celery_app.conf.broker_url
     with contextlib.ExitStack() as running:
@@ -126,7 +122,6 @@ def deployments(
         ) -> Deployment:
             gh = running.enter_context(GitHubEmulator(tmp_path / "gh", enterprise=enterprise))
             started.append(gh)
-            fresh_forge_caches(monkeypatch)
             env.carry_patches(list(patches))
             git(env.downstream, "init", "-q", "-b", "main")
             git(env.downstream, "add", "-A")
@@ -158,9 +153,14 @@ def deployments(
                 settings["GITHUB_TOKEN"] = "carry-token"
             for key, value in settings.items():
                 monkeypatch.setenv(key, value)
+            # a new runtime, so new Forge caches: a later emulator may get the port of an
+            # earlier one, whose installation token or roles would be taken for its own
             runtime_module.reset()
             point_at(celery_app, redis_url)  # anything enqueued goes to the test's Redis
-            return Deployment(env, gh, runtime_module.runtime())
+            rt = runtime_module.runtime()
+            if waits is not None:
+                rt.forge_caches.sleep = waits.append  # GitHub's waits, recorded, not slept
+            return Deployment(env, gh, rt)
 
         yield start
         assert [gh.errors for gh in started] == [[] for _ in started]

@@ -59,3 +59,16 @@ def test_no_history_entry_is_written_with_a_free_text_kind() -> None:
     files = [p for top in ("bot", "workers", "runner") for p in (ROOT / top).rglob("*.py")]
     assert len(files) > 100
     assert [hit for path in files for hit in _free_text_kinds(path)] == []
+
+
+def test_the_github_adapter_keeps_no_process_wide_state() -> None:
+    """Issue 31: tokens, roles, moved repositories, ETags and waits live in one ForgeCaches the
+    runtime holds and passes to Forge.connect, not in module globals a test must reset."""
+    import inspect
+
+    from bot.github import forge
+
+    for hidden in ("TOKENS", "PERMISSIONS", "RENAMES", "VALIDATORS", "sleep"):
+        assert not hasattr(forge, hidden), hidden
+    caches = inspect.signature(forge.Forge.connect).parameters["caches"]
+    assert caches.default is inspect.Parameter.empty and caches.kind is caches.KEYWORD_ONLY
