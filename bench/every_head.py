@@ -9,7 +9,10 @@ commit on, inside a head, the check fails (it adds `broken.txt`); carry bisects 
 the last good head and names that commit, then reads the check on plain upstream there (A/B);
 a later head repairs it. Each line of the table ends in ok or WRONG: heads pushed and verified,
 PRs opened (0), the last known good head, the bisected commit and the runs it took, the A/B
-reading, and the notifications the receiver got (red, bisected, green, each signed).
+reading, the tested tree as carry/tree/<series> in the downstream repository (the last head plus
+one commit per patch, the exact tree, its check on that commit, one push a head, none of
+carry's own pushes checked as a head) and carry/good/<series> at the last good head's tree, and
+the notifications the receiver got (red, bisected, green, each signed).
 
     python bench/reliability.py --scenario every-head          # 30 heads
     python -m bench.every_head --heads 8                       # the same, any size
@@ -35,6 +38,7 @@ from typing import Any
 from bot.core.notify import SIGNATURE_HEADER
 from bot.core.state import SeriesState, Verdict
 from bot.emulator import GitHubEmulator
+from bot.store import series as store
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
 from tests.support.gitrepo import git
 from tests.support.pushes import approve_with_cli
@@ -99,6 +103,23 @@ class Receiver:
             self.server.server_close()
 
 
+@dataclass(frozen=True)
+class TreeRef:
+    """A branch of carry's in the downstream repository, as read from the emulator's git."""
+
+    commit: str
+    parent: str  # the upstream head under the carried patches
+    patches: int  # commits from that head to the branch
+    tree: str
+    tested_tree: str  # the tree the runner built for that head (the series' CI tree spec)
+    statuses: tuple[str, ...]  # carry's commit statuses on the commit
+
+    def words(self) -> str:
+        same = "exact tree" if self.tree == self.tested_tree else f"tree {self.tree[:12]}"
+        shown = ", ".join(self.statuses) or "no checks"
+        return f"{self.parent[:12]} + {self.patches}, {same}, {shown}"
+
+
 @dataclass
 class Figures:
     heads: list[str]
@@ -111,6 +132,10 @@ class Figures:
     messages: list[Received]
     seconds: float
     bisect: dict[str, Any] = field(default_factory=dict)  # the series' bisection at the end
+    tree_ref: TreeRef | None = None  # carry/tree/<series> in the downstream repository
+    good_ref: TreeRef | None = None  # carry/good/<series>
+    tree_pushes: int = 0  # pushes of carry/tree/<series> (one per head)
+    own_pushes_rebased: int = 0  # rebases of a commit carry pushed itself (0: no loop)
 
     def expected_verdict(self, n: int) -> Verdict:
         return Verdict.RED if self.broken_from <= n < self.repaired_at else Verdict.GREEN
@@ -168,6 +193,8 @@ class Figures:
                 b.get("reading", "none")[: len(NO_LONGER_WORKS)] or "none",
                 b.get("reading", "").startswith(NO_LONGER_WORKS),
             ),
+            self._tree_row(),
+            self._good_row(),
             (
                 "notifications (signed, one per change)",
                 "went-red, bisected, went-green",
@@ -175,6 +202,30 @@ class Figures:
                 told == expected_told and all(m.signed for m in self.messages),
             ),
         ]
+
+    def _tree_row(self) -> tuple[str, str, str, bool]:
+        t = self.tree_ref
+        expected = f"{self.heads[-1][:12]} + 1, exact tree, carry/{KIND}/{CHECK}: success"
+        ok = (
+            t is not None
+            and (t.parent, t.patches, t.tree) == (self.heads[-1], 1, t.tested_tree)
+            and f"carry/{KIND}/{CHECK}: success" in t.statuses
+        )
+        found = t.words() if t is not None else "no branch"
+        pushes = f"; {self.tree_pushes} pushes, {self.own_pushes_rebased} rebased"
+        ok = ok and self.tree_pushes == len(self.heads) and not self.own_pushes_rebased
+        return (
+            f"carry/tree/{SERIES} = the last head's tested tree (pushed once a head)",
+            f"{expected}; {len(self.heads)} pushes, 0 rebased",
+            found + pushes,
+            ok,
+        )
+
+    def _good_row(self) -> tuple[str, str, str, bool]:
+        g = self.good_ref
+        ok = g is not None and g.parent == self.heads[-1] and g.tree == g.tested_tree
+        found = f"{g.parent[:12]} + {g.patches}" if g is not None else "no ref"
+        return (f"carry/good/{SERIES} at the last good head", f"{self.heads[-1][:12]} + 1", found, ok)
 
     def table(self) -> str:
         lines = [
@@ -233,6 +284,13 @@ def run_every_head(root: Path, heads: int) -> Figures:
             state = env.state()
             assert state is not None
             prs = [p for p in gh.pulls(DOWN_OWNER, DOWN_NAME)]
+            tested = str((store.ci_tree(env.client, SERIES) or {}).get("expected_tree", ""))
+            wait_for(lambda: _good_pushed(env), 60, "carry/good")
+            tree_ref = _read_ref(gh, f"carry/tree/{SERIES}", pushed[-1], tested)
+            good_ref = _read_ref(gh, f"carry/good/{SERIES}", pushed[-1], tested)
+            trees = [e["data"] for e in env.history("tree-branch") if e["data"].get("pushed")]
+            own = {str(e.get("commit")) for e in trees}
+            rebased = [e for e in env.history("rebase") if e["data"].get("head_sha") in own]
             return Figures(
                 heads=pushed,
                 broken_from=broken_from,
@@ -244,6 +302,10 @@ def run_every_head(root: Path, heads: int) -> Figures:
                 messages=list(receiver.messages),
                 seconds=time.monotonic() - started,
                 bisect=state.bisect.__dict__ if state.bisect else {},
+                tree_ref=tree_ref,
+                good_ref=good_ref,
+                tree_pushes=len(trees),
+                own_pushes_rebased=len(rebased),
             )
     finally:
         env.stop()
@@ -258,6 +320,26 @@ def _verdict(env: CarryEnv, head: str) -> Verdict | None:
     if entry is None or entry.verdict not in (Verdict.GREEN, Verdict.RED):
         return None
     return entry.verdict
+
+
+def _good_pushed(env: CarryEnv) -> bool:
+    state = env.state()
+    return state is not None and state.last_good is not None and bool(state.last_good.ref)
+
+
+def _read_ref(gh: GitHubEmulator, branch: str, head: str, tested: str) -> TreeRef | None:
+    """The branch as the downstream repository has it: its commit, the upstream head under it
+    (`head` when it is an ancestor), the commits on top of that head, its tree."""
+    repo = gh.hub.repo(DOWN_OWNER, DOWN_NAME).git
+    commit = repo.ref_sha(f"refs/heads/{branch}")
+    if commit is None:
+        return None
+    parent = head if repo.is_ancestor(head, commit) else ""
+    count = int(repo.out("rev-list", "--count", f"{parent}..{commit}")) if parent else -1
+    newest = {st["context"]: st["state"] for st in gh.statuses(DOWN_OWNER, DOWN_NAME, commit)}
+    tree = repo.out("rev-parse", f"{commit}^{{tree}}")
+    statuses = tuple(f"{context}: {state}" for context, state in newest.items())
+    return TreeRef(commit, parent, count, tree, tested, statuses)
 
 
 def _bisect_ended(env: CarryEnv) -> bool:
