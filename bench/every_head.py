@@ -225,7 +225,12 @@ class Figures:
         g = self.good_ref
         ok = g is not None and g.parent == self.heads[-1] and g.tree == g.tested_tree
         found = f"{g.parent[:12]} + {g.patches}" if g is not None else "no ref"
-        return (f"carry/good/{SERIES} at the last good head", f"{self.heads[-1][:12]} + 1", found, ok)
+        return (
+            f"carry/good/{SERIES} at the last good head",
+            f"{self.heads[-1][:12]} + 1",
+            found,
+            ok,
+        )
 
     def table(self) -> str:
         lines = [

@@ -32,6 +32,7 @@ from workers.runtime import Runtime, runtime
 
 log = logging.getLogger("carry.tree")
 
+
 def downstream_of(rt: Runtime) -> Downstream:
     return Downstream(
         downstream_repo.url(rt.settings, rt.config),

@@ -84,9 +84,14 @@ def good_commit(state: SeriesState) -> str | None:
 def good_ref_due(state: SeriesState) -> bool:
     """Whether `carry/good/<series>` is still to point at the last good head's tree commit."""
     good, commit = state.last_good, good_commit(state)
-    return good is not None and commit is not None and (good.commit, good.ref) != (
-        commit,
-        good_branch(state.id),
+    return (
+        good is not None
+        and commit is not None
+        and (good.commit, good.ref)
+        != (
+            commit,
+            good_branch(state.id),
+        )
     )
 
 
