@@ -33,7 +33,27 @@ class Refresh(StrEnum):
 
 
 def enabled(rt: Runtime) -> bool:
-    return rt.config.downstream.dashboard_issue and rt.settings.github_auth != "none"
+    return decision(rt).on
+
+
+_DECIDED: dict[tuple[str, str, bool | None, str], board.BoardDecision] = {}
+
+
+def decision(rt: Runtime) -> board.BoardDecision:
+    """Whether this process keeps the dashboard issue: decided once (the first call, at the
+    worker's start), asking GitHub only when the config leaves it unset, and said in one log
+    line. Credentials that cannot write issues turn it off; that is no error."""
+    configured = rt.config.downstream.dashboard_issue
+    credentials = rt.settings.github_auth != "none"
+    key = (rt.config.downstream.repo, rt.settings.github_base_url, configured, str(credentials))
+    if key not in _DECIDED:
+        writable = None
+        if credentials and configured is not False:
+            writable = rt.forge().issues_writable()
+        found = board.decide_board(configured, credentials, writable)
+        log.info("dashboard issue on %s %s", rt.config.downstream.repo, found.reason)
+        _DECIDED[key] = found
+    return _DECIDED[key]
 
 
 def body(rt: Runtime) -> str:

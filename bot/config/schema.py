@@ -111,8 +111,9 @@ class Downstream(_Model):
     branch: str = "main"
     patches_dir: RelativeDir = "patches"
     # one issue on the repository that carry keeps up to date with every series' state, with a
-    # checkbox per action (needs credentials that may write issues)
-    dashboard_issue: bool = False
+    # checkbox per action. Unset: on whenever carry's credentials can write issues (decided at
+    # start; credentials that cannot leave it off, said in one log line); false: off
+    dashboard_issue: bool | None = None
 
 
 def _no_credentials(url: str) -> str:

@@ -22,7 +22,7 @@ from bot.store import series as store
 from tests.support.broker import point_at
 from tests.support.carry_env import BODY, SERIES, CarryEnv
 from tests.support.gitrepo import git
-from workers import publish
+from workers import dashboard_issue, publish
 from workers import runtime as runtime_module
 from workers.ci import github as hardware
 from workers.rebase import rebase_series
@@ -101,6 +101,7 @@ def fresh_forge_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(forge_module, "TOKENS", forge_module.InstallationTokens())
     monkeypatch.setattr(forge_module, "PERMISSIONS", forge_module.PermissionCache())
     monkeypatch.setattr(forge_module, "RENAMES", {})
+    monkeypatch.setattr(dashboard_issue, "_DECIDED", {})  # decided once per process
 
 
 @contextlib.contextmanager
@@ -123,6 +124,8 @@ def deployments(
             patches: tuple[dict[str, str], ...] = (FIX,),
             enterprise: bool = False,
             downstream: dict[str, Any] | None = None,
+            role: str = "write",
+            app_permissions: dict[str, str] | None = None,
         ) -> Deployment:
             gh = running.enter_context(GitHubEmulator(tmp_path / "gh", enterprise=enterprise))
             started.append(gh)
@@ -144,7 +147,7 @@ def deployments(
             }
             if auth == "app":
                 private_key, public_key = generate_app_key()
-                gh.add_app(APP_ID, public_key, slug="carry")
+                gh.add_app(APP_ID, public_key, slug="carry", permissions=app_permissions)
                 gh.add_installation(APP_ID, INSTALLATION_ID, DOWN_OWNER)
                 settings |= {
                     "GITHUB_APP_ID": str(APP_ID),
@@ -154,7 +157,7 @@ def deployments(
             else:
                 gh.add_user("carry[bot]", type="Bot")
                 gh.add_token("carry-token", "carry[bot]")
-                gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")
+                gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", role)
                 settings["GITHUB_TOKEN"] = "carry-token"
             for key, value in settings.items():
                 monkeypatch.setenv(key, value)
