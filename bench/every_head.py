@@ -9,7 +9,7 @@ commit on, inside a head, the check fails (it adds `broken.txt`); carry bisects 
 the last good head and names that commit, then reads the check on plain upstream there (A/B);
 a later head repairs it. Each line of the table ends in ok or WRONG: heads pushed and verified,
 PRs opened (0), the last known good head, the bisected commit and the runs it took, the A/B
-reading, the tested tree as carry/tree/<series> in the downstream repository (the last head plus
+reading, the fix's owner mentioned once on the dashboard issue after a red streak, the tested tree as carry/tree/<series> in the downstream repository (the last head plus
 one commit per patch, the exact tree, its check on that commit, one push a head, none of
 carry's own pushes checked as a head) and carry/good/<series> at the last good head's tree, and
 the notifications the receiver got (red, bisected, green, each signed).
@@ -53,6 +53,8 @@ FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 CHECK_RUN = ["sh", "-c", "grep -q 'safe=True' mod.py && test ! -e broken.txt"]
 COMMITS_PER_HEAD = 3  # the breaking commit is the middle one of its head
 NO_LONGER_WORKS = "the fix no longer works after"  # plain upstream fails the check too
+OWNER = "fix-owner"  # the fix page's Owners: mentioned once the check is red MENTION_AFTER heads
+MENTION_AFTER = 2
 
 
 @dataclass
@@ -135,6 +137,7 @@ class Figures:
     tree_ref: TreeRef | None = None  # carry/tree/<series> in the downstream repository
     good_ref: TreeRef | None = None  # carry/good/<series>
     tree_pushes: int = 0  # pushes of carry/tree/<series> (one per head)
+    mentions: list[str] = field(default_factory=list)  # dashboard issue comments naming OWNER
     own_pushes_rebased: int = 0  # rebases of a commit carry pushed itself (0: no loop)
 
     def expected_verdict(self, n: int) -> Verdict:
@@ -152,6 +155,7 @@ class Figures:
         expected_told = [
             ("went-red", self.heads[self.broken_from]),
             ("bisected", self.heads[self.broken_from]),
+            *self._expected_mention(),
             ("went-green", self.heads[self.repaired_at]),
         ]
         b = self.bisect
@@ -195,13 +199,30 @@ class Figures:
             ),
             self._tree_row(),
             self._good_row(),
+            self._mention_row(),
             (
                 "notifications (signed, one per change)",
-                "went-red, bisected, went-green",
+                ", ".join(e for e, _ in expected_told),
                 ", ".join(f"{e} {h[:12] if h else ''}".strip() for e, h in told) or "none",
                 told == expected_told and all(m.signed for m in self.messages),
             ),
         ]
+
+    def _expected_mention(self) -> list[tuple[str, str]]:
+        """The owners are told once, on the red streak's MENTION_AFTER-th head."""
+        if self.repaired_at - self.broken_from < MENTION_AFTER:
+            return []
+        return [("red-streak", self.heads[self.broken_from + MENTION_AFTER - 1])]
+
+    def _mention_row(self) -> tuple[str, str, str, bool]:
+        expected = 1 if self._expected_mention() else 0
+        found = len(self.mentions)
+        return (
+            f"@{OWNER} mentioned on the dashboard issue after {MENTION_AFTER} red heads",
+            f"{expected} (once per streak)",
+            str(found),
+            found == expected,
+        )
 
     def _tree_row(self) -> tuple[str, str, str, bool]:
         t = self.tree_ref
@@ -284,7 +305,8 @@ def run_every_head(root: Path, heads: int) -> Figures:
                 verdicts[head] = wait_for(lambda h=head: _verdict(env, h), 120, f"head {n}")
                 if n == broken_from:  # its explanation, before upstream moves on
                     wait_for(lambda: _bisect_ended(env), 180, "the bisection")
-            wait_for(lambda: len(receiver.messages) >= 3, 60, "the notifications")
+            told = 3 + len(_expected(broken_from, repaired_at))
+            wait_for(lambda: len(receiver.messages) >= told, 60, "the notifications")
             time.sleep(1.0)  # a duplicate message would come now
             state = env.state()
             assert state is not None
@@ -311,6 +333,7 @@ def run_every_head(root: Path, heads: int) -> Figures:
                 good_ref=good_ref,
                 tree_pushes=len(trees),
                 own_pushes_rebased=len(rebased),
+                mentions=_mentions(gh),
             )
     finally:
         env.stop()
@@ -325,6 +348,20 @@ def _verdict(env: CarryEnv, head: str) -> Verdict | None:
     if entry is None or entry.verdict not in (Verdict.GREEN, Verdict.RED):
         return None
     return entry.verdict
+
+
+def _expected(broken_from: int, repaired_at: int) -> list[str]:
+    return ["red-streak"] if repaired_at - broken_from >= MENTION_AFTER else []
+
+
+def _mentions(gh: GitHubEmulator) -> list[str]:
+    """The comments on carry's dashboard issue that mention the fix's owner."""
+    found = []
+    for issue in gh.issues(DOWN_OWNER, DOWN_NAME):
+        for comment in gh.comments(DOWN_OWNER, DOWN_NAME, issue["number"]):
+            if f"@{OWNER}" in comment["body"]:
+                found.append(comment["body"])
+    return found
 
 
 def _good_pushed(env: CarryEnv) -> bool:
@@ -355,6 +392,9 @@ def _bisect_ended(env: CarryEnv) -> bool:
 @contextmanager
 def _github(env: CarryEnv, root: Path) -> Iterator[GitHubEmulator]:
     env.carry_patches([FIX])
+    page = env.downstream / "patches" / SERIES / "the-fix.md"
+    row = "| Test | the unit test below |\n"
+    page.write_text(page.read_text().replace(row, f"{row}| Owners | @{OWNER} |\n"))
     git(env.downstream, "init", "-q", "-b", "main")
     git(env.downstream, "add", "-A")
     git(env.downstream, "commit", "-q", "-m", "carry the fix")
@@ -377,7 +417,8 @@ def _configure(env: CarryEnv, gh: GitHubEmulator, hook_url: str) -> None:
         KIND: {"queue": f"hw.{KIND}", "workdir": str(env.root / "runner"), "checks": {CHECK: check}}
     }
     config["notify"] = {
-        "webhooks": [{"url": hook_url, "format": "json", "secret_env": "CARRY_BENCH_NOTIFY"}]
+        "webhooks": [{"url": hook_url, "format": "json", "secret_env": "CARRY_BENCH_NOTIFY"}],
+        "red_streak_mention": MENTION_AFTER,
     }
     env.config_path.write_text(json.dumps(config, indent=2))
     env.extra_env.update(

@@ -30,6 +30,7 @@ from bot.store import series as store
 from bot.store.metrics import count_event, record_rate_limit
 from workers import attention, dashboard_issue, poller, publish, redelivery
 from workers import bisect as bisect  # registers carry.bisect
+from workers import mention as mention  # registers carry.red_streak
 from workers import notify as notify  # registers carry.notify
 from workers.ci import github as hardware
 from workers.ci import requests as ci

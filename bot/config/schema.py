@@ -348,6 +348,10 @@ class Notify(_Model):
     # told once as stuck; null turns that limit off
     stuck_heads: PositiveInt | None = 10
     stuck_hours: Annotated[float, Field(gt=0)] | None = 72.0
+    # after this many red heads in a row, the owners the failing fix's page names (its Owners
+    # field) are mentioned, once per streak, on the dashboard issue and to the webhooks; null:
+    # never (2 at least: the first red head is the went-red message)
+    red_streak_mention: Annotated[int, Field(ge=2)] | None = 3
 
 
 class CarryConfig(_Model):

@@ -36,7 +36,9 @@ class BoardDecision:
     reason: str
 
 
-def decide_board(configured: bool | None, credentials: bool, writable: bool | None) -> BoardDecision:
+def decide_board(
+    configured: bool | None, credentials: bool, writable: bool | None
+) -> BoardDecision:
     """`configured`: downstream.dashboard_issue (None: unset); `credentials`: carry has GitHub
     credentials; `writable`: GitHub says they may write issues (None: it did not say). Unset,
     the issue is on whenever the credentials can write issues; false always turns it off."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,4 +134,6 @@ def test_off_with_one_log_line_when_the_credentials_cannot_write_issues(
 
 def _with(d: Deployment, configured: bool | None) -> Any:
     downstream = d.rt.config.downstream.model_copy(update={"dashboard_issue": configured})
-    return dataclasses.replace(d.rt, config=d.rt.config.model_copy(update={"downstream": downstream}))
+    return dataclasses.replace(
+        d.rt, config=d.rt.config.model_copy(update={"downstream": downstream})
+    )

@@ -3,7 +3,9 @@ runner although carry has nothing to propose, the last known good head follows, 
 bisected down to the upstream commit inside it that broke the fix (with the A/B reading), and
 the webhook receiver is told once when the series goes red, how it was bisected, and once when
 it is green again, signed. The tested tree is `carry/tree/<series>` in the downstream repository
-(with its check on that commit), the last good one `carry/good/<series>`.
+(with its check on that commit), the last good one `carry/good/<series>`; after two red heads
+the fix page's owner is mentioned once on the dashboard issue (on by default: the token may
+write issues) and to the webhook.
 
 It starts its own redis-server, the GitHub emulator, carry's web and worker and a runner.
 """
@@ -43,3 +45,8 @@ def test_every_head_is_verified_and_a_red_head_is_told_once(tmp_path: Path) -> N
     assert "carry/gaudi/fixed: success" in tree.statuses, table
     assert good.commit == tree.commit, table  # the last head is the good one
     assert figures.tree_pushes == len(figures.heads) and figures.own_pushes_rebased == 0, table
+    # after two red heads the fix page's owner is mentioned, once, on the dashboard issue
+    (mention,) = figures.mentions
+    assert "@fix-owner" in mention and "2 heads" in mention, table
+    (streak,) = [m for m in figures.messages if m.event == "red-streak"]
+    assert streak.body["owners"] == ["fix-owner"] and streak.signed, table
