@@ -12,8 +12,10 @@ import hashlib
 import logging
 from enum import StrEnum
 
+from bot.config import ConfigError
 from bot.core import dashboard_issue as board
 from bot.core.state import SeriesState
+from bot.github.forge import ForgeError
 from bot.github.port import ForgePort
 from bot.store import dashboard_issue as record
 from bot.store import series as store
@@ -49,7 +51,10 @@ def decision(rt: Runtime) -> board.BoardDecision:
     if key not in _DECIDED:
         writable = None
         if credentials and configured is not False:
-            writable = rt.forge().issues_writable()
+            try:
+                writable = rt.forge().issues_writable()
+            except (ForgeError, ConfigError) as err:  # GitHub did not say: carry tries
+                log.info("dashboard issue: cannot ask GitHub about issue writes: %s", err)
         found = board.decide_board(configured, credentials, writable)
         log.info("dashboard issue on %s %s", rt.config.downstream.repo, found.reason)
         _DECIDED[key] = found

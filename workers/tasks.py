@@ -16,7 +16,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_failure, worker_process_init, worker_ready
 
 from bot.ci import runs as ci_runs
-from bot.config import ConfigError, Settings, load_settings
+from bot.config import Settings, load_settings
 from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.notify import STUCK_TASK
@@ -218,10 +218,7 @@ def _limit_memory(**_: object) -> None:
 def _register(**_: object) -> None:
     rt = runtime()
     register_series(rt)
-    try:  # decided at start, said in one log line (workers/dashboard_issue.py)
-        dashboard_issue.decision(rt)
-    except (ForgeError, ConfigError) as err:
-        log.warning("dashboard issue: could not decide at start: %s", err)
+    dashboard_issue.decision(rt)  # decided at start, said in one log line
 
 
 @worker_ready.connect

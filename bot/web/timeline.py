@@ -97,6 +97,16 @@ SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
     "publish-refused": lambda d: (
         f"GitHub refused the push to {d['branch']} ({d['code']}): {d['setting']}; not retried"
     ),
+    "tree-branch": lambda d: (
+        f"{d['branch']} "
+        + ("pushed" if d.get("pushed") else "already there")
+        + f": {_short(d.get('head'))} + the series = {_short(d.get('commit'))}"
+    ),
+    "tree-branch-skipped": lambda d: f"{d['branch']} not pushed: {d.get('reason', '')}",
+    "good-ref": lambda d: (
+        f"{d['ref']} at {_short(d.get('commit'))}, the tree of good head {_short(d.get('head'))}"
+    ),
+    "red-streak": lambda d: str(d.get("reason", "")),
 }
 
 
@@ -196,12 +206,12 @@ _PROBLEM_KINDS: Final = frozenset(
     {"poll-failed", "series-invalid", "downstream-renamed", "draft-refused", "ci-refused"}
     | {"ci-runner-lost", "ci-retry", "ci-failure", "ci-infra-error", "successor-proposed"}
     | {"command-not-checked", "lease-lost", "ci-report-refused", "went-red", "bisected"}
-    | {"publish-refused"}
+    | {"publish-refused", "tree-branch-skipped", "good-ref-refused", "red-streak"}
 )
 _CHANGED_KINDS: Final = frozenset(
     {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}
     | {"branch-commits-kept", "ci-approved", "ci-trusted-pusher", "went-green"}
-    | {"push-read-back", "notice-said"}
+    | {"push-read-back", "notice-said", "tree-branch", "good-ref"}
 )
 _NOTHING_KINDS: Final = frozenset(
     {"note", "record_ci", "skipped", "unchanged", "superseded", "publish-skipped"}
