@@ -139,6 +139,7 @@ class Figures:
     tree_pushes: int = 0  # pushes of carry/tree/<series> (one per head)
     mentions: list[str] = field(default_factory=list)  # dashboard issue comments naming OWNER
     own_pushes_rebased: int = 0  # rebases of a commit carry pushed itself (0: no loop)
+    own_pushes_noted: int = 0  # push webhooks of carry's own tree branches, noted and left
 
     def expected_verdict(self, n: int) -> Verdict:
         return Verdict.RED if self.broken_from <= n < self.repaired_at else Verdict.GREEN
@@ -233,7 +234,10 @@ class Figures:
             and f"carry/{KIND}/{CHECK}: success" in t.statuses
         )
         found = t.words() if t is not None else "no branch"
-        pushes = f"; {self.tree_pushes} pushes, {self.own_pushes_rebased} rebased"
+        pushes = (
+            f"; {self.tree_pushes} pushes ({self.own_pushes_noted} webhooks heard), "
+            f"{self.own_pushes_rebased} rebased"
+        )
         ok = ok and self.tree_pushes == len(self.heads) and not self.own_pushes_rebased
         return (
             f"carry/tree/{SERIES} = the last head's tested tree (pushed once a head)",
@@ -318,6 +322,8 @@ def run_every_head(root: Path, heads: int) -> Figures:
             trees = [e["data"] for e in env.history("tree-branch") if e["data"].get("pushed")]
             own = {str(e.get("commit")) for e in trees}
             rebased = [e for e in env.history("rebase") if e["data"].get("head_sha") in own]
+            notes = store.history(env.client, None, limit=1000, kind="note")
+            noted = [e for e in notes if "carry's own tree branch" in e["data"].get("reason", "")]
             return Figures(
                 heads=pushed,
                 broken_from=broken_from,
@@ -333,6 +339,7 @@ def run_every_head(root: Path, heads: int) -> Figures:
                 good_ref=good_ref,
                 tree_pushes=len(trees),
                 own_pushes_rebased=len(rebased),
+                own_pushes_noted=len(noted),
                 mentions=_mentions(gh),
             )
     finally:

@@ -45,6 +45,7 @@ def test_every_head_is_verified_and_a_red_head_is_told_once(tmp_path: Path) -> N
     assert "carry/gaudi/fixed: success" in tree.statuses, table
     assert good.commit == tree.commit, table  # the last head is the good one
     assert figures.tree_pushes == len(figures.heads) and figures.own_pushes_rebased == 0, table
+    assert figures.own_pushes_noted >= 1, table  # carry heard its own pushes and left them
     # after two red heads the fix page's owner is mentioned, once, on the dashboard issue
     (mention,) = figures.mentions
     assert "@fix-owner" in mention and "2 heads" in mention, table
