@@ -18,8 +18,10 @@ FROM python:3.11-slim
 ARG CARRY_EXTRAS=""
 # git: the engine applies patches against bare mirrors; tini: signals and zombie reaping for
 # the worker's child processes.
+# slirp4netns: the network of a runner's step with `network: true` (its own, no route to the
+# broker); bubblewrap: `sandbox: bwrap`. util-linux's unshare (`sandbox: namespaces`) is in the base.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git ca-certificates tini \
+ && apt-get install -y --no-install-recommends git ca-certificates tini slirp4netns bubblewrap \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 carry
 COPY --from=build /dist /dist

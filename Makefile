@@ -18,7 +18,7 @@ VLLM_VENV  := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_LOCK  := tests/vllm/requirements.lock
 
-.PHONY: help install lock run test bench lint fmt demo reliability browser bwrap vllm-env vllm-checks
+.PHONY: help install lock run test bench lint fmt demo reliability browser bwrap slirp4netns vllm-env vllm-checks
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -89,6 +89,9 @@ browser: ## chromium for the dashboard's browser tests: installed as root or in 
 bwrap: ## bubblewrap for the runner's `sandbox: bwrap` tests: installed as root or in CI, else skipped
 	$(call debian_package,bubblewrap,/usr/bin/bwrap,the bubblewrap sandbox tests)
 
+slirp4netns: ## slirp4netns: the network of a runner's steps with `network: true` (installed as root or in CI, else those tests are skipped)
+	$(call debian_package,slirp4netns,/usr/bin/slirp4netns,the tests of steps with network: true)
+
 .PHONY: screenshots
 screenshots: $(STAMP) ## the dashboard PNGs that docs/dashboard.md shows, into docs/screenshots/
 	@$(MAKE) --no-print-directory browser
@@ -98,6 +101,7 @@ test: $(STAMP) ## lint, then the test suite (each test session starts its own re
 	$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory browser
 	@$(MAKE) --no-print-directory bwrap
+	@$(MAKE) --no-print-directory slirp4netns
 	@$(MAKE) --no-print-directory vllm-env
 	@command -v redis-server >/dev/null || redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 || \
 	  { echo "tests need redis-server (apt-get install redis-server) or a Redis on 127.0.0.1:6379"; exit 1; }

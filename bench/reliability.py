@@ -41,7 +41,7 @@ import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,7 +80,8 @@ from bot.web.webhooks import (
     SIGNATURE_HEADER,
     sign,
 )
-from runner.sandbox import bwrap_unavailable
+from runner.sandbox import ACCEPTED_RISK, bwrap_unavailable, namespaces_unavailable
+from runner.sandbox_net import host_addresses
 from workers import runtime as runtime_module
 from workers import tasks
 from workers.ci import requests as ci
@@ -2170,6 +2171,33 @@ GIT_SWAP_ATTEMPT = "swap the clone's .git for a repository of the check's (renam
 GIT_LINK_ATTEMPT = "make .git a link, for the next job's clean-up to delete or write through"
 LINGER_ATTEMPT = "leave a process running after the job (a double-forked setsid daemon)"
 SHARED_TMP_ATTEMPT = "leave a file in /tmp for the next job (or on the host)"
+BROKER_NET_ATTEMPT = "reach the broker over the network with network: true"
+HOSTILE_NET_CHECK = "hostile-net"
+# A check with network: true: it tries the runner's Redis on loopback and on each of the host's
+# own addresses (where the scenario's Redis listens too), and says what way out it has.
+HOSTILE_NET_SCRIPT = (
+    f"BROKER_NET_ATTEMPT = {BROKER_NET_ATTEMPT!r}\n"
+    + r"""
+import os, socket
+port = int(os.environ["BROKER_PORT"])
+reached, refused = [], []
+for host in ["127.0.0.1", *os.environ["HOST_ADDRS"].split()]:
+    try:
+        with socket.create_connection((host, port), timeout=3) as sock:
+            sock.sendall(b"PING\r\n")
+            reached.append(f"{host}: {sock.recv(32)!r}")
+    except OSError as err:
+        refused.append(f"{host}: {err.strerror or err}")
+with open("/proc/net/route") as table:
+    routes = [line.split() for line in table.read().splitlines()[1:]]
+ways_out = sorted({r[0] for r in routes if r[1] == "00000000" and r[0] != "*"})
+way = f"default route via {', '.join(ways_out)}" if ways_out else "no default route"
+how = f"reached {'; '.join(reached)}" if reached else f"refused ({'; '.join(refused)})"
+print(f"{BROKER_NET_ATTEMPT}|{'achieved' if reached else 'blocked'}|{how}; egress: {way}",
+      flush=True)
+print("hostile net check done", flush=True)
+"""
+)
 HOSTILE_SCRIPT = (
     f"""
 RUNNER_PYTHON_ATTEMPT, RUNNER_PTH = {RUNNER_PYTHON_ATTEMPT!r}, {RUNNER_PTH!r}
@@ -2498,8 +2526,12 @@ def render_attempts(attempts: list[Attempt]) -> str:
     return "\n".join(lines)
 
 
+class RefusedAtStart(Exception):
+    """The runner refused to start with the scenario's config: the one-line reason."""
+
+
 def run_hostile_check(
-    root: Path, *, sandbox: str = "auto", step_user: str = "auto"
+    root: Path, *, sandbox: str | dict[str, str] = "auto", step_user: str = "auto"
 ) -> list[Attempt]:
     """A runner process (as `carry runner` starts it, sandbox: auto) runs a check whose code
     tries everything check code could want with carry: the broker's password and a GitHub token
@@ -2521,6 +2553,9 @@ def run_hostile_check(
             str(port),
             "--bind",
             "127.0.0.1",
+            # where a step with the host's network would find it too ("-": an address that
+            # went away since, a test's veth pair, is skipped)
+            *(f"-{address}" for address in host_addresses()),
             "--save",
             "",
             "--dir",
@@ -2566,7 +2601,15 @@ def run_hostile_check(
     # What the runner holds: its broker password and (here, to show it is not passed on) a token.
     needles = {"password": runner_password[::-1], "token": HOSTILE_TOKEN[::-1]}
     (marks / "needles.json").write_text(json.dumps(needles))
-    _hostile_config(env, check, sandbox, step_user, outside_tmp / "runner")
+    net_script = outside_tmp / "hostile_net.py"
+    net_script.write_text(HOSTILE_NET_SCRIPT)
+    net_check = StepSpec(
+        HOSTILE_NET_CHECK,
+        (HOSTILE_PYTHON, "-I", str(net_script)),
+        60,
+        {"BROKER_PORT": str(port), "HOST_ADDRS": " ".join(host_addresses())},
+    )
+    _hostile_config(env, [check, net_check], sandbox, step_user, outside_tmp / "runner")
     env.extra_env["GITHUB_TOKEN"] = HOSTILE_TOKEN
     runner_home = root / "runner-home"  # where the runner's own Python would find a .pth
     runner_home.mkdir()
@@ -2574,12 +2617,15 @@ def run_hostile_check(
     daemon = _stand_in_daemon()
     try:
         env.extra_env["REDIS_URL"] = runner_url
-        env.start_runner(HOSTILE_KIND)
+        try:
+            env.start_runner(HOSTILE_KIND)
+        except AssertionError as err:  # it exited before it was ready: its log says why
+            raise RefusedAtStart(_refusal(str(err))) from None
         del env.extra_env["REDIS_URL"]
         with _carry_in_this_process(env) as rt:
             applier = ReportApplier(rt.redis, celery_app, [HOSTILE_KIND], block_ms=200).start()
             try:
-                return _hostile_attempts(env, rt, check, marks, runner_home)
+                return _hostile_attempts(env, rt, [check, net_check], marks, runner_home)
             finally:
                 applier.stop()
     finally:
@@ -2651,17 +2697,35 @@ def _stand_in_daemon() -> socket.socket:
     return daemon
 
 
+def _refusal(log: str) -> str:
+    """The runner's one-line reason for refusing to start, from its log."""
+    lines = [line.strip() for line in log.splitlines() if "refused" in line or "sandbox" in line]
+    return lines[-1] if lines else (log.strip().splitlines() or ["no output"])[-1]
+
+
 def _hostile_config(
-    env: CarryEnv, check: StepSpec, sandbox: str, step_user: str, workdir: Path
+    env: CarryEnv,
+    checks: list[StepSpec],
+    sandbox: str | dict[str, str],
+    step_user: str,
+    workdir: Path,
 ) -> None:
     env.write_config()
     config = json.loads(env.config_path.read_text())
-    command = {"run": list(check.run), "timeout_s": int(check.timeout_s), "env": dict(check.env)}
+    commands = {
+        check.name: {
+            "run": list(check.run),
+            "timeout_s": int(check.timeout_s),
+            "env": dict(check.env),
+            **({"network": True} if check.name == HOSTILE_NET_CHECK else {}),
+        }
+        for check in checks
+    }
     config["runners"] = {
         HOSTILE_KIND: {
             "queue": f"hw.{HOSTILE_KIND}",
             "workdir": str(workdir),
-            "checks": {HOSTILE_CHECK: command},
+            "checks": commands,
             "sandbox": sandbox,
             "step_user": step_user,
         }
@@ -2670,16 +2734,22 @@ def _hostile_config(
 
 
 def _hostile_attempts(
-    env: CarryEnv, rt: Runtime, check: StepSpec, marks: Path, runner_home: Path
+    env: CarryEnv, rt: Runtime, checks: list[StepSpec], marks: Path, runner_home: Path
 ) -> list[Attempt]:
+    check = checks[0]
     target = ci.CiTarget(
-        HOSTILE_KIND, f"hw.{HOSTILE_KIND}", checks=(check,), retry=RetryPolicy(max_attempts=1)
+        HOSTILE_KIND,
+        f"hw.{HOSTILE_KIND}",
+        checks=tuple(checks),
+        retry=RetryPolicy(max_attempts=1),
     )
     tree = _hostile_tree(env)
     victim, common = Path(check.env["VICTIM"]), Path(check.env["COMMON"])
     before = _snapshot(victim)
     first = _hostile_run(rt, target, tree, force=False)
-    attempts = [a for a in _hostile_lines(rt, first) if a.attempt not in NEXT_JOB_ATTEMPTS]
+    first_lines = _hostile_lines(rt, first)
+    later = (*NEXT_JOB_ATTEMPTS, BROKER_NET_ATTEMPT)
+    attempts = [a for a in first_lines if a.attempt not in later]
     time.sleep(1)  # a daemon the job left has long forked by now
     left = _lingering(first)
     for pid in left:  # the scenario's own clean-up: the next job must not meet it
@@ -2707,7 +2777,7 @@ def _hostile_attempts(
         attempts[-1] = Attempt(
             SHARED_TMP_ATTEMPT, True, f"{attempts[-1].how}; {tmp_left} was left on the host"
         )
-    return attempts
+    return attempts + [a for a in first_lines if a.attempt == BROKER_NET_ATTEMPT]
 
 
 BLOB_BOMB_ATTEMPT = "make carry read a 40 MB file that its head packs in kilobytes (blob bomb)"
@@ -2787,7 +2857,7 @@ def _next_job_attempts(
 
 def _hostile_lines(rt: Runtime, run_id: str) -> list[Attempt]:
     lines = [e["text"] for e in runners.runlog(rt.redis, run_id, limit=10_000)]
-    if "hostile check done" not in lines:
+    if "hostile check done" not in lines or "hostile net check done" not in lines:
         raise AssertionError("the hostile check did not run to its end:\n" + "\n".join(lines))
     return _reported_attempts(lines)
 
@@ -2838,7 +2908,7 @@ def _hostile_tree(env: CarryEnv) -> TreeSpec:
 
 def _hostile_run(rt: Runtime, target: ci.CiTarget, tree: TreeSpec, *, force: bool) -> str:
     ci.record_push(rt.redis, SERIES, Push(ZERO_SHA, tree.upstream_sha, "alice", trusted=True))
-    (row,) = ci.request_ci(
+    rows = ci.request_ci(
         rt.redis,
         celery_app,
         SERIES,
@@ -2847,6 +2917,7 @@ def _hostile_run(rt: Runtime, target: ci.CiTarget, tree: TreeSpec, *, force: boo
         force=force,
         debounce_s=0,
     )
+    (row,) = {r.run_id: r for r in rows}.values()  # one run, a row per check
 
     def ended() -> bool:
         info = ci.run_info(rt.redis, row.run_id)
@@ -2888,24 +2959,31 @@ NEEDS_NAMESPACES = (
     "connect to the broker",
     SOCKET_ATTEMPT,
     SHARED_TMP_ATTEMPT,  # without a mount namespace the step writes the host's /tmp
+    BROKER_NET_ATTEMPT,  # without a network namespace, network: true is the host's
 )
 
 
 def scenario_hostile_check(
     root: Path, _scale: Scale, sandbox: str = "auto", step_user: str = "auto"
 ) -> Row:
-    """The default runner and bwrap: every attempt must be blocked. No sandbox but a step
-    user (a host without namespaces): every attempt but NEEDS_NAMESPACES."""
+    """One mode: every attempt must be blocked, or (no sandbox, the risk accepted) every
+    attempt but NEEDS_NAMESPACES."""
     name = "hostile check code on a runner"
     if (sandbox, step_user) != ("auto", "auto"):
         name += f" (sandbox: {sandbox}, step_user: {step_user})"
     if sandbox == "bwrap" and bwrap_unavailable() is not None:
         return Row(name, f"not run: {bwrap_unavailable()}", "-", "-", "-", ok=True)
-    if step_user != "auto" and os.geteuid() != 0:
+    if step_user not in ("auto", "runner") and os.geteuid() != 0:
         return Row(name, "not run: a step user needs a runner started as root", "-", "-", "-")
-    attempts = run_hostile_check(root, sandbox=sandbox, step_user=step_user)
+    setting: str | dict[str, str] = sandbox
+    if sandbox == "none":  # what it costs, where the runner's owner accepts the risk
+        setting = {"mode": "none", "accept_risk": ACCEPTED_RISK}
+    attempts = run_hostile_check(root, sandbox=setting, step_user=step_user)
     print(render_attempts(attempts), flush=True)
-    allowed = NEEDS_NAMESPACES if sandbox == "none" else ()
+    return _hostile_row(name, attempts, NEEDS_NAMESPACES if sandbox == "none" else ())
+
+
+def _hostile_row(name: str, attempts: list[Attempt], allowed: Sequence[str]) -> Row:
     achieved = [a.attempt for a in attempts if a.achieved]
     return Row(
         name,
@@ -2917,6 +2995,52 @@ def scenario_hostile_check(
         "nothing to recover: the step ran with a clean environment, in its own namespaces or "
         "as its own user; the runner ran only its own config's commands",
         ok=set(achieved) <= set(allowed) and len(attempts) >= 9,
+    )
+
+
+# Every sandbox mode, as a runner's config would say it (issue 33): those that cannot keep a job
+# from later jobs are refused at start.
+HOSTILE_MODES: tuple[tuple[str, str], ...] = (
+    ("auto", "auto"),
+    ("namespaces", "auto"),
+    ("bwrap", "auto"),
+    ("none", "auto"),  # a root runner's steps as nobody: the step-user-only mode
+    ("none", "runner"),
+)
+
+
+def scenario_hostile_check_every_mode(root: Path, scale: Scale) -> list[Row]:
+    """The hostile check under each of HOSTILE_MODES, one table per mode: every row blocked,
+    or the runner refused to start and the table says so."""
+    rows = []
+    for index, (mode, step_user) in enumerate(HOSTILE_MODES):
+        title = f"sandbox: {mode}, step_user: {step_user}"
+        print(f"\n### {title}\n", flush=True)
+        name = f"hostile check code on a runner ({title})"
+        if mode == "bwrap" and bwrap_unavailable() is not None:
+            print(f"not run: {bwrap_unavailable()}", flush=True)
+            rows.append(Row(name, f"not run: {bwrap_unavailable()}", "-", "-", "-"))
+            continue
+        where = root / f"mode-{index}"
+        try:
+            attempts = run_hostile_check(where, sandbox=mode, step_user=step_user)
+        except RefusedAtStart as refused:
+            print(render_refusal(str(refused)), flush=True)
+            expected = mode == "none" or (mode == "namespaces" and namespaces_unavailable())
+            rows.append(Row(name, f"refused at start: {refused}", "-", "-", "-", ok=bool(expected)))
+            continue
+        print(render_attempts(attempts), flush=True)
+        rows.append(_hostile_row(name, attempts, ()))
+    return rows
+
+
+def render_refusal(reason: str) -> str:
+    return "\n".join(
+        [
+            "| attempt by the check's code | result | how |",
+            "|---|---|---|",
+            f"| every attempt | refused at start | the runner did not start: {reason} |",
+        ]
     )
 
 
@@ -3501,7 +3625,7 @@ SCENARIOS: dict[str, Callable[[Path, Scale, int], Row | list[Row]]] = {
     "fuzz-webhooks": scenario_fuzz_webhooks,
     "fuzz-parser": scenario_fuzz_parser,
     "override-race": scenario_override_race,
-    "hostile-check": lambda root, scale, _seed: scenario_hostile_check(root, scale),
+    "hostile-check": lambda root, scale, _seed: scenario_hostile_check_every_mode(root, scale),
     "hostile-check-bwrap": lambda root, scale, _seed: scenario_hostile_check(root, scale, "bwrap"),
     "hostile-check-step-user": lambda root, scale, _seed: scenario_hostile_check(
         root, scale, "none", step_user="nobody"

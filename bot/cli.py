@@ -19,6 +19,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from bot.config import Series
+    from bot.core.dropwhen import DeclaredPr
+    from bot.core.fixpage import FixPage
     from bot.core.presence import HeadsEvidence
     from bot.core.report import PatchReport, SeriesReport
     from bot.core.state import SeriesState
@@ -62,7 +65,10 @@ def _read_patches(names: Sequence[str]) -> list[PatchInput]:
     return patches
 
 
-def _series_patches(directory: str) -> tuple[list[PatchInput], str | None]:
+def _series_patches(
+    directory: str,
+) -> tuple[list[PatchInput], str | None, tuple[FixPage, ...]]:
+    """The series' patches (in order), its base and its fix pages."""
     from bot.series_loader import SeriesInvalid, load_series
 
     try:
@@ -73,11 +79,12 @@ def _series_patches(directory: str) -> tuple[list[PatchInput], str | None]:
         raise UsageError(
             f"series {loaded.series_id} is waiting for import: {loaded.awaiting_import}"
         )
-    return _read_patches([str(p) for p in loaded.patch_paths]), loaded.base
+    return _read_patches([str(p) for p in loaded.patch_paths]), loaded.base, loaded.pages
 
 
-def _configured_upstream(series_dir: str) -> tuple[str, str]:
-    """(repo, head) of the configured series whose patches live in `series_dir`."""
+def _configured_upstream(series_dir: str) -> tuple[str, str, Series, str]:
+    """(repo, head, the series, upstream owner/name) of the configured series whose patches
+    live in `series_dir`."""
     from bot.config import ConfigError, load_config, load_settings
 
     settings = load_settings()
@@ -90,16 +97,19 @@ def _configured_upstream(series_dir: str) -> tuple[str, str]:
         if Path(series.patches).name == name:
             if series.base.ref is None:
                 raise UsageError(f"series {series.id} follows a tag pattern: give --head")
-            return config.upstreams[series.upstream].url, series.base.ref
+            upstream = config.upstreams[series.upstream]
+            return upstream.url, series.base.ref, series, upstream.repo
     raise UsageError(
         f"no series in {settings.config_path} uses {series_dir}: give --repo and --head"
     )
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    configured: tuple[Series, str] | None = None
     if args.series and not (args.repo and args.head):
-        repo, head = _configured_upstream(args.series)
+        repo, head, series, upstream_repo = _configured_upstream(args.series)
         args.repo, args.head = args.repo or repo, args.head or [head]
+        configured = series, upstream_repo
     if not args.repo or not args.head:
         raise UsageError("--repo and --head are required (or --series DIR of a configured series)")
     if not args.patch and not args.series:
@@ -119,10 +129,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     patches = _read_patches(args.patch or [])
     base = args.base
+    declared: dict[str, list[DeclaredPr]] = {}
     if args.series:
-        series_patches, series_base = _series_patches(args.series)
+        series_patches, series_base, pages = _series_patches(args.series)
         patches += series_patches
         base = base or series_base
+        declared = _declared(pages, configured, args.repo)
     heads = [_local_revision(args.repo, head) for head in args.head]
     # The reproduce commands run after `cd carry-repro`: they name the patches by full path.
     paths = {patch.name: str(Path(patch.name).resolve()) for patch in patches}
@@ -130,9 +142,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         cache = Path(args.cache_dir).resolve() if args.cache_dir else None
         mirror = Mirror(normalize_source(args.repo), cache, max_blob_bytes=_max_blob_bytes())
         if len(heads) > 1:
-            evidence = Engine(mirror).check_heads(heads, patches, base=base, patch_paths=paths)
+            evidence = Engine(mirror).check_heads(
+                heads, patches, base=base, patch_paths=paths, declared=declared
+            )
             return _print_presence(args, evidence)
-        report = Engine(mirror).check(heads[0], patches, base=base, patch_paths=paths)
+        report = Engine(mirror).check(
+            heads[0], patches, base=base, patch_paths=paths, declared=declared
+        )
     except MirrorError as err:
         raise UsageError(str(err)) from err
     if args.write_refreshed:
@@ -146,6 +162,36 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write(render_table(report))
     needs_human = any(_needs_human(p) for p in report.patches)
     return CHECK_NEEDS_HUMAN if args.exit_code and needs_human else 0
+
+
+def _declared(
+    pages: tuple[FixPage, ...], configured: tuple[Series, str] | None, repo: str
+) -> dict[str, list[DeclaredPr]]:
+    """The PRs declared for the series' patches: their fix pages' and, for a configured
+    series, its drop_when, dropped automatically only where its policy.drop_when_merged says.
+    Without a config, PRs of the upstream the --repo URL names (any, for a local path)."""
+    from bot.core.dropwhen import declared_prs
+
+    if configured is not None:
+        series, upstream_repo = configured
+        return declared_prs(
+            pages,
+            series.drop_when_prs(),
+            upstream_repo,
+            automatic=series.policy.drop_when_merged,
+        )
+    return declared_prs(pages, {}, _repo_named_by(repo), automatic=False)
+
+
+def _repo_named_by(url: str) -> str | None:
+    """owner/name of a GitHub-style repository URL (https, ssh, scp-like), None for a path."""
+    import re
+
+    found = re.match(r"^(?:[a-z][a-z0-9+.-]*://[^/]+/|[\w.-]+@[\w.-]+:)(.+?)(?:\.git)?/?$", url)
+    if found is None:
+        return None
+    parts = found.group(1).strip("/").split("/")
+    return "/".join(parts[-2:]) if len(parts) >= 2 else None
 
 
 def _print_presence(args: argparse.Namespace, evidence: HeadsEvidence) -> int:

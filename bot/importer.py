@@ -44,6 +44,7 @@ from bot.core.patchfile import PatchFileError, parse_patch
 from bot.core.seriesfile import SeriesFile, parse_series, render_series, with_base, with_patches
 from bot.git.formatpatch import format_patch
 from bot.git.mirror import Mirror, MirrorError, normalize_source
+from bot.git.reader import Reader
 from bot.git.runner import GitError
 from bot.series_loader import SERIES_FILE, SeriesInvalid, load_series
 
@@ -300,20 +301,18 @@ def _pr_head(mirror: Mirror, source: str, number: int) -> str:
 
 
 def _commit_patches(mirror: Mirror, base: str, tip: str, label: str) -> tuple[Incoming, ...]:
-    log = mirror.git.run(
-        "log", "--reverse", "--topo-order", "--format=%H%x00%P%x00%s", f"{base}..{tip}"
-    ).stdout.decode("utf-8", "replace")
-    rows = [line.split("\0") for line in log.splitlines() if line]
-    if not rows:
+    with Reader(mirror.git) as reader:
+        commits = reader.commits(f"{base}..{tip}", topo_order=True)
+    if not commits:
         raise ImportFailed(f"{label} has no commits to import")
-    for sha, parents, subject in rows:
-        if len(parents.split()) > 1:
+    for c in commits:
+        if len(c.parents) > 1:
             raise ImportFailed(
-                f"{label} contains merge commit {sha[:12]} ({subject!r}): carry imports one "
+                f"{label} contains merge commit {c.sha[:12]} ({c.subject!r}): carry imports one "
                 "patch per commit and cannot import a merge; import the linear ranges on either "
                 "side of it, or rebase the branch first"
             )
-    return tuple(commit_patch(mirror, sha, subject) for sha, _, subject in rows)
+    return tuple(commit_patch(mirror, c.sha, c.subject) for c in commits)
 
 
 def commit_patch(mirror: Mirror, sha: str, subject: str) -> Incoming:

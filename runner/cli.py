@@ -46,8 +46,8 @@ from bot.store.runners import forget_runner, heartbeat
 from bot.store.series import now_iso
 from runner import task  # noqa: F401  (registers carry.ci.run_job on `app`)
 from runner.job import reap_idle
-from runner.sandbox import SandboxError
-from runner.sandbox import resolve as resolve_sandbox
+from runner.sandbox import Isolation, SandboxError, StepNetwork
+from runner.sandbox_config import runner_sandbox
 from runner.tree import workdir_problem
 
 log = logging.getLogger("carry.runner")
@@ -90,7 +90,7 @@ def main(
     if unsafe is not None:
         raise ConfigError([unsafe])
     where.mkdir(parents=True, exist_ok=True)
-    steps = _steps(kind, runner, where)
+    steps = _steps(kind, runner, where, settings)
     queue = runner.queue if runner else f"hw.{kind}"
     node = host_format(name or settings.runner_name or f"{kind}@%h")
     _prepare_process(kind, node, where, settings.visibility_timeout_s)
@@ -141,16 +141,35 @@ def _runner(config: CarryConfig | None, kind: str) -> Runner | None:
     return config.runners[kind]
 
 
-def _steps(kind: str, runner: Runner | None, workdir: Path) -> str:
+def _steps(kind: str, runner: Runner | None, workdir: Path, settings: Settings) -> str:
     """How this runner runs setup and check steps, for the runners page. A sandbox or step
     user that this host cannot give is a ConfigError: a runner that would fail every job must
     not take them from the runners of its kind that can run them."""
     if runner is None:
         return "none: no config names this kind, so every job is refused"
     try:
-        box = resolve_sandbox(runner.sandbox, runner.step_user, workdir)
+        box = runner_sandbox(runner, settings, workdir)
     except SandboxError as err:
         raise ConfigError([f"runners.{kind}: {err}"]) from None
+    if box.isolation is Isolation.NONE:
+        log.warning(
+            "RISK: steps run without a sandbox (%s): a job can touch later jobs "
+            "(runners.%s.sandbox.accept_risk says so)",
+            box.why_none,
+            kind,
+        )
+    if box.step_network is StepNetwork.HOST and runner.networked():
+        log.warning(
+            "RISK: steps with network: true get the host's network, the broker included "
+            "(runners.%s.sandbox.step_network: host): code under test can reach carry's Redis",
+            kind,
+        )
+    if box.memory_mb is None:
+        log.warning(
+            "steps have no memory limit: runners.%s.step_memory_mb or CARRY_TASK_MEMORY_MB "
+            "sets one",
+            kind,
+        )
     if box.user is None and os.geteuid() == 0:
         log.warning(
             "steps run as root (%s): runners.%s.step_user names an unprivileged user",

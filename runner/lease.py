@@ -18,6 +18,7 @@ from bot.ci.spec import (
     JobPayload,
 )
 from bot.config import load_settings
+from bot.core.state import CiStatus
 from bot.store import ci_runs as store
 from bot.store.ci_runs import cancel_reason
 
@@ -84,7 +85,7 @@ def wait_for_slot(client: redis.Redis, effects: RunEffects, run: Run, runner: st
             noted = True
         reason = cancel_reason(client, run.run_id)
         if reason is not None:
-            end_run(client, effects, run, "cancelled", reason)
+            end_run(client, effects, run, CiStatus.CANCELLED, reason)
             return False
         time.sleep(POLL_S)
     return True

@@ -3,9 +3,11 @@
 Steps run code nobody here wrote. With isolation `namespaces` (util-linux `unshare`), a step gets
 its own PID namespace with a private /proc: it cannot see, signal or read the environment of the
 runner or of any other process on the host (the runner's broker URL is in its environment). It
-gets its own IPC and UTS namespaces too and, unless its config says `network: true`, its own
-network namespace with nothing but a loopback device: no route to the broker, to GitHub or to
-anything else. A runner that is not root maps itself to root in a user namespace to do this (no
+gets its own IPC and UTS namespaces too and its own network namespace: with nothing but a
+loopback device (no route to the broker, to GitHub or to anything else), or, where its config
+says `network: true`, with a way out through slirp4netns (sandbox_net.py: the host's loopback
+disabled, no route to the broker's address or any of the runner host's own) unless the
+runner's config says `step_network: host`. A runner that is not root maps itself to root in a user namespace to do this (no
 privilege on the host). The file system is the host's, but for the runner's own Python and
 carry's code (`runner_files`), which are read-only in the step's mount namespace: a step
 cannot leave code there (a .pth, a patched module) for the next job or for the runner itself.
@@ -25,8 +27,10 @@ In every mode a step starts under sandbox_init.py, a child subreaper: when the s
 process it started ends too (a double-forked `setsid` daemon included), namespaces or not.
 Under namespaces the step's /tmp is the job's own directory, bound over the host's.
 
-`auto` uses namespaces when a trial `unshare` works and otherwise runs steps as the runner's own
-child processes, saying so in every run log. `namespaces` refuses to run a step without them.
+`auto` uses namespaces when a trial `unshare` works. `namespaces` refuses to run a step without
+them. No sandbox at all (`none`, or `auto` where the trial fails) cannot keep a job from later
+jobs: `resolve` refuses it unless the config's accept_risk names that risk (ACCEPTED_RISK).
+With `memory_mb` each process of a step may map that much (RLIMIT_AS and RLIMIT_DATA).
 
 `bwrap` (bubblewrap, where it is installed) gives the same namespaces and a file-system view of
 its own: the host's file system read-only, the step's tree writable, a private /tmp (TMPDIR
@@ -53,16 +57,19 @@ import os
 import pwd
 import shutil
 import site
+import socket
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import urllib.parse
 from collections.abc import Sequence
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
 
 INIT = Path(__file__).with_name("sandbox_init.py")
+NET = Path(__file__).with_name("sandbox_net.py")
 CODE_ROOT = Path(__file__).resolve().parents[1]  # carry's checkout, or the site-packages it is in
 PROBE_TIMEOUT_S = 15
 
@@ -110,6 +117,24 @@ class SandboxError(Exception):
     """The runner's config asks for isolation this host cannot give."""
 
 
+# What `sandbox: {mode: none, accept_risk: ...}` must say to run steps with no job isolation.
+ACCEPTED_RISK = "jobs can touch later jobs"
+NO_SLIRP = (
+    "needs slirp4netns for a network of its own with no route to the broker (apt-get install "
+    "slirp4netns), or sandbox: {step_network: host} to give it the host's network, broker "
+    "included"
+)
+
+
+class StepNetwork(StrEnum):
+    """What a step with `network: true` gets: `own` (a network namespace of its own with a
+    user-mode network, slirp4netns, and no route to the runner host or the broker) or `host`
+    (the host's network, the broker included: only by an explicit setting, warned about)."""
+
+    OWN = "own"
+    HOST = "host"
+
+
 @dataclasses.dataclass(frozen=True)
 class StepUser:
     """Who a step runs as when it is not the runner's own user."""
@@ -129,6 +154,10 @@ class Sandbox:
     user: StepUser | None = None
     bwrap: str = "bwrap"
     why_root: str = "no step_user"  # why a root runner's steps run as root (user is None)
+    step_network: StepNetwork = StepNetwork.OWN
+    slirp: str | None = None  # slirp4netns, where steps with network get their own
+    block: tuple[str, ...] = ()  # the broker's addresses: no route there from a step
+    memory_mb: int | None = None  # each step's processes: RLIMIT_AS and RLIMIT_DATA
 
     def wrap(
         self,
@@ -146,35 +175,67 @@ class Sandbox:
         all the same; `private_tmp` (the job's own) is the step's /tmp where the sandbox has
         a mount namespace (bwrap gives each step a tmpfs of its own). In every mode the step
         starts under sandbox_init, which ends every process it leaves."""
+        own_net = network and self.step_network is StepNetwork.OWN
+        if own_net and self.isolation is not Isolation.NONE and self.slirp is None:
+            raise SandboxError(f"a step with network: true {NO_SLIRP}")
+        via = f"--via={'bwrap' if self.isolation is Isolation.BWRAP else 'unshare'}"
+        user_net = (
+            [sys.executable, "-I", "-S", str(NET), f"--slirp={self.slirp}", via]
+            + [f"--block={address}" for address in self.block]
+            + ["--"]
+        )
         if self.isolation is Isolation.NAMESPACES:
             writable = [*([tree] if tree else []), *writable]
-            return _unshare_argv(
+            wrapped = _unshare_argv(
                 self.unshare,
                 argv,
-                network=network,
+                network=network and not own_net,
                 user=self.user,
                 writable=writable,
                 protected=protected,
                 private_tmp=private_tmp,
+                memory_mb=self.memory_mb,
+                net_wait=own_net,
             )
+            return [*user_net, *wrapped] if own_net else wrapped
         if self.isolation is Isolation.BWRAP:
-            return _bwrap_argv(
+            wrapped = _bwrap_argv(
                 self.bwrap,
                 argv,
-                network=network,
+                network=network and not own_net,
                 tree=tree,
                 writable=writable,
                 user=self.user,
                 protected=protected,
+                memory_mb=self.memory_mb,
+                net_wait=own_net,
             )
+            return [*user_net, *wrapped] if own_net else wrapped
         # No namespaces: the same init, to change the user and end what the step leaves.
-        return [*_init(self.user, loopback=False, confine=False), "--", *argv]
+        init = _init(self.user, loopback=False, confine=False, memory_mb=self.memory_mb)
+        return [*init, "--", *argv]
 
     def describe(self, *, network: bool) -> str:
+        memory = ""
+        if self.memory_mb is not None:
+            memory = f"; each of its processes may map at most {self.memory_mb} MiB"
+        return self._describe(network=network) + memory
+
+    def _describe(self, *, network: bool) -> str:
         who = f", as {self.user.name} (uid {self.user.uid})" if self.user else ""
         if self.user is None and os.geteuid() == 0:  # it may write whatever root may
             who = f", as root ({self.why_root})"
-        reach = "the host's network" if network else "no network (loopback only)"
+        reach = "no network (loopback only)"
+        if network and self.step_network is StepNetwork.HOST:
+            reach = (
+                "THE HOST'S NETWORK, THE BROKER INCLUDED (sandbox.step_network: host; code "
+                "under test can reach every service of the runner host)"
+            )
+        elif network:
+            reach = (
+                "a network of its own (slirp4netns) with a way out but no route to the runner "
+                "host or the broker"
+            )
         if self.isolation is Isolation.BWRAP:
             return (
                 f"runs under bubblewrap in its own PID, mount, IPC and UTS namespaces, with "
@@ -210,11 +271,60 @@ def _user_name(uid: int) -> str:
 
 
 def resolve(
-    wanted: Isolation | str, step_user: str | None = None, workdir: Path | None = None
+    wanted: Isolation | str,
+    step_user: str | None = None,
+    workdir: Path | None = None,
+    *,
+    accept_risk: str | None = ACCEPTED_RISK,
+    step_network: StepNetwork | str = StepNetwork.OWN,
+    networked: bool = False,
+    broker_url: str | None = None,
+    memory_mb: int | None = None,
 ) -> Sandbox:
     """The sandbox the runner's config asks for, as this host can give it. `step_user` is
-    the config's (None: the runner's own user); `auto` looks at `workdir` (choose_user)."""
-    wanted = Isolation(wanted)
+    the config's (None: the runner's own user); `auto` looks at `workdir` (choose_user).
+
+    No sandbox (`none`, or `auto` on a host without namespaces) cannot keep a job from later
+    jobs: it is a SandboxError unless `accept_risk` is ACCEPTED_RISK (the runner's config says
+    so; None: it did not). Steps with network (`networked`) get a network of their own where
+    slirp4netns is installed, with no route to the broker (`broker_url`'s addresses) or the
+    runner host; without it, a SandboxError unless `step_network` is `host`. Each step's
+    processes get `memory_mb` of address space."""
+    box = _resolve_isolation(Isolation(wanted), step_user, workdir)
+    if box.isolation is Isolation.NONE and accept_risk != ACCEPTED_RISK:
+        raise SandboxError(
+            f"steps would run without a sandbox ({box.why_none}), so a job could touch later "
+            f"jobs: refused (sandbox: {{mode: none, accept_risk: {ACCEPTED_RISK!r}}} allows it)"
+        )
+    step_network = StepNetwork(step_network)
+    slirp = shutil.which("slirp4netns")
+    isolated = box.isolation is not Isolation.NONE
+    if networked and isolated and step_network is StepNetwork.OWN and slirp is None:
+        raise SandboxError(f"this runner's steps with network: true: each {NO_SLIRP}")
+    return dataclasses.replace(
+        box,
+        step_network=step_network,
+        slirp=slirp,
+        block=broker_addresses(broker_url),
+        memory_mb=memory_mb,
+    )
+
+
+def broker_addresses(url: str | None) -> tuple[str, ...]:
+    """The IPv4 addresses of the broker in `url` but loopback's (a step's own loopback is not
+    the host's): a step with a network of its own gets no route to them."""
+    host = urllib.parse.urlsplit(url).hostname if url else None
+    if not host:
+        return ()
+    try:
+        found = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+    except OSError:
+        return ()
+    addresses = (str(entry[4][0]) for entry in found)
+    return tuple(dict.fromkeys(a for a in addresses if not a.startswith("127.")))
+
+
+def _resolve_isolation(wanted: Isolation, step_user: str | None, workdir: Path | None) -> Sandbox:
     user, why_root = choose_user(step_user, workdir)
     if wanted is Isolation.NONE:
         box = Sandbox(Isolation.NONE, "the runner's config says sandbox: none")
@@ -349,10 +459,16 @@ def _init(
     scratch: Sequence[Path] = (),
     devices: Sequence[str] | None = None,
     private_tmp: Path | None = None,
+    memory_mb: int | None = None,
+    net_wait: bool = False,
 ) -> list[str]:
     init = [sys.executable, "-I", "-S", str(INIT)]
     if loopback:
         init.append("--loopback")
+    if net_wait:  # sandbox_net.py gives it a network before the step starts
+        init.append("--net-wait")
+    if memory_mb is not None:
+        init.append(f"--memory-mb={memory_mb}")
     if confine:  # root in the step's namespaces holds no power over the host's
         init += ["--confine", "--hide-sockets"]
     if devices is not None:  # a /dev of the step's own, with these of the host's nodes
@@ -423,11 +539,13 @@ def _unshare_argv(
     writable: Sequence[Path] = (),
     protected: Sequence[Path] = (),
     private_tmp: Path | None = None,
+    memory_mb: int | None = None,
+    net_wait: bool = False,
 ) -> list[str]:
     flags = ["--pid", "--fork", "--kill-child", "--mount-proc", "--ipc", "--uts"]
     if os.geteuid() != 0:
         flags.insert(0, "--map-root-user")
-    if not network:
+    if not network:  # with net_wait: a network namespace that sandbox_net.py gives a way out
         flags.append("--net")
     read_only, scratch, devices = [*runner_files()], [], None
     if os.geteuid() == 0:  # the host read-only but for the step's own and scratch, a /dev
@@ -435,12 +553,14 @@ def _unshare_argv(
         scratch, devices = scratch_dirs(), accelerator_devices()
     init = _init(
         user,
-        loopback=not network,
+        loopback=not network and not net_wait,
         read_only=[*read_only, *_existing(protected)],
         writable=[*writable, *([private_tmp] if private_tmp else [])],
         scratch=scratch,
         devices=devices,
         private_tmp=private_tmp,
+        memory_mb=memory_mb,
+        net_wait=net_wait,
     )
     return [unshare, *flags, "--", *init, "--", *argv]
 
@@ -494,12 +614,16 @@ def _bwrap_argv(
     writable: Sequence[Path] = (),
     user: StepUser | None = None,
     protected: Sequence[Path] = (),
+    memory_mb: int | None = None,
+    net_wait: bool = False,
 ) -> list[str]:
     flags = ["--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if os.geteuid() != 0:
         flags.append("--unshare-user-try")
     if not network:
         flags.append("--unshare-net")  # bwrap brings the new namespace's loopback up
+    if net_wait:  # sandbox_net.py: the sandbox's pid on fd 3, "go" on fd 4
+        flags += ["--info-fd", "3", "--block-fd", "4"]
     flags += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for device in accelerator_devices():
         flags += ["--dev-bind", device, device]
@@ -513,5 +637,7 @@ def _bwrap_argv(
     for kept in _existing(protected):  # after the tree's bind: read-only inside it
         flags += ["--ro-bind", kept, kept]
     own = [*([tree] if tree else []), *writable]  # the step's: its sockets stay its own
-    init = _init(user, loopback=False, read_only=kernel_interfaces(), writable=own)
+    init = _init(
+        user, loopback=False, read_only=kernel_interfaces(), writable=own, memory_mb=memory_mb
+    )
     return [bwrap, *flags, "--", *init, "--", *argv]

@@ -25,6 +25,10 @@ With --private-dev it gets a /dev of its own with only the standard nodes and ea
 With --hide-sockets the host's unix sockets where daemons keep them (/run, /tmp) are covered:
 a network namespace keeps no step from a socket in the file system, and through Docker's,
 systemd's or a database's a step could act outside the sandbox.
+With --net-wait (a step with network: true, see sandbox_net.py) it says on fd 3 that its
+network namespace exists and starts the step only once fd 4 says its network is made.
+With --memory-mb=N the step and what it starts may each map N MiB (RLIMIT_AS, RLIMIT_DATA);
+a step that fails under it is told so on stderr.
 It brings the loopback device up when the step has its own network namespace, starts the step,
 passes on the signals the runner sends (an init process ignores those it has no handler for),
 reaps every orphan the step leaves (they are re-parented to it), and exits with the step's
@@ -38,6 +42,7 @@ import ctypes
 import fcntl
 import os
 import re
+import resource
 import signal
 import socket
 import stat
@@ -55,6 +60,7 @@ _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, sign
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC = 0x1, 0x20, 0x1000, 0x4000
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x20000, 0x10000000
 _PR_SET_CHILD_SUBREAPER = 36
+_NETNS_FD, _GO_FD = 3, 4  # --net-wait: sandbox_net.py's NETNS_FD and GO_FD
 # After the runner asks the step to stop (SIGTERM), what is left of it gets this long before
 # SIGKILL: less than the runner's own grace, so that the init ends every process of the step
 # before the runner kills the init itself.
@@ -64,7 +70,7 @@ _OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \0
 USAGE = (
     "usage: sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets] "
     "[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--scratch=PATH]... "
-    "[--device=PATH]... [--private-tmp=PATH] -- ARGV..."
+    "[--device=PATH]... [--private-tmp=PATH] [--net-wait] [--memory-mb=N] -- ARGV..."
 )
 # statvfs flag -> the mount flag a remount must keep (in a user namespace these are locked)
 _KEPT = {0x2: 0x2, 0x4: 0x4, 0x8: 0x8, 0x400: 0x400, 0x800: 0x800, 0x1000: 0x200000}
@@ -304,8 +310,10 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
         "confine": False,
         "private-dev": False,
         "hide-sockets": False,
+        "net-wait": False,
         "user": None,
         "private-tmp": None,
+        "memory-mb": None,
     }
     paths: dict[str, list[str]] = {
         "--read-only": [],
@@ -313,9 +321,10 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
         "--scratch": [],
         "--device": [],
     }
+    flags = ("--loopback", "--confine", "--private-dev", "--hide-sockets", "--net-wait")
     while args and args[0] != "--":
         option, _, value = args.pop(0).partition("=")
-        if option in ("--loopback", "--confine", "--private-dev", "--hide-sockets") and not value:
+        if option in flags and not value:
             options[option.removeprefix("--")] = True
         elif option == "--user":
             uid, _, gid = value.partition(":")
@@ -324,6 +333,8 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
             options["user"] = (int(uid), int(gid))
         elif option == "--private-tmp" and value:
             options["private-tmp"] = value
+        elif option == "--memory-mb" and value.isdigit() and int(value) > 0:
+            options["memory-mb"] = int(value)
         elif option in paths and value:
             paths[option].append(value)
         else:
@@ -345,6 +356,8 @@ def main(args: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 126
     options, argv = parsed
+    if options["net-wait"] and not _say_netns_made():
+        return 126
     preparations = (
         (True, "make the step's init a subreaper of its processes", become_subreaper),
         (
@@ -382,7 +395,11 @@ def main(args: list[str]) -> int:
     os.chdir(os.getcwd())
     if options["loopback"]:
         loopback_up()
-    child = start(argv, user=options["user"], confine=options["confine"])
+    if options["net-wait"] and not _wait_for_network():
+        return 126
+    child = start(
+        argv, user=options["user"], confine=options["confine"], memory_mb=options["memory-mb"]
+    )
     for sig in _FORWARDED:
         signal.signal(sig, lambda number, _frame: _pass_on(child, number))
     signal.signal(signal.SIGALRM, lambda _number, _frame: end_descendants())
@@ -400,10 +417,45 @@ def main(args: list[str]) -> int:
             continue
         if pid == child:
             end_descendants()  # what the step left running ends with it
-            return _exit_code(status)
+            code = _exit_code(status)
+            if code != 0 and options["memory-mb"] is not None:
+                print(
+                    f"[carry] the step failed (exit {code}) under the runner's memory limit: "
+                    f"each of its processes may map {options['memory-mb']} MiB (step_memory_mb "
+                    "or CARRY_TASK_MEMORY_MB); an allocation past it fails (MemoryError, or "
+                    "the process is killed)",
+                    file=sys.stderr,
+                )
+            return code
 
 
-def start(argv: list[str], *, user: tuple[int, int] | None, confine: bool) -> int:
+def _say_netns_made() -> bool:
+    """--net-wait: tells sandbox_net.py (on NET_FD) that the step's network namespace exists."""
+    try:
+        os.write(_NETNS_FD, b"n")
+        os.close(_NETNS_FD)
+    except OSError as err:
+        print(f"cannot tell the runner the step's network namespace exists: {err}", file=sys.stderr)
+        return False
+    return True
+
+
+def _wait_for_network() -> bool:
+    """--net-wait: the step starts only once sandbox_net.py says its network is made (GO_FD)."""
+    try:
+        said = os.read(_GO_FD, 1)
+        os.close(_GO_FD)
+    except OSError as err:
+        said = str(err).encode()
+    if said != b"1":
+        print("the step's network was not made: it does not run", file=sys.stderr)
+        return False
+    return True
+
+
+def start(
+    argv: list[str], *, user: tuple[int, int] | None, confine: bool, memory_mb: int | None = None
+) -> int:
     """Fork and exec the step (in its own user namespace when `confine`); its pid. A step
     that cannot be confined says why and exits 126 without running."""
     ready_r, ready_w = os.pipe()
@@ -412,7 +464,7 @@ def start(argv: list[str], *, user: tuple[int, int] | None, confine: bool) -> in
     if child == 0:
         os.close(ready_r)
         os.close(go_w)
-        _run_step(argv, user=user, confine=confine, ready=ready_w, go=go_r)
+        _run_step(argv, user=user, confine=confine, ready=ready_w, go=go_r, memory_mb=memory_mb)
     os.close(ready_w)
     os.close(go_r)
     try:
@@ -430,7 +482,13 @@ def start(argv: list[str], *, user: tuple[int, int] | None, confine: bool) -> in
 
 
 def _run_step(
-    argv: list[str], *, user: tuple[int, int] | None, confine: bool, ready: int, go: int
+    argv: list[str],
+    *,
+    user: tuple[int, int] | None,
+    confine: bool,
+    ready: int,
+    go: int,
+    memory_mb: int | None = None,
 ) -> NoReturn:
     for sig in _FORWARDED:
         signal.signal(sig, signal.SIG_DFL)
@@ -446,6 +504,10 @@ def _run_step(
     os.close(ready)
     os.close(go)
     try:
+        if memory_mb is not None:  # each process of the step, and what it starts, inherits it
+            limit = memory_mb * 1024 * 1024
+            for which in (resource.RLIMIT_AS, resource.RLIMIT_DATA):
+                resource.setrlimit(which, (limit, limit))
         if user is not None:  # groups first: setuid gives up the right to change them
             os.setgroups([])
             os.setgid(user[1])

@@ -38,6 +38,7 @@ from bot.core.ci_plan import (
     short,
     split_ci_key,
 )
+from bot.core.history import HistoryKind
 from bot.core.state import CiStatus
 from bot.log import correlated, redact, secret_values
 from bot.queue.celery_app import app, redis_url
@@ -66,7 +67,7 @@ from runner.job import (
     host_env_for_steps,
 )
 from runner.lease import Watch, acquire_lease, holder_id, wait_for_slot
-from runner.sandbox import resolve as resolve_sandbox
+from runner.sandbox_config import runner_sandbox
 from runner.steps import RunLog
 
 log = logging.getLogger("carry.ci")
@@ -110,7 +111,7 @@ class ReportedEffects:
     kind: str
     runner: str
 
-    def history(self, series_id: str, kind: str, **fields: Any) -> None:
+    def history(self, series_id: str, kind: HistoryKind, **fields: Any) -> None:
         run_id = str(fields.get("run_id", ""))
         send_report(
             self.client,
@@ -119,7 +120,7 @@ class ReportedEffects:
             run_id,
             self.runner,
             series=series_id,
-            event=kind,
+            event=kind.value,
             fields=fields,
         )
 
@@ -223,7 +224,9 @@ def _refuse(
     the job is the run carry queued (this runner cannot run it), the run's verdict. A changed
     copy of a run (a forgery) leaves the run as it is."""
     log.warning("refused run %s: %s", job.run_id, reason)
-    effects.history(job.series_id, "ci-refused", run_id=job.run_id, runner=runner, reason=reason)
+    effects.history(
+        job.series_id, HistoryKind.CI_REFUSED, run_id=job.run_id, runner=runner, reason=reason
+    )
     if not is_run_id(effects.kind, job.run_id):  # not a run of this kind: not its to write
         return
     runlog = RunLog(client, job.run_id, job.limits)
@@ -235,7 +238,7 @@ def _refuse(
         return
     # A copy of a run that a runner is executing now leaves that execution alone.
     if not lease_holder(client, job.run_id):
-        end_run(client, effects, run, "infra-error", f"refused by {runner}: {reason}")
+        end_run(client, effects, run, CiStatus.INFRA_ERROR, f"refused by {runner}: {reason}")
 
 
 def runner_config() -> CarryConfig | None:
@@ -265,13 +268,13 @@ def _admit(
     all; seconds (float) to try again later when another live runner holds the run."""
     run = load_run(client, job.run_id)
     if run is None:
-        effects.history(job.series_id, "ci-orphan-job", run_id=job.run_id)
+        effects.history(job.series_id, HistoryKind.CI_ORPHAN_JOB, run_id=job.run_id)
         return "unknown run"
     if run.state in FINAL_STATES:
         return f"already {run.state}"
     cancel = cancel_reason(client, job.run_id)
     if cancel is not None:
-        end_run(client, effects, run, "cancelled", cancel)
+        end_run(client, effects, run, CiStatus.CANCELLED, cancel)
         return "cancelled"
     if not job.force and stored_result(client, job.kind, job.tree_key):
         _finish_reused(client, effects, run)
@@ -280,7 +283,7 @@ def _admit(
     if holder is not None:
         effects.history(
             job.series_id,
-            "ci-duplicate-delivery",
+            HistoryKind.CI_DUPLICATE_DELIVERY,
             run_id=job.run_id,
             runner=runner,
             holder=holder,
@@ -295,7 +298,7 @@ def _start_attempt(client: redis.Redis, effects: RunEffects, run: Run, runner: s
         lost = classify_outcome("job", None, lost=True, name=run.runner)
         effects.history(
             run.series,
-            "ci-runner-lost",
+            HistoryKind.CI_RUNNER_LOST,
             run_id=run.run_id,
             runner=run.runner,
             attempt=attempt - 1,
@@ -307,7 +310,7 @@ def _start_attempt(client: redis.Redis, effects: RunEffects, run: Run, runner: s
                 client,
                 effects,
                 run,
-                "infra-error",
+                CiStatus.INFRA_ERROR,
                 f"{lost.reason}; gave up after {attempt - 1} attempts",
             )
             return "gave up"
@@ -324,7 +327,7 @@ def _start_attempt(client: redis.Redis, effects: RunEffects, run: Run, runner: s
     )
     effects.history(
         run.series,
-        "ci-started",
+        HistoryKind.CI_STARTED,
         run_id=run.run_id,
         runner=runner,
         attempt=attempt,
@@ -338,7 +341,7 @@ def _start_attempt(client: redis.Redis, effects: RunEffects, run: Run, runner: s
 def _finish_reused(client: redis.Redis, effects: RunEffects, run: Run) -> None:
     result = stored_result(client, run.kind, run.tree_key) or {}
     detail = reused_detail(str(result.get("state", "")), str(result.get("run_id", "")))
-    end_run(client, effects, run, "reused", detail)
+    end_run(client, effects, run, CiStatus.REUSED, detail)
 
 
 def _execute(
@@ -370,9 +373,7 @@ def _execute(
             env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
             attempt=attempt,
             # job_mismatch let the job in, so this runner's config names its kind
-            sandbox=resolve_sandbox(
-                own.sandbox if own else "auto", own.step_user if own else None, workdir
-            ),
+            sandbox=runner_sandbox(own, load_settings(), workdir),
             networked=own.networked() if own else frozenset(),
         )
         return execute(job, ctx)
@@ -412,7 +413,7 @@ def _record_check(
     data = {**asdict(result), "reason": redact(result.reason), "attempt": attempt, "runner": runner}
     if result.final:
         record_check(client, job.run_id, result.key, data)
-    effects.history(job.series_id, "ci-check", run_id=job.run_id, **data)
+    effects.history(job.series_id, HistoryKind.CI_CHECK, run_id=job.run_id, **data)
     if result.final:
         effects.rows(job.run_id, only=result.key)
 
@@ -430,7 +431,7 @@ def _conclude(
         return run.state if run else "unknown run"
     cancelled = [c for c in result.checks if c.verdict == "cancelled"]
     if cancelled:
-        end_run(client, effects, run, "cancelled", cancelled[0].reason)
+        end_run(client, effects, run, CiStatus.CANCELLED, cancelled[0].reason)
         return "cancelled"
     unresolved = result.unresolved
     if not unresolved:
@@ -438,18 +439,18 @@ def _conclude(
         # run's verdict is about the carried tree.
         verdict = overall(c.verdict for c in result.checks if not c.variant)
         _store_result(client, job, run, verdict, attempt)
-        end_run(client, effects, run, verdict, _summary(result))
+        end_run(client, effects, run, CiStatus(verdict), _summary(result))
         return verdict
     why = "; ".join(dict.fromkeys(c.reason for c in unresolved))
     decision = next_attempt(job.retry, "infra-error", attempt)
     if not decision.retry:
-        end_run(client, effects, run, "infra-error", f"{why} ({decision.reason})")
+        end_run(client, effects, run, CiStatus.INFRA_ERROR, f"{why} ({decision.reason})")
         return "infra-error"
     detail = f"infra error on attempt {attempt}: {why}; {decision.reason}"
     transition(client, job.run_id, "queued", ("running",), detail=detail)
     effects.history(
         job.series_id,
-        "ci-retry",
+        HistoryKind.CI_RETRY,
         run_id=job.run_id,
         attempt=attempt,
         delay_s=decision.delay_s,

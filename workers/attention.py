@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from bot.core.attention import HumanNotice, StuckLimits, stuck_now
+from bot.core.history import HistoryKind
 from bot.core.notify import NOTIFY_TASK
 from bot.core.state import SeriesState
 from bot.store import series as store
@@ -28,7 +29,9 @@ def queue_notices(pipe: Any, series_id: str, notices: list[HumanNotice]) -> None
         told = notice.to_dict()
         reason = told.pop("summary")
         told.pop("series")
-        store.queue_history(pipe, series_id, notice.change.value, reason=reason, **told)
+        store.queue_history(
+            pipe, series_id, HistoryKind(notice.change.value), reason=reason, **told
+        )
 
 
 def send_notices(rt: Runtime, series_id: str, notices: list[HumanNotice]) -> None:

@@ -21,6 +21,7 @@ from celery import Task
 from bot.ci.spec import TreeSpec
 from bot.core import bisect
 from bot.core.ci_plan import split_ci_key
+from bot.core.history import HistoryKind
 from bot.core.notify import NOTIFY_TASK
 from bot.core.policy import series_digest
 from bot.core.state import SeriesState
@@ -52,7 +53,7 @@ def bisect_task(self: Task, series_id: str, notice: dict[str, Any] | None = None
                 return
             advance(rt, series_id)
         except (GitError, MirrorError, ForgeError, SeriesInvalid) as err:
-            store.append_history(rt.redis, series_id, "bisect-failed", error=str(err))
+            store.append_history(rt.redis, series_id, HistoryKind.BISECT_FAILED, error=str(err))
             if self.request.retries < 3:
                 raise self.retry(countdown=30) from err
             _end(rt, series_id, f"could not go on: {err}")
@@ -78,7 +79,7 @@ def begin(rt: Runtime, series_id: str, notice: dict[str, Any]) -> bool:
         store.append_history(
             rt.redis,
             series_id,
-            "bisect-skipped",
+            HistoryKind.BISECT_SKIPPED,
             reason=f"the last good head {good[:12]} is not an ancestor of {bad[:12]}",
         )
         return False
@@ -95,7 +96,7 @@ def begin(rt: Runtime, series_id: str, notice: dict[str, Any]) -> bool:
     store.append_history(
         rt.redis,
         series_id,
-        "bisect-started",
+        HistoryKind.BISECT_STARTED,
         reason=(
             f"{checks[0]} failed on {bad[:12]} after passing on {good[:12]}: bisecting "
             f"{len(commits)} commits within {started.budget} runs"
@@ -162,7 +163,7 @@ def _untestable(rt: Runtime, series_id: str, sha: str) -> None:
 
     if store.update_series(rt.redis, series_id, record):
         store.append_history(
-            rt.redis, series_id, "bisect-probe", commit=sha, result="untestable",
+            rt.redis, series_id, HistoryKind.BISECT_PROBE, commit=sha, result="untestable",
             reason=f"the series does not apply on {sha[:12]}: it cannot be tested there",
         )  # fmt: skip
 
@@ -203,7 +204,7 @@ def _request(rt: Runtime, series_id: str, b: bisect.Bisection, sha: str, tree: s
     store.append_history(
         rt.redis,
         series_id,
-        "bisect-probe",
+        HistoryKind.BISECT_PROBE,
         commit=sha,
         result="asked",
         reason=(
@@ -223,10 +224,9 @@ def _end(rt: Runtime, series_id: str, why: str) -> None:
         bisect.stop(state.bisect, why, store.now_iso())
         return True
 
-    if store.update_series(rt.redis, series_id, stop):
-        state = store.load_series(rt.redis, series_id)
-        if state is not None and state.bisect is not None:
-            _answer(rt, series_id, state.bisect)
+    state = store.update_series(rt.redis, series_id, stop)
+    if state is not None and state.bisect is not None:
+        _answer(rt, series_id, state.bisect)
 
 
 def _answer(rt: Runtime, series_id: str, b: bisect.Bisection) -> None:
@@ -239,7 +239,7 @@ def _answer(rt: Runtime, series_id: str, b: bisect.Bisection) -> None:
     store.append_history(
         rt.redis,
         series_id,
-        "bisected",
+        HistoryKind.BISECTED,
         reason=summary,
         status=b.status.value,
         culprit=culprit,

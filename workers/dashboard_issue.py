@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from bot.config import ConfigError
 from bot.core import dashboard_issue as board
+from bot.core.history import HistoryKind
 from bot.core.state import SeriesState
 from bot.github.forge import ForgeError
 from bot.github.port import ForgePort
@@ -90,5 +91,7 @@ def _write(rt: Runtime, forge: ForgePort, text: str, force: bool) -> Refresh:
         log.warning("dashboard issue #%s of %s is gone; opening a new one", number, repo)
     number = forge.create_issue(board.TITLE, text, [board.LABEL])
     record.save(rt.redis, record.DashboardIssue(repo, number, digest))
-    store.append_history(rt.redis, None, "dashboard-issue-opened", repo=repo, number=number)
+    store.append_history(
+        rt.redis, None, HistoryKind.DASHBOARD_ISSUE_OPENED, repo=repo, number=number
+    )
     return Refresh.OPENED

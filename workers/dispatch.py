@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.core import transitions as tr
-from bot.core.planner import Action
+from bot.core.history import HistoryKind
+from bot.core.planner import Action, ActionKind
 from bot.core.state import Phase, SeriesState
 from bot.core.trust import Push
 from bot.store import series as store
@@ -28,11 +29,11 @@ class Skipped(Exception):
 
 def carry_out(rt: Runtime, action: Action) -> None:
     client = rt.redis
-    if action.kind != "note" and store.is_claimed(client, action.key):
+    if action.kind is not ActionKind.NOTE and store.is_claimed(client, action.key):
         store.append_history(
             client,
             action.series_id,
-            "skipped",
+            HistoryKind.SKIPPED,
             action=action.kind,
             key=action.key,
             reason="already done",
@@ -46,15 +47,20 @@ def carry_out(rt: Runtime, action: Action) -> None:
     except Skipped as why:
         store.claim(client, action.key)
         store.append_history(
-            client, action.series_id, "skipped", action=action.kind, key=action.key, reason=str(why)
+            client,
+            action.series_id,
+            HistoryKind.SKIPPED,
+            action=action.kind,
+            key=action.key,
+            reason=str(why),
         )
         return
-    if action.kind != "note":
+    if action.kind is not ActionKind.NOTE:
         store.claim(client, action.key)
     store.append_history(
         client,
         action.series_id,
-        action.kind,
+        HistoryKind(action.kind),
         reason=action.reason,
         key=action.key,
         **_public(action.args),
@@ -104,7 +110,7 @@ def _change(rt: Runtime, action: Action, change: Callable[[SeriesState], bool]) 
     """Applies one transition to the series' fresh state, creating the state if it is missing;
     a change that returns False (nothing to do) writes nothing."""
     assert action.series_id
-    return store.update_series(rt.redis, action.series_id, change, create={})
+    return store.update_series(rt.redis, action.series_id, change, create={}) is not None
 
 
 def _record_pusher(rt: Runtime, action: Action) -> None:
@@ -233,27 +239,29 @@ def _send_task(task: str) -> Callable[[Runtime, Action], None]:
     return handler
 
 
-_HANDLERS: dict[str, Callable[[Runtime, Action], None]] = {
-    "note": _note,
-    "rebase": _rebase,
-    "record_head": _record_head,
-    "record_stale_head": _record_stale_head,
-    "record_pusher": _record_pusher,
-    "record_push": _record_push,
-    "record_base_pr": _record_base_pr,
-    "retarget": _retarget,
-    "find_successor": _send_task("carry.find_successor"),
-    "record_upstream_pr": _record_upstream_pr,
-    "record_carry_pr": _record_carry_pr,
-    "reopen": _reopen,
-    "set_paused": _set_paused,
-    "pin_patch": lambda rt, a: _pin(rt, a, keep=True),
-    "request_drop": lambda rt, a: _pin(rt, a, keep=False),
-    "check_permission": _send_task("carry.check_permission"),
-    "reply": _send_task("carry.reply"),
-    "publish": _send_task("carry.publish"),
-    "approve": _send_task("carry.approve"),
-    "retest": _send_task("carry.retest"),
-    "record_ci": _note,
-    "refresh_dashboard_issue": lambda rt, a: rt.send("carry.dashboard_issue", dict(a.args)),
+_HANDLERS: dict[ActionKind, Callable[[Runtime, Action], None]] = {
+    ActionKind.NOTE: _note,
+    ActionKind.REBASE: _rebase,
+    ActionKind.RECORD_HEAD: _record_head,
+    ActionKind.RECORD_STALE_HEAD: _record_stale_head,
+    ActionKind.RECORD_PUSHER: _record_pusher,
+    ActionKind.RECORD_PUSH: _record_push,
+    ActionKind.RECORD_BASE_PR: _record_base_pr,
+    ActionKind.RETARGET: _retarget,
+    ActionKind.FIND_SUCCESSOR: _send_task("carry.find_successor"),
+    ActionKind.RECORD_UPSTREAM_PR: _record_upstream_pr,
+    ActionKind.RECORD_CARRY_PR: _record_carry_pr,
+    ActionKind.REOPEN: _reopen,
+    ActionKind.SET_PAUSED: _set_paused,
+    ActionKind.PIN_PATCH: lambda rt, a: _pin(rt, a, keep=True),
+    ActionKind.REQUEST_DROP: lambda rt, a: _pin(rt, a, keep=False),
+    ActionKind.CHECK_PERMISSION: _send_task("carry.check_permission"),
+    ActionKind.REPLY: _send_task("carry.reply"),
+    ActionKind.PUBLISH: _send_task("carry.publish"),
+    ActionKind.APPROVE: _send_task("carry.approve"),
+    ActionKind.RETEST: _send_task("carry.retest"),
+    ActionKind.RECORD_CI: _note,
+    ActionKind.REFRESH_DASHBOARD_ISSUE: lambda rt, a: rt.send(
+        "carry.dashboard_issue", dict(a.args)
+    ),
 }

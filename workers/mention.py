@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from bot.core import owners as own
+from bot.core.history import HistoryKind
 from bot.core.notify import NOTIFY_TASK, series_page
 from bot.core.state import SeriesState
 from bot.github.forge import ForgeError
@@ -56,7 +57,7 @@ def mention(rt: Runtime, grew: dict[str, Any]) -> bool:
     store.append_history(
         rt.redis,
         streak.series_id,
-        own.CHANGE,
+        HistoryKind.RED_STREAK,
         reason=text,
         owners=list(owners),
         head=streak.head,

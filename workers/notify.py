@@ -14,6 +14,7 @@ import httpx
 from celery import Task
 
 from bot.config import Settings, Webhook
+from bot.core.history import HistoryKind
 from bot.core.notify import NOTIFY_TASK, body, headers
 from bot.log import correlated
 from bot.queue.celery_app import app
@@ -51,7 +52,11 @@ def notify(self: Task, notice: dict[str, Any]) -> None:
                 continue
             store.claim(rt.redis, key)
             store.append_history(
-                rt.redis, series_id, "notified", webhook=_where(hook), change=notice["change"]
+                rt.redis,
+                series_id,
+                HistoryKind.NOTIFIED,
+                webhook=_where(hook),
+                change=notice["change"],
             )
         if not failed:
             return
@@ -59,7 +64,7 @@ def notify(self: Task, notice: dict[str, Any]) -> None:
         store.append_history(
             rt.redis,
             series_id,
-            "notify-failed",
+            HistoryKind.NOTIFY_FAILED,
             change=notice["change"],
             errors=failed,
             reason="given up" if last else f"tried again in {backoff_s(self.request.retries):g} s",

@@ -11,6 +11,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from bot.config import BaseSpec, Series, parse_pr_ref
 from bot.core import transitions as tr
 from bot.core.events import ZERO_SHA, HeadMoved, PrStateChanged
+from bot.core.history import HistoryKind
 from bot.core.state import SeriesState
 from bot.git.mirror import Mirror, MirrorError
 from bot.github.forge import ForgeError
@@ -49,9 +50,11 @@ def _poll_failed(rt: Runtime, upstream: str, members: list[Series], error: str) 
     log, each series' history and its "needs attention", and carry_events_total."""
     log.warning("poll of upstream %s failed: %s", upstream, error)
     store_metrics.count_event(rt.redis, "poll_failed")
-    store.append_history(rt.redis, None, "poll-failed", upstream=upstream, error=error)
+    store.append_history(rt.redis, None, HistoryKind.POLL_FAILED, upstream=upstream, error=error)
     for series in members:
-        store.append_history(rt.redis, series.id, "poll-failed", upstream=upstream, error=error)
+        store.append_history(
+            rt.redis, series.id, HistoryKind.POLL_FAILED, upstream=upstream, error=error
+        )
         store.ensure_series(rt.redis, series.id)
         _set_upstream_error(rt, series.id, error[:500])
 
@@ -81,9 +84,9 @@ def _set_waiting(rt: Runtime, series: Series, ref: str | None) -> None:
 
     def history(pipe: object) -> None:
         if ref is not None:
-            store.queue_history(pipe, series.id, "waiting-for-ref", ref=ref)
+            store.queue_history(pipe, series.id, HistoryKind.WAITING_FOR_REF, ref=ref)
         else:
-            store.queue_history(pipe, series.id, "ref-appeared", ref=was["ref"])
+            store.queue_history(pipe, series.id, HistoryKind.REF_APPEARED, ref=was["ref"])
 
     store.update_series(rt.redis, series.id, change, create={}, also=history)
 
@@ -166,7 +169,7 @@ def pr_events(rt: Runtime) -> list[PrStateChanged]:
             state, etag = forge.pull_state(repo, number, known.etag or None)
         except ForgeError as err:
             store.append_history(
-                rt.redis, None, "poll-failed", pr=f"{repo}#{number}", error=str(err)
+                rt.redis, None, HistoryKind.POLL_FAILED, pr=f"{repo}#{number}", error=str(err)
             )
             continue
         if state is None:

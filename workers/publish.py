@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from bot.core import proposal
 from bot.core import transitions as tr
+from bot.core.history import HistoryKind
 from bot.core.publishing import PublishStep, publish_step
 from bot.core.render import next_version, pr_body, pr_title
 from bot.core.state import SeriesState
@@ -44,7 +45,7 @@ def publish(
         store.append_history(
             rt.redis,
             series_id,
-            "publish-skipped",
+            HistoryKind.PUBLISH_SKIPPED,
             reason="a newer rebase replaced this result",
             head=head_sha,
         )
@@ -62,13 +63,13 @@ def publish(
             series_id,
             lambda fresh: tr.published(fresh, None, None, note),
             also=lambda pipe: store.queue_history(
-                pipe, series_id, "proposal", read_only=True, **proposal, **said
+                pipe, series_id, HistoryKind.PROPOSAL, read_only=True, **proposal, **said
             ),
         )
         return
     # What is about to be posted, before it is: shown on the series page, also when GitHub
     # then refuses it.
-    store.append_history(rt.redis, series_id, "proposal", read_only=False, **proposal)
+    store.append_history(rt.redis, series_id, HistoryKind.PROPOSAL, read_only=False, **proposal)
     publish_on_github(rt, state, title, body, version, changed, tree, every_head=every_head)
 
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from bot.core import proposal, push_refusal
 from bot.core import transitions as tr
+from bot.core.history import HistoryKind
 from bot.core.publishing import PublishStep, Step, publish_step, replaces_words
 from bot.core.render import (
     NOTICE_MARKER,
@@ -37,7 +38,10 @@ log = logging.getLogger("carry.publish")
 
 CONFLICT_MARKER = "<!-- carry:conflict-report -->"
 # the history entry written when a notice of each kind is said
-NOTICE_HISTORY = {NoticeKind.COMMITS_KEPT: "branch-commits-kept", NoticeKind.OTHER: "notice-said"}
+NOTICE_HISTORY = {
+    NoticeKind.COMMITS_KEPT: HistoryKind.BRANCH_COMMITS_KEPT,
+    NoticeKind.OTHER: HistoryKind.NOTICE_SAID,
+}
 LABELS = {"conflict": "carry:conflict", "review": "carry:needs-review"}
 NO_DRAFTS_NOTE = (
     "\n> note: GitHub does not allow draft pull requests in this repository (private "
@@ -104,7 +108,7 @@ def publish(
         store.append_history(
             rt.redis,
             state.id,
-            "published",
+            HistoryKind.PUBLISHED,
             result="nothing to propose",
             reason=step.reason,
             head=state.checked_head,
@@ -170,7 +174,7 @@ def publish(
         also=lambda pipe: store.queue_history(
             pipe,
             state.id,
-            "published",
+            HistoryKind.PUBLISHED,
             pr=pull.number,
             pushed=bool(pushed),
             head=state.checked_head,
@@ -213,7 +217,7 @@ def _notice_close(rt: Runtime, forge: ForgePort, state: SeriesState) -> None:
         state.id,
         record,
         also=lambda pipe: store.queue_history(
-            pipe, state.id, "carry-pr-found-closed", pr=known.number, state=found.state
+            pipe, state.id, HistoryKind.CARRY_PR_FOUND_CLOSED, pr=known.number, state=found.state
         ),
     )
     fresh = store.load_series(rt.redis, state.id)
@@ -226,7 +230,7 @@ def _held(rt: Runtime, state: SeriesState, step: PublishStep) -> None:
     store.append_history(
         rt.redis,
         state.id,
-        "published",
+        HistoryKind.PUBLISHED,
         result=f"no new PR: {state.closed_pr_words}" if state.closed_pr else "no new PR",
         reason=step.reason,
         head=state.checked_head,
@@ -243,7 +247,12 @@ def _drop_stale_labels(
         if label in pull.labels and label not in wanted:
             forge.remove_label(pull.number, label)
             store.append_history(
-                rt.redis, state.id, "label-removed", pr=pull.number, label=label, now=state.outcome
+                rt.redis,
+                state.id,
+                HistoryKind.LABEL_REMOVED,
+                pr=pull.number,
+                label=label,
+                now=state.outcome,
             )
 
 
@@ -266,7 +275,11 @@ def _open_pull(
     except DraftsNotSupported:
         assert label is not None
         store.append_history(
-            rt.redis, state.id, "draft-refused", reason="drafts not supported", label=label
+            rt.redis,
+            state.id,
+            HistoryKind.DRAFT_REFUSED,
+            reason="drafts not supported",
+            label=label,
         )
         note = NO_DRAFTS_NOTE.format(label=label)
         return forge.create_pull(main, branch, title, body + note, draft=False, series=state.id)
@@ -373,7 +386,7 @@ def _read_back_version(
         also=lambda pipe: store.queue_history(
             pipe,
             series_id,
-            "push-read-back",
+            HistoryKind.PUSH_READ_BACK,
             branch=branch,
             tip=tip,
             landed=tip == commit,
@@ -411,7 +424,7 @@ def _refused(
         also=lambda pipe: store.queue_history(
             pipe,
             state.id,
-            "publish-refused",
+            HistoryKind.PUBLISH_REFUSED,
             head=state.checked_head,
             pr=found.pr,
             **refusal.fields(),
@@ -480,7 +493,7 @@ def _report_without_pr(rt: Runtime, state: SeriesState, reason: str) -> None:
     store.append_history(
         rt.redis,
         state.id,
-        "published",
+        HistoryKind.PUBLISHED,
         result="needs attention, but nothing to push: see the dashboard",
         reason=reason,
         outcome=state.outcome,

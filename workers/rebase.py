@@ -18,6 +18,8 @@ from bot.core import events as ev
 from bot.core import transitions as tr
 from bot.core.attention import HumanNotice, note_check
 from bot.core.classify import Status
+from bot.core.dropwhen import declared_prs
+from bot.core.history import HistoryKind
 from bot.core.policy import over_budget, series_digest
 from bot.core.report import PatchReport, SeriesReport
 from bot.core.state import Phase, SeriesState
@@ -95,7 +97,7 @@ def rebase_series(
     client = rt.redis
     if series_id not in {s.id for s in rt.config.series}:
         store.append_history(
-            client, series_id, "skipped", reason=f"series {series_id} is not configured"
+            client, series_id, HistoryKind.SKIPPED, reason=f"series {series_id} is not configured"
         )
         return None
     series = rt.config.series_by_id(series_id)
@@ -104,7 +106,9 @@ def rebase_series(
     # Forced or not: a check of an older head would move the series back (its result and
     # proposal replaced by an older one); the newest head's own rebase covers it.
     if newest not in (None, head_sha):
-        store.append_history(client, series_id, "superseded", head=head_sha, newest=newest)
+        store.append_history(
+            client, series_id, HistoryKind.SUPERSEDED, head=head_sha, newest=newest
+        )
         return None
     rt.refresh_downstream()
     loaded = _load(rt, series, state)
@@ -122,7 +126,7 @@ def rebase_series(
         store.append_history(
             client,
             series_id,
-            "unchanged",
+            HistoryKind.UNCHANGED,
             head=head_sha,
             digest=digest,
             reason="this head and series content were checked already",
@@ -165,7 +169,7 @@ def _load(rt: Runtime, series: Series, state: SeriesState) -> LoadedSeries | Non
             series.id,
             lambda fresh: tr.awaiting_import(fresh, names, None),
             also=lambda pipe: store.queue_history(
-                pipe, series.id, "awaiting-import", reason=reason
+                pipe, series.id, HistoryKind.AWAITING_IMPORT, reason=reason
             ),
         )
         return None
@@ -179,7 +183,9 @@ def _refuse(rt: Runtime, series: Series, state: SeriesState, problems: list[str]
         rt.redis,
         series.id,
         lambda fresh: tr.series_invalid(fresh, problems),
-        also=lambda pipe: store.queue_history(pipe, series.id, "series-invalid", problems=problems),
+        also=lambda pipe: store.queue_history(
+            pipe, series.id, HistoryKind.SERIES_INVALID, problems=problems
+        ),
     )
     _report_invalid(rt, state, problems)
 
@@ -200,7 +206,7 @@ def _report_invalid(rt: Runtime, state: SeriesState, problems: list[str]) -> Non
     try:
         rt.forge().upsert_comment(state.pr.number, INVALID_MARKER, body)
     except ForgeError as err:
-        store.append_history(rt.redis, state.id, "report-failed", error=str(err))
+        store.append_history(rt.redis, state.id, HistoryKind.REPORT_FAILED, error=str(err))
 
 
 def _page_patches(loaded: LoadedSeries) -> list[str]:
@@ -268,6 +274,12 @@ def _check(
     local = rt.settings.downstream_dir is not None  # a checkout of its own: clone it as is
     url = str(root) if local else downstream_repo.url(rt.settings, rt.config)
     source = (url, rt.config.downstream.branch)
+    declared = declared_prs(
+        loaded.pages,
+        series.drop_when_prs(),
+        upstream.repo,
+        automatic=series.policy.drop_when_merged,
+    )
     with engine_lock:
         return engine.check(
             head_sha,
@@ -276,6 +288,7 @@ def _check(
             links=links,
             patch_paths=paths,
             downstream=source,
+            declared=declared,
         )
 
 
@@ -339,7 +352,7 @@ def _store_report(
         store.queue_history(
             pipe,
             series.id,
-            "rebased",
+            HistoryKind.REBASED,
             head=report.head,
             digest=digest,
             outcome=state.outcome,
@@ -349,7 +362,7 @@ def _store_report(
             store.queue_history(
                 pipe,
                 series.id,
-                "decision",
+                HistoryKind.DECISION,
                 patch=p.name,
                 head=report.head,
                 status=p.status,

@@ -18,6 +18,7 @@ from typing import Any, Final, Protocol
 
 import redis
 
+from bot.core.history import HistoryKind
 from bot.core.redelivery import Attempt, DeliveryItemError, Redelivery, choose, read_further
 from bot.github.forge import ForgeError, RateLimited
 from bot.store import series as store
@@ -96,12 +97,16 @@ def redeliver_failed(
             github.redeliver(hook_id, attempt.id)
         except ForgeError as err:
             log.warning("redelivery of %s not asked for: %s", attempt.guid, err)
-            store.append_history(client, None, "redeliver-failed", error=str(err), **fields)
+            store.append_history(
+                client, None, HistoryKind.REDELIVER_FAILED, error=str(err), **fields
+            )
             if isinstance(err, RateLimited):
                 break  # the others would be refused too: the next run asks for them
             continue
         log.info("asked GitHub to redeliver %s: %s", attempt.guid, chosen.reason)
         count_event(client, "delivery_redelivered")
-        store.append_history(client, None, "delivery-redelivered", reason=chosen.reason, **fields)
+        store.append_history(
+            client, None, HistoryKind.DELIVERY_REDELIVERED, reason=chosen.reason, **fields
+        )
         asked.append(chosen)
     return asked

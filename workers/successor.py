@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.core import successor as core
 from bot.core import transitions as tr
+from bot.core.history import HistoryKind
 from bot.git.engine import PatchInput
 from bot.git.mirror import MirrorError
 from bot.github.forge import PullState
@@ -65,7 +66,9 @@ def _store(rt: Runtime, series_id: str, proposal: dict[str, Any]) -> dict[str, A
         series_id,
         lambda fresh: tr.propose_successor(fresh, proposal),
         create={},
-        also=lambda pipe: store.queue_history(pipe, series_id, "successor-proposed", **proposal),
+        also=lambda pipe: store.queue_history(
+            pipe, series_id, HistoryKind.SUCCESSOR_PROPOSED, **proposal
+        ),
     )
     log.info("base PR %s of %s: %s", proposal["closed"], series_id, proposal["summary"])
     return proposal

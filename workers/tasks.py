@@ -19,6 +19,7 @@ from bot.ci import runs as ci_runs
 from bot.config import Settings, load_settings
 from bot.core import events as ev
 from bot.core import transitions as tr
+from bot.core.history import HistoryKind
 from bot.core.notify import STUCK_TASK
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
@@ -52,7 +53,7 @@ def handle_event(rt: Runtime, event: ev.Event) -> None:
     so a worker that dies half-way leaves it to the redelivery."""
     with correlated(event_key=event.key, delivery_id=event.delivery_id or None):
         if store.is_claimed(rt.redis, f"event:{event.key}"):
-            store.append_history(rt.redis, None, "duplicate-event", key=event.key)
+            store.append_history(rt.redis, None, HistoryKind.DUPLICATE_EVENT, key=event.key)
             if isinstance(event, ev.HeadMoved):  # a pusher a poll lacked; a head not followed
                 for action in plan_duplicate(event, gather(rt, event=event)):
                     carry_out(rt, action)
@@ -101,14 +102,21 @@ def rebase(
             except store.LeaseLost as err:  # its result is not stored: check this head again
                 log.warning("%s: %s", series_id, err)
                 store.append_history(
-                    rt.redis, series_id, "lease-lost", head=head_sha, reason=str(err)
+                    rt.redis, series_id, HistoryKind.LEASE_LOST, head=head_sha, reason=str(err)
                 )
                 raise self.retry(countdown=rt.settings.busy_retry_s, max_retries=None) from err
             except MemoryError as err:  # Python's own allocation, past CARRY_TASK_MEMORY_MB
                 _out_of_memory(rt, series_id, head_sha, err)
                 return
             except (MirrorError, GitError) as err:
-                _visible_failure(rt, self, series_id, f"rebase on {head_sha[:12]}", err, limit=5)
+                _visible_failure(
+                    rt,
+                    self,
+                    series_id,
+                    HistoryKind.REBASE_FAILED,
+                    f"rebase on {head_sha[:12]}",
+                    err,
+                )
                 return
             except SoftTimeLimitExceeded:
                 _timed_out(rt, series_id, head_sha, rt.settings.rebase_time_limit_s)
@@ -132,7 +140,7 @@ def publish_task(
         try:
             publish.publish(rt, series_id, head_sha, digest, changed, tree, every_head=every_head)
         except (ForgeError, GitError, MirrorError) as err:
-            _visible_failure(rt, self, series_id, "publish", err)
+            _visible_failure(rt, self, series_id, HistoryKind.PUBLISH_FAILED, "publish", err)
 
 
 def _retry_in(err: Exception, attempts: int) -> float:
@@ -150,7 +158,13 @@ def _timed_out(rt: Runtime, series_id: str, head_sha: str, limit_s: int) -> None
     )
     log.warning("%s: %s", series_id, message)
     _record_failure(
-        rt, series_id, message, "rebase-timed-out", final=True, head=head_sha, limit_s=limit_s
+        rt,
+        series_id,
+        message,
+        HistoryKind.REBASE_TIMED_OUT,
+        final=True,
+        head=head_sha,
+        limit_s=limit_s,
     )
 
 
@@ -163,12 +177,18 @@ def _out_of_memory(rt: Runtime, series_id: str, head_sha: str, err: MemoryError)
     )
     log.warning("%s: %s", series_id, message)
     _record_failure(
-        rt, series_id, message, "rebase-out-of-memory", final=True, head=head_sha, limit_mb=limit_mb
+        rt,
+        series_id,
+        message,
+        HistoryKind.REBASE_OUT_OF_MEMORY,
+        final=True,
+        head=head_sha,
+        limit_mb=limit_mb,
     )
 
 
 def _record_failure(
-    rt: Runtime, series_id: str, message: str, kind: str, *, final: bool, **fields: Any
+    rt: Runtime, series_id: str, message: str, kind: HistoryKind, *, final: bool, **fields: Any
 ) -> None:
     """The series shows `message` as its error (final) or last event, and its history gets a
     `kind` entry, in one commit."""
@@ -184,20 +204,27 @@ def _record_failure(
 
 
 def _visible_failure(
-    rt: Runtime, task: Task, series_id: str, what: str, err: Exception, *, limit: int = 5
+    rt: Runtime,
+    task: Task,
+    series_id: str,
+    kind: HistoryKind,
+    what: str,
+    err: Exception,
+    *,
+    limit: int = 5,
 ) -> None:
-    """A failed step (upstream, git or GitHub trouble) is stored where the user sees it, then
-    retried with backoff; after `limit` retries the failure stays as the series' state."""
+    """A failed step (upstream, git or GitHub trouble) is stored where the user sees it as a
+    `kind` entry, then retried with backoff; after `limit` retries the failure stays as the
+    series' state."""
     attempts = task.request.retries + 1
     # Out of memory: the same work would run out again (no retry loop).
     final = attempts > limit or isinstance(err, GitOutOfMemory)
     message = f"{what} failed (attempt {attempts}{', giving up' if final else ''}): {err}"
-    kind = what.split()[0]
     _record_failure(
         rt,
         series_id,
         message,
-        f"{kind}-failed",
+        kind,
         final=final,
         what=what,
         attempt=attempts,
@@ -282,11 +309,18 @@ def _record_time_out(
     message = f"{sender.name} timed out after {limit_s} s ({setting}); it is not retried"
     log.warning("%s%s", f"{series_id}: " if series_id else "", message)
     if isinstance(series_id, str) and series_id:
-        _record_failure(rt, series_id, message, "task-timed-out", final=True, task=sender.name)
+        _record_failure(
+            rt, series_id, message, HistoryKind.TASK_TIMED_OUT, final=True, task=sender.name
+        )
     else:
         count_event(rt.redis, "task_timed_out")
         store.append_history(
-            rt.redis, None, "task-timed-out", task=sender.name, limit_s=limit_s, error=message
+            rt.redis,
+            None,
+            HistoryKind.TASK_TIMED_OUT,
+            task=sender.name,
+            limit_s=limit_s,
+            error=message,
         )
 
 
@@ -358,7 +392,7 @@ def _permission_unknown(
     store.append_history(
         rt.redis,
         series_id,
-        "command-not-checked",
+        HistoryKind.COMMAND_NOT_CHECKED,
         author=author,
         pr=number,
         error=str(err),
@@ -397,7 +431,8 @@ def find_successor_task(self: Task, series_id: str, repo: str, number: int) -> N
         try:
             find_successor(rt, series_id, repo, number)
         except ForgeError as err:
-            _visible_failure(rt, self, series_id, f"finding the successor of {repo}#{number}", err)
+            what = f"finding the successor of {repo}#{number}"
+            _visible_failure(rt, self, series_id, HistoryKind.SUCCESSOR_FAILED, what, err)
 
 
 @app.task(name="carry.dashboard_issue", bind=True, acks_late=True, max_retries=5)
@@ -414,7 +449,7 @@ def dashboard_issue_task(self: Task, force: bool = False) -> None:
             log.warning("dashboard issue not updated (attempt %d): %s", attempts, err)
             count_event(rt.redis, "dashboard_issue_failed")
             store.append_history(
-                rt.redis, None, "dashboard-issue-failed", attempt=attempts, error=str(err)
+                rt.redis, None, HistoryKind.DASHBOARD_ISSUE_FAILED, attempt=attempts, error=str(err)
             )
             raise self.retry(exc=err, countdown=_retry_in(err, attempts)) from err
         if done is dashboard_issue.Refresh.BUSY and force:
@@ -441,7 +476,7 @@ def redeliver(self: Task) -> None:
         except ForgeError as err:
             log.warning("failed deliveries not read: %s", err)
             count_event(rt.redis, "redeliver_failed")
-            store.append_history(rt.redis, None, "redeliver-failed", error=str(err))
+            store.append_history(rt.redis, None, HistoryKind.REDELIVER_FAILED, error=str(err))
 
 
 @app.task(name=ci_runs.PACED_TASK, bind=True, acks_late=True)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from celery import Task
 
 from bot.core import tree_branch as tb
+from bot.core.history import HistoryKind as H
 from bot.core.seriesfile import parse_series
 from bot.core.state import SeriesState, TreeBranch
 from bot.git.downstream import Downstream, PushRefused
@@ -80,7 +81,7 @@ def publish_tree(
         also=lambda pipe: store.queue_history(
             pipe,
             state.id,
-            "tree-branch",
+            H.TREE_BRANCH,
             branch=branch,
             head=head,
             commit=commit,
@@ -131,7 +132,7 @@ def _not_pushed(rt: Runtime, series_id: str, head: str, why: str) -> None:
     store.append_history(
         rt.redis,
         series_id,
-        "tree-branch-skipped",
+        H.TREE_BRANCH_SKIPPED,
         branch=tb.tree_branch(series_id),
         head=head,
         reason=why,
@@ -152,7 +153,7 @@ def good_ref_task(self: Task, series_id: str) -> None:
         except (GitError, MirrorError) as err:
             if self.request.retries < 3:
                 raise self.retry(countdown=30) from err
-            store.append_history(rt.redis, series_id, "good-ref-failed", error=str(err))
+            store.append_history(rt.redis, series_id, H.GOOD_REF_FAILED, error=str(err))
 
 
 def push_good_ref(rt: Runtime, series_id: str) -> str | None:
@@ -174,7 +175,7 @@ def push_good_ref(rt: Runtime, series_id: str) -> str | None:
             _push(rt, downstream, series_id, commit, ref, remote)
         except PushRefused as refused:
             store.append_history(
-                rt.redis, series_id, "good-ref-refused", ref=ref, reason=refused.refusal.setting
+                rt.redis, series_id, H.GOOD_REF_REFUSED, ref=ref, reason=refused.refusal.setting
             )
             return None
     store.update_series(
@@ -182,7 +183,7 @@ def push_good_ref(rt: Runtime, series_id: str) -> str | None:
         series_id,
         lambda fresh: tb.record_good_ref(fresh, head, commit),
         also=lambda pipe: store.queue_history(
-            pipe, series_id, "good-ref", ref=ref, head=head, commit=commit, pushed=pushed
+            pipe, series_id, H.GOOD_REF, ref=ref, head=head, commit=commit, pushed=pushed
         ),
     )
     return commit

@@ -21,6 +21,8 @@ from bot.core.ci_plan import (
     UPSTREAM_VARIANT,
     ci_key,
 )
+from bot.core.history import HistoryKind, ci_kind
+from bot.core.state import CiStatus
 from bot.log import redact
 from bot.store.ci_runs import leave_budget, run_fields, transition
 
@@ -41,7 +43,7 @@ class Run:
     kind: str
     tree_key: str
     head_sha: str
-    state: str
+    state: CiStatus
     detail: str
     attempt: int
     runner: str
@@ -63,7 +65,7 @@ def load_run(client: redis.Redis, run_id: str) -> Run | None:
         kind=raw["kind"],
         tree_key=raw["tree_key"],
         head_sha=raw["head_sha"],
-        state=raw.get("state", "queued"),
+        state=CiStatus(raw.get("state", CiStatus.QUEUED)),
         detail=raw.get("detail", ""),
         attempt=int(raw.get("attempt") or 0),
         runner=raw.get("runner", ""),
@@ -86,14 +88,16 @@ class RunEffects(Protocol):
     reports them (runner.task.ReportedEffects), since its broker user may not write series
     state."""
 
-    def history(self, series_id: str, kind: str, **fields: Any) -> None: ...
+    def history(self, series_id: str, kind: HistoryKind, **fields: Any) -> None: ...
 
     def rows(self, run_id: str, only: str | None = None) -> None: ...
 
     def budget_freed(self, kind: str) -> None: ...
 
 
-def end_run(client: redis.Redis, effects: RunEffects, run: Run, state: str, detail: str) -> bool:
+def end_run(
+    client: redis.Redis, effects: RunEffects, run: Run, state: CiStatus, detail: str
+) -> bool:
     """Ends a run (once): its unfinished rows take `state`; budget entries are dropped. The
     detail (an error's text, a URL in it) is redacted as carry's logs are before it is
     stored."""
@@ -103,7 +107,7 @@ def end_run(client: redis.Redis, effects: RunEffects, run: Run, state: str, deta
     leave_budget(client, run.kind, run.run_id)
     effects.history(
         run.series,
-        f"ci-{state}",
+        ci_kind(state),
         runner_kind=run.kind,
         run_id=run.run_id,
         tree_key=run.tree_key,

@@ -201,6 +201,15 @@ class BaseSpec(_Model):
 class Policy(_Model):
     paused: bool = False
     auto_drop: bool = True
+    # a patch whose declared upstream PR (its fix page's, or drop_when) merged into the head,
+    # with upstream's version of every hunk there, is dropped without asking; false: reviewed
+    drop_when_merged: bool = False
+
+
+class DropWhen(_Model):
+    """The condition under which a patch is no longer needed: an upstream PR merges."""
+
+    merged: PrRefStr
 
 
 class CiPolicy(_Model):
@@ -239,6 +248,7 @@ class Series(_Model):
     base: BaseSpec
     patches: RelativeDir
     links: dict[str, list[PrRefStr]] = Field(default_factory=dict)
+    drop_when: dict[str, DropWhen] = Field(default_factory=dict)  # patch file -> condition
     runners: list[Name] = Field(default_factory=list)
     checks: list[Name] = Field(default_factory=list)
     trusted_authors: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
@@ -249,6 +259,10 @@ class Series(_Model):
 
     def linked_prs(self, patch_file: str) -> list[tuple[str, int]]:
         return [parse_pr_ref(ref) for ref in self.links.get(patch_file, [])]
+
+    def drop_when_prs(self) -> dict[str, tuple[str, int]]:
+        """Patch file -> the (repo, number) of the PR whose merge makes it unnecessary."""
+        return {patch: parse_pr_ref(when.merged) for patch, when in self.drop_when.items()}
 
 
 class Budget(_Model):
@@ -269,6 +283,27 @@ class SetupStep(Command):
     name: Name
 
 
+class SandboxSetting(_Model):
+    """`runners.<kind>.sandbox`: a mode (`sandbox: bwrap` is short for `{mode: bwrap}`) and
+    what the runner's owner accepts (runner/sandbox.py resolve)."""
+
+    # auto uses namespaces where the host gives them, namespaces insists on them, bwrap adds a
+    # read-only view of the host's files (bubblewrap), none runs steps bare.
+    mode: Literal["auto", "namespaces", "bwrap", "none"] = "auto"
+    # No sandbox (none, or auto on a host without namespaces) cannot keep a job from later
+    # jobs: the runner refuses to start unless this names that risk, word for word.
+    accept_risk: Literal["jobs can touch later jobs"] | None = None
+    # A step with network: true gets a network of its own (slirp4netns) with no route to the
+    # broker or the runner host (`own`), or the host's network, broker included (`host`: the
+    # runner warns in every run log).
+    step_network: Literal["own", "host"] = "own"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short(cls, value: Any) -> Any:
+        return {"mode": value} if isinstance(value, str) else value
+
+
 class Runner(_Model):
     # A Redis list name that the runner's ACL rules name exactly (no glob characters).
     queue: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
@@ -276,16 +311,18 @@ class Runner(_Model):
     workdir: Annotated[str, Field(min_length=1)]
     setup: list[SetupStep] = Field(default_factory=list)
     checks: dict[Name, Command] = Field(default_factory=dict)
-    # How steps are isolated from the runner and the host (runner/sandbox.py): auto uses
-    # namespaces where the host gives them, namespaces insists on them, bwrap adds a read-only
-    # view of the host's files (bubblewrap), none runs steps bare.
-    sandbox: Literal["auto", "namespaces", "bwrap", "none"] = "auto"
+    # How steps are isolated from the runner and the host (runner/sandbox.py, SandboxSetting).
+    sandbox: SandboxSetting = Field(default_factory=SandboxSetting)
     # The user setup and check commands run as, with the job's tree handed to it: a step then
     # cannot write the runner's own code, its Python or anything else the runner's user owns,
     # nor read root's files. A name or a uid (needs a runner started as root); `auto`: nobody
     # on a root runner where the host lets it run steps, else the runner's own user, saying
     # why (runner/sandbox.py choose_user); `runner`: the runner's own user, root too.
     step_user: Annotated[str, Field(min_length=1)] = "auto"
+    # The memory (address space, RLIMIT_AS) of each process of a step, in MiB: a step past it
+    # fails its allocation. Unset: CARRY_TASK_MEMORY_MB where the runner host sets it, else
+    # none. Accelerator drivers map much address space: leave room for them.
+    step_memory_mb: Annotated[int, Field(ge=64)] | None = None
 
     def networked(self) -> frozenset[tuple[str, str]]:
         """(step kind, name) of the steps that get the host's network."""

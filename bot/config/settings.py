@@ -118,7 +118,7 @@ EnvNameList = Annotated[tuple[EnvName, ...], NoDecode, BeforeValidator(_env_name
 class Settings(BaseSettings):
     """Secrets and deployment knobs, read only from the environment. Every variable carry
     reads is a field here (the dashboard token excepted: web.dashboard_token_env names it);
-    .env.example documents each one (tests/unit/test_settings_env.py keeps them in step)."""
+    .env.example documents each one (tests/integration/test_settings_env.py keeps them in step)."""
 
     model_config = SettingsConfigDict(
         env_file=None, env_ignore_empty=True, extra="ignore", populate_by_name=True, frozen=True

@@ -25,6 +25,7 @@ class How(StrEnum):
     PATCH_ID = "patch-id"  # the commit's diff has the patch's patch id
     SUBJECT = "subject"  # the commit has the patch's subject
     LINKED_PR = "linked-pr"  # the merge commit of a PR linked to the patch
+    DECLARED_PR = "declared-pr"  # the merge of the PR a fix page or drop_when declares
     CONTENT = "content"  # the commit added the lines upstream's version has
 
 

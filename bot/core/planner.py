@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -61,11 +62,39 @@ class Facts:
     dashboard_issue: int | None = None  # carry's dashboard issue on the downstream repository
 
 
+class ActionKind(StrEnum):
+    """What an action does; each kind has one adapter (workers.dispatch) and one history entry
+    of the same name (bot.core.history.HistoryKind)."""
+
+    NOTE = "note"
+    REBASE = "rebase"
+    RECORD_HEAD = "record_head"
+    RECORD_STALE_HEAD = "record_stale_head"
+    RECORD_PUSHER = "record_pusher"
+    RECORD_PUSH = "record_push"
+    RECORD_BASE_PR = "record_base_pr"
+    RETARGET = "retarget"
+    FIND_SUCCESSOR = "find_successor"
+    RECORD_UPSTREAM_PR = "record_upstream_pr"
+    RECORD_CARRY_PR = "record_carry_pr"
+    REOPEN = "reopen"
+    SET_PAUSED = "set_paused"
+    PIN_PATCH = "pin_patch"
+    REQUEST_DROP = "request_drop"
+    CHECK_PERMISSION = "check_permission"
+    REPLY = "reply"
+    PUBLISH = "publish"
+    APPROVE = "approve"
+    RETEST = "retest"
+    RECORD_CI = "record_ci"
+    REFRESH_DASHBOARD_ISSUE = "refresh_dashboard_issue"
+
+
 @dataclass(frozen=True)
 class Action:
     """One thing to do. `kind` names the adapter; `args` are its inputs."""
 
-    kind: str
+    kind: ActionKind
     key: str
     reason: str
     series_id: str | None = None
@@ -111,7 +140,7 @@ _OWN_TREE = "{ref} is carry's own tree branch: not a head to check"
 
 
 def _note(event: ev.Event, reason: str, series_id: str | None = None) -> Action:
-    return Action("note", f"note:{event.key}", reason, series_id)
+    return Action(ActionKind.NOTE, f"note:{event.key}", reason, series_id)
 
 
 def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
@@ -153,7 +182,9 @@ def _stale_head(series: SeriesFacts, event: ev.HeadMoved) -> Action:
         "series is on: recorded, not checked or published"
     )
     args = {"head_sha": event.after, "head_ref": event.ref, "newest": newest}
-    return Action("record_stale_head", f"stale:{series.id}:{event.key}", why, series.id, args)
+    return Action(
+        ActionKind.RECORD_STALE_HEAD, f"stale:{series.id}:{event.key}", why, series.id, args
+    )
 
 
 def _pushed(series: SeriesFacts, event: ev.HeadMoved) -> list[Action]:
@@ -170,7 +201,7 @@ def _record_push(series: SeriesFacts, before: str, after: str, actor: str, force
     args |= {"forced": forced}
     why = f"@{actor} pushed {after[:12]} onto {before[:12]}" + (" (forced)" if forced else "")
     key = f"push:{series.id}:{before}:{after}:{actor.lower()}"
-    return Action("record_push", key, why, series.id, args)
+    return Action(ActionKind.RECORD_PUSH, key, why, series.id, args)
 
 
 def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
@@ -183,7 +214,7 @@ def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
     args = {"head_sha": event.after, "actor": event.actor, "trusted": trusted}
     why = f"@{event.actor} pushed {event.after[:12]}, which a poll saw first"
     key = f"pusher:{series.id}:{event.after}"
-    return Action("record_pusher", key, why, series.id, args)
+    return Action(ActionKind.RECORD_PUSHER, key, why, series.id, args)
 
 
 def _watching(event: ev.HeadMoved, facts: Facts) -> list[SeriesFacts]:
@@ -217,18 +248,27 @@ def _on_head(
         args["replaces"] = sorted({h for h in past if h and h != ev.ZERO_SHA and h != head})
     key = f"rebase:{series.id}:{head}{key_suffix}"
     if series.awaiting_import:
-        return Action("record_head", key, f"{why}; series is waiting for import", series.id, args)
+        return Action(
+            ActionKind.RECORD_HEAD, key, f"{why}; series is waiting for import", series.id, args
+        )
     if series.paused:
         who = f"by @{series.paused_by}" if series.paused_by else "by its policy"
-        return Action("record_head", key, f"{why}; series is paused {who}", series.id, args)
-    return Action("rebase", key, why, series.id, args)
+        return Action(
+            ActionKind.RECORD_HEAD, key, f"{why}; series is paused {who}", series.id, args
+        )
+    return Action(ActionKind.REBASE, key, why, series.id, args)
 
 
 def _ref_deleted(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.RefDeleted)
     hits = [s for s in facts.series if s.upstream_repo == event.repo and s.watched_ref == event.ref]
     return [
-        Action("note", f"refdel:{s.id}:{event.key}", f"watched ref {event.ref} was deleted", s.id)
+        Action(
+            ActionKind.NOTE,
+            f"refdel:{s.id}:{event.key}",
+            f"watched ref {event.ref} was deleted",
+            s.id,
+        )
         for s in hits
     ] or [_note(event, f"no series watches {event.repo} {event.ref}")]
 
@@ -257,24 +297,30 @@ def _carry_pr(series: SeriesFacts, event: ev.PrStateChanged, facts: Facts) -> Ac
     at = event.at.isoformat() if event.at is not None else None
     args = {"number": event.number, "state": event.state, "by": event.actor, "person": person}
     args |= {"at": at}
-    return Action("record_carry_pr", f"carrypr:{series.id}:{event.key}", why, series.id, args)
+    return Action(
+        ActionKind.RECORD_CARRY_PR, f"carrypr:{series.id}:{event.key}", why, series.id, args
+    )
 
 
 def _base_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
     args = {"state": event.state, "merge_commit": event.merge_commit_sha}
     why = f"base PR {event.repo}#{event.number} is {event.state.replace('_', ' ')}"
-    actions = [Action("record_base_pr", f"basepr:{series.id}:{event.key}", why, series.id, args)]
+    actions = [
+        Action(ActionKind.RECORD_BASE_PR, f"basepr:{series.id}:{event.key}", why, series.id, args)
+    ]
     if event.state == "merged":
         # Its work is on the branch it merged into now: the series follows it there.
         base = {"branch": event.base_ref}
         moved = {"base": base, "words": f"branch {event.base_ref}", "by": None}
         key = f"retarget:{series.id}:{event.key}"
-        actions.append(Action("retarget", key, f"{why} into {event.base_ref}", series.id, moved))
+        actions.append(
+            Action(ActionKind.RETARGET, key, f"{why} into {event.base_ref}", series.id, moved)
+        )
     elif event.state == "closed_unmerged":
         look = {"repo": event.repo, "number": event.number}
         key = f"successor:{series.id}:{event.key}"
         why_look = f"{why}: look for the PR that carries its work on"
-        actions.append(Action("find_successor", key, why_look, series.id, look))
+        actions.append(Action(ActionKind.FIND_SUCCESSOR, key, why_look, series.id, look))
     if event.moves_head:
         if event.state == "open" and event.actor is not None:
             # whoever opens a PR pushed its branch: the head's first recorded push
@@ -299,7 +345,9 @@ def _linked_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
     why = f"linked upstream PR {ref} is {event.state.replace('_', ' ')}"
     args = {"ref": ref, "state": event.state, "merge_commit": event.merge_commit_sha}
     actions = [
-        Action("record_upstream_pr", f"linked:{series.id}:{event.key}", why, series.id, args)
+        Action(
+            ActionKind.RECORD_UPSTREAM_PR, f"linked:{series.id}:{event.key}", why, series.id, args
+        )
     ]
     if series.head_sha and event.state in ("merged", "closed_unmerged", "reopened"):
         # The decision rests on content, but a new PR state changes the evidence: re-check.
@@ -330,7 +378,7 @@ def _comment(event: ev.Event, facts: Facts) -> list[Action]:
         "head_at_comment": series.head_sha,
     }
     why = f"@{event.author} commented a /carry command; look up their permission"
-    return [Action("check_permission", f"perm:{event.key}", why, series.id, args)]
+    return [Action(ActionKind.CHECK_PERMISSION, f"perm:{event.key}", why, series.id, args)]
 
 
 def _issue_edited(event: ev.Event, facts: Facts) -> list[Action]:
@@ -361,7 +409,9 @@ def _issue_edited(event: ev.Event, facts: Facts) -> list[Action]:
         }
         why = f"@{event.actor} ticked {', '.join(commands)} on the dashboard issue"
         actions.append(
-            Action("check_permission", f"perm:{event.key}:{series.id}", why, series.id, args)
+            Action(
+                ActionKind.CHECK_PERMISSION, f"perm:{event.key}:{series.id}", why, series.id, args
+            )
         )
     if not by_series:
         actions.append(_note(event, "the dashboard issue was edited; no box was ticked"))
@@ -370,7 +420,9 @@ def _issue_edited(event: ev.Event, facts: Facts) -> list[Action]:
 
 
 def _refresh_dashboard(key: str, why: str) -> Action:
-    return Action("refresh_dashboard_issue", f"dashboard:{key}", why, None, {"force": True})
+    return Action(
+        ActionKind.REFRESH_DASHBOARD_ISSUE, f"dashboard:{key}", why, None, {"force": True}
+    )
 
 
 def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
@@ -417,7 +469,7 @@ def _command_action(
         head_ref = series.head_ref or series.watched_ref or ""
         return (
             Action(
-                "rebase",
+                ActionKind.REBASE,
                 f"rebase:{series.id}:{series.head_sha}:{key}",
                 f"/carry rebase by @{who}",
                 series.id,
@@ -438,25 +490,25 @@ def _command_action(
         return _retarget(series, command, key, who)
     if command.verb == "reopen":
         return _reopen(series, key, who)
-    simple: dict[str, tuple[str, dict[str, Any], str]] = {
+    simple: dict[str, tuple[ActionKind, dict[str, Any], str]] = {
         "pause": (
-            "set_paused",
+            ActionKind.SET_PAUSED,
             {"paused": True, "by": who},
             "Paused: carry will not act on its own.",
         ),
-        "resume": ("set_paused", {"paused": False, "by": who}, "Resumed."),
+        "resume": (ActionKind.SET_PAUSED, {"paused": False, "by": who}, "Resumed."),
         "keep": (
-            "pin_patch",
+            ActionKind.PIN_PATCH,
             {"patch": command.arg, "by": who},
             f"Pinned {command.arg}: it will never be dropped automatically.",
         ),
         "drop": (
-            "request_drop",
+            ActionKind.REQUEST_DROP,
             {"patch": command.arg, "by": who},
             f"Dropping {command.arg} was requested; the next proposal removes it.",
         ),
         "retest": (
-            "retest",
+            ActionKind.RETEST,
             {"runner": command.arg, "by": who},
             f"Hardware CI will run again on {command.arg or 'every runner'}.",
         ),
@@ -478,7 +530,7 @@ def _retarget(
         f"Retargeted: the series now sits on {words} of {series.upstream_repo}; carry checks "
         "it on that head at its next poll."
     )
-    return Action("retarget", key, f"/carry retarget by @{who}", series.id, args), line
+    return Action(ActionKind.RETARGET, key, f"/carry retarget by @{who}", series.id, args), line
 
 
 def _reopen(series: SeriesFacts, key: str, who: str) -> tuple[Action | None, str]:
@@ -489,7 +541,7 @@ def _reopen(series: SeriesFacts, key: str, who: str) -> tuple[Action | None, str
         "which links it."
     )
     args = {"by": who, "closed_pr": series.closed_pr}
-    return Action("reopen", key, f"/carry reopen by @{who}", series.id, args), line
+    return Action(ActionKind.REOPEN, key, f"/carry reopen by @{who}", series.id, args), line
 
 
 def _unknown_patch(series: SeriesFacts, command: Command) -> str:
@@ -532,13 +584,15 @@ def _approve(
             f" The upstream head has moved since your comment, to {series.head_sha[:12]}: "
             f"it is not approved (`/carry approve {series.head_sha[:12]}` approves it)."
         )
-    return Action("approve", key, f"/carry approve by @{event.author}", series.id, args), line
+    return Action(
+        ActionKind.APPROVE, key, f"/carry approve by @{event.author}", series.id, args
+    ), line
 
 
 def _reply(
     series: SeriesFacts, event: ev.CommandAuthorized, body: str, key: str, why: str
 ) -> Action:
-    return Action("reply", key, why, series.id, {"number": event.number, "body": body})
+    return Action(ActionKind.REPLY, key, why, series.id, {"number": event.number, "body": body})
 
 
 def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
@@ -571,14 +625,14 @@ def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
         "every_head": every_head,
     }
     key = f"publish:{event.key.removeprefix('rebased:')}"
-    return [Action("publish", key, why, event.series_id, args)]
+    return [Action(ActionKind.PUBLISH, key, why, event.series_id, args)]
 
 
 def _ci_result(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.CiResultReceived)
     return [
         Action(
-            "record_ci",
+            ActionKind.RECORD_CI,
             f"ci-result:{event.key}",
             f"{event.ci_kind} {event.name} {event.conclusion or event.status}",
             None,

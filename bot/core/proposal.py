@@ -133,13 +133,18 @@ def _page_naming(
 
 
 def _where_upstream_took(patch: PatchState) -> tuple[str | None, str | None]:
-    """(commit, PR) from the evidence: a matching upstream commit, a merged linked PR."""
+    """(commit, PR) from the evidence: a matching upstream commit, a merged linked PR, the
+    merge of a declared PR (fix page, drop_when)."""
     commit = pr = None
     for entry in patch.evidence:
         if entry.get("signal") in ("patch-id-match", "subject-match") and not entry.get(
             "reverted_by"
         ):
             commit = commit or entry.get("commit")
+        if entry.get("signal") == "declared-pr" and entry.get("merged"):
+            commit = commit or entry.get("merge_commit")
+            if "/" in str(entry.get("pr")):  # a ref with its repository: the page can say it
+                pr = pr or entry.get("pr")
         if entry.get("signal") == "linked-pr" and entry.get("state") == "merged":
             pr = pr or entry.get("pr")
             if entry.get("ancestor_of_head"):

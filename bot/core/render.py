@@ -101,9 +101,7 @@ def pr_body(state: SeriesState, version: str | None, ci: Iterable[CiState] = ())
     if version:
         lines += [f"Release VERSION: `{version}`", ""]
     lines += _outcome_table(state.patches)
-    lines += _section(
-        "Refreshed patches", [_interdiff(p) for p in state.patches if p.changed and p.interdiff]
-    )
+    lines += _refreshed(state.patches)
     lines += _section(
         "Dropped: upstream contains them", [_drop(p) for p in state.patches if p.decision == "drop"]
     )
@@ -132,6 +130,43 @@ def _cell(text: str) -> str:
 
 def _section(title: str, blocks: list[str]) -> list[str]:
     return [f"### {title}", "", *blocks, ""] if blocks else []
+
+
+def _refreshed(patches: list[PatchState]) -> list[str]:
+    """The refreshed patches as two lists: context only (the same `+`/`-` lines, moved or with
+    new context) and content changed (each with the upstream commit that forced it)."""
+    refreshed = [p for p in patches if p.changed and p.interdiff and p.decision != "drop"]
+    content = [p for p in refreshed if p.refresh.get("class") == "content-changed"]
+    context = [p for p in refreshed if p.refresh.get("class") == "context-only"]
+    other = [p for p in refreshed if p not in content and p not in context]
+    return [
+        *_section(
+            "Refreshed, context only (the same +/- lines, moved or with new context)",
+            [_interdiff(p) for p in context],
+        ),
+        *_section(
+            "Refreshed, content changed (their +/- lines changed)",
+            [_forced_by(p) + "\n" + _interdiff(p) for p in content],
+        ),
+        *_section("Refreshed patches", [_interdiff(p) for p in other]),
+    ]
+
+
+def _forced_by(p: PatchState) -> str:
+    """Which upstream commits forced a content change, per changed hunk."""
+    named = []
+    for c in p.refresh.get("forced_by", []):
+        where = f"`{c.get('file', '')}` `{c.get('hunk', '')}`"
+        if c.get("sha"):
+            number = c.get("pr")
+            pr = f" (PR {as_code(f'#{number}')})" if number is not None else ""
+            named.append(
+                f"{where} by `{str(c['sha'])[:12]}` {as_code(str(c.get('subject', '')))}{pr}"
+            )
+        else:
+            named.append(f"{where} (no upstream commit found that touched these lines)")
+    forced = "; ".join(named) if named else "no upstream commit named"
+    return f"- `{p.name}`: forced by {forced}."
 
 
 def _interdiff(p: PatchState) -> str:

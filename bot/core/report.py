@@ -32,6 +32,9 @@ class PatchReport:
     # for a patch upstream took in some form (upstream-version, partial, contained): the
     # upstream commits that brought its version into the head, {sha, subject, pr, how}
     upstream_commits: list[dict[str, Any]] | None = None
+    # for a refreshed patch (changed): {"class": context-only | content-changed, and for a
+    # content change "forced_by": [{file, hunk, sha, subject, pr}]} (bot.core.refresh)
+    refresh: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -45,6 +48,8 @@ class PatchReport:
         }
         if self.interdiff:
             out["interdiff"] = self.interdiff
+        if self.refresh is not None:
+            out["refresh"] = self.refresh
         if self.upstream_commits is not None:
             out["upstream_commits"] = self.upstream_commits
         if self.conflict:

@@ -93,6 +93,9 @@ class PatchState:
     # the upstream commits that brought upstream's version of the patch into the head (for
     # upstream-version, partial, contained): {sha, subject, pr, how}
     upstream_commits: list[dict[str, Any]] = field(default_factory=list)
+    # a refreshed patch's kind of refresh: {"class": context-only | content-changed,
+    # "forced_by": [{file, hunk, sha, subject, pr}]} (bot.core.refresh); {} when not refreshed
+    refresh: dict[str, Any] = field(default_factory=dict)
 
     @property
     def needs_attention(self) -> bool:

@@ -42,6 +42,7 @@ class CheckedPatch:
     conflict: dict[str, Any] | None = None
     changed: bool = False
     upstream_commits: list[dict[str, Any]] = field(default_factory=list)
+    refresh: dict[str, Any] = field(default_factory=dict)
 
 
 def checked_patch(result: PatchReport) -> CheckedPatch:
@@ -58,6 +59,7 @@ def checked_patch(result: PatchReport) -> CheckedPatch:
         conflict=result.conflict,
         changed=result.changed,
         upstream_commits=result.upstream_commits or [],
+        refresh=result.refresh or {},
     )
 
 
@@ -116,6 +118,7 @@ def _decided(found: CheckedPatch, current: PatchState | None, auto_drop: bool) -
         conflict=found.conflict,
         changed=found.changed,
         upstream_commits=found.upstream_commits,
+        refresh=found.refresh,
     )
 
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from bot.core.push_refusal import PushRefusal, classify
 from bot.git.mirror import Mirror
 from bot.git.objects import tree_with
+from bot.git.reader import Reader
 from bot.git.runner import DEFAULT_NETWORK_TIMEOUT_S, Git, GitError
 
 CARRY_IDENTITY = {
@@ -106,15 +107,9 @@ class Downstream:
         return target
 
     def read_dir(self, commit: str, subdir: str) -> dict[str, bytes]:
-        names = self.git.run("ls-tree", "-z", "--name-only", f"{commit}:{subdir}", check=False)
-        if not names.ok:
-            return {}
-        out = {}
-        for name in filter(None, names.stdout.decode().split("\0")):
-            blob = self.git.run("cat-file", "blob", f"{commit}:{subdir}/{name}", check=False)
-            if blob.ok:
-                out[name] = blob.stdout
-        return out
+        """The files directly in `subdir` of `commit` ({} when there are none)."""
+        with Reader(self.git) as reader:
+            return reader.read_dir(commit, subdir)
 
     def tree_with(self, base_commit: str, changes: Mapping[str, bytes | None]) -> str:
         """base_commit's tree with files replaced (bytes) or removed (None)."""
@@ -159,12 +154,12 @@ class Downstream:
     def commits_by_others(self, base: str, tip: str) -> list[BranchCommit]:
         """Commits on `tip` but not on `base` that carry did not commit (another committer:
         a person's push, GitHub's web editor, a merge of main into the branch), oldest first."""
-        log = self.git.out("log", "--reverse", "--format=%H%x00%an%x00%ce%x00%s", f"{base}..{tip}")
-        commits = [line.split("\0") for line in log.splitlines()]
+        with Reader(self.git) as reader:
+            commits = reader.commits(f"{base}..{tip}")
         return [
-            BranchCommit(sha, author, subject)
-            for sha, author, committer, subject in commits
-            if committer != CARRY_IDENTITY["GIT_COMMITTER_EMAIL"]
+            BranchCommit(c.sha, c.author, c.subject)
+            for c in commits
+            if c.committer_email != CARRY_IDENTITY["GIT_COMMITTER_EMAIL"]
         ]
 
     def keep(self, commit: str, branch: str) -> None:

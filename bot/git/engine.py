@@ -14,10 +14,10 @@ import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bot.core import classify, landing, locate
+from bot.core import classify, dropwhen, landing, locate
 from bot.core.classify import (
     Decision,
     HeadFile,
@@ -27,11 +27,13 @@ from bot.core.classify import (
     Status,
     Verdict,
 )
+from bot.core.dropwhen import DeclaredPr, FirstParentCommit, PrMerge
 from bot.core.hunkapply import FileApply, apply_hunks
 from bot.core.landing import CommitLines, How, Landing
 from bot.core.linetrack import CommitHunks, touching_commits
 from bot.core.patchfile import FileDiff, Hunk, PatchFile, PatchFileError, PatchMeta, parse_patch
 from bot.core.presence import HeadsEvidence
+from bot.core.refresh import RefreshClass, classify_refresh
 from bot.core.renumber import FileMove, blob_id, renumber
 from bot.core.repath import repath
 from bot.core.report import PatchReport, SeriesReport, interdiff, reproduce_commands, same_hunks
@@ -255,6 +257,7 @@ class Engine:
         self._recent: dict[tuple[str, str], list[CommitHunks]] = {}
         self._commit_lines: dict[tuple[str, tuple[str, ...]], CommitLines] = {}
         self._prs: dict[tuple[str, str], int | None] = {}
+        self._naming: dict[tuple[str, tuple[int, ...]], list[FirstParentCommit]] = {}
         self._forks: dict[tuple[str, str], str] = {}  # (anchor, head) -> their merge base
         self._mirror_identity: tuple[int, int] | None = None
 
@@ -361,16 +364,18 @@ class Engine:
         patch_paths: dict[str, str] | None = None,
         downstream: tuple[str, str] | None = None,
         commit_result: bool = False,
+        declared: dict[str, list[DeclaredPr]] | None = None,
     ) -> SeriesReport:
         """Classifies `patches` on `head_rev`. `commit_result` also writes the resulting commit
         chain (for pushing); `patch_paths` maps names to paths for the reproduce commands,
-        paths in the `downstream` repository (clone URL, branch) when it is given."""
+        paths in the `downstream` repository (clone URL, branch) when it is given; `declared`
+        names, per patch, the upstream PRs whose merge should make it unnecessary."""
         self._follow_mirror()
         head = self._resolve(head_rev)
         base = self._resolve_base(base)
         parsed = [_parse(item) for item in patches]
         return self._check_resolved(
-            head, patches, parsed, base, links, patch_paths, downstream, commit_result
+            head, patches, parsed, base, links, patch_paths, downstream, commit_result, declared
         )
 
     def check_heads(
@@ -380,6 +385,7 @@ class Engine:
         *,
         base: str | None = None,
         patch_paths: dict[str, str] | None = None,
+        declared: dict[str, list[DeclaredPr]] | None = None,
     ) -> HeadsEvidence:
         """Classifies `patches` on each of `head_revs` (release lines) in one pass: the heads
         are resolved together (one ls-remote, one fetch, one rev-parse), the series is parsed
@@ -397,7 +403,7 @@ class Engine:
         contains = {}
         for head in heads:
             report = self._check_resolved(
-                head, patches, parsed, base, None, patch_paths, None, False
+                head, patches, parsed, base, None, patch_paths, None, False, declared
             )
             reports.append(report)
             contains[head.sha] = self._own_commits_in(head.sha, own, report)
@@ -447,6 +453,7 @@ class Engine:
         patch_paths: dict[str, str] | None,
         downstream: tuple[str, str] | None,
         commit_result: bool,
+        declared: dict[str, list[DeclaredPr]] | None = None,
     ) -> SeriesReport:
         started = time.perf_counter()
         head_tree = self.tree_of(head.sha)
@@ -465,7 +472,14 @@ class Engine:
         chain = _Chain(self, head_tree, head.sha)
         applier = TreeApplier(self.git)
         context = _Context(
-            self, applier, head.sha, head.ref, links or {}, patch_paths or {}, downstream
+            self,
+            applier,
+            head.sha,
+            head.ref,
+            links or {},
+            patch_paths or {},
+            downstream,
+            declared or {},
         )
         try:
             reports = [
@@ -664,6 +678,18 @@ class Engine:
             self._prs[key] = landing.pr_number(merge[1]) if merge else None
         return self._prs[key]
 
+    def naming_prs(self, head: str, numbers: list[int]) -> list[FirstParentCommit]:
+        """The commits of `head`'s first-parent history (newest first) whose subjects name one
+        of the PR `numbers`: where a declared PR merged, and what reverted it. Asked once per
+        head and set of PRs (a commit id's history never changes)."""
+        key = (head, tuple(sorted(set(numbers))))
+        if key not in self._naming:
+            if len(self._naming) >= RECENT_CACHE_ENTRIES:
+                self._naming.clear()
+            found = history.naming_prs(self.git, head, list(key[1]))
+            self._naming[key] = [FirstParentCommit(sha, subject) for sha, subject in found]
+        return self._naming[key]
+
     def touching(self, rev_range: str, paths: list[str]) -> list[str] | None:
         """Every commit of a linear `fork..head` range touching `paths`, newest first, from the
         touch index; None when the index does not know the range."""
@@ -715,6 +741,10 @@ class _Context:
     links: dict[str, list[LinkedPr]]
     patch_paths: dict[str, str]
     downstream: tuple[str, str] | None = None
+    declared: dict[str, list[DeclaredPr]] = field(default_factory=dict)
+
+    def declared_for(self, name: str) -> list[DeclaredPr]:
+        return self.declared.get(Path(name).name) or self.declared.get(name) or []
 
     def check(
         self,
@@ -827,6 +857,7 @@ class _PatchCheck:
         self.head_files: dict[str, HeadFile] = {}  # the tree the patch was tried on
         self.presence: tuple[HunkPresence, ...] = ()  # each hunk's state there, when read
         self._versions: dict[str, locate.FileLines | None] = {}  # "rev:path" -> its lines
+        self.declared_merge: PrMerge | None = None  # a declared PR merged into the head
 
     def follow(self, renames: list[history.Rename]) -> None:
         """Checks the patch on the paths upstream moved its files to."""
@@ -886,7 +917,7 @@ class _PatchCheck:
         self._history_evidence()
         if after == before:
             self.evidence.append({"signal": "tree-unchanged", "result": True})
-        verdict = classify.decide(signals)
+        verdict = self._declared(classify.decide(signals), signals.state_predates_range)
         return self._finish(chain, verdict, after, signals.moved)
 
     def _run_in_memory(self, chain: _Chain) -> PatchReport | None:
@@ -921,7 +952,7 @@ class _PatchCheck:
             **self._match_signals(),
         )
         self._history_evidence()
-        verdict = classify.decide(signals)
+        verdict = self._declared(classify.decide(signals), False)
         refreshed = self.item.data
         if moved:
             moves = {
@@ -945,6 +976,7 @@ class _PatchCheck:
             report.interdiff = interdiff(
                 self.original.data, self.original_parsed, refreshed, written
             )
+            report.refresh = self._refresh_class(written, renumbered)
         elif verdict.status == Status.APPLIES_MOVED:
             report.status = Status.APPLIES
             report.reason = "applies as is"
@@ -986,6 +1018,44 @@ class _PatchCheck:
         if verdict.status in POINTER_STATUSES:
             report.upstream_commits = [found.as_dict() for found in self._landings()]
         return report
+
+    def _refresh_class(self, written: PatchFile, renumbered: bool) -> dict[str, Any]:
+        """Whether the refresh moved the patch's context only or changed its `+`/`-` lines
+        (bot.core.refresh), and for a content change, per changed hunk, the upstream commit
+        that last touched its lines: what forced it."""
+        if renumbered:  # renumbering keeps every line as it was
+            return {"class": RefreshClass.CONTEXT_ONLY.value}
+        found = classify_refresh(self.original_parsed, written)
+        out: dict[str, Any] = {"class": found.kind.value}
+        if found.kind == RefreshClass.CONTENT_CHANGED:
+            timelines: dict[str, list[CommitHunks]] = {}
+            if self.range and found.changed:  # one history read for every changed file
+                paths = list(dict.fromkeys(f.old_path or f.path for f, _ in found.changed))
+                touching = self.ctx.engine.touching(self.range, paths)
+                timelines = history.file_histories(self.git, self.range, paths, touching)
+            out["forced_by"] = [
+                self._forced_by(fdiff, hunk, timelines) for fdiff, hunk in found.changed
+            ]
+        return out
+
+    def _forced_by(
+        self, fdiff: FileDiff, hunk: Hunk, timelines: dict[str, list[CommitHunks]]
+    ) -> dict[str, Any]:
+        """The newest upstream commit (of the range, else of the file's recent history) that
+        touched the lines of a carried hunk the refresh changed."""
+        path = fdiff.old_path or fdiff.path
+        entry: dict[str, Any] = {"file": fdiff.path, "hunk": hunk.header}
+        if self.range:
+            fork = self.range.split("..", 1)[0]
+            touched = self._lines_touched(hunk, path, fork, timelines.get(path, []))
+            newest_first = touched[::-1]
+        else:
+            found = self._recent_touches(hunk, path).get("upstream_commits", [])
+            newest_first = [(c["sha"], c["subject"]) for c in found]
+        if newest_first:
+            sha, subject = newest_first[0]
+            entry.update(sha=sha, subject=subject, pr=landing.pr_number(subject))
+        return entry
 
     def _three_way(self, tree: str) -> ApplyResult:
         merged = self.ctx.applier.apply(tree, self.item.data, three_way=True)
@@ -1191,6 +1261,53 @@ class _PatchCheck:
             detail = f"{unknown}; {searched}: no patch-id match"
         return {"signal": "history", "result": "head-history", "detail": detail}
 
+    def _declared(self, verdict: Verdict, predates_range: bool) -> Verdict:
+        """The verdict once the PRs declared for the patch (its fix page's, the series'
+        drop_when) are looked for in the head's first-parent history (bot.core.dropwhen)."""
+        declared = self.ctx.declared_for(self.original.name)
+        if not declared:
+            return verdict
+        commits = self.ctx.engine.naming_prs(self.ctx.head, [pr.number for pr in declared])
+        diffs: list[str] | None = None
+        for pr in declared:
+            merge = dropwhen.find_merge(pr, commits)
+            entry: dict[str, Any] = {
+                "signal": "declared-pr",
+                "pr": pr.ref,
+                "declared_in": pr.declared_in.value,
+                "merged": merge is not None and merge.merged,
+            }
+            if merge is not None:
+                entry.update(merge_commit=merge.sha, subject=merge.subject)
+                if merge.reverted_by:
+                    entry["reverted_by"] = merge.reverted_by
+            if merge is not None and merge.merged and self.declared_merge is None:
+                self.declared_merge = merge
+                diffs = self._hunk_differences()
+                entry["detail"] = dropwhen.evidence_text(merge, diffs)
+            self.evidence.append(entry)
+        if self.declared_merge is None:
+            return verdict
+        return dropwhen.judge(
+            verdict,
+            self.declared_merge,
+            self.presence,
+            diffs or [],
+            predates_range=predates_range,
+        )
+
+    def _hunk_differences(self) -> list[str]:
+        """Upstream's text against the patch's, for each hunk the head has in another version."""
+        hunks = {(f.path, h.header): (f, h) for f in self.parsed.files for h in f.hunks}
+        out = []
+        for presence in self.presence:
+            found = hunks.get((presence.path, presence.header))
+            if found is not None:
+                diff = self._upstream_text(presence, *found).get("upstream_diff")
+                if diff:
+                    out.append(f"{presence.path} {presence.header}\n{diff}")
+        return out
+
     def _linked_prs(self) -> bool:
         in_head = False
         for pr in self.links:
@@ -1332,6 +1449,9 @@ class _PatchCheck:
         """The upstream commits that brought upstream's version of the patch into the head:
         matching commits, a linked PR's merge, and the commits that added the lines."""
         found: dict[str, Landing] = {}
+        merge = self.declared_merge
+        if merge is not None:
+            found[merge.sha] = Landing(merge.sha, merge.subject, How.DECLARED_PR, merge.pr.number)
         for match in self.matches:
             if match.reverted_by is None:
                 commit = match.commit

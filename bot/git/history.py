@@ -353,6 +353,32 @@ def added_by(git: Git, text: str, rev: str, path: str) -> tuple[str, str] | None
     return (sha, subject) if sep else None
 
 
+def naming_prs(git: Git, head: str, numbers: list[int]) -> list[tuple[str, str]]:
+    """(sha, subject) of the commits of `head`'s first-parent history, newest first, whose
+    subject names one of the PR `numbers` anywhere (`(#N)`, `pull request #N`, reverts of
+    those): bot.core.dropwhen reads which of them merged or reverted a PR."""
+    if not numbers:
+        return []
+    wanted = "|".join(str(n) for n in sorted(set(numbers)))
+    out = git.run(
+        "log",
+        "--first-parent",
+        "--format=%H%x1f%s",
+        "-E",
+        "-i",
+        f"--grep=#({wanted})([^0-9]|$)",
+        head,
+        "--",
+        check=False,
+    ).text
+    found = []
+    for line in out.splitlines():
+        sha, sep, subject = line.partition("\x1f")
+        if sep:
+            found.append((sha, subject))
+    return found
+
+
 def merged_by(git: Git, sha: str, head: str) -> tuple[str, str] | None:
     """(sha, subject) of the merge commit that brought `sha` into `head`: the oldest merge on
     the ancestry path between them, or None when `sha` came in without one."""

@@ -2,7 +2,8 @@
 
 subprocess is used rather than GitPython's `repo.git.*` because the engine feeds and reads raw
 bytes (patches with CRLF, binary hunks, non-UTF-8 text) and needs per-call environments
-(temporary index files, pinned identities). GitPython is used where a repository object helps.
+(temporary index files, pinned identities). GitPython reads where a repository object helps
+(bot.git.reader: the downstream series, the importer's walk of a commit range).
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ _ISOLATED_ENV = {
     "LC_ALL": "C",
     "LANGUAGE": "C",
 }
+
+
+def isolated_env() -> dict[str, str]:
+    """The environment every git of carry runs with (bot.git.reader's too)."""
+    return dict(_ISOLATED_ENV)
+
+
 _ISOLATED_CONFIG = ("-c", "safe.directory=*", "-c", "core.quotePath=false", "-c", "gc.auto=0")
 # The largest file carry reads from an upstream (CARRY_MAX_BLOB_BYTES). git gets it as
 # core.bigFileThreshold: a larger blob is stored without deltas and diffed as binary, so git

@@ -31,6 +31,7 @@ from typing import Any, Final, cast
 import redis
 from redis.commands.core import CoreCommands
 
+from bot.core.history import HistoryKind
 from bot.core.state import SeriesState, stamp_since
 
 log = logging.getLogger("carry.store")
@@ -155,7 +156,7 @@ def update_series(
     create: dict[str, Any] | None = None,
     also: Also | None = None,
     lease: Lease | None = None,
-) -> bool:
+) -> SeriesState | None:
     """Read, change in pure code, commit once: `change` edits a fresh copy and says whether it
     changed anything. The commit is a compare-and-set on the document as it was read, so a
     concurrent writer's change is never overwritten: on a conflict the document is read again
@@ -163,7 +164,8 @@ def update_series(
     a missing state starts as SeriesState(id, **create). `also` queues writes (history
     entries) that commit with the state, after `change` said True. With `lease`, the commit
     is refused (LeaseLost) once the job no longer holds its series. Two round trips when no
-    one else writes. False when there is no state or nothing changed."""
+    one else writes. Returns the state as committed, or None when there is no state or
+    nothing changed."""
     key = _series_key(series_id)
     commit = client.register_script(_COMMIT)
     while True:
@@ -173,7 +175,7 @@ def update_series(
             state = SeriesState(id=series_id, **create)
         before = (state.error, state.upstream_error) if state else (None, None)
         if state is None or not change(state):
-            return False
+            return None
         stamp_since(state, before, now_iso())
         state.updated_at = now_iso()
         queued = _Queued()  # history entries and the live-page message, run by the script
@@ -195,7 +197,7 @@ def update_series(
                 f"series {series_id} was stored, but not all with it: {failed}"
             )
         if landed == 1:
-            return True
+            return state
         if landed == -1:
             assert lease is not None
             raise LeaseLost(
@@ -230,7 +232,9 @@ def publish(client: Any, message: dict[str, Any]) -> None:
     client.publish(UPDATES_CHANNEL, json.dumps(message))
 
 
-def append_history(client: redis.Redis, series_id: str | None, kind: str, **fields: Any) -> str:
+def append_history(
+    client: redis.Redis, series_id: str | None, kind: HistoryKind, **fields: Any
+) -> str:
     """Appends one entry to the series' history and the global one; returns its stream id."""
     pipe = client.pipeline()
     queue_history(pipe, series_id, kind, **fields)
@@ -238,19 +242,20 @@ def append_history(client: redis.Redis, series_id: str | None, kind: str, **fiel
     return _text(ids[-2])  # the global stream's entry; the last reply is the PUBLISH's
 
 
-def queue_history(pipe: Any, series_id: str | None, kind: str, **fields: Any) -> None:
+def queue_history(pipe: Any, series_id: str | None, kind: HistoryKind, **fields: Any) -> None:
     """Queues one history entry (both streams and its live-page message) on a pipeline, so it
     commits with whatever else that pipeline writes."""
+    kind = HistoryKind(kind)  # a kind carry does not know is refused before anything is written
     entry = {
         "at": now_iso(),
         "series": series_id or "",
-        "kind": kind,
+        "kind": kind.value,
         "data": json.dumps(fields, default=str),
     }
     if series_id:
         pipe.xadd(f"{PREFIX}history:{series_id}", entry, maxlen=HISTORY_MAXLEN, approximate=True)
     pipe.xadd(f"{PREFIX}history", entry, maxlen=HISTORY_MAXLEN, approximate=True)
-    publish(pipe, {"kind": "history", "series": series_id, "entry": kind})
+    publish(pipe, {"kind": "history", "series": series_id, "entry": kind.value})
 
 
 def history(

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 import redis
 from fastapi import APIRouter, Query
 from fastapi import Path as PathParam
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, field_validator
 
 from bot.config import CarryConfig
@@ -35,7 +34,6 @@ from bot.web.views import (
     RUN_RESULTS,
     RUNS_PAGE,
     FixPages,
-    NotFound,
     find_run,
     patch_detail,
     run_log,
@@ -79,10 +77,6 @@ class RunsQuery(BaseModel):
 # --------------------------------------------------------------------------- the router
 
 
-def not_found_json(exc: NotFound) -> JSONResponse:
-    return JSONResponse(ErrorOut(error=str(exc)).model_dump(), status_code=404)
-
-
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "Unknown series, patch or run"}
 }
@@ -102,11 +96,8 @@ def api_router(
         return series_list(client, fix_pages, config)
 
     @router.get("/series/{series_id}", response_model=SeriesOut, responses=_NOT_FOUND)
-    def get_series(series_id: SeriesId) -> SeriesOut | JSONResponse:
-        try:
-            return series_detail(client, series_id, fix_pages)
-        except NotFound as exc:
-            return not_found_json(exc)
+    def get_series(series_id: SeriesId) -> SeriesOut:
+        return series_detail(client, series_id, fix_pages)
 
     @router.get("/series/{series_id}/history", response_model=HistoryOut, responses=_NOT_FOUND)
     def get_history(
@@ -114,20 +105,14 @@ def api_router(
         limit: Limit = 100,
         kind: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
         before: Annotated[str | None, Query(pattern=_ENTRY_ID, max_length=40)] = None,
-    ) -> HistoryOut | JSONResponse:
-        try:
-            return series_history(client, series_id, limit, before=before, kind=kind)
-        except NotFound as exc:
-            return not_found_json(exc)
+    ) -> HistoryOut:
+        return series_history(client, series_id, limit, before=before, kind=kind)
 
     @router.get(
         "/series/{series_id}/patches/{name}", response_model=PatchDetailOut, responses=_NOT_FOUND
     )
-    def get_patch(series_id: SeriesId, name: SeriesId) -> PatchDetailOut | JSONResponse:
-        try:
-            return patch_detail(client, fix_pages, series_id, name)
-        except NotFound as exc:
-            return not_found_json(exc)
+    def get_patch(series_id: SeriesId, name: SeriesId) -> PatchDetailOut:
+        return patch_detail(client, fix_pages, series_id, name)
 
     @router.get("/history", response_model=HistoryOut, responses=_NOT_FOUND)
     def get_all_history(
@@ -136,13 +121,10 @@ def api_router(
         kind: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
         outcome: Annotated[Outcome | None, Query()] = None,
         before: Annotated[str | None, Query(pattern=_ENTRY_ID, max_length=40)] = None,
-    ) -> HistoryOut | JSONResponse:
+    ) -> HistoryOut:
         """Every series' history (or one's, with `series`), newest first, of one `kind` and
         one `outcome` if given; `before` (a page's next_before) pages back."""
-        try:
-            return series_history(client, series, limit, before=before, kind=kind, outcome=outcome)
-        except NotFound as exc:
-            return not_found_json(exc)
+        return series_history(client, series, limit, before=before, kind=kind, outcome=outcome)
 
     @router.get("/runners", response_model=RunnersOut)
     def get_runners() -> RunnersOut:
@@ -159,17 +141,11 @@ def api_router(
         return runs_view(client, chosen.filters(), page, per_page)
 
     @router.get("/runs/{run_id}", response_model=RunOut, responses=_NOT_FOUND)
-    def get_run(run_id: SeriesId) -> RunOut | JSONResponse:
-        try:
-            return find_run(client, run_id)
-        except NotFound as exc:
-            return not_found_json(exc)
+    def get_run(run_id: SeriesId) -> RunOut:
+        return find_run(client, run_id)
 
     @router.get("/runs/{run_id}/log", response_model=RunLogOut, responses=_NOT_FOUND)
-    def get_run_log(run_id: SeriesId, after: After = "-") -> RunLogOut | JSONResponse:
-        try:
-            return run_log(client, run_id, after)
-        except NotFound as exc:
-            return not_found_json(exc)
+    def get_run_log(run_id: SeriesId, after: After = "-") -> RunLogOut:
+        return run_log(client, run_id, after)
 
     return router

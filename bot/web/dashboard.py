@@ -436,7 +436,7 @@ class Pages:
         html = self.env.get_template(name).render(title=title, nav=nav, **context)
         return HTMLResponse(html, status_code=status_code, headers=_HEADERS)
 
-    def not_found(self, exc: NotFound) -> HTMLResponse:
+    def not_found(self, exc: Exception) -> HTMLResponse:
         return self.render("message.html", title="Not found", message=str(exc), status_code=404)
 
 
@@ -509,6 +509,17 @@ def store_unavailable(request: Request, exc: Exception) -> Response:
     if request.url.path.startswith("/api/"):
         return JSONResponse({"error": message}, status_code=503)
     return Pages().render("message.html", title="Unavailable", message=message, status_code=503)
+
+
+def not_found(pages: Pages) -> Callable[[Request, Exception], Response]:
+    """The one 404 for an unknown series, patch or run: JSON for the API, a page for people."""
+
+    def answer(request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        return pages.not_found(exc)
+
+    return answer
 
 
 # --------------------------------------------------------------------------- routes
@@ -670,13 +681,6 @@ class Dashboard:
         return svg_response(name, word, patch.status)
 
 
-def _guarded(handler: Callable[[], HTMLResponse], pages: Pages) -> HTMLResponse:
-    try:
-        return handler()
-    except NotFound as exc:
-        return pages.not_found(exc)
-
-
 def dashboard_router(
     client: redis.Redis,
     access: Access,
@@ -701,15 +705,15 @@ def dashboard_router(
 
     @router.get("/series/{series_id}", dependencies=pages)
     def series(series_id: str) -> HTMLResponse:
-        return _guarded(lambda: board.series(series_id), board.pages)
+        return board.series(series_id)
 
     @router.get("/series/{series_id}/patches/{name}", dependencies=pages)
     def patch(series_id: str, name: str) -> HTMLResponse:
-        return _guarded(lambda: board.patch(series_id, name), board.pages)
+        return board.patch(series_id, name)
 
     @router.get("/runs/{run_id}", dependencies=pages)
     def run(run_id: str) -> HTMLResponse:
-        return _guarded(lambda: board.run(run_id), board.pages)
+        return board.run(run_id)
 
     @router.get("/runs", dependencies=pages)
     def runs(
@@ -730,9 +734,7 @@ def dashboard_router(
         before: Annotated[str | None, Query(pattern=r"^[0-9]+-[0-9]+$", max_length=40)] = None,
     ) -> HTMLResponse:
         chosen = outcome or None
-        return _guarded(
-            lambda: board.events(series or None, kind or None, before, chosen), board.pages
-        )
+        return board.events(series or None, kind or None, before, chosen)
 
     @router.get("/events/stream", dependencies=[access.dependency()])
     async def event_stream() -> StreamingResponse:
@@ -769,3 +771,4 @@ def install_dashboard(
     app.include_router(dashboard_router(client, access, config, fix_pages, exposure=exposure))
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_exception_handler(redis.RedisError, store_unavailable)
+    app.add_exception_handler(NotFound, not_found(Pages(exposure=exposure)))

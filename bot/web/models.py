@@ -50,6 +50,10 @@ class PatchOut(ApiModel):
     changed: bool
     needs_attention: bool
     upstream: list[UpstreamPrOut]
+    # a refreshed patch: context-only or content-changed ("" when not refreshed), and for a
+    # content change the upstream commits that forced it ({file, hunk, sha, subject, pr})
+    refresh: str = ""
+    forced_by: list[dict[str, Any]] = []
 
 
 class PatchStateOut(PatchOut):
@@ -186,6 +190,17 @@ class HumanWaitOut(ApiModel):
     told: bool  # people were told it is stuck (notify.stuck_heads / stuck_hours)
 
 
+class NoticeOut(ApiModel):
+    """Something carry must say on its PR (bot.core.state.Notice): due until GitHub has it."""
+
+    id: str
+    kind: str
+    body: str
+    at: str  # when it became due
+    said_at: str | None  # None: not on GitHub yet
+    pr: int | None
+
+
 class BisectOut(ApiModel):
     """The upstream range between the last good head and the first red one, bisected."""
 
@@ -219,6 +234,7 @@ class SeriesOut(_SeriesFields):
     red_streak: RedStreakOut | None = None
     human_wait: HumanWaitOut | None = None
     bisect: BisectOut | None = None
+    notices: list[NoticeOut] = []  # what carry must say on its PR, the ones still due first
 
 
 class SeriesListOut(ApiModel):

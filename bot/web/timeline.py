@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, get_args
 
+from bot.core.history import HistoryKind as H
 from bot.core.publishing import PublishStep
 
 LIMIT: Final = 300
@@ -59,60 +60,69 @@ def _proposal(d: Mapping[str, Any]) -> str:
     return f"read-only mode, nothing pushed; carry would {step.words}: {step.reason}"
 
 
-SENTENCES: Final[dict[str, Callable[[Mapping[str, Any]], str]]] = {
-    "rebased": _rebased,
-    "decision": _decision,
-    "published": _published,
-    "superseded": lambda d: (
+SENTENCES: Final[dict[H, Callable[[Mapping[str, Any]], str]]] = {
+    H.REBASED: _rebased,
+    H.DECISION: _decision,
+    H.PUBLISHED: _published,
+    H.SUPERSEDED: lambda d: (
         f"{_short(d.get('head'))} not checked: a newer head {_short(d.get('newest'))} came"
     ),
-    "unchanged": lambda d: f"{_short(d.get('head'))} not checked again: {d.get('reason', '')}",
-    "lease-lost": lambda d: (
+    H.UNCHANGED: lambda d: f"{_short(d.get('head'))} not checked again: {d.get('reason', '')}",
+    H.LEASE_LOST: lambda d: (
         f"the check of {_short(d.get('head'))} lost its hold on the series and stored nothing;"
         " it runs again"
     ),
-    "ci-check": lambda d: (
+    H.CI_CHECK: lambda d: (
         f"{d.get('runner', 'CI')}: {d.get('state', d.get('verdict', '?'))}"
         + (f" ({d['reason']})" if d.get("reason") else "")
     ),
-    "poll-failed": lambda d: f"poll of {d.get('upstream') or d.get('pr')} failed: {d.get('error')}",
-    "waiting-for-ref": lambda d: f"waiting for upstream to create {d.get('ref')}",
-    "ref-appeared": lambda d: f"{d.get('ref')} appeared upstream",
-    "successor-proposed": lambda d: str(d.get("summary", "")),
-    "proposal": lambda d: _proposal(d),
-    "ci-started": lambda d: (
+    H.POLL_FAILED: lambda d: f"poll of {d.get('upstream') or d.get('pr')} failed: {d.get('error')}",
+    H.WAITING_FOR_REF: lambda d: f"waiting for upstream to create {d.get('ref')}",
+    H.REF_APPEARED: lambda d: f"{d.get('ref')} appeared upstream",
+    H.SUCCESSOR_PROPOSED: lambda d: str(d.get("summary", "")),
+    H.PROPOSAL: lambda d: _proposal(d),
+    H.CI_STARTED: lambda d: (
         f"{d['run_id']} started on {d['runner']}"
         + (f" (attempt {d['attempt']})" if d.get("attempt", 1) > 1 else "")
     ),
-    "branch-commits-kept": lambda d: (
+    H.BRANCH_COMMITS_KEPT: lambda d: (
         f"{len(d.get('commits') or [])} commit(s) of others on carry's branch kept on "
         f"{d.get('backup')}"
     ),
-    "push-read-back": lambda d: (
+    H.PUSH_READ_BACK: lambda d: (
         f"the push failed; {d.get('branch')} "
         + ("has carry's commit" if d.get("landed") else f"is at {_short(d.get('tip'))}")
         + (f": VERSION {d['version']} recorded" if d.get("version") else "")
     ),
-    "notice-said": lambda d: f"notice {d.get('notice')} said on PR #{d.get('pr')}",
-    "publish-refused": lambda d: (
+    H.NOTICE_SAID: lambda d: f"notice {d.get('notice')} said on PR #{d.get('pr')}",
+    H.PUBLISH_REFUSED: lambda d: (
         f"GitHub refused the push to {d['branch']} ({d['code']}): {d['setting']}; not retried"
     ),
-    "tree-branch": lambda d: (
+    H.TREE_BRANCH: lambda d: (
         f"{d['branch']} "
         + ("pushed" if d.get("pushed") else "already there")
         + f": {_short(d.get('head'))} + the series = {_short(d.get('commit'))}"
     ),
-    "tree-branch-skipped": lambda d: f"{d['branch']} not pushed: {d.get('reason', '')}",
-    "good-ref": lambda d: (
+    H.TREE_BRANCH_SKIPPED: lambda d: f"{d['branch']} not pushed: {d.get('reason', '')}",
+    H.GOOD_REF: lambda d: (
         f"{d['ref']} at {_short(d.get('commit'))}, the tree of good head {_short(d.get('head'))}"
     ),
-    "red-streak": lambda d: str(d.get("reason", "")),
+    H.RED_STREAK: lambda d: str(d.get("reason", "")),
 }
+
+
+def known_kind(kind: str) -> H | None:
+    """The kind of a stored entry, or None for one an older carry wrote."""
+    try:
+        return H(kind)
+    except ValueError:
+        return None
 
 
 def describe(kind: str, data: Mapping[str, Any]) -> str:
     """One line for people about a history entry."""
-    make = SENTENCES.get(kind)
+    known = known_kind(kind)
+    make = SENTENCES.get(known) if known else None
     if make is not None:
         try:
             return _cut(make(data))
@@ -203,19 +213,20 @@ OUTCOME_WORDS: Final[dict[Outcome, str]] = {
 }
 
 _PROBLEM_KINDS: Final = frozenset(
-    {"poll-failed", "series-invalid", "downstream-renamed", "draft-refused", "ci-refused"}
-    | {"ci-runner-lost", "ci-retry", "ci-failure", "ci-infra-error", "successor-proposed"}
-    | {"command-not-checked", "lease-lost", "ci-report-refused", "went-red", "bisected"}
-    | {"publish-refused", "tree-branch-skipped", "good-ref-refused", "red-streak"}
+    {H.POLL_FAILED, H.SERIES_INVALID, H.DOWNSTREAM_RENAMED, H.DRAFT_REFUSED, H.CI_REFUSED}
+    | {H.CI_RUNNER_LOST, H.CI_RETRY, H.CI_FAILURE, H.CI_INFRA_ERROR, H.SUCCESSOR_PROPOSED}
+    | {H.COMMAND_NOT_CHECKED, H.LEASE_LOST, H.CI_REPORT_REFUSED, H.WENT_RED, H.BISECTED}
+    | {H.PUBLISH_REFUSED, H.NEW_CONFLICT, H.NEW_REVIEW, H.STUCK}
+    | {H.TREE_BRANCH_SKIPPED, H.GOOD_REF_REFUSED, H.GOOD_REF_FAILED, H.RED_STREAK}
 )
 _CHANGED_KINDS: Final = frozenset(
-    {"retarget", "set_paused", "pin_patch", "request_drop", "reply", "label-removed"}
-    | {"branch-commits-kept", "ci-approved", "ci-trusted-pusher", "went-green"}
-    | {"push-read-back", "notice-said", "tree-branch", "good-ref"}
+    {H.RETARGET, H.SET_PAUSED, H.PIN_PATCH, H.REQUEST_DROP, H.REPLY, H.LABEL_REMOVED}
+    | {H.BRANCH_COMMITS_KEPT, H.CI_APPROVED, H.CI_TRUSTED_PUSHER, H.WENT_GREEN}
+    | {H.PUSH_READ_BACK, H.NOTICE_SAID, H.TREE_BRANCH, H.GOOD_REF}
 )
 _NOTHING_KINDS: Final = frozenset(
-    {"note", "record_ci", "skipped", "unchanged", "superseded", "publish-skipped"}
-    | {"duplicate-event", "ci-duplicate-delivery", "ci-orphan-job", "ci-cancelled"}
+    {H.NOTE, H.RECORD_CI, H.SKIPPED, H.UNCHANGED, H.SUPERSEDED, H.PUBLISH_SKIPPED}
+    | {H.DUPLICATE_EVENT, H.CI_DUPLICATE_DELIVERY, H.CI_ORPHAN_JOB, H.CI_CANCELLED}
 )
 _PROBLEM_SUFFIXES: Final = ("-failed", "-timed-out")
 _BAD_VERDICTS: Final = frozenset({"failure", "infra-error"})
@@ -243,13 +254,13 @@ def _ci_check_outcome(d: Mapping[str, Any]) -> Outcome:
 
 # Kinds whose outcome depends on their fields. A `result` on a published or retest entry is
 # carry saying why it did nothing ("nothing to propose", "no proposed tree to test yet").
-_BY_FIELDS: Final[dict[str, Callable[[Mapping[str, Any]], Outcome]]] = {
-    "rebased": _rebased_outcome,
-    "decision": _decision_outcome,
-    "ci-check": _ci_check_outcome,
-    "published": lambda d: "changed" if d.get("pushed") else "nothing",
-    "proposal": lambda d: "changed" if d.get("changed") else "nothing",
-    "retest": lambda d: "nothing" if d.get("result") else "routine",
+_BY_FIELDS: Final[dict[H, Callable[[Mapping[str, Any]], Outcome]]] = {
+    H.REBASED: _rebased_outcome,
+    H.DECISION: _decision_outcome,
+    H.CI_CHECK: _ci_check_outcome,
+    H.PUBLISHED: lambda d: "changed" if d.get("pushed") else "nothing",
+    H.PROPOSAL: lambda d: "changed" if d.get("changed") else "nothing",
+    H.RETEST: lambda d: "nothing" if d.get("result") else "routine",
 }
 
 
@@ -257,7 +268,8 @@ def outcome_of(kind: str, data: Mapping[str, Any]) -> Outcome:
     """What a history entry amounts to, for people scanning the events: a problem, a change
     carry made, a routine step, or nothing done. Kinds not named here are routine unless they
     report a failure or carry an `error`."""
-    by_fields = _BY_FIELDS.get(kind)
+    known = known_kind(kind)
+    by_fields = _BY_FIELDS.get(known) if known else None
     if by_fields is not None:
         return by_fields(data)
     if kind in _PROBLEM_KINDS or kind.endswith(_PROBLEM_SUFFIXES) or data.get("error"):

@@ -37,6 +37,7 @@ from bot.web.models import (
     HistoryEntryOut,
     HistoryOut,
     HumanWaitOut,
+    NoticeOut,
     PatchDetailOut,
     PatchFilesOut,
     PatchHistoryEntryOut,
@@ -296,6 +297,10 @@ def patch_out(patch: PatchState, page: FixPage | None, host: str) -> PatchOut:
         changed=patch.changed,
         needs_attention=patch.needs_attention,
         upstream=upstream_prs(patch, page, host),
+        refresh=str(patch.refresh.get("class", "")) if patch.changed else "",
+        forced_by=[c for c in patch.refresh.get("forced_by", []) if c.get("sha")]
+        if patch.changed
+        else [],
     )
 
 
@@ -455,6 +460,10 @@ def series_full(
         red_streak=RedStreakOut(**asdict(state.red_streak)) if state.red_streak else None,
         human_wait=HumanWaitOut(**asdict(state.human_wait)) if state.human_wait else None,
         bisect=bisect_out(state.bisect) if state.bisect else None,
+        notices=[
+            NoticeOut(id=n.id, kind=n.kind.value, body=n.body, at=n.at, said_at=n.said_at, pr=n.pr)
+            for n in sorted(state.notices, key=lambda n: (not n.due, n.at))
+        ],
     )
 
 

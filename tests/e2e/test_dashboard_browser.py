@@ -152,9 +152,9 @@ def test_a_new_event_appears_without_a_reload(page: Page, client: redis.Redis) -
     moved.last_event = "head moved to c0ffee0"
 
     save_series(client, moved)
-    append_history(client, RELEASE, "head-moved", head="c0ffee0123", ref="refs/tags/v0.26.1")
+    append_history(client, RELEASE, "rebase", head="c0ffee0123", ref="refs/tags/v0.26.1")
 
-    expect(page.locator("#recent tbody tr").first).to_contain_text("head-moved")
+    expect(page.locator("#recent tbody tr").first).to_contain_text("rebase")
     expect(page.locator("#recent tbody tr").first).to_contain_text("c0ffee0123")
     expect(matrix_row(page, RELEASE)).to_contain_text("head moved to c0ffee0")
     assert page.evaluate("window.carryNoReload") == "same document"

@@ -147,3 +147,20 @@ def test_without_credentials_the_series_says_why_no_successor_was_looked_for(
     assert "without GitHub credentials" in proposal["summary"]
     state = store.load_series(rt.redis, SERIES)
     assert state is not None and state.successor == proposal
+
+
+def test_a_successor_lookup_github_fails_is_recorded_as_successor_failed(world):
+    """The failure's history kind is the step's own (it was derived from the first word of the
+    message: `finding-failed`)."""
+    from workers.tasks import find_successor_task
+
+    _env, gh, closed, _successor, rt = world
+    gh.inject_fault("server_error", times=50, path=f"/repos/{REPO}/issues/{closed}/timeline*")
+    find_successor_task.apply(args=[SERIES, REPO, closed], retries=5)  # its last attempt
+    kinds = [e["kind"] for e in store.history(rt.redis, SERIES)]
+    assert "successor-failed" in kinds, kinds
+    assert "finding-failed" not in kinds
+    (entry,) = [e for e in store.history(rt.redis, SERIES) if e["kind"] == "successor-failed"]
+    assert entry["data"]["what"] == f"finding the successor of {REPO}#{closed}"
+    assert entry["data"]["final"] is True
+    gh.errors.clear()

@@ -29,6 +29,8 @@ from bot.core.state import (
     GoodHead,
     HeadCheck,
     HumanWait,
+    Notice,
+    NoticeKind,
     PatchState,
     PrInfo,
     RedStreak,
@@ -211,11 +213,11 @@ DECISION = {
 def seed(client: redis.Redis) -> None:
     for state in (main_series(), release_series(), ple_series()):
         save_series(client, state)
-    append_history(client, MAIN, "head-moved", head=MAIN_HEAD, ref="refs/heads/main")
+    append_history(client, MAIN, "rebase", head=MAIN_HEAD, ref="refs/heads/main")
     append_history(client, MAIN, "decision", **DECISION)  # as workers/rebase.py writes it
     append_history(client, MAIN, "ci-check", run_id=FAILED_RUN, runner="gaudi", state="failure")
     append_history(
-        client, RELEASE, "checked", patches={PATCH: {"status": "applies", "decision": "keep"}}
+        client, RELEASE, "rebased", patches={PATCH: {"status": "applies", "decision": "keep"}}
     )
     heartbeat(client, "gaudi", "gaudi-host-1", {"queue": "hw.gaudi"})
     client.rpush("hw.gaudi", "job-1", "job-2")
@@ -326,7 +328,7 @@ def test_history_is_filtered_by_series_and_kind_and_paged(site: Site) -> None:
     """Issue 17 item 7: the events page was the newest 100 entries of everything, unfiltered."""
     for n in range(130):
         append_history(
-            site.client, MAIN if n % 2 else RELEASE, "decision" if n % 3 else "poll", n=n
+            site.client, MAIN if n % 2 else RELEASE, "decision" if n % 3 else "rebase", n=n
         )
     wanted = [n for n in reversed(range(130)) if n % 2 and n % 3]  # MAIN's decisions, newest first
     seen: list[int] = []
@@ -476,7 +478,7 @@ def test_history_is_newest_first_and_limited(site: Site) -> None:
     entries = site.get(f"/api/v1/series/{MAIN}/history").json()["entries"]
     newest = site.get(f"/api/v1/series/{MAIN}/history", params={"limit": 1}).json()["entries"]
 
-    assert [e["kind"] for e in entries] == ["ci-check", "decision", "head-moved"]
+    assert [e["kind"] for e in entries] == ["ci-check", "decision", "rebase"]
     assert newest == entries[:1]
     assert entries[0]["summary"] == "gaudi: failure"  # in words; the fields stay in `data`
     assert entries[0]["data"]["run_id"] == FAILED_RUN
@@ -788,12 +790,12 @@ def test_stream_relays_every_update_as_a_data_line(site: Site) -> None:
         lines = response.iter_lines()
         assert response.headers["content-type"].startswith("text/event-stream")
         assert read_event(lines) == ["retry: 3000", ": connected"]
-        append_history(site.client, MAIN, "head-moved", head="abc")
+        append_history(site.client, MAIN, "rebase", head="abc")
         save_series(site.client, release_series())
         received = [read_event(lines), read_event(lines)]
 
     assert [json.loads(event[0].removeprefix("data: ")) for event in received] == [
-        {"kind": "history", "series": MAIN, "entry": "head-moved"},
+        {"kind": "history", "series": MAIN, "entry": "rebase"},
         {"kind": "series", "series": RELEASE},
     ]
 
@@ -1031,3 +1033,43 @@ def test_every_page_shows_the_exposure_warning(client: redis.Redis) -> None:
             assert "Open to the network:" in page and "anyone who can reach 0.0.0.0:8000" in page
     with dashboard(client) as url, httpx.Client(timeout=10) as http:
         assert "Open to the network" not in http.get(f"{url}/").text
+
+
+def test_notices_not_yet_on_github_are_shown_first_until_said(client: redis.Redis) -> None:
+    """A notice carry must say on its PR (the backup branch of a person's commits) is on the
+    series page and in the API from the moment it is due until GitHub has it."""
+    state = main_series()
+    state.notices = [
+        Notice(
+            "said-1",
+            NoticeKind.OTHER,
+            "An older notice.",
+            at="2026-12-01T00:00:00+00:00",
+            said_at="2026-12-01T00:01:00+00:00",
+            pr=7,
+            comment_id=3,
+        ),
+        Notice(
+            "kept-2",
+            NoticeKind.COMMITS_KEPT,
+            "Your 2 commits are kept on carry/backup/x.",
+            at="2026-12-02T00:00:00+00:00",
+        ),
+    ]
+    save_series(client, state)
+    with dashboard(client) as url, httpx.Client(timeout=10) as http:
+        api = http.get(f"{url}/api/v1/series/{MAIN}").json()
+        page = http.get(f"{url}/series/{MAIN}").text
+    assert [(n["id"], n["said_at"]) for n in api["notices"]] == [
+        ("kept-2", None),
+        ("said-1", "2026-12-01T00:01:00+00:00"),
+    ]
+    assert "Not yet said on GitHub (1)" in page
+    assert "Your 2 commits are kept on carry/backup/x." in page
+    assert "An older notice." not in page  # said: in the history, not here
+
+    state.notices[1].said_at = "2026-12-02T00:05:00+00:00"
+    save_series(client, state)
+    with dashboard(client) as url, httpx.Client(timeout=10) as http:
+        page = http.get(f"{url}/series/{MAIN}").text
+    assert "Not yet said on GitHub" not in page

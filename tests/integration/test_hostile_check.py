@@ -18,6 +18,7 @@ import pytest
 
 from bench.reliability import (
     BLOB_BOMB_ATTEMPT,
+    BROKER_NET_ATTEMPT,
     COMMONDIR_ATTEMPT,
     DISK_ATTEMPT,
     GIT_LINK_ATTEMPT,
@@ -32,10 +33,11 @@ from bench.reliability import (
     SOCKET_ATTEMPT,
     SYSCTL_ATTEMPT,
     UNDO_ATTEMPT,
+    RefusedAtStart,
     render_attempts,
     run_hostile_check,
 )
-from runner.sandbox import bwrap_unavailable, namespaces_unavailable
+from runner.sandbox import ACCEPTED_RISK, bwrap_unavailable, namespaces_unavailable
 
 pytestmark = [
     pytest.mark.slow,
@@ -68,7 +70,9 @@ ATTEMPTS = [
     GIT_LINK_ATTEMPT,
     LINGER_ATTEMPT,
     SHARED_TMP_ATTEMPT,
+    BROKER_NET_ATTEMPT,  # a second check, with network: true
 ]
+ACCEPTED_NONE = {"mode": "none", "accept_risk": ACCEPTED_RISK}
 NEXT_JOB = [COMMONDIR_ATTEMPT, GIT_SWAP_ATTEMPT, GIT_LINK_ATTEMPT, LINGER_ATTEMPT]
 ROOT = os.geteuid() == 0
 
@@ -94,7 +98,11 @@ def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path, sandbox:
     how = {a.attempt: a.how for a in attempts}
     assert "no route out of the step's network namespace" in how["connect to the broker"], shown
     assert "/tmp is the job's own" in how[SHARED_TMP_ATTEMPT], shown
-    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-7]], shown
+    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-8]], shown
+    # network: true: a network of its own with a way out, and no route to the broker
+    assert "egress: default route via tap0" in how[BROKER_NET_ATTEMPT], shown
+    assert "127.0.0.1: Connection refused" in how[BROKER_NET_ATTEMPT], shown
+    assert "No route to host" in how[BROKER_NET_ATTEMPT], shown
 
 
 def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
@@ -104,7 +112,7 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
     the steps (carry before the sandbox), the step finds the broker's URL in the runner's
     /proc environment and connects with it. What it can do there is what the runner's own
     broker user may: writing carry's store or queueing a task for its workers is refused."""
-    attempts = run_hostile_check(tmp_path, sandbox="none", step_user="runner")
+    attempts = run_hostile_check(tmp_path, sandbox=ACCEPTED_NONE, step_user="runner")
     achieved = {a.attempt for a in attempts if a.achieved}
     shown = render_attempts(attempts)
     assert [a.attempt for a in attempts] == ATTEMPTS, shown
@@ -118,11 +126,12 @@ def test_without_the_sandbox_the_same_check_reaches_the_runner_and_the_broker(
         *([MKNOD_ATTEMPT, SYSCTL_ATTEMPT, HOST_FILE_ATTEMPT] if ROOT else []),  # root's own
         POISON_ATTEMPT,  # the runner's own git then reads no replace ref
         SHARED_TMP_ATTEMPT,  # no mount namespace: the host's /tmp
+        BROKER_NET_ATTEMPT,  # no network namespace: the host's network
     } <= achieved, shown
     # What the clean environment, the fresh clone, the runner's own config and its broker
     # user keep out.
     broker_writes = ATTEMPTS[5:7]
-    assert not achieved & {*ATTEMPTS[:2], *broker_writes, *ATTEMPTS[-9:-5], *NEXT_JOB}, shown
+    assert not achieved & {*ATTEMPTS[:2], *broker_writes, *ATTEMPTS[-10:-6], *NEXT_JOB}, shown
     how = {a.attempt: a.how for a in attempts}
     for attempt in broker_writes:
         assert "NOPERM" in how[attempt] and "from the runner's environment" in how[attempt], shown
@@ -135,7 +144,7 @@ def test_with_no_sandbox_a_step_user_alone_keeps_out_all_but_what_needs_namespac
     """A host without namespaces (the compose file's containers): the step user keeps the
     check from the runner's environment and Python, root's powers, the host's files and the
     clone; only the host's network, its process list and a socket open to all stay in reach."""
-    attempts = run_hostile_check(tmp_path, sandbox="none", step_user="nobody")
+    attempts = run_hostile_check(tmp_path, sandbox=ACCEPTED_NONE, step_user="nobody")
     shown = render_attempts(attempts)
     assert [a.attempt for a in attempts] == ATTEMPTS, shown
     achieved = {a.attempt for a in attempts if a.achieved}
@@ -143,3 +152,13 @@ def test_with_no_sandbox_a_step_user_alone_keeps_out_all_but_what_needs_namespac
     assert "connect to the broker" in achieved, shown  # the scenario can tell
     # The clone, its clean-up and the step's processes are out of reach without namespaces too.
     assert not achieved & set(NEXT_JOB), shown
+
+
+@pytest.mark.parametrize("step_user", ["runner", "auto"])
+def test_a_runner_without_a_sandbox_is_refused_at_start(tmp_path: Path, step_user: str) -> None:
+    """sandbox: none (with a step user or not) cannot keep a job from later jobs: the runner
+    refuses to start unless its config names that risk (issue 33)."""
+    with pytest.raises(RefusedAtStart) as refused:
+        run_hostile_check(tmp_path, sandbox="none", step_user=step_user)
+    assert "steps would run without a sandbox" in str(refused.value), refused.value
+    assert "a job could touch later jobs: refused" in str(refused.value), refused.value

@@ -130,3 +130,24 @@ def test_a_change_is_two_round_trips_on_a_warm_connection(redis_url):
         also=lambda pipe: store.queue_history(pipe, SERIES, "rebased"),
     )
     assert CountingConnection.writes == 2  # the read, and the commit with its history
+
+
+def test_a_commit_returns_the_state_it_stored_and_none_when_nothing_changed(client):
+    seeded(client)
+
+    def note(state: SeriesState) -> bool:
+        state.last_event = "noted"
+        return True
+
+    committed = store.update_series(client, SERIES, note)
+    assert committed is not None and committed.last_event == "noted"
+    assert committed.to_dict() == store.load_series(client, SERIES).to_dict()  # type: ignore[union-attr]
+    assert store.update_series(client, SERIES, lambda s: False) is None
+    assert store.update_series(client, "no-such-series", note) is None
+
+
+def test_a_history_kind_carry_does_not_know_is_refused_before_anything_is_written(client):
+    seeded(client)
+    with pytest.raises(ValueError, match="not a valid HistoryKind"):
+        store.append_history(client, SERIES, "head-moved", head="a" * 40)  # type: ignore[arg-type]
+    assert store.history(client, SERIES) == []

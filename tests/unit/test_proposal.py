@@ -109,3 +109,22 @@ def test_observed_pr_state_is_written_to_the_page():
         CURRENT, state(status="applies", decision="keep", upstream_prs=prs), {}, None, TODAY
     )
     assert "| Upstream | up/engine#7 (closed) |" in proposal.files["the-fix.md"].decode()
+
+
+def test_a_drop_for_a_merged_declared_pr_records_its_merge_on_the_page():
+    """Issue 35: the declared PR's merge is where upstream took the patch (no linked PR, no
+    matching commit needed)."""
+    merge = "d" * 40
+    evidence = [
+        {"signal": "declared-pr", "pr": "up/engine#7", "merged": True, "merge_commit": merge}
+    ]
+    files = build(
+        CURRENT,
+        state(status="upstream-version", decision="drop", evidence=evidence),
+        {},
+        None,
+        TODAY,
+    ).files
+    page = files["the-fix.md"].decode()
+    assert "up/engine#7 (merged)" in page
+    assert f"upstream took it in up/engine@{merge} (up/engine#7)" in page

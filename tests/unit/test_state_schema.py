@@ -8,7 +8,6 @@ import json
 import logging
 
 import pytest
-import redis
 
 from bot.core.classify import Decision, Status
 from bot.core.state import (
@@ -19,7 +18,6 @@ from bot.core.state import (
     SchemaError,
     SeriesState,
 )
-from bot.store import series as store
 from tests.support.paths import STORED_STATES
 
 SCHEMA_1 = STORED_STATES / "series-schema-1.json"
@@ -58,7 +56,7 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     assert state.approvals == ["d" * 40]
     written = json.loads(json.dumps(state.to_dict()))
     # fields added since then come back with their defaults; nothing stored is lost
-    added = {"engine_decision": "none", "engine_reason": "", "upstream_commits": []}
+    added = {"engine_decision": "none", "engine_reason": "", "upstream_commits": [], "refresh": {}}
     patches = [{**patch, **added} for patch in old["patches"]]
     expected = {**old, "schema": SCHEMA_VERSION, "replaced_heads": [], "patches": patches}
     expected |= {"heads": [], "last_good": None, "red_streak": None, "bisect": None}
@@ -108,30 +106,6 @@ def test_unknown_phase_outcome_and_ci_state_read_as_errors():
     state = SeriesState.from_dict(data)
     assert (state.phase, state.outcome) == (Phase.ERROR, Outcome.ERROR)
     assert state.ci["gaudi"].state is CiStatus.INFRA_ERROR
-
-
-def test_the_store_migrates_a_schema_1_document_on_its_next_write(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    client.set("carry:series:gaudi-main", SCHEMA_1.read_text())
-
-    def note(state: SeriesState) -> bool:
-        state.last_event = "migrated"
-        return True
-
-    assert store.update_series(client, "gaudi-main", note)
-    stored = json.loads(client.get("carry:series:gaudi-main"))
-    assert stored["schema"] == SCHEMA_VERSION and stored["paused_by"] == "alice"
-    assert stored["patches"][0]["pinned"] is True
-
-
-def test_the_store_never_writes_over_a_newer_carrys_document(redis_url):
-    client = redis.Redis.from_url(redis_url)
-    newer = json.dumps({**stored_by_schema_1(), "schema": SCHEMA_VERSION + 1, "future": [1]})
-    client.set("carry:series:gaudi-main", newer)
-
-    with pytest.raises(SchemaError):
-        store.update_series(client, "gaudi-main", lambda state: True)
-    assert client.get("carry:series:gaudi-main").decode() == newer
 
 
 def test_recorded_pushes_are_stored_and_read_back_typed():

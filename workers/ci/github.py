@@ -23,6 +23,7 @@ from bot.core.ci_report import (
     needs_sending,
     report_target,
 )
+from bot.core.history import HistoryKind
 from bot.core.render import pr_body, pr_title
 from bot.core.seriesfile import parse_series
 from bot.core.state import CiState, SeriesState
@@ -107,7 +108,7 @@ def note_rename(rt: Runtime, series_id: str, forge: ForgePort) -> None:
         store.append_history(
             rt.redis,
             series_id,
-            "downstream-renamed",
+            HistoryKind.DOWNSTREAM_RENAMED,
             was=forge.renamed_from,
             now=forge.repo_name,
             action=f"set downstream.repo to {forge.repo_name} in the config",
@@ -131,13 +132,17 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
     saved = store.ci_tree(rt.redis, series_id)
     if saved is None:
         store.append_history(
-            rt.redis, series_id, "retest", result="no proposed tree to test yet", by=by
+            rt.redis, series_id, HistoryKind.RETEST, result="no proposed tree to test yet", by=by
         )
         return []
     targets = [t for t in ci.targets_from_config(rt.config, series_id) if runner in (None, t.kind)]
     if not targets:
         store.append_history(
-            rt.redis, series_id, "retest", result=f"no runner {runner!r} for this series", by=by
+            rt.redis,
+            series_id,
+            HistoryKind.RETEST,
+            result=f"no runner {runner!r} for this series",
+            by=by,
         )
         return []
     return ci.request_ci(
@@ -166,7 +171,11 @@ def report(self: Task, series_id: str, row: dict[str, Any]) -> None:
     if self.request.retries >= REPORT_RETRIES:
         rt = runtime()
         store.append_history(
-            rt.redis, series_id, "ci-report-gave-up", runner=row.get("runner"), error=str(failed)
+            rt.redis,
+            series_id,
+            HistoryKind.CI_REPORT_GAVE_UP,
+            runner=row.get("runner"),
+            error=str(failed),
         )
         return
     raise self.retry(
@@ -234,7 +243,11 @@ def _send_owed(rt: Runtime, forge: ForgePort, series_id: str, row: CiState) -> F
             check_run_id = _send(rt, forge, sha, series_id, target)
         except ForgeError as err:
             store.append_history(
-                rt.redis, series_id, "ci-report-failed", runner=target.runner, error=str(err)
+                rt.redis,
+                series_id,
+                HistoryKind.CI_REPORT_FAILED,
+                runner=target.runner,
+                error=str(err),
             )
             return err
         row = replace(target, check_run_id=check_run_id, reported=target.state)
@@ -273,7 +286,9 @@ def _update_table(rt: Runtime, forge: ForgePort, series_id: str, runner: str) ->
             state.pr.number, pr_title(state), pr_body(state, state.version), series=state.id
         )
     except ForgeError as err:
-        store.append_history(rt.redis, series_id, "ci-table-failed", runner=runner, error=str(err))
+        store.append_history(
+            rt.redis, series_id, HistoryKind.CI_TABLE_FAILED, runner=runner, error=str(err)
+        )
 
 
 def _check_run(forge: ForgePort, sha: str, series_id: str, row: CiState) -> int:

@@ -25,7 +25,7 @@ import redis
 from celery import Celery
 
 from bot.ci.runs import check_keys, load_run
-from bot.core.ci_plan import FINAL_STATES
+from bot.core.history import RUN_KINDS, UNKNOWN_RUN_KINDS, HistoryKind
 from bot.store import runner_channel as channel
 from bot.store.ci_runs import IssuedState, issued_run
 from bot.store.runner_channel import Report
@@ -35,21 +35,6 @@ from workers.ci.requests import ServiceEffects
 log = logging.getLogger("carry.ci")
 
 CLAIM_IDLE_MS: Final = 60_000
-# What a runner may write into a series' history, and the two it may write about a run that
-# carry does not know (a forged or stale job it refused).
-RUN_EVENTS: Final = frozenset(
-    {
-        "ci-refused",
-        "ci-orphan-job",
-        "ci-duplicate-delivery",
-        "ci-runner-lost",
-        "ci-started",
-        "ci-check",
-        "ci-retry",
-        *(f"ci-{state}" for state in FINAL_STATES),
-    }
-)
-UNKNOWN_RUN_EVENTS: Final = frozenset({"ci-refused", "ci-orphan-job"})
 
 
 class RefusedReport(ValueError):
@@ -74,29 +59,34 @@ def apply_report(client: redis.Redis, celery_app: Celery, kind: str, report: Rep
         raise RefusedReport(f"unknown report type {report.type!r}")
 
 
-def _history(client: redis.Redis, kind: str, report: Report) -> tuple[str, str, dict[str, Any]]:
+def _history(
+    client: redis.Redis, kind: str, report: Report
+) -> tuple[str, HistoryKind, dict[str, Any]]:
     series, event, fields = (report.data.get(k) for k in ("series", "event", "fields"))
     if not isinstance(series, str) or not isinstance(event, str) or not isinstance(fields, dict):
         raise RefusedReport("a history report needs series, event and fields")
-    if event not in RUN_EVENTS:
+    if event not in RUN_KINDS:
         raise RefusedReport(f"a runner may not write {event!r} entries")
+    entry = HistoryKind(event)
     if not report.run_id or fields.get("run_id") != report.run_id:
         raise RefusedReport("the entry's run_id is not the report's")
     if issued_run(client, report.run_id) is None:  # whatever run record a runner wrote
-        if event not in UNKNOWN_RUN_EVENTS:
+        if entry not in UNKNOWN_RUN_KINDS:
             raise RefusedReport(
                 f"carry never issued run {report.run_id} (only a refusal may name one)"
             )
         if load_series(client, series) is None:
             raise RefusedReport(f"no series {series!r}")
-        return series, event, fields
+        return series, entry, fields
     # a runner may say it refused a job of a run that waits: it ran nothing
-    run = _own_run(client, kind, report.run_id, dispatched=event not in UNKNOWN_RUN_EVENTS)
+    run = _own_run(client, kind, report.run_id, dispatched=entry not in UNKNOWN_RUN_KINDS)
     if series != run.series:
         raise RefusedReport(f"run {run.run_id} belongs to series {run.series!r}, not {series!r}")
-    if event == "ci-check" and fields.get("key") not in check_keys(run.kind, run.payload.checks):
+    if entry is HistoryKind.CI_CHECK and fields.get("key") not in check_keys(
+        run.kind, run.payload.checks
+    ):
         raise RefusedReport(f"run {run.run_id} has no check {fields.get('key')!r}")
-    return series, event, fields
+    return series, entry, fields
 
 
 def _own_run(client: redis.Redis, kind: str, run_id: str, *, dispatched: bool = True) -> Any:
@@ -201,7 +191,7 @@ def _refused(client: redis.Redis, kind: str, report: Report, reason: str) -> Non
     append_history(
         client,
         None,
-        "ci-report-refused",
+        HistoryKind.CI_REPORT_REFUSED,
         runner_kind=kind,
         runner=report.runner,
         type=report.type,

@@ -58,6 +58,7 @@ from bot.core.ci_plan import (
     reused_detail,
     tree_key,
 )
+from bot.core.history import HistoryKind, ci_kind
 from bot.core.state import CiState, CiStatus, SeriesState
 from bot.core.trust import Push, Trust, decide, record
 from bot.queue.celery_app import app
@@ -203,7 +204,7 @@ def record_push(client: redis.Redis, series_id: str, push: Push) -> bool:
         return True
 
     ensure_series(client, series_id)
-    return update_series(client, series_id, add)
+    return update_series(client, series_id, add) is not None
 
 
 def _new_job(series_id: str, target: CiTarget, tree: TreeSpec, force: bool) -> JobPayload:
@@ -245,7 +246,7 @@ def _plan_and_apply(
         append_history(
             client,
             job.series_id,
-            f"ci-{action.verb}",
+            ci_kind(action.verb),
             runner_kind=job.kind,
             run_ids=action.run_ids,
             tree_key=job.tree_key,
@@ -385,7 +386,9 @@ def _dispatch(
     except Exception as err:
         run = load_run(client, job.run_id)
         if run is not None:
-            finish(client, celery_app, run, "infra-error", f"could not enqueue the job: {err}")
+            finish(
+                client, celery_app, run, CiStatus.INFRA_ERROR, f"could not enqueue the job: {err}"
+            )
         raise
     return rows
 
@@ -435,7 +438,7 @@ class ServiceEffects:
     client: redis.Redis
     celery_app: Celery
 
-    def history(self, series_id: str, kind: str, **fields: Any) -> None:
+    def history(self, series_id: str, kind: HistoryKind, **fields: Any) -> None:
         append_history(self.client, series_id, kind, **fields)
 
     def rows(self, run_id: str, only: str | None = None) -> None:
@@ -461,7 +464,7 @@ class ServiceEffects:
             log.exception("releasing deferred %s runs failed", kind)
 
 
-def finish(client: redis.Redis, celery_app: Celery, run: Run, state: str, detail: str) -> bool:
+def finish(client: redis.Redis, celery_app: Celery, run: Run, state: CiStatus, detail: str) -> bool:
     """Ends a run (once), on the service: see end_run."""
     return end_run(client, ServiceEffects(client, celery_app), run, state, detail)
 
@@ -481,7 +484,7 @@ def cancel_run(client: redis.Redis, celery_app: Celery, run_id: str, reason: str
     if run.state == "queued":  # no runner took it: it used no place in the series' pace
         store.forget_start(client, run.series, run.kind, run_id)
         store.unpace(client, run_id)
-    finish(client, celery_app, run, "cancelled", reason)
+    finish(client, celery_app, run, CiStatus.CANCELLED, reason)
     return True
 
 
@@ -501,7 +504,12 @@ def approve(
     state = _add_approval(client, series_id, full)
     released = [run for run in waiting if trust_of(state, run.head_sha).may_run]
     append_history(
-        client, series_id, "ci-approved", sha=full, by=by, runs=[r.run_id for r in released]
+        client,
+        series_id,
+        HistoryKind.CI_APPROVED,
+        sha=full,
+        by=by,
+        runs=[r.run_id for r in released],
     )
     return _release(client, celery_app or app, released)
 
@@ -520,7 +528,7 @@ def release_for_push(
         append_history(
             client,
             series_id,
-            "ci-trusted-pusher",
+            HistoryKind.CI_TRUSTED_PUSHER,
             sha=push.after,
             by=push.pusher,
             runs=[r.run_id for r in released],
@@ -558,8 +566,7 @@ def _add_approval(client: redis.Redis, series_id: str, sha: str) -> SeriesState:
         return True
 
     ensure_series(client, series_id)
-    update_series(client, series_id, add)
-    state = load_series(client, series_id)
+    state = update_series(client, series_id, add) or load_series(client, series_id)
     assert state is not None  # ensure_series made it
     return state
 
@@ -582,7 +589,7 @@ def _release_deferred_locked(client: redis.Redis, celery_app: Celery, kind: str)
         append_history(
             client,
             run.series,
-            "ci-enqueue",
+            HistoryKind.CI_ENQUEUE,
             runner_kind=kind,
             run_ids=[run.run_id],
             reason="budget freed",
@@ -611,7 +618,7 @@ def release_paced(client: redis.Redis, celery_app: Celery, now: float | None = N
             append_history(
                 client,
                 run.series,
-                "ci-enqueue",
+                HistoryKind.CI_ENQUEUE,
                 runner_kind=run.kind,
                 run_ids=[run_id],
                 reason="its pacing time came",

@@ -13,6 +13,7 @@ from bot.ci.runs import REPORT_TASK, SERVICE_QUEUE, Run, check_keys
 from bot.ci.spec import JobPayload
 from bot.core.ci_plan import REUSABLE
 from bot.core.ci_report import carry_over
+from bot.core.history import HistoryKind
 from bot.core.notify import NOTIFY_TASK
 from bot.core.owners import RED_STREAK_TASK, StreakGrew, streak_grew
 from bot.core.state import CiState, CiStatus, SeriesState
@@ -131,7 +132,9 @@ def announce(client: redis.Redis, celery_app: Celery, notice: Notice) -> None:
     reason = str(fields.pop("summary"))
     fields.pop("series")
     fields.pop("key")
-    append_history(client, notice.series_id, notice.change.value, reason=reason, **fields)
+    append_history(
+        client, notice.series_id, HistoryKind(notice.change.value), reason=reason, **fields
+    )
     try:
         celery_app.send_task(NOTIFY_TASK, args=[notice.to_dict()], queue=SERVICE_QUEUE)
         if notice.change is Change.WENT_RED and notice.last_good is not None:

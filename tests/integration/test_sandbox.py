@@ -71,7 +71,13 @@ def test_without_network_a_step_has_a_working_loopback_and_no_route_to_the_host(
     assert run(box, own, network=False).stdout.strip() == "loopback"
     offline = run(box, REACH.format(port=listener), network=False)
     assert offline.returncode != 0 and "Connection refused" in offline.stderr
-    online = run(box, REACH.format(port=listener), network=True)
+    # network: true is a network of its own, whose 127.0.0.1 is not the host's (issue 33) ...
+    if shutil.which("slirp4netns"):
+        own_net = run(box, REACH.format(port=listener), network=True)
+        assert own_net.returncode != 0 and "Connection refused" in own_net.stderr
+    # ... unless the config gives such steps the host's network (step_network: host)
+    host = sandbox.resolve("auto", step_network="host")
+    online = run(host, REACH.format(port=listener), network=True)
     assert online.returncode == 0 and online.stdout.strip() == "reached", online.stderr
 
 

@@ -159,7 +159,7 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
 
 
 _DELETE = object()
-ALLOWED_SERIES_KEYS = "id, upstream, base, patches, links, runners, checks, trusted_authors, policy, ci, publish, version_scheme"
+ALLOWED_SERIES_KEYS = "id, upstream, base, patches, links, drop_when, runners, checks, trusted_authors, policy, ci, publish, version_scheme"
 
 BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
     (
@@ -257,7 +257,12 @@ BAD_CONFIGS: list[tuple[str, list[tuple[str, Any]], list[str]]] = [
     (
         "unknown step sandbox",
         [("runners/gaudi/sandbox", "docker")],
-        ["runners.gaudi.sandbox: input should be 'auto', 'namespaces', 'bwrap' or 'none'"],
+        ["runners.gaudi.sandbox.mode: input should be 'auto', 'namespaces', 'bwrap' or 'none'"],
+    ),
+    (
+        "sandbox risk not named word for word",
+        [("runners/gaudi/sandbox", {"mode": "none", "accept_risk": "sure"})],
+        ["runners.gaudi.sandbox.accept_risk: input should be 'jobs can touch later jobs'"],
     ),
     (
         "step network not a boolean",
