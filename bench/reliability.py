@@ -3590,6 +3590,13 @@ def scenario_intake_abuse(root: Path, scale: Scale) -> list[Row]:
     return [attack.row() for attack in attacks]
 
 
+def scenario_github_faults(root: Path, _scale: Scale) -> list[Row]:
+    """bench/github_faults.py: one row per fault GitHub has in production, on one deployment."""
+    from bench import github_faults  # the harness imports this module's helpers
+
+    return [Row(*outcome.cells()) for outcome in github_faults.run(root)]
+
+
 def scenario_every_head(root: Path, scale: Scale) -> Row:
     """bench/every_head.py: every head's tree tested on a real runner, one message per change."""
     from bench.every_head import run_every_head  # it builds on this module's neighbours
@@ -3620,6 +3627,7 @@ SCENARIOS: dict[str, Callable[[Path, Scale, int], Row | list[Row]]] = {
     "redis-no-aof": lambda root, scale, _seed: scenario_redis_restart(root, scale, aof=False),
     "github-5xx": lambda root, scale, _seed: scenario_github_5xx(root, scale),
     "github-429": lambda root, scale, _seed: scenario_github_429(root, scale),
+    "github-faults": lambda root, scale, _seed: scenario_github_faults(root, scale),
     "mirror": lambda root, scale, _seed: scenario_mirror(root, scale),
     "disk-full": lambda root, scale, _seed: scenario_full_disk(root, scale),
     "fuzz-webhooks": scenario_fuzz_webhooks,

@@ -29,7 +29,7 @@ from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import series as store
 from bot.store.metrics import count_event, record_rate_limit
-from workers import attention, dashboard_issue, poller, publish, redelivery
+from workers import attention, dashboard_issue, poller, publish, redelivery, repo_identity
 from workers import bisect as bisect  # registers carry.bisect
 from workers import mention as mention  # registers carry.red_streak
 from workers import notify as notify  # registers carry.notify
@@ -50,8 +50,13 @@ PERMISSION_RETRIES = 8  # about 8 minutes of backoff before a command is given u
 
 def handle_event(rt: Runtime, event: ev.Event) -> None:
     """Plan and carry out one event. The event is marked handled only after every action ran,
-    so a worker that dies half-way leaves it to the redelivery."""
+    so a worker that dies half-way leaves it to the redelivery. Its repository is matched by
+    GitHub's id (workers/repo_identity.py): a renamed repository's events are still carry's."""
     with correlated(event_key=event.key, delivery_id=event.delivery_id or None):
+        resolved = repo_identity.resolve(rt, event)
+        if resolved is None:
+            return
+        event = resolved
         if store.is_claimed(rt.redis, f"event:{event.key}"):
             store.append_history(rt.redis, None, HistoryKind.DUPLICATE_EVENT, key=event.key)
             if isinstance(event, ev.HeadMoved):  # a pusher a poll lacked; a head not followed
@@ -246,6 +251,24 @@ def _register(**_: object) -> None:
     rt = runtime()
     register_series(rt)
     dashboard_issue.decision(rt)  # decided at start, said in one log line
+
+
+@worker_ready.connect
+def _ask_repo_ids(**_: object) -> None:
+    """At start, GitHub is asked for the ids of the configured repositories carry has not
+    learned yet (in a task: a slow GitHub does not hold up the worker's start)."""
+    if runtime().settings.github_auth != "none":
+        app.send_task(LEARN_REPO_IDS, queue=QUICK_QUEUE)
+
+
+LEARN_REPO_IDS = "carry.learn_repo_ids"
+
+
+@app.task(name=LEARN_REPO_IDS, bind=True, acks_late=True)
+def learn_repo_ids(self: Task) -> None:
+    rt = runtime()
+    with correlated(task_id=self.request.id):
+        repo_identity.learn_ids(rt, rt.forge())
 
 
 @worker_ready.connect

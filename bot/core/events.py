@@ -16,6 +16,7 @@ ZERO_SHA = "0" * 40
 Source = Literal["webhook", "poll"]
 PrState = Literal["open", "merged", "closed_unmerged", "reopened", "base_edited", "edited"]
 CiKind = Literal["check_run", "check_suite", "workflow_run"]
+MoveKind = Literal["renamed", "transferred"]
 
 
 # --------------------------------------------------------------------------- events
@@ -27,6 +28,7 @@ class HeadMoved:
 
     kind: ClassVar[str] = "head_moved"
     repo: str
+    repo_id: int | None = None  # GitHub's id: kept through a rename or transfer
     ref: str
     before: str
     after: str
@@ -44,6 +46,7 @@ class HeadMoved:
 class RefDeleted:
     kind: ClassVar[str] = "ref_deleted"
     repo: str
+    repo_id: int | None = None  # GitHub's id: kept through a rename or transfer
     ref: str
     before: str
     actor: str | None
@@ -61,6 +64,7 @@ class PrStateChanged:
 
     kind: ClassVar[str] = "pr_state_changed"
     repo: str
+    repo_id: int | None = None  # GitHub's id: kept through a rename or transfer
     number: int
     state: PrState
     head_sha: str
@@ -98,6 +102,7 @@ class PrStateChanged:
 class CommentCreated:
     kind: ClassVar[str] = "comment_created"
     repo: str
+    repo_id: int | None = None  # GitHub's id: kept through a rename or transfer
     number: int
     on_pull_request: bool
     author: str
@@ -119,6 +124,7 @@ class IssueEdited:
 
     kind: ClassVar[str] = "issue_edited"
     repo: str
+    repo_id: int | None = None  # GitHub's id: kept through a rename or transfer
     number: int
     actor: str
     body: str
@@ -138,6 +144,7 @@ class CiResultReceived:
     ci_kind: CiKind
     action: str
     repo: str
+    repo_id: int | None = None  # GitHub's id: kept through a rename or transfer
     head_sha: str
     name: str
     status: str
@@ -173,6 +180,24 @@ class InstallationChanged:
     def key(self) -> str:
         changed = ",".join(sorted(self.repos)) + "|" + ",".join(sorted(self.repos_removed))
         return f"installation:{self.installation_id}:{self.action}:{changed}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepositoryMoved:
+    """A repository was renamed or transferred to another owner (GitHub's `repository` event):
+    `repo` is its name now, `was` its name before; its id stays the same."""
+
+    kind: ClassVar[str] = "repository_moved"
+    action: MoveKind
+    repo: str
+    repo_id: int
+    was: str
+    actor: str | None = None
+    delivery_id: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"repo-moved:{self.repo_id}:{self.was}:{self.repo}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,6 +277,7 @@ Event = (
     | IssueEdited
     | CiResultReceived
     | InstallationChanged
+    | RepositoryMoved
     | Ping
     | Ignored
     | CommandAuthorized

@@ -24,10 +24,12 @@ from bot.core.events import (
     Ignored,
     InstallationChanged,
     IssueEdited,
+    MoveKind,
     Ping,
     PrState,
     PrStateChanged,
     RefDeleted,
+    RepositoryMoved,
 )
 
 _SHA_RE = re.compile(r"^[0-9a-fA-F]{40}$")
@@ -187,14 +189,23 @@ def _ping(data: _Payload, delivery_id: str) -> Event:
 
 def _push(data: _Payload, delivery_id: str) -> Event:
     repo = data.string("repository.full_name")
+    repo_id = data.opt_int("repository.id")
     ref = data.string("ref")
     before = data.sha("before")
     after = data.sha("after")
     actor = data.login("sender") or data.opt_str("pusher.name")
     if after == ZERO_SHA:
-        return RefDeleted(repo=repo, ref=ref, before=before, actor=actor, delivery_id=delivery_id)
+        return RefDeleted(
+            repo=repo,
+            repo_id=repo_id,
+            ref=ref,
+            before=before,
+            actor=actor,
+            delivery_id=delivery_id,
+        )
     return HeadMoved(
         repo=repo,
+        repo_id=repo_id,
         ref=ref,
         before=before,
         after=_pushed_commit(data, ref, after),
@@ -246,6 +257,7 @@ def _pr_synchronize(data: _Payload, delivery_id: str) -> HeadMoved:
     number = _pr_number(data)
     return HeadMoved(
         repo=data.string("repository.full_name"),
+        repo_id=data.opt_int("repository.id"),
         ref=f"refs/pull/{number}/head",
         before=data.sha("before"),
         after=data.sha("pull_request.head.sha"),
@@ -266,6 +278,7 @@ def _pr_state(data: _Payload, delivery_id: str, state: PrState) -> PrStateChange
         at = data.timestamp("pull_request.updated_at")
     return PrStateChanged(
         repo=data.string("repository.full_name"),
+        repo_id=data.opt_int("repository.id"),
         number=_pr_number(data),
         state=state,
         head_sha=data.sha("pull_request.head.sha"),
@@ -289,6 +302,7 @@ def _issue_comment(data: _Payload, delivery_id: str) -> Event:
         return _ignored("issue_comment", action, reason, delivery_id)
     return CommentCreated(
         repo=data.string("repository.full_name"),
+        repo_id=data.opt_int("repository.id"),
         number=data.integer("issue.number"),
         on_pull_request=True,
         author=data.string("comment.user.login"),
@@ -310,6 +324,7 @@ def _issues(data: _Payload, delivery_id: str) -> Event:
         return _ignored("issues", action, "the edit names no sender", delivery_id)
     return IssueEdited(
         repo=data.string("repository.full_name"),
+        repo_id=data.opt_int("repository.id"),
         number=data.integer("issue.number"),
         actor=actor,
         body=data.opt_str("issue.body") or "",
@@ -346,6 +361,7 @@ def _ci_result(data: _Payload, ci_kind: CiKind, action: str, delivery_id: str) -
         ci_kind=ci_kind,
         action=action,
         repo=data.string("repository.full_name"),
+        repo_id=data.opt_int("repository.id"),
         head_sha=data.sha(f"{root}.head_sha"),
         name=_ci_name(data, ci_kind),
         status=data.string(f"{root}.status"),
@@ -414,6 +430,35 @@ def _repo_names(data: _Payload, path: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _repository(data: _Payload, delivery_id: str) -> Event:
+    """`renamed`: changes.repository.name.from is the old name; `transferred`:
+    changes.owner.from names the old owner (a user or an organization). Same id either way."""
+    action = data.string("action")
+    repo = data.string("repository.full_name")
+    owner, _, name = repo.partition("/")
+    moved: MoveKind
+    if action == "renamed":
+        moved, was = "renamed", f"{owner}/{data.string('changes.repository.name.from')}"
+    elif action == "transferred":
+        old_owner = data.login("changes.owner.from.user") or data.login(
+            "changes.owner.from.organization"
+        )
+        if old_owner is None:
+            raise PayloadError("changes.owner.from: names no user or organization")
+        moved, was = "transferred", f"{old_owner}/{name}"
+    else:
+        reason = f"repository action {action!r} is not used by carry (only renamed, transferred)"
+        return _ignored("repository", action, reason, delivery_id)
+    return RepositoryMoved(
+        action=moved,
+        repo=repo,
+        repo_id=data.integer("repository.id"),
+        was=was,
+        actor=data.login("sender"),
+        delivery_id=delivery_id,
+    )
+
+
 _HANDLERS: dict[str, typing.Callable[[_Payload, str], Event]] = {
     "ping": _ping,
     "push": _push,
@@ -425,4 +470,5 @@ _HANDLERS: dict[str, typing.Callable[[_Payload, str], Event]] = {
     "workflow_run": _ci("workflow_run"),
     "installation": _installation,
     "installation_repositories": _installation_repositories,
+    "repository": _repository,
 }

@@ -73,6 +73,7 @@ class HistoryKind(StrEnum):
     BRANCH_COMMITS_KEPT = "branch-commits-kept"
     NOTICE_SAID = "notice-said"
     DOWNSTREAM_RENAMED = "downstream-renamed"
+    REPOSITORY_MOVED = "repository-moved"  # renamed or transferred on GitHub (same id)
     SUCCESSOR_PROPOSED = "successor-proposed"
     SUCCESSOR_FAILED = "successor-failed"
     DASHBOARD_ISSUE_OPENED = "dashboard-issue-opened"

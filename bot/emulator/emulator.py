@@ -20,6 +20,7 @@ from .hook_deliveries import HookDeliveries
 from .hub import Hub
 from .protection import BranchProtection, parse_ruleset
 from .ratelimit import RateLimiter, Window
+from .repo_moves import RepoMoves
 from .rules_api import RulesApi
 from .server import EmulatorHTTPServer, RecordedRequest, Service
 from .state import App, Identity, Installation, Repo, Token
@@ -74,6 +75,8 @@ class GitHubEmulator:
         rest = RestApi(self.hub, self.limiter)
         HookDeliveries(rest, self.dispatcher)  # a hook's deliveries and redeliveries over REST
         RulesApi(rest)  # branch protection and rulesets over REST
+        RepoMoves(rest)  # renames and transfers over REST
+        self.hub.on_move.append(self._hooks_follow)
         self._service = Service(self.hub, rest, self.limiter, self.faults)
         self._server = EmulatorHTTPServer((host, port), self._service)
         self.host = host
@@ -230,9 +233,25 @@ class GitHubEmulator:
     def rename_repo(self, owner: str, name: str, new_name: str) -> Path:
         """Renames owner/name to owner/new_name, as the repository's settings page does: API
         calls and git requests that use the old name are redirected (GitHub: 301 for GET and
-        HEAD, 307 for other methods, to /repositories/<id>); returns the new path."""
+        HEAD, 307 for other methods, to /repositories/<id>), and a `repository` `renamed`
+        event goes out under the new name with the same id; returns the new path."""
         with self.hub.lock:
             return self.hub.rename_repo(owner, name, new_name).path
+
+    def transfer_repo(
+        self, owner: str, name: str, new_owner: str, *, new_name: str | None = None
+    ) -> Path:
+        """Transfers owner/name to new_owner (an account the emulator knows), as GitHub does
+        once the new owner accepted it: the old name redirects, the id stays, and a
+        `repository` `transferred` event goes out; returns the new path."""
+        with self.hub.lock:
+            return self.hub.transfer_repo(owner, name, new_owner, new_name=new_name).path
+
+    def _hooks_follow(self, old: str, new: str) -> None:
+        """A repository's hooks belong to it, not to its name."""
+        for hook in self.dispatcher.hooks.values():
+            if hook.repo is not None and hook.repo.lower() == old.lower():
+                hook.repo = new
 
     def repo_path(self, owner: str, name: str) -> Path:
         return self._repo(owner, name).path

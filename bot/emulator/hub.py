@@ -54,6 +54,7 @@ CHECK_CONCLUSIONS = (
 )
 STATUS_STATES = ("error", "failure", "pending", "success")
 PLANS = ("free", "pro", "team", "enterprise")
+REPO_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")  # what GitHub keeps of a new name
 # Draft PRs: "public repositories with GitHub Free and GitHub Free for organizations, GitHub Pro
 # and legacy per-repository billing plans, and in public and private repositories with GitHub
 # Team and GitHub Enterprise Cloud" (REST docs, Create a pull request, `draft`).
@@ -82,6 +83,8 @@ class Hub:
         # old full name (lower case) -> id of the repository renamed away from it: GitHub
         # redirects requests that use the old name (301 for GET/HEAD, 307 for other methods)
         self.moved: dict[str, int] = {}
+        # told (old full name, new full name) when a repository moves: the hooks follow it
+        self.on_move: list[Callable[[str, str], None]] = []
         self.comments: dict[int, Comment] = {}
         self.check_runs: dict[int, CheckRun] = {}
         self.check_suites: dict[tuple[str, str, int], int] = {}
@@ -196,20 +199,70 @@ class Hub:
         self.repos[repo.full_name.lower()] = repo
         return repo
 
-    def rename_repo(self, owner: str, name: str, new_name: str) -> Repo:
-        """Renames a repository (its git directory too); the old name redirects."""
+    def rename_repo(
+        self, owner: str, name: str, new_name: str, *, actor: str | None = None
+    ) -> Repo:
+        """Renames a repository (its git directory too); the old name redirects, and a
+        `repository` `renamed` event goes out under the new name, with the same id."""
         repo = self.repo(owner, name)
-        if f"{owner}/{new_name}".lower() in self.repos:
-            raise ValueError(f"repository {owner}/{new_name} exists")
-        old = repo.full_name.lower()
-        target = repo.git.path.with_name(f"{new_name}.git")
+        if not REPO_NAME.fullmatch(new_name):
+            raise validation_failed("Repository", "name", "invalid")
+        old_name = repo.name
+        self._move(repo, owner, new_name)
+        changes = {"repository": {"name": {"from": old_name}}}
+        payload = self.payloads.repository_event("renamed", repo, actor or repo.owner, changes)
+        self.emit("repository", payload, repo)
+        return repo
+
+    def transfer_repo(
+        self,
+        owner: str,
+        name: str,
+        new_owner: str,
+        *,
+        new_name: str | None = None,
+        actor: str | None = None,
+    ) -> Repo:
+        """Transfers a repository to another account (GitHub's `POST .../transfer`, as the
+        new owner has accepted it): the old full name redirects, and a `repository`
+        `transferred` event names the old owner in changes.owner.from."""
+        repo = self.repo(owner, name)
+        if not self.known_user(new_owner):
+            raise validation_failed("Repository", "new_owner", "invalid")
+        old_owner = self.user(repo.owner)
+        self._move(repo, self.user(new_owner).login, new_name or repo.name)
+        for inst in self.installations.values():  # an installation belongs to an account
+            if inst.repos is not None:
+                inst.repos.discard(repo.full_name)
+        kind = "organization" if old_owner.type == "Organization" else "user"
+        changes = {"owner": {"from": {kind: self.views.owned_user(old_owner.login)}}}
+        payload = self.payloads.repository_event(
+            "transferred", repo, actor or old_owner.login, changes
+        )
+        self.emit("repository", payload, repo)
+        return repo
+
+    def _move(self, repo: Repo, owner: str, name: str) -> None:
+        """The repository's new full name: git directory, lookups, redirects from the old one,
+        and (through on_move) the hooks and installations that name it."""
+        old = repo.full_name
+        if f"{owner}/{name}".lower() in self.repos:
+            raise custom_validation("Repository", "name already exists on this account")
+        target = self.root / owner / f"{name}.git"
+        target.parent.mkdir(parents=True, exist_ok=True)
         repo.git.path.rename(target)
         repo.git.path = target
-        repo.name = new_name
-        del self.repos[old]
+        repo.owner, repo.name = owner, name
+        del self.repos[old.lower()]
         self.repos[repo.full_name.lower()] = repo
-        self.moved[old] = repo.id
-        return repo
+        self.moved[old.lower()] = repo.id
+        self.moved.pop(repo.full_name.lower(), None)
+        for inst in self.installations.values():
+            if inst.repos is not None and old in inst.repos:
+                inst.repos.discard(old)
+                inst.repos.add(repo.full_name)
+        for follow in self.on_move:
+            follow(old, repo.full_name)
 
     def repo_by_id(self, repo_id: int) -> Repo:
         found = next((r for r in self.repos.values() if r.id == repo_id), None)

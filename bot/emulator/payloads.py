@@ -83,6 +83,13 @@ class HookPayloads:
     def _envelope(self, repo: Repo, sender: str, **fields: Any) -> dict[str, Any]:
         return {**fields, "repository": self.repository(repo), "sender": self.sender(sender)}
 
+    def repository_event(
+        self, action: str, repo: Repo, sender: str, changes: dict[str, Any]
+    ) -> dict[str, Any]:
+        """octokit webhooks: repository-renamed (changes.repository.name.from) and
+        repository-transferred (changes.owner.from.user or .organization)."""
+        return self._envelope(repo, sender, action=action, changes=changes)
+
     # -- push --------------------------------------------------------------------------------
 
     def push(

@@ -88,6 +88,9 @@ class _Comment:
     created: int
 
 
+_REPO_IDS = itertools.count(600_001)  # GitHub's repository ids: one each, never reused
+
+
 @dataclass
 class _Repo:
     full_name: str
@@ -101,6 +104,7 @@ class _Repo:
     label_names: dict[str, str] = field(default_factory=dict)  # lower-case -> as created
     check_runs: list[dict[str, Any]] = field(default_factory=list)
     statuses: list[dict[str, Any]] = field(default_factory=list)
+    id: int = field(default_factory=lambda: next(_REPO_IDS))
 
     @property
     def owner(self) -> str:
@@ -541,6 +545,10 @@ class InMemoryForge:
             "target_url": target_url or None,
         }
         repo.statuses.append(status)
+
+    def repository_id(self, repo: str) -> int:
+        name = self._moved.get(repo.lower(), repo)
+        return self._visible(name, f"get repository {repo}").id
 
     def pull_state(
         self, repo: str, number: int, etag: str | None

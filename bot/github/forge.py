@@ -359,6 +359,7 @@ class Forge:
         self.calls = 0
         self._repo: Repository | None = None
         self.renamed_from: str | None = None  # the configured name, once GitHub moved it
+        self.configured_name = repo_name  # as the config names it (connect sets it)
         self._app_github: Github | None = None  # the App itself (JWT), for its hook
 
     @classmethod
@@ -386,6 +387,7 @@ class Forge:
         )
         known = RENAMES.get((github.requester.base_url, repo_name.lower()), repo_name)
         forge = cls(github, known, auth, on_rate_limit, settings.github_request_budget, write_gate)
+        forge.configured_name = repo_name
         if settings.github_auth == "app":
             forge._app_github = _app_github(settings, base_url)
         return forge
@@ -460,7 +462,7 @@ class Forge:
             self.repo_name,
             moved_to,
         )
-        RENAMES[(self.github.requester.base_url, self.repo_name.lower())] = moved_to
+        RENAMES[(self.github.requester.base_url, self.configured_name.lower())] = moved_to
         self.renamed_from, self.repo_name, self._repo = self.repo_name, moved_to, None
         return run()
 
@@ -537,17 +539,25 @@ class Forge:
     def find_open_pull(self, branch: str) -> PullInfo | None:
         """carry's open PR from `branch`, through a conditional request: unchanged since the
         last publish, it is a free 304."""
-        query = {"state": "open", "head": f"{self.owner}:{branch}"}
-        pulls = self._conditional_get("list pulls", lambda: f"/repos/{self.repo_name}/pulls", query)
+        pulls = self._conditional_get(
+            "list pulls",
+            lambda: f"/repos/{self.repo_name}/pulls",
+            # the head's owner is the repository's owner now (a transfer moves carry's branch)
+            lambda: {"state": "open", "head": f"{self.owner}:{branch}"},
+        )
         return _info_of(pulls[0]) if pulls else None
 
-    def _conditional_get(self, what: str, path: Callable[[], str], query: dict[str, str]) -> Any:
-        """The JSON answer of a GET of carry's own repository (`path` names it anew after a
-        rename is followed), sent with the ETag of the last answer to the same request."""
+    def _conditional_get(
+        self, what: str, path: Callable[[], str], params: Callable[[], dict[str, str]]
+    ) -> Any:
+        """The JSON answer of a GET of carry's own repository (`path` and `params` name it
+        anew after a rename is followed), sent with the ETag of the last answer to the same
+        request."""
 
         self._spend(what)
 
         def get() -> Any:
+            query = params()
             key = (self.github.requester.base_url, path(), json.dumps(query, sort_keys=True))
             known = VALIDATORS.get(key)
             headers = {"If-None-Match": known[0]} if known else None
@@ -816,24 +826,33 @@ class Forge:
         costs no rate limit), else the new state and its ETag."""
         # Sent back exactly as GitHub gave it (weak, `W/"..."`).
         headers = {"If-None-Match": etag} if etag else None
+        own = self._is_own(repo)
 
         def get() -> tuple[int, dict[str, Any], str]:
+            target = self.repo_name if own else repo  # carry's own: under its name now
             try:
                 return self.github.requester.requestJson(
-                    "GET", f"/repos/{repo}/pulls/{number}", headers=headers
+                    "GET", f"/repos/{target}/pulls/{number}", headers=headers
                 )
             except RateLimitExceededExceedsMaxWait as err:
                 raise _too_long(f"get {repo}#{number}", err.wait or MAX_WAIT_S) from err
-            except Redirected as err:  # another repository than carry's: its name is config
-                raise self._moved_elsewhere(repo, err) from err
+            except Redirected as err:
+                if own:
+                    raise  # carry's own repository moved: _moving follows it
+                raise self._moved_elsewhere(repo, err) from err  # its name is config's
             except requests.RequestException as err:  # after the retries: this PR only
                 raise ForgeError(
                     f"GitHub: get {repo}#{number} failed: {type(err).__name__}: {err}"
                 ) from err
 
-        status, answer_headers, body = get()
+        def get_own() -> tuple[int, dict[str, Any], str]:
+            answer: tuple[int, dict[str, Any], str] = self._moving(f"get {repo}#{number}", get)
+            return answer
+
+        fetch = get_own if own else get
+        status, answer_headers, body = fetch()
         if status == 401 and self._wait_for_new_token():
-            status, answer_headers, body = get()
+            status, answer_headers, body = fetch()
         if status == 304:
             return None, etag
         if status >= 400:
@@ -853,6 +872,32 @@ class Forge:
         )
         return found, answer_headers.get("etag")
 
+    def repository_id(self, repo: str) -> int:
+        """GitHub's id of `repo`, which a rename or a transfer keeps: asked for by an old name,
+        GitHub answers with a redirect to /repositories/<id>, which names it."""
+        what = f"get repository {repo}"
+        self._spend(what)
+        try:
+            _headers, data = self.github.requester.requestJsonAndCheck("GET", f"/repos/{repo}")
+        except Redirected as err:
+            if err.repository_id is None:
+                raise ForgeError(f"GitHub: {what} was redirected ({err}); not followed") from err
+            return err.repository_id
+        except GithubException as err:
+            raise ForgeError(f"GitHub: {what} failed ({err.status}): {err.data}") from err
+        except requests.RequestException as err:
+            raise ForgeError(f"GitHub: {what} failed: {type(err).__name__}: {err}") from err
+        found = (data or {}).get("id")
+        if not isinstance(found, int):
+            raise ForgeError(f"GitHub: {what} answered no id")
+        return found
+
+    def _is_own(self, repo: str) -> bool:
+        """Whether `repo` names carry's repository: the config's name, or the one a rename or
+        transfer was followed to."""
+        names = (self.repo_name, self.renamed_from, self.configured_name)
+        return repo.lower() in {name.lower() for name in names if name}
+
     def _moved_elsewhere(self, repo: str, err: Redirected) -> ForgeError:
         """A repository named in carry's config (an upstream) answers with a redirect."""
         saved, self.repo_name = self.repo_name, repo
@@ -867,14 +912,19 @@ class Forge:
     def timeline(self, repo: str, number: int) -> list[dict[str, Any]]:
         """The first 100 events of an issue's or PR's timeline (cross-references, comments)."""
 
+        own = self._is_own(repo)
+
         def get() -> Any:
+            target = self.repo_name if own else repo  # carry's own: under its name now
             try:
                 return self.github.requester.requestJsonAndCheck(
-                    "GET", f"/repos/{repo}/issues/{number}/timeline", parameters={"per_page": 100}
+                    "GET",
+                    f"/repos/{target}/issues/{number}/timeline",
+                    parameters={"per_page": 100},
                 )
             except Redirected as err:
-                if repo.lower() == self.repo_name.lower():
-                    raise  # carry's own repository was renamed: _call follows it
+                if own:
+                    raise  # carry's own repository moved: _call follows it
                 raise self._moved_elsewhere(repo, err) from err
 
         _headers, data = self._call(f"timeline of {repo}#{number}", get)

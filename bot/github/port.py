@@ -27,6 +27,9 @@ class ForgePort(Protocol):
 
     def find_open_pull(self, branch: str) -> PullInfo | None: ...
 
+    def repository_id(self, repo: str) -> int:
+        """GitHub's id of `repo` (kept through a rename or a transfer)."""
+
     def create_pull(
         self,
         base: str,

@@ -780,3 +780,59 @@ def test_a_command_delivered_while_carry_was_down_is_redelivered_and_carried_out
     wait_for(lambda: flow.env.state().paused_by is None, 60, "the resume command")
     redelivered = [d for d in flow.gh.deliveries if d.guid == refused.guid]
     assert [(d.redelivery, d.status_code) for d in redelivered] == [(False, 503), (True, 202)]
+
+
+def test_a_renamed_then_transferred_downstream_is_still_matched_by_its_id(flow: Flow):
+    """Issue 34, item 7: after a rename, deliveries name the repository by its new name
+    (same id); `/carry pause` was answered "not on a pull request of the downstream
+    repository" and a person's close was not recorded. carry matches deliveries by
+    `repository.id`, says once per move what changed and that the config still names the old
+    name, and goes on; a transfer to another owner is followed the same way."""
+    head = flow.move_feature({"mod.py": "# header\n" + BODY}, "Add a header")
+    flow.published(head)
+    (pr,) = flow.carry_pulls()
+    renamed = "carry-renamed"
+    flow.gh.rename_repo(DOWN_OWNER, DOWN_NAME, renamed)
+    flow.gh.add_comment(DOWN_OWNER, renamed, pr["number"], "/carry pause", user="maint")
+
+    def answers(owner: str, name: str) -> list[str]:
+        return [
+            c["body"]
+            for c in flow.gh.comments(owner, name, pr["number"])
+            if c["user"]["login"] == "carry[bot]"
+        ]
+
+    wait_for(
+        lambda: "Paused: carry will not act on its own." in answers(DOWN_OWNER, renamed),
+        60,
+        "the pause command under the new name",
+    )
+    assert flow.env.state().paused_by == "maint"
+    (moved,) = flow.env.history("repository-moved")
+    assert moved["data"]["how"] == "renamed"
+    assert (moved["data"]["was"], moved["data"]["now"]) == (
+        f"{DOWN_OWNER}/{DOWN_NAME}",
+        f"{DOWN_OWNER}/{renamed}",
+    )
+    assert moved["data"]["action"] == f"set downstream.repo to {DOWN_OWNER}/{renamed} in the config"
+
+    flow.gh.add_user("new-home", type="Organization")
+    flow.gh.transfer_repo(DOWN_OWNER, renamed, "new-home")
+    flow.gh.add_comment("new-home", renamed, pr["number"], "/carry resume", user="maint")
+    wait_for(
+        lambda: "Resumed." in "\n".join(answers("new-home", renamed)),
+        60,
+        "the resume command after the transfer",
+    )
+    assert flow.env.state().paused_by is None
+    flow.gh.close_pull("new-home", renamed, pr["number"], user="maint")
+    wait_for(
+        lambda: (closed := flow.env.state().closed_pr) is not None and closed.by == "maint",
+        60,
+        "the person's close to be recorded",
+    )
+    transferred = [e for e in flow.env.history("repository-moved") if e["data"]["how"] != "renamed"]
+    assert [e["data"]["now"] for e in transferred] == [f"new-home/{renamed}"]
+    assert transferred[0]["data"]["action"] == (
+        f"set downstream.repo to new-home/{renamed} in the config"
+    )

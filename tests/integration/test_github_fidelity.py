@@ -814,6 +814,26 @@ def test_carry_goes_on_publishing_to_a_renamed_downstream_and_says_so(deploy: De
     assert len(followed) == 1, [(r.method, r.path) for r in followed]
 
 
+def test_carry_goes_on_publishing_to_a_downstream_renamed_then_transferred(deploy: Deploy) -> None:
+    """Issue 34, item 7: a transfer after a rename. carry's look at its own PR by the config's
+    name was taken for another repository's redirect ("update the config's upstream repo"),
+    and every publish failed until the config was changed."""
+    d = deploy(auth="token")
+    number = d.open_pr()
+    d.gh.rename_repo(DOWN_OWNER, DOWN_NAME, "carry-renamed")
+    d.propose({"mod.py": "# header\n# more\n" + BODY}, "Add another header")
+    d.gh.add_user("new-home", type="Organization")
+    d.gh.transfer_repo(DOWN_OWNER, "carry-renamed", "new-home")
+    state = d.propose({"mod.py": "# header\n# more\n# third\n" + BODY}, "A third header")
+    assert pr(state).number == number and d.history("publish-failed") == []
+    (pull,) = d.gh.pulls("new-home", "carry-renamed")
+    assert pull["head"]["sha"] == pr(state).head_sha
+    assert str(state.checked_head)[:12] in pull["body"]
+    assert [e["data"]["now"] for e in d.history("downstream-renamed")][:1] == [
+        "new-home/carry-renamed"
+    ]
+
+
 # -- the rate limit reaches the metrics through the runtime's port -------------------------------
 
 

@@ -42,6 +42,7 @@ from bot.core.events import (
     PrState,
     PrStateChanged,
     RefDeleted,
+    RepositoryMoved,
 )
 from bot.core.github_payloads import normalize
 from bot.store import get_delivery
@@ -65,6 +66,7 @@ HANDLED_COUNTS = {
     "ping": 3,
     "pull_request": 28,
     "push": 6,
+    "repository": 12,
     "workflow_run": 4,
 }
 TOTAL = 273
@@ -129,6 +131,8 @@ def expected_event(event_name: str, p: dict[str, Any]) -> Event | Skipped:
         return expected_ci(CI_KINDS[event_name], p)
     if event_name in ("installation", "installation_repositories"):
         return expected_installation(event_name, p)
+    if event_name == "repository":
+        return expected_repository(p)
     return Skipped(event_name, action, mentions=repr(event_name))
 
 
@@ -138,13 +142,19 @@ def expected_push(p: dict[str, Any]) -> Event:
     if p["deleted"]:  # GitHub's own flag, not carry's zero-sha test
         assert p["after"] == ZERO_SHA
         return RefDeleted(
-            repo=repo, ref=p["ref"], before=p["before"], actor=actor, delivery_id=DELIVERY
+            repo=repo,
+            repo_id=p["repository"]["id"],
+            ref=p["ref"],
+            before=p["before"],
+            actor=actor,
+            delivery_id=DELIVERY,
         )
     after = p["after"]
     if p["ref"].startswith("refs/tags/") and p.get("head_commit"):
         after = p["head_commit"]["id"]  # an annotated tag: the commit it points to
     return HeadMoved(
         repo=repo,
+        repo_id=p["repository"]["id"],
         ref=p["ref"],
         before=p["before"],
         after=after,
@@ -161,6 +171,7 @@ def expected_pull_request(p: dict[str, Any]) -> Event | Skipped:
     if action == "synchronize":
         return HeadMoved(
             repo=repo,
+            repo_id=p["repository"]["id"],
             ref=f"refs/pull/{pr['number']}/head",
             before=p["before"],
             after=pr["head"]["sha"],
@@ -185,6 +196,7 @@ def expected_pull_request(p: dict[str, Any]) -> Event | Skipped:
     merged = state == "merged"
     return PrStateChanged(
         repo=repo,
+        repo_id=p["repository"]["id"],
         number=pr["number"],
         state=state,
         head_sha=pr["head"]["sha"],
@@ -206,6 +218,7 @@ def expected_issues(p: dict[str, Any]) -> Event | Skipped:
     body_change = p.get("changes", {}).get("body")
     return IssueEdited(
         repo=p["repository"]["full_name"],
+        repo_id=p["repository"]["id"],
         number=p["issue"]["number"],
         actor=p["sender"]["login"],
         body=p["issue"]["body"] or "",
@@ -223,6 +236,7 @@ def expected_issue_comment(p: dict[str, Any]) -> Event | Skipped:
     comment = p["comment"]
     return CommentCreated(
         repo=p["repository"]["full_name"],
+        repo_id=p["repository"]["id"],
         number=p["issue"]["number"],
         on_pull_request=True,
         author=comment["user"]["login"],
@@ -256,6 +270,7 @@ def expected_ci(kind: CiKind, p: dict[str, Any]) -> Event | Skipped:
         ci_kind=kind,
         action=action,
         repo=p["repository"]["full_name"],
+        repo_id=p["repository"]["id"],
         head_sha=run["head_sha"],
         name=name,
         status=run["status"],
@@ -286,6 +301,26 @@ def expected_installation(event_name: str, p: dict[str, Any]) -> Event:
     )
 
 
+def expected_repository(p: dict[str, Any]) -> Event | Skipped:
+    """A rename or a transfer: the repository's id stays, its name changes."""
+    action, repo = p["action"], p["repository"]
+    if action == "renamed":
+        was = f"{repo['owner']['login']}/{p['changes']['repository']['name']['from']}"
+    elif action == "transferred":
+        old = p["changes"]["owner"]["from"]
+        was = f"{(old.get('user') or old['organization'])['login']}/{repo['name']}"
+    else:
+        return Skipped("repository", action, mentions=repr(action))
+    return RepositoryMoved(
+        action=action,
+        repo=repo["full_name"],
+        repo_id=repo["id"],
+        was=was,
+        actor=p["sender"]["login"],
+        delivery_id=DELIVERY,
+    )
+
+
 # --------------------------------------------------------------------------- the data itself
 
 
@@ -295,7 +330,7 @@ def test_every_stored_example_is_tested() -> None:
 
     assert len(PARAMS) == len(EXAMPLES) == len(set(paths)) == TOTAL >= 200
     assert {event: per_event[event] for event in HANDLED_COUNTS} == HANDLED_COUNTS
-    assert sum(HANDLED_COUNTS.values()) == 101
+    assert sum(HANDLED_COUNTS.values()) == 113
     assert len(per_event) == 60
     for entry in EXAMPLES:
         # The directory an example sits in is the event GitHub names in X-GitHub-Event.
@@ -340,12 +375,13 @@ def test_which_events_the_examples_make() -> None:
     kinds = Counter(
         type(expected_event(entry["event"], entry["payload"])).__name__ for entry in EXAMPLES
     )
-    # Skipped: the 172 examples of event types carry does not use, and 62 of actions it does
+    # Skipped: the 160 examples of event types carry does not use, and 70 of actions it does
     # not use. The two IssueEdited are edits of a title and of a body. No octokit example is a comment on a pull request (the four issue_comment
     # "created" ones are on plain issues), so none makes a CommentCreated: the derived
     # issue_comment.created.on-pull-request.json of tests/unit/test_events.py does.
     assert kinds == {
-        "Skipped": 234,
+        "Skipped": 230,
+        "RepositoryMoved": 4,  # 1 renamed, 3 transferred
         "IssueEdited": 2,
         "CiResultReceived": 12,
         "InstallationChanged": 8,

@@ -1,6 +1,7 @@
 """The cheapest scenarios of bench/reliability.py (`make reliability`), so CI runs them too:
-fuzzed patch files through the parser, fuzzed webhooks against the running web process, and
-the intake abuse attacks (slow, unsigned, aborted bodies) at their quick sizes.
+fuzzed patch files through the parser, fuzzed webhooks against the running web process, the
+intake abuse attacks (slow, unsigned, aborted bodies) at their quick sizes, and GitHub's
+production faults (github-faults) on a whole deployment.
 
 The hand-picked edge cases include those that once gave a 500 (deep JSON, huge numbers and
 timestamps, lone surrogates) or escaped the parser (absurd mail dates).
@@ -29,6 +30,7 @@ from bench.reliability import (
     parse_one,
     post_webhook,
     run_intake_abuse,
+    scenario_github_faults,
 )
 from tests.support.carry_env import CarryEnv
 from tests.support.redis_server import PrivateRedis
@@ -132,3 +134,21 @@ def test_an_intake_abuse_row_fails_when_a_bound_does_not_hold() -> None:
     row = Attack("slow", "2000 slow bodies", 2000, "-", cost, bounds, "-").row()
     assert not row.ok
     assert "bounds NOT held: RSS peak growth < 50 MiB (held: no traceback)" in row.recovered
+
+
+# --------------------------------------------------------------------------- GitHub's faults
+
+
+def test_github_faults_lose_duplicate_and_leave_wrong_nothing(tmp_path: Path) -> None:
+    """Issue 34: faults after the effect, a protected branch, a rename and a transfer; each
+    row counts what was lost, duplicated or left wrong on GitHub, and ends ok or WRONG."""
+    rows = scenario_github_faults(tmp_path, QUICK)
+    assert [row.scenario for row in rows] == [
+        "GitHub faults after the effect",
+        "protected branch (ruleset)",
+        "downstream renamed, then transferred",
+    ]
+    for row in rows:
+        assert (row.lost, row.duplicated) == ("0", "0"), row
+        assert row.recovered.endswith("left wrong on GitHub: 0 -- ok"), row
+        assert row.ok

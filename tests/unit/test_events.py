@@ -28,6 +28,7 @@ from tests.support.paths import WEBHOOK_EXAMPLES
 
 NOT_PAYLOADS = {"manifest.json", "validation.json"}
 REPO = "Codertocat/Hello-World"
+REPO_ID = 186853002  # repository.id: the same through a rename or transfer
 PR_HEAD = "ec26c3e57ca3a959ca5aad62de7213c562f8c821"
 DELIVERY = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
 
@@ -48,6 +49,7 @@ def at(text: str) -> datetime:
 def _pr(state: Any, when: str, **extra: Any) -> PrStateChanged:
     return PrStateChanged(
         repo=REPO,
+        repo_id=REPO_ID,
         number=2,
         state=state,
         head_sha=PR_HEAD,
@@ -64,6 +66,7 @@ def _check_run(action: str, completed: str) -> CiResultReceived:
         ci_kind="check_run",
         action=action,
         repo=REPO,
+        repo_id=REPO_ID,
         head_sha=PR_HEAD,
         name="Octocoders-linter",
         status="completed",
@@ -86,6 +89,7 @@ EXPECTED: dict[str, Event] = {
     ),
     "push.json": HeadMoved(
         repo=REPO,
+        repo_id=REPO_ID,
         ref="refs/heads/master",
         before="0" * 40,
         after="6113728f27ae82c7b1a177c8d03f9e96e0adf246",
@@ -94,6 +98,7 @@ EXPECTED: dict[str, Event] = {
     ),
     "push.tag-deleted.json": RefDeleted(
         repo=REPO,
+        repo_id=REPO_ID,
         ref="refs/tags/simple-tag",
         before="6113728f27ae82c7b1a177c8d03f9e96e0adf246",
         actor="Codertocat",
@@ -101,6 +106,7 @@ EXPECTED: dict[str, Event] = {
     ),
     "pull_request.synchronize.json": HeadMoved(
         repo=REPO,
+        repo_id=REPO_ID,
         ref="refs/pull/2/head",
         before="f95f852bd8fca8fcc58a9a2d6c842781e32a215e",
         after=PR_HEAD,
@@ -136,6 +142,7 @@ EXPECTED: dict[str, Event] = {
     # octokit's example edits the title only (`changes` is empty): the body is as it was
     "issues.edited.json": IssueEdited(
         repo=REPO,
+        repo_id=REPO_ID,
         number=1,
         actor="Codertocat",
         body="It looks like you accidently spelled 'commit' with two 't's.",
@@ -144,6 +151,7 @@ EXPECTED: dict[str, Event] = {
     ),
     "issue_comment.created.on-pull-request.json": CommentCreated(
         repo=REPO,
+        repo_id=REPO_ID,
         number=1,
         on_pull_request=True,
         author="Codertocat",
@@ -159,6 +167,7 @@ EXPECTED: dict[str, Event] = {
         ci_kind="check_run",
         action="rerequested",
         repo="github/hello-world",
+        repo_id=526,
         head_sha="d6fde92930d4715a2b49857d24b940956b26d2d3",
         name="randscape",
         status="completed",
@@ -173,6 +182,7 @@ EXPECTED: dict[str, Event] = {
         ci_kind="check_suite",
         action="completed",
         repo=REPO,
+        repo_id=REPO_ID,
         head_sha=PR_HEAD,
         name="octocoders-linter",
         status="completed",
@@ -187,6 +197,7 @@ EXPECTED: dict[str, Event] = {
         ci_kind="workflow_run",
         action="completed",
         repo="octo-org/octo-repo",
+        repo_id=300029405,
         head_sha="3484a3fb816e0859fd6e1cea078d76385ff50625",
         name="test",
         status="completed",

@@ -1,0 +1,319 @@
+"""`bench/reliability.py --scenario github-faults`: GitHub's documented production behaviour,
+injected into the emulator while a whole carry deployment runs (a `carry web` and a worker
+process, a private redis-server, real git, the emulator's own signed webhook deliveries).
+
+One row per fault, each saying what was lost, duplicated or left wrong on GitHub (all 0 when
+carry copes) and whether carry's state and GitHub agree at the end (ok / WRONG):
+
+- faults after the effect: carry's PR is opened and its branch pushed, but GitHub's answers
+  are lost (502): carry reads back what GitHub has instead of opening a second PR or labelling
+  a tree with a VERSION the branch does not carry;
+- a protected branch: an organization ruleset blocks force pushes to carry's branches
+  (GitHub's GH013): the refresh is refused, said once, not retried, the branch left alone;
+- a rename and a transfer of the downstream repository: webhooks carry the new name with the
+  same id; `/carry` commands, a publish and a person's close still reach the series.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from bot.emulator import GitHubEmulator
+from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv
+from tests.support.gitrepo import git
+from tests.support.redis_server import PrivateRedis
+
+UP_OWNER, UP_NAME = "upstream-org", "engine"
+DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"
+BRANCH = f"carry/{SERIES}"
+FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
+REFUSED_MARKER = "<!-- carry:publish-refused -->"
+WAIT_S = 90.0  # for one step of carry's (a rebase and a publish on a loaded machine)
+OWNER_TOKEN = "owner-token"  # the downstream owner's: an admin may rename and transfer
+NEW_NAME, NEW_OWNER = "carry-renamed", "new-home"
+
+T = TypeVar("T")
+
+
+@dataclass
+class Outcome:
+    """A fault's row: counts that must all be 0, and what was seen."""
+
+    name: str
+    done: str
+    lost: list[str]
+    duplicated: list[str]
+    wrong: list[str]
+    how: str
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.wrong)
+
+    def cells(self) -> tuple[str, str, str, str, str, bool]:
+        def said(items: list[str]) -> str:
+            return f"{len(items)}" + (f" ({'; '.join(items)})" if items else "")
+
+        verdict = "ok" if self.ok else "WRONG"
+        recovered = f"{self.how}; left wrong on GitHub: {said(self.wrong)} -- {verdict}"
+        return (
+            self.name,
+            self.done,
+            said(self.lost),
+            said(self.duplicated),
+            recovered,
+            self.ok,
+        )
+
+
+def within(condition: Callable[[], T | None], timeout: float = WAIT_S) -> T | None:
+    """condition()'s first true value within `timeout`, else None (the row says what)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    return None
+
+
+@dataclass
+class Deployment:
+    env: CarryEnv
+    gh: GitHubEmulator
+    owner: str = DOWN_OWNER
+    name: str = DOWN_NAME
+    heads: int = 0
+
+    def move_upstream(self) -> str:
+        """Upstream main moves (a push on the emulated GitHub, delivered to carry)."""
+        self.heads += 1
+        headers = "".join(f"# header {i}\n" for i in range(self.heads))
+        sha = self.env.upstream.commit(f"Header {self.heads}", {"mod.py": headers + BODY})
+        self.gh.push(UP_OWNER, UP_NAME, self.env.upstream.path, "main", pusher="upstream-dev")
+        return sha
+
+    def published(self, head: str) -> dict[str, Any] | None:
+        return within(
+            lambda: next(
+                (e for e in self.env.history("published") if e["data"].get("head") == head), None
+            )
+        )
+
+    def pulls(self) -> list[dict[str, Any]]:
+        return [p for p in self.gh.pulls(self.owner, self.name) if p["head"]["ref"] == BRANCH]
+
+    def tip(self) -> str | None:
+        return self.gh.ref(self.owner, self.name, f"refs/heads/{BRANCH}")
+
+    def branch_version(self) -> str | None:
+        tip = self.tip()
+        if tip is None:
+            return None
+        bare = self.gh.repo_path(self.owner, self.name)
+        return git(bare, "show", f"{tip}:patches/{SERIES}/VERSION").strip() or None
+
+    def carry_comments(self, number: int) -> list[str]:
+        return [
+            c["body"]
+            for c in self.gh.comments(self.owner, self.name, number)
+            if c["user"]["login"] == "carry[bot]"
+        ]
+
+    def pushes(self) -> int:
+        return sum(
+            1
+            for r in self.gh.requests
+            if r.kind == "git" and r.method == "POST" and r.path.endswith("/git-receive-pack")
+        )
+
+    def api(self, method: str, path: str, body: dict[str, Any]) -> httpx.Response:
+        headers = {"Authorization": f"token {OWNER_TOKEN}", "User-Agent": "carry-bench"}
+        return httpx.request(method, f"{self.gh.base_url}{path}", json=body, headers=headers)
+
+    def agreement(self) -> list[str]:
+        """Where carry's state and GitHub disagree: its PR, and the VERSION on its branch."""
+        state = self.env.state()
+        wrong = []
+        open_prs = [p for p in self.pulls() if p["state"] == "open"]
+        if state is None or state.pr is None:
+            return ["carry has no PR in its state"]
+        if open_prs and open_prs[0]["number"] != state.pr.number:
+            wrong.append(f"state names PR #{state.pr.number}, GitHub #{open_prs[0]['number']}")
+        if self.branch_version() != state.version:
+            wrong.append(f"VERSION {self.branch_version()} on the branch, {state.version} in state")
+        return wrong
+
+
+@contextlib.contextmanager
+def deployment(root: Path) -> Iterator[Deployment]:
+    server = PrivateRedis(root / "redis", persist=False).start()
+    env = CarryEnv(root / "carry", server.url)
+    env.carry_patches([FIX])
+    git(env.downstream, "init", "-q", "-b", "main")
+    git(env.downstream, "add", "-A")
+    git(env.downstream, "commit", "-q", "-m", "carry the fix")
+    try:
+        with GitHubEmulator(root / "gh") as gh:
+            gh.create_repo(UP_OWNER, UP_NAME, from_path=env.upstream.path)
+            gh.create_repo(DOWN_OWNER, DOWN_NAME, from_path=env.downstream)
+            gh.add_token(OWNER_TOKEN, DOWN_OWNER)
+            gh.add_user(NEW_OWNER, type="Organization")
+            gh.add_user("carry[bot]", type="Bot")
+            gh.add_token("carry-token", "carry[bot]")
+            gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")
+            gh.add_user("maint")
+            gh.set_permission(DOWN_OWNER, DOWN_NAME, "maint", "write")
+            env.write_config()
+            config = env.config_path.read_text()
+            upstream_url = gh.git_url(UP_OWNER, UP_NAME)
+            env.config_path.write_text(config.replace(str(env.upstream.path), upstream_url))
+            env.extra_env.update(
+                {
+                    "GITHUB_TOKEN": "carry-token",
+                    "GITHUB_BASE_URL": gh.base_url,
+                    "CARRY_DOWNSTREAM_DIR": "",
+                    "CARRY_BOT_LOGIN": "carry[bot]",
+                }
+            )
+            url = env.start_web()
+            env.start_worker()
+            gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
+            yield Deployment(env, gh)
+    finally:
+        env.stop()
+        server.stop(kill=True)
+
+
+# --------------------------------------------------------------------------- the faults
+
+
+def after_the_effect(d: Deployment) -> Outcome:
+    """carry's first PR is opened, then GitHub's answer is lost (502); a refresh's push lands,
+    then its answer is lost (502 from git's receive-pack)."""
+    lost, duplicated = [], []
+    d.gh.inject_fault("server_error", method="POST", path="/repos/*/pulls", after=True)
+    first = d.move_upstream()
+    if d.published(first) is None:
+        lost.append(f"head {first[:12]} never published")
+    receive = f"/{d.owner}/{d.name}.git/git-receive-pack"
+    d.gh.inject_fault("server_error", scope="git", method="POST", path=receive, after=True)
+    second = d.move_upstream()
+    if d.published(second) is None:
+        lost.append(f"head {second[:12]} never published")
+    if len(d.pulls()) > 1:
+        duplicated.append(f"{len(d.pulls())} PRs opened for one series")
+    faulted = [r for r in d.gh.requests if r.effect_status is not None]
+    read_back = len(d.env.history("push-read-back"))
+    return Outcome(
+        "GitHub faults after the effect",
+        f"the first PR opened then answered 502; a refresh's push landed then answered 502 "
+        f"({len(faulted)} requests took effect and lost their answer)",
+        lost,
+        duplicated,
+        d.agreement(),
+        f"the PR found, not opened again; the pushed VERSION read back ({read_back} read-back)",
+    )
+
+
+def protected_branch(d: Deployment) -> Outcome:
+    """The organization's ruleset blocks force pushes to carry's branches; a refresh comes."""
+    ruleset = d.gh.add_ruleset(d.owner, include=("refs/heads/carry/**",))
+    before_tip, before_pushes = d.tip(), d.pushes()
+    head = d.move_upstream()
+    refused = within(lambda: d.env.history("publish-refused"))
+    time.sleep(2)  # a retry of the refused push would have come by now
+    lost, duplicated, wrong = [], [], []
+    if refused is None:
+        lost.append("the refusal was never recorded")
+    pushes = d.pushes() - before_pushes
+    if pushes > 1:
+        duplicated.append(f"the refused push sent {pushes} times")
+    if d.tip() != before_tip:
+        wrong.append("carry's branch moved despite the ruleset")
+    state = d.env.state()
+    number = state.pr.number if state and state.pr else 0
+    said = within(lambda: [b for b in d.carry_comments(number) if REFUSED_MARKER in b], 30)
+    if not said:
+        lost.append("no PR comment names the setting")
+    elif len(said) > 1:
+        duplicated.append(f"{len(said)} refusal comments")
+    if state is None or state.publish_refused is None:
+        wrong.append("the state does not say the push is refused")
+    code = refused[0]["data"].get("code") if refused else None
+    d.gh.remove_ruleset(ruleset)
+    return Outcome(
+        "protected branch (ruleset)",
+        f"an organization ruleset blocks force pushes to carry/**; head {head[:12]} refreshes",
+        lost,
+        duplicated,
+        wrong,
+        f"refused ({code}) once, said in {len(said or [])} PR comment, not retried",
+    )
+
+
+def rename_and_transfer(d: Deployment) -> Outcome:
+    """The downstream is renamed over REST, then transferred to another organization; webhooks
+    carry the new names with the same id. Commands, a publish and a person's close follow."""
+    lost, duplicated, wrong = [], [], []
+    number = d.pulls()[0]["number"]
+    renamed = d.api("PATCH", f"/repos/{d.owner}/{d.name}", {"name": NEW_NAME})
+    d.name = NEW_NAME
+    d.gh.add_comment(d.owner, d.name, number, "/carry pause", user="maint")
+    if within(lambda: (s := d.env.state()) and s.paused_by == "maint") is None:
+        lost.append("/carry pause under the new name")
+    moved = d.api("POST", f"/repos/{d.owner}/{d.name}/transfer", {"new_owner": NEW_OWNER})
+    d.owner = NEW_OWNER
+    d.gh.add_comment(d.owner, d.name, number, "/carry resume", user="maint")
+    if within(lambda: (s := d.env.state()) and s.paused_by is None) is None:
+        lost.append("/carry resume after the transfer")
+    head = d.move_upstream()
+    if d.published(head) is None:
+        lost.append(f"head {head[:12]} never published to the moved repository")
+    answers = d.carry_comments(number)
+    for said in ("Paused:", "Resumed."):
+        count = sum(1 for a in answers if a.startswith(said))
+        if count > 1:
+            duplicated.append(f"{said!r} answered {count} times")
+    if len(d.pulls()) > 1:
+        duplicated.append(f"{len(d.pulls())} PRs in the moved repository")
+    wrong += d.agreement()
+    d.gh.close_pull(d.owner, d.name, number, user="maint")
+    if within(lambda: (s := d.env.state()) and s.closed_pr and s.closed_pr.by == "maint") is None:
+        lost.append("the person's close of the PR")
+    told = [e["data"]["how"] for e in d.env.history("repository-moved")]
+    if sorted(told) != ["renamed", "transferred"]:
+        wrong.append(f"history says {told or 'nothing'} of the two moves")
+    return Outcome(
+        "downstream renamed, then transferred",
+        f"PATCH /repos/... name ({renamed.status_code}), POST .../transfer "
+        f"({moved.status_code}); /carry pause and resume, a new head and a person's close "
+        "under the new names",
+        lost,
+        duplicated,
+        wrong,
+        f"matched by repository id; each move said once in the history ({len(told)})",
+    )
+
+
+FAULTS: tuple[Callable[[Deployment], Outcome], ...] = (
+    after_the_effect,
+    protected_branch,
+    rename_and_transfer,
+)
+
+
+def run(root: Path) -> list[Outcome]:
+    """The faults one after another on one deployment (each starts where the last left)."""
+    outcomes = []
+    with deployment(root) as d:
+        for fault in FAULTS:
+            outcomes.append(fault(d))
+    return outcomes
