@@ -9,7 +9,10 @@ commit on, inside a head, the check fails (it adds `broken.txt`); carry bisects 
 the last good head and names that commit, then reads the check on plain upstream there (A/B);
 a later head repairs it. Each line of the table ends in ok or WRONG: heads pushed and verified,
 PRs opened (0), the last known good head, the bisected commit and the runs it took, the A/B
-reading, and the notifications the receiver got (red, bisected, green, each signed).
+reading, the fix's owner mentioned once on the dashboard issue after a red streak, the tested tree as carry/tree/<series> in the downstream repository (the last head plus
+one commit per patch, the exact tree, its check on that commit, one push a head, none of
+carry's own pushes checked as a head) and carry/good/<series> at the last good head's tree, and
+the notifications the receiver got (red, bisected, green, each signed).
 
     python bench/reliability.py --scenario every-head          # 30 heads
     python -m bench.every_head --heads 8                       # the same, any size
@@ -35,6 +38,7 @@ from typing import Any
 from bot.core.notify import SIGNATURE_HEADER
 from bot.core.state import SeriesState, Verdict
 from bot.emulator import GitHubEmulator
+from bot.store import series as store
 from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
 from tests.support.gitrepo import git
 from tests.support.pushes import approve_with_cli
@@ -49,6 +53,8 @@ FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 CHECK_RUN = ["sh", "-c", "grep -q 'safe=True' mod.py && test ! -e broken.txt"]
 COMMITS_PER_HEAD = 3  # the breaking commit is the middle one of its head
 NO_LONGER_WORKS = "the fix no longer works after"  # plain upstream fails the check too
+OWNER = "fix-owner"  # the fix page's Owners: mentioned once the check is red MENTION_AFTER heads
+MENTION_AFTER = 2
 
 
 @dataclass
@@ -99,6 +105,23 @@ class Receiver:
             self.server.server_close()
 
 
+@dataclass(frozen=True)
+class TreeRef:
+    """A branch of carry's in the downstream repository, as read from the emulator's git."""
+
+    commit: str
+    parent: str  # the upstream head under the carried patches
+    patches: int  # commits from that head to the branch
+    tree: str
+    tested_tree: str  # the tree the runner built for that head (the series' CI tree spec)
+    statuses: tuple[str, ...]  # carry's commit statuses on the commit
+
+    def words(self) -> str:
+        same = "exact tree" if self.tree == self.tested_tree else f"tree {self.tree[:12]}"
+        shown = ", ".join(self.statuses) or "no checks"
+        return f"{self.parent[:12]} + {self.patches}, {same}, {shown}"
+
+
 @dataclass
 class Figures:
     heads: list[str]
@@ -111,6 +134,12 @@ class Figures:
     messages: list[Received]
     seconds: float
     bisect: dict[str, Any] = field(default_factory=dict)  # the series' bisection at the end
+    tree_ref: TreeRef | None = None  # carry/tree/<series> in the downstream repository
+    good_ref: TreeRef | None = None  # carry/good/<series>
+    tree_pushes: int = 0  # pushes of carry/tree/<series> (one per head)
+    mentions: list[str] = field(default_factory=list)  # dashboard issue comments naming OWNER
+    own_pushes_rebased: int = 0  # rebases of a commit carry pushed itself (0: no loop)
+    own_pushes_noted: int = 0  # push webhooks of carry's own tree branches, noted and left
 
     def expected_verdict(self, n: int) -> Verdict:
         return Verdict.RED if self.broken_from <= n < self.repaired_at else Verdict.GREEN
@@ -127,6 +156,7 @@ class Figures:
         expected_told = [
             ("went-red", self.heads[self.broken_from]),
             ("bisected", self.heads[self.broken_from]),
+            *self._expected_mention(),
             ("went-green", self.heads[self.repaired_at]),
         ]
         b = self.bisect
@@ -168,13 +198,64 @@ class Figures:
                 b.get("reading", "none")[: len(NO_LONGER_WORKS)] or "none",
                 b.get("reading", "").startswith(NO_LONGER_WORKS),
             ),
+            self._tree_row(),
+            self._good_row(),
+            self._mention_row(),
             (
                 "notifications (signed, one per change)",
-                "went-red, bisected, went-green",
+                ", ".join(e for e, _ in expected_told),
                 ", ".join(f"{e} {h[:12] if h else ''}".strip() for e, h in told) or "none",
                 told == expected_told and all(m.signed for m in self.messages),
             ),
         ]
+
+    def _expected_mention(self) -> list[tuple[str, str]]:
+        """The owners are told once, on the red streak's MENTION_AFTER-th head."""
+        if self.repaired_at - self.broken_from < MENTION_AFTER:
+            return []
+        return [("red-streak", self.heads[self.broken_from + MENTION_AFTER - 1])]
+
+    def _mention_row(self) -> tuple[str, str, str, bool]:
+        expected = 1 if self._expected_mention() else 0
+        found = len(self.mentions)
+        return (
+            f"@{OWNER} mentioned on the dashboard issue after {MENTION_AFTER} red heads",
+            f"{expected} (once per streak)",
+            str(found),
+            found == expected,
+        )
+
+    def _tree_row(self) -> tuple[str, str, str, bool]:
+        t = self.tree_ref
+        expected = f"{self.heads[-1][:12]} + 1, exact tree, carry/{KIND}/{CHECK}: success"
+        ok = (
+            t is not None
+            and (t.parent, t.patches, t.tree) == (self.heads[-1], 1, t.tested_tree)
+            and f"carry/{KIND}/{CHECK}: success" in t.statuses
+        )
+        found = t.words() if t is not None else "no branch"
+        pushes = (
+            f"; {self.tree_pushes} pushes ({self.own_pushes_noted} webhooks heard), "
+            f"{self.own_pushes_rebased} rebased"
+        )
+        ok = ok and self.tree_pushes == len(self.heads) and not self.own_pushes_rebased
+        return (
+            f"carry/tree/{SERIES} = the last head's tested tree (pushed once a head)",
+            f"{expected}; {len(self.heads)} pushes, 0 rebased",
+            found + pushes,
+            ok,
+        )
+
+    def _good_row(self) -> tuple[str, str, str, bool]:
+        g = self.good_ref
+        ok = g is not None and g.parent == self.heads[-1] and g.tree == g.tested_tree
+        found = f"{g.parent[:12]} + {g.patches}" if g is not None else "no ref"
+        return (
+            f"carry/good/{SERIES} at the last good head",
+            f"{self.heads[-1][:12]} + 1",
+            found,
+            ok,
+        )
 
     def table(self) -> str:
         lines = [
@@ -228,11 +309,21 @@ def run_every_head(root: Path, heads: int) -> Figures:
                 verdicts[head] = wait_for(lambda h=head: _verdict(env, h), 120, f"head {n}")
                 if n == broken_from:  # its explanation, before upstream moves on
                     wait_for(lambda: _bisect_ended(env), 180, "the bisection")
-            wait_for(lambda: len(receiver.messages) >= 3, 60, "the notifications")
+            told = 3 + len(_expected(broken_from, repaired_at))
+            wait_for(lambda: len(receiver.messages) >= told, 60, "the notifications")
             time.sleep(1.0)  # a duplicate message would come now
             state = env.state()
             assert state is not None
             prs = [p for p in gh.pulls(DOWN_OWNER, DOWN_NAME)]
+            tested = str((store.ci_tree(env.client, SERIES) or {}).get("expected_tree", ""))
+            wait_for(lambda: _good_pushed(env), 60, "carry/good")
+            tree_ref = _read_ref(gh, f"carry/tree/{SERIES}", pushed[-1], tested)
+            good_ref = _read_ref(gh, f"carry/good/{SERIES}", pushed[-1], tested)
+            trees = [e["data"] for e in env.history("tree-branch") if e["data"].get("pushed")]
+            own = {str(e.get("commit")) for e in trees}
+            rebased = [e for e in env.history("rebase") if e["data"].get("head_sha") in own]
+            notes = store.history(env.client, None, limit=1000, kind="note")
+            noted = [e for e in notes if "carry's own tree branch" in e["data"].get("reason", "")]
             return Figures(
                 heads=pushed,
                 broken_from=broken_from,
@@ -244,6 +335,12 @@ def run_every_head(root: Path, heads: int) -> Figures:
                 messages=list(receiver.messages),
                 seconds=time.monotonic() - started,
                 bisect=state.bisect.__dict__ if state.bisect else {},
+                tree_ref=tree_ref,
+                good_ref=good_ref,
+                tree_pushes=len(trees),
+                own_pushes_rebased=len(rebased),
+                own_pushes_noted=len(noted),
+                mentions=_mentions(gh),
             )
     finally:
         env.stop()
@@ -260,6 +357,40 @@ def _verdict(env: CarryEnv, head: str) -> Verdict | None:
     return entry.verdict
 
 
+def _expected(broken_from: int, repaired_at: int) -> list[str]:
+    return ["red-streak"] if repaired_at - broken_from >= MENTION_AFTER else []
+
+
+def _mentions(gh: GitHubEmulator) -> list[str]:
+    """The comments on carry's dashboard issue that mention the fix's owner."""
+    found = []
+    for issue in gh.issues(DOWN_OWNER, DOWN_NAME):
+        for comment in gh.comments(DOWN_OWNER, DOWN_NAME, issue["number"]):
+            if f"@{OWNER}" in comment["body"]:
+                found.append(comment["body"])
+    return found
+
+
+def _good_pushed(env: CarryEnv) -> bool:
+    state = env.state()
+    return state is not None and state.last_good is not None and bool(state.last_good.ref)
+
+
+def _read_ref(gh: GitHubEmulator, branch: str, head: str, tested: str) -> TreeRef | None:
+    """The branch as the downstream repository has it: its commit, the upstream head under it
+    (`head` when it is an ancestor), the commits on top of that head, its tree."""
+    repo = gh.hub.repo(DOWN_OWNER, DOWN_NAME).git
+    commit = repo.ref_sha(f"refs/heads/{branch}")
+    if commit is None:
+        return None
+    parent = head if repo.is_ancestor(head, commit) else ""
+    count = int(repo.out("rev-list", "--count", f"{parent}..{commit}")) if parent else -1
+    newest = {st["context"]: st["state"] for st in gh.statuses(DOWN_OWNER, DOWN_NAME, commit)}
+    tree = repo.out("rev-parse", f"{commit}^{{tree}}")
+    statuses = tuple(f"{context}: {state}" for context, state in newest.items())
+    return TreeRef(commit, parent, count, tree, tested, statuses)
+
+
 def _bisect_ended(env: CarryEnv) -> bool:
     state = env.state()
     return state is not None and state.bisect is not None and not state.bisect.active
@@ -268,6 +399,9 @@ def _bisect_ended(env: CarryEnv) -> bool:
 @contextmanager
 def _github(env: CarryEnv, root: Path) -> Iterator[GitHubEmulator]:
     env.carry_patches([FIX])
+    page = env.downstream / "patches" / SERIES / "the-fix.md"
+    row = "| Test | the unit test below |\n"
+    page.write_text(page.read_text().replace(row, f"{row}| Owners | @{OWNER} |\n"))
     git(env.downstream, "init", "-q", "-b", "main")
     git(env.downstream, "add", "-A")
     git(env.downstream, "commit", "-q", "-m", "carry the fix")
@@ -290,7 +424,8 @@ def _configure(env: CarryEnv, gh: GitHubEmulator, hook_url: str) -> None:
         KIND: {"queue": f"hw.{KIND}", "workdir": str(env.root / "runner"), "checks": {CHECK: check}}
     }
     config["notify"] = {
-        "webhooks": [{"url": hook_url, "format": "json", "secret_env": "CARRY_BENCH_NOTIFY"}]
+        "webhooks": [{"url": hook_url, "format": "json", "secret_env": "CARRY_BENCH_NOTIFY"}],
+        "red_streak_mention": MENTION_AFTER,
     }
     env.config_path.write_text(json.dumps(config, indent=2))
     env.extra_env.update(

@@ -12,9 +12,11 @@ import hashlib
 import logging
 from enum import StrEnum
 
+from bot.config import ConfigError
 from bot.core import dashboard_issue as board
 from bot.core.history import HistoryKind
 from bot.core.state import SeriesState
+from bot.github.forge import ForgeError
 from bot.github.port import ForgePort
 from bot.store import dashboard_issue as record
 from bot.store import series as store
@@ -34,7 +36,28 @@ class Refresh(StrEnum):
 
 
 def enabled(rt: Runtime) -> bool:
-    return rt.config.downstream.dashboard_issue and rt.settings.github_auth != "none"
+    return decision(rt).on
+
+
+def decision(rt: Runtime) -> board.BoardDecision:
+    """Whether this process keeps the dashboard issue: decided once (the first call, at the
+    worker's start), asking GitHub only when the config leaves it unset, and said in one log
+    line. Credentials that cannot write issues turn it off; that is no error."""
+    configured = rt.config.downstream.dashboard_issue
+    credentials = rt.settings.github_auth != "none"
+    key = (rt.config.downstream.repo, rt.settings.github_base_url, configured, str(credentials))
+    decided = rt.board_decisions
+    if key not in decided:
+        writable = None
+        if credentials and configured is not False:
+            try:
+                writable = rt.forge().issues_writable()
+            except (ForgeError, ConfigError) as err:  # GitHub did not say: carry tries
+                log.info("dashboard issue: cannot ask GitHub about issue writes: %s", err)
+        found = board.decide_board(configured, credentials, writable)
+        log.info("dashboard issue on %s %s", rt.config.downstream.repo, found.reason)
+        decided[key] = found
+    return decided[key]
 
 
 def body(rt: Runtime) -> str:

@@ -30,6 +30,7 @@ from bot.github.port import ForgePort
 from bot.store import series as store
 from bot.store.series import now_iso
 from workers import downstream as downstream_repo
+from workers import tree_branch
 from workers.ci import github as hardware
 from workers.runtime import Runtime
 
@@ -114,7 +115,12 @@ def publish(
         )
         if tree is not None and every_head:  # every head verified: the series as carried
             url = downstream_repo.url(rt.settings, rt.config)
-            hardware.request(rt, state, tree, url, main, heads[main], directory, current)
+            built = tree_branch.publish_tree(rt, state, tree, current)
+            if built is None:  # tested all the same, from the downstream branch
+                hardware.request(rt, state, tree, url, main, heads[main], directory, current)
+                return
+            # the check runs go on the tree's own commit (no PR shows them)
+            hardware.request(rt, state, tree, url, built.branch, built.commit, directory, current)
         return
     if step.step is Step.REPORT:
         _report_without_pr(rt, state, step.reason)  # a conflict or review with no file to propose
@@ -184,6 +190,7 @@ def publish(
         branch_sha = pushed or heads.get(branch) or pull.head_sha
         url = downstream_repo.url(rt.settings, rt.config)
         files = downstream.read_dir(branch_sha, directory)
+        tree_branch.publish_tree(rt, state, tree, files)  # the PR's checks stay on the PR
         hardware.request(rt, state, tree, url, branch, branch_sha, directory, files)
 
 

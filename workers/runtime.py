@@ -13,12 +13,14 @@ import redis
 
 from bot.config import CarryConfig, Settings, load_config, load_settings
 from bot.core.ci_report import WriteLimit
+from bot.core.dashboard_issue import BoardDecision
 from bot.github.forge import Forge, ForgeCaches
 from bot.github.port import ForgePort
 from bot.store.metrics import record_rate_limit
 from bot.store.series import now_iso
 from bot.store.write_budget import take_write
 
+BoardKey = tuple[str, str, bool | None, str]  # downstream repo, API, configured, credentials
 Sender = Callable[[str, dict[str, Any]], None]  # (task name, kwargs) -> enqueued
 Clock = Callable[[], str]  # the time now, as carry records it (ISO 8601, UTC)
 
@@ -42,6 +44,8 @@ class Runtime:
     connect_forge: Callable[[Runtime], ForgePort] | None = None
     # what this process's Forges share: tokens, roles, moved repositories, ETags, waits
     forge_caches: ForgeCaches = field(default_factory=ForgeCaches)
+    # whether this process keeps the dashboard issue, decided once (workers.dashboard_issue)
+    board_decisions: dict[BoardKey, BoardDecision] = field(default_factory=dict)
 
     @property
     def patches_root(self) -> Path:

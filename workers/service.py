@@ -131,7 +131,8 @@ def beat_schedule(config: CarryConfig, env: Settings) -> dict[str, dict[str, obj
             "schedule": float(config.polling.pr_state_every_s),
         },
     }
-    if config.downstream.dashboard_issue:
+    if config.downstream.dashboard_issue is not False and env.github_auth != "none":
+        # on by default; each refresh asks whether this worker keeps it (workers/dashboard_issue)
         schedule["refresh-dashboard-issue"] = {
             "task": "carry.dashboard_issue",
             "schedule": float(config.polling.dashboard_issue_every_s),

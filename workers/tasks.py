@@ -31,6 +31,7 @@ from bot.store import series as store
 from bot.store.metrics import count_event, record_rate_limit
 from workers import attention, dashboard_issue, poller, publish, redelivery, repo_identity
 from workers import bisect as bisect  # registers carry.bisect
+from workers import mention as mention  # registers carry.red_streak
 from workers import notify as notify  # registers carry.notify
 from workers.ci import github as hardware
 from workers.ci import requests as ci
@@ -247,7 +248,9 @@ def _limit_memory(**_: object) -> None:
 
 @worker_ready.connect
 def _register(**_: object) -> None:
-    register_series(runtime())
+    rt = runtime()
+    register_series(rt)
+    dashboard_issue.decision(rt)  # decided at start, said in one log line
 
 
 @worker_ready.connect

@@ -111,8 +111,9 @@ class Downstream(_Model):
     branch: str = "main"
     patches_dir: RelativeDir = "patches"
     # one issue on the repository that carry keeps up to date with every series' state, with a
-    # checkbox per action (needs credentials that may write issues)
-    dashboard_issue: bool = False
+    # checkbox per action. Unset: on whenever carry's credentials can write issues (decided at
+    # start; credentials that cannot leave it off, said in one log line); false: off
+    dashboard_issue: bool | None = None
 
 
 def _no_credentials(url: str) -> str:
@@ -384,6 +385,10 @@ class Notify(_Model):
     # told once as stuck; null turns that limit off
     stuck_heads: PositiveInt | None = 10
     stuck_hours: Annotated[float, Field(gt=0)] | None = 72.0
+    # after this many red heads in a row, the owners the failing fix's page names (its Owners
+    # field) are mentioned, once per streak, on the dashboard issue and to the webhooks; null:
+    # never (2 at least: the first red head is the went-red message)
+    red_streak_mention: Annotated[int, Field(ge=2)] | None = 3
 
 
 class CarryConfig(_Model):

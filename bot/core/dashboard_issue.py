@@ -29,6 +29,46 @@ _SHORT: Final = 12
 
 
 @dataclass(frozen=True)
+class BoardDecision:
+    """Whether carry keeps the dashboard issue, and why (said once at start)."""
+
+    on: bool
+    reason: str
+
+
+def decide_board(
+    configured: bool | None, credentials: bool, writable: bool | None
+) -> BoardDecision:
+    """`configured`: downstream.dashboard_issue (None: unset); `credentials`: carry has GitHub
+    credentials; `writable`: GitHub says they may write issues (None: it did not say). Unset,
+    the issue is on whenever the credentials can write issues; false always turns it off."""
+    if configured is False:
+        return BoardDecision(False, "off: downstream.dashboard_issue is false")
+    if not credentials:
+        return BoardDecision(False, "off: no GitHub credentials (read-only mode)")
+    if configured is True:
+        if writable is False:
+            return BoardDecision(
+                True,
+                "on (downstream.dashboard_issue is true), but GitHub says carry's credentials "
+                "cannot write issues: its updates will fail until they can",
+            )
+        return BoardDecision(True, "on: downstream.dashboard_issue is true")
+    if writable is False:
+        return BoardDecision(
+            False,
+            "off: carry's credentials cannot write issues on the downstream repository (an App "
+            "needs the Issues: write permission, a token triage access or more); grant it to "
+            "have the dashboard issue, or set downstream.dashboard_issue: false to say so",
+        )
+    if writable is None:
+        return BoardDecision(
+            True, "on by default: GitHub did not say whether carry may write issues, so it tries"
+        )
+    return BoardDecision(True, "on by default: carry's credentials can write issues")
+
+
+@dataclass(frozen=True)
 class Tick:
     """A box someone ticked: the command it stands for, on one series."""
 

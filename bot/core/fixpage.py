@@ -16,6 +16,7 @@ Format (see patches/*/*.md)::
     | Patches | 0001-foo.patch: path/one.py, path/two.py; 0002-bar.patch: path/three.py |
     | Upstream | owner/repo#1919 (open); owner/repo#12 (closed, superseded by owner/repo#34) |
     | Test | ... |
+    | Owners | @alice, @bob |                      (optional: told when its check stays red)
 
     ## Problem / ## Symptom / ## Who is affected / ## The fix / ## Verify   (required, non-empty)
     ## Upstream history                                                    (optional; carry appends)
@@ -34,7 +35,9 @@ from datetime import date
 from bot.core.markdown import links
 from bot.core.weblink import web_link_problem
 
-FIELDS = ("Affects", "Releases", "Patches", "Upstream", "Test")
+REQUIRED_FIELDS = ("Affects", "Releases", "Patches", "Upstream", "Test")
+OPTIONAL_FIELDS = ("Owners",)  # GitHub logins told when the fix's check stays red (issue 32)
+FIELDS = (*REQUIRED_FIELDS, *OPTIONAL_FIELDS)
 REQUIRED_SECTIONS = ("Problem", "Symptom", "Who is affected", "The fix", "Verify")
 HISTORY_SECTION = "Upstream history"
 SECTIONS = (*REQUIRED_SECTIONS, HISTORY_SECTION)
@@ -138,6 +141,7 @@ class FixPage:
     patches: tuple[PatchFiles, ...] = ()
     upstream: tuple[UpstreamEntry, ...] = ()
     test: str = ""
+    owners: tuple[str, ...] = ()  # GitHub logins, without the @
     sections: tuple[Section, ...] = ()
     field_lines: Mapping[str, int] = field(default_factory=dict)
 
@@ -396,7 +400,7 @@ def _parse_table(
             report.add(number, f"field row must have 2 columns (found {len(cells)})")
         else:
             _add_field(fields, number, cells[0], cells[1], report, may_be_empty)
-    for name in FIELDS:
+    for name in REQUIRED_FIELDS:
         if name not in fields.values:
             report.add(fields.start, f"missing field '{name}'")
     return fields
@@ -443,7 +447,25 @@ def _apply_fields(page: FixPage, fields: _Fields, report: _Report) -> FixPage:
         patches=parsed_patches,
         upstream=entries,
         test=value("Test")[1],
+        owners=_parse_owners(*value("Owners"), report),
     )
+
+
+# GitHub's rule for a login: alphanumerics and single hyphens, not at either end, at most 39.
+_LOGIN_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}\Z")
+OWNERS_FORMAT = "'@login, @login'"
+
+
+def _parse_owners(line: int, value: str, report: _Report) -> tuple[str, ...]:
+    """`@alice, @bob` (the @ optional): each a GitHub login, each once."""
+    owners: list[str] = []
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        login = item.removeprefix("@")
+        if not _LOGIN_RE.match(login):
+            report.add(line, f"bad owner '{item}' (expected {OWNERS_FORMAT}: GitHub logins)")
+        elif login.lower() not in {o.lower() for o in owners}:
+            owners.append(login)
+    return tuple(owners)
 
 
 def _parse_releases(value: str, line: int, report: _Report) -> tuple[str, ...]:

@@ -87,6 +87,14 @@ class HistoryKind(StrEnum):
     STUCK = "stuck"
     NOTIFIED = "notified"
     NOTIFY_FAILED = "notify-failed"
+    RED_STREAK = "red-streak"  # the failing fix's owners mentioned (bot.core.owners)
+
+    # the tested tree as branches of the downstream repository (bot.core.tree_branch)
+    TREE_BRANCH = "tree-branch"
+    TREE_BRANCH_SKIPPED = "tree-branch-skipped"
+    GOOD_REF = "good-ref"
+    GOOD_REF_REFUSED = "good-ref-refused"
+    GOOD_REF_FAILED = "good-ref-failed"
 
     # hardware CI, the service's side (ci-<verb> of bot.core.ci_plan.Verb)
     CI_SUPERSEDE = "ci-supersede"

@@ -30,6 +30,7 @@ _ICONS = {  # a Slack message's emoji per change (bot.core.verified, bot.core.at
     "new-conflict": ":warning:",
     "new-review": ":eyes:",
     "stuck": ":hourglass:",
+    "red-streak": ":rotating_light:",  # the owners of the failing fix (bot.core.owners)
 }
 
 

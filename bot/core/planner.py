@@ -15,6 +15,7 @@ from typing import Any
 from bot.core import events as ev
 from bot.core.commands import HELP, Command, may_command, parse_commands, retarget_base
 from bot.core.dashboard_issue import ticked
+from bot.core.tree_branch import is_published_tree
 from bot.core.versions import version_key
 
 
@@ -113,7 +114,7 @@ def plan_duplicate(event: ev.Event, facts: Facts) -> list[Action]:
     event key never hides a head: a series that is neither on this head nor asked to check it
     (it moved past it, then back; or an older head's check replaced it) and for which the head
     is not behind is checked on it again."""
-    if not isinstance(event, ev.HeadMoved):
+    if not isinstance(event, ev.HeadMoved) or is_published_tree(event.ref):
         return []
     actions: list[Action] = []
     for series in _watching(event, facts):
@@ -133,12 +134,19 @@ def plan_duplicate(event: ev.Event, facts: Facts) -> list[Action]:
     return actions
 
 
+# carry pushes these itself (bot.core.tree_branch): a push to one is never a head, so carry's
+# own push cannot start a rebase that pushes again
+_OWN_TREE = "{ref} is carry's own tree branch: not a head to check"
+
+
 def _note(event: ev.Event, reason: str, series_id: str | None = None) -> Action:
     return Action(ActionKind.NOTE, f"note:{event.key}", reason, series_id)
 
 
 def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.HeadMoved)
+    if is_published_tree(event.ref):
+        return [_note(event, _OWN_TREE.format(ref=event.ref))]
     actions: list[Action] = []
     for s in _watching(event, facts):
         actions += _pushed(s, event)

@@ -178,6 +178,22 @@ class GoodHead:
     head: str
     tree_key: str
     at: str  # when its last check passed
+    # its tested tree as a commit (the upstream head + one commit per carried patch), and the
+    # downstream ref carry pointed at it (carry/good/<series>); "" until carry pushed one
+    commit: str = ""
+    ref: str = ""
+
+
+@dataclass
+class TreeBranch:
+    """The tested tree as a branch of the downstream repository (carry/tree/<series>): the
+    upstream head plus one commit per carried patch, the exact tree the runners test."""
+
+    head: str  # the upstream head it is built on
+    commit: str  # the branch's commit (the last patch's)
+    tree: str
+    branch: str
+    at: str
 
 
 @dataclass
@@ -349,6 +365,10 @@ class SeriesState:
     heads: list[HeadCheck] = field(default_factory=list)
     last_good: GoodHead | None = None
     red_streak: RedStreak | None = None
+    # the tested tree's branch as last pushed, and the tree commit of each recent head (upstream
+    # head -> commit, newest last; bot.core.tree_branch.MAX_TREE_COMMITS kept)
+    tree_branch: TreeBranch | None = None
+    tree_commits: dict[str, str] = field(default_factory=dict)
     # since when a human is needed (a conflict, a review); None when none is
     human_wait: HumanWait | None = None
     # the upstream range between the last good head and the first red one, bisected
@@ -424,6 +444,8 @@ class SeriesState:
         good, red = data.get("last_good"), data.get("red_streak")
         values["last_good"] = _build(GoodHead, good) if good else None
         values["red_streak"] = _build(RedStreak, red) if red else None
+        branch = data.get("tree_branch")
+        values["tree_branch"] = _build(TreeBranch, branch) if isinstance(branch, dict) else None
         wait = data.get("human_wait")
         values["human_wait"] = _build(HumanWait, wait) if isinstance(wait, dict) else None
         values["bisect"] = Bisection.from_dict(data["bisect"]) if data.get("bisect") else None

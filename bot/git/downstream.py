@@ -138,6 +138,19 @@ class Downstream:
             )
         )
 
+    def push_from(self, source: Git, commit: str, branch: str, expected: str | None) -> None:
+        """Pushes `commit` of another repository (`source`: the upstream mirror that holds
+        carry's tree commits) to `branch`, over the sha carry last saw there. The objects go
+        from that repository; the credentials are this repository's. PushRefused: a GitHub
+        setting refuses it."""
+        lease = f"--force-with-lease=refs/heads/{branch}:{expected or ''}"
+        pusher = source.with_env(**self.git.env)
+        _pushed(
+            lambda: pusher.run(
+                "push", "--quiet", lease, "--", self.mirror.source, f"{commit}:refs/heads/{branch}"
+            )
+        )
+
     def commits_by_others(self, base: str, tip: str) -> list[BranchCommit]:
         """Commits on `tip` but not on `base` that carry did not commit (another committer:
         a person's push, GitHub's web editor, a merge of main into the branch), oldest first."""

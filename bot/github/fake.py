@@ -446,6 +446,10 @@ class InMemoryForge:
         thread.version += 1
         return True
 
+    def issues_writable(self) -> bool | None:
+        """The in-memory repository takes every issue write carry makes."""
+        return True
+
     def permission(self, user: str) -> str:
         key = (API, self.repo_name, user.lower())
         return self._roles.get(key, lambda: self._look_up_permission(user))

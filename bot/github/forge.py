@@ -1000,6 +1000,27 @@ class Forge:
             )
         return self._app_github.requester, "/app/hook"
 
+    def issues_writable(self) -> bool | None:
+        """Whether carry's credentials may write issues on the repository: an App's
+        installation needs `issues: write` (GET /repos/{repo}/installation, with the App's
+        JWT); a token's user needs triage or more (GitHub's `permissions` of GET
+        /repos/{repo}). None when GitHub does not say (no answer, or no permissions given)."""
+        if self._app_github is not None:
+            requester, path = self._app_github.requester, f"/repos/{self.repo_name}/installation"
+        else:
+            requester, path = self.github.requester, f"/repos/{self.repo_name}"
+        try:
+            _headers, data = requester.requestJsonAndCheck("GET", path)
+        except (GithubException, requests.RequestException) as err:
+            log.info("GitHub: cannot read carry's permissions on %s: %s", self.repo_name, err)
+            return None
+        granted = data.get("permissions") if isinstance(data, dict) else None
+        if not isinstance(granted, dict):
+            return None
+        if self._app_github is not None:
+            return granted.get("issues") == "write"
+        return bool(granted.get("triage") or granted.get("push") or granted.get("admin"))
+
     @property
     def rate_remaining(self) -> int | None:
         # The requester's figures from the last answer; Github.rate_limiting would send a

@@ -82,6 +82,9 @@ class ForgePort(Protocol):
     def permission(self, user: str) -> str:
         """admin, maintain, write, triage, read or none."""
 
+    def issues_writable(self) -> bool | None:
+        """Whether carry's credentials may write issues (None: GitHub did not say)."""
+
     def create_check_run(
         self,
         head_sha: str,

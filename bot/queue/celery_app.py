@@ -38,6 +38,7 @@ GIT_TASKS = (
     "carry.poll",
     "carry.find_successor",
     "carry.bisect",
+    "carry.good_ref",
 )
 BROKER_TRANSPORT = "bot.queue.broker_transport:Transport"  # redis:// and rediss:// URLs
 

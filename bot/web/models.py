@@ -156,6 +156,21 @@ class GoodHeadOut(ApiModel):
     tree_key: str
     at: str
     badge: str  # the series' badge (SVG), for a README
+    # its tested tree's commit and the downstream ref at it (carry/good/<series>); "" until
+    # carry pushed one
+    commit: str = ""
+    ref: str = ""
+
+
+class TreeBranchOut(ApiModel):
+    """The tested tree as a branch of the downstream repository (carry/tree/<series>): the
+    upstream head plus one commit per carried patch."""
+
+    head: str
+    commit: str
+    tree: str
+    branch: str
+    at: str
 
 
 class RedStreakOut(ApiModel):
@@ -215,6 +230,7 @@ class SeriesOut(_SeriesFields):
     successor: SuccessorOut | None
     heads: list[HeadCheckOut] = []  # the heads tested, newest first
     last_good: GoodHeadOut | None = None
+    tree_branch: TreeBranchOut | None = None
     red_streak: RedStreakOut | None = None
     human_wait: HumanWaitOut | None = None
     bisect: BisectOut | None = None

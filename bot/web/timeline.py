@@ -98,6 +98,16 @@ SENTENCES: Final[dict[H, Callable[[Mapping[str, Any]], str]]] = {
     H.PUBLISH_REFUSED: lambda d: (
         f"GitHub refused the push to {d['branch']} ({d['code']}): {d['setting']}; not retried"
     ),
+    H.TREE_BRANCH: lambda d: (
+        f"{d['branch']} "
+        + ("pushed" if d.get("pushed") else "already there")
+        + f": {_short(d.get('head'))} + the series = {_short(d.get('commit'))}"
+    ),
+    H.TREE_BRANCH_SKIPPED: lambda d: f"{d['branch']} not pushed: {d.get('reason', '')}",
+    H.GOOD_REF: lambda d: (
+        f"{d['ref']} at {_short(d.get('commit'))}, the tree of good head {_short(d.get('head'))}"
+    ),
+    H.RED_STREAK: lambda d: str(d.get("reason", "")),
 }
 
 
@@ -207,11 +217,12 @@ _PROBLEM_KINDS: Final = frozenset(
     | {H.CI_RUNNER_LOST, H.CI_RETRY, H.CI_FAILURE, H.CI_INFRA_ERROR, H.SUCCESSOR_PROPOSED}
     | {H.COMMAND_NOT_CHECKED, H.LEASE_LOST, H.CI_REPORT_REFUSED, H.WENT_RED, H.BISECTED}
     | {H.PUBLISH_REFUSED, H.NEW_CONFLICT, H.NEW_REVIEW, H.STUCK, H.REPOSITORY_MOVED}
+    | {H.TREE_BRANCH_SKIPPED, H.GOOD_REF_REFUSED, H.GOOD_REF_FAILED, H.RED_STREAK}
 )
 _CHANGED_KINDS: Final = frozenset(
     {H.RETARGET, H.SET_PAUSED, H.PIN_PATCH, H.REQUEST_DROP, H.REPLY, H.LABEL_REMOVED}
     | {H.BRANCH_COMMITS_KEPT, H.CI_APPROVED, H.CI_TRUSTED_PUSHER, H.WENT_GREEN}
-    | {H.PUSH_READ_BACK, H.NOTICE_SAID}
+    | {H.PUSH_READ_BACK, H.NOTICE_SAID, H.TREE_BRANCH, H.GOOD_REF}
 )
 _NOTHING_KINDS: Final = frozenset(
     {H.NOTE, H.RECORD_CI, H.SKIPPED, H.UNCHANGED, H.SUPERSEDED, H.PUBLISH_SKIPPED}

@@ -60,6 +60,7 @@ from bot.web.models import (
     SeriesOut,
     SeriesSummaryOut,
     SuccessorOut,
+    TreeBranchOut,
     UpstreamPrOut,
 )
 from bot.web.timeline import Outcome, describe, outcome_of
@@ -455,6 +456,7 @@ def series_full(
             if state.last_good
             else None
         ),
+        tree_branch=TreeBranchOut(**asdict(state.tree_branch)) if state.tree_branch else None,
         red_streak=RedStreakOut(**asdict(state.red_streak)) if state.red_streak else None,
         human_wait=HumanWaitOut(**asdict(state.human_wait)) if state.human_wait else None,
         bisect=bisect_out(state.bisect) if state.bisect else None,

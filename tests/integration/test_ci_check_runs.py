@@ -21,7 +21,7 @@ import requests
 from celery.exceptions import Retry
 from celery.signals import task_retry
 
-from bot.core.state import CiState, CiStatus
+from bot.core.state import CiState, CiStatus, SeriesState
 from bot.github.forge import RateLimited
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.queue.celery_app import app as celery_app
@@ -40,8 +40,10 @@ from tests.support.deployment import (
     deployments,
     pr,
 )
+from workers import tree_branch
 from workers.ci import github as hardware
 from workers.ci.rows import publish_rows
+from workers.rebase import tree_on
 
 
 @pytest.fixture
@@ -247,3 +249,37 @@ def test_a_report_waits_for_the_installations_write_budget_instead_of_being_refu
     assert len([r for r in d.gh.api_requests() if r.method != "GET"]) == writes
     assert _runs(d, sha) == []
     assert _api_row(d)["on_github"] is False
+
+
+def test_with_no_pr_the_check_run_goes_on_the_tested_trees_commit(deploy: Deploy) -> None:
+    """Issue 32: a head tested with nothing to propose has its check run on its commit of
+    `carry/tree/<series>` (the exact tree); a row on any other commit, with no PR, stays on
+    the dashboard as before."""
+    d = deploy(auth="app")
+    head = d.env.upstream.head()
+    tree = tree_on(d.rt, SERIES, head)
+    assert tree is not None
+
+    def on_head(fresh: SeriesState) -> bool:
+        fresh.checked_head = head
+        return True
+
+    store.update_series(d.rt.redis, SERIES, on_head)
+    state = store.load_series(d.rt.redis, SERIES)
+    assert state is not None and state.pr is None
+    directory = d.env.downstream / "patches" / SERIES
+    files = {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
+    built = tree_branch.publish_tree(d.rt, state, tree, files)
+    assert built is not None
+    assert d.gh.ref(DOWN_OWNER, DOWN_NAME, f"refs/heads/carry/tree/{SERIES}") == built.commit
+
+    elsewhere = d.gh.ref(DOWN_OWNER, DOWN_NAME, "refs/heads/main")
+    assert elsewhere is not None
+    _changes(d, _row(elsewhere, CiStatus.SUCCESS, run_id="r0"))
+    _run_reports(d)
+    assert _runs(d, elsewhere) == []  # no PR, not carry's tree: nothing on GitHub
+    for state_now in (CiStatus.QUEUED, CiStatus.SUCCESS):
+        _changes(d, _row(built.commit, state_now, run_id="r1"), new_run=True)
+        _run_reports(d)
+    (run,) = _runs(d, built.commit)
+    assert (run["status"], run["conclusion"], run["external_id"]) == ("completed", "success", "r1")

@@ -5,8 +5,10 @@ the issue it remembers is not there (the tick flow end to end is in tests/e2e/te
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,9 +85,11 @@ def test_an_issue_github_does_not_have_is_replaced(deploy: Deploy) -> None:
     assert f"## `{SERIES}`" in issue["body"] and "no head seen yet" in issue["body"]
 
 
-def test_off_unless_configured_and_never_without_credentials(deploy: Deploy) -> None:
-    d = deploy()
+def test_off_when_configured_false_and_never_without_credentials(deploy: Deploy) -> None:
+    d = deploy(downstream={"dashboard_issue": False})
     assert refresh(d) is Refresh.OFF
+    asked = d.gh.api_requests("GET", f"/repos/{DOWN_OWNER}/{DOWN_NAME}")
+    assert asked == []  # false needs no question to GitHub
     downstream = d.rt.config.downstream.model_copy(update={"dashboard_issue": True})
     on = dataclasses.replace(d.rt, config=d.rt.config.model_copy(update={"downstream": downstream}))
     read_only = dataclasses.replace(
@@ -94,3 +98,42 @@ def test_off_unless_configured_and_never_without_credentials(deploy: Deploy) -> 
     assert dashboard_issue.refresh(read_only, d.rt.forge()) is Refresh.OFF
     assert dashboard_issue.refresh(on, d.rt.forge()) is Refresh.OPENED
     assert d.gh.issues(DOWN_OWNER, DOWN_NAME)
+
+
+@pytest.mark.parametrize("auth", ["token", "app"])
+def test_on_by_default_when_the_credentials_can_write_issues(deploy: Deploy, auth: str) -> None:
+    d = deploy(auth=auth)  # downstream.dashboard_issue unset
+    decided = dashboard_issue.decision(d.rt)
+    assert decided.on and "on by default" in decided.reason
+    assert refresh(d) is Refresh.OPENED
+    assert len(d.gh.issues(DOWN_OWNER, DOWN_NAME)) == 1
+
+
+@pytest.mark.parametrize(
+    ("auth", "lacking"),
+    [
+        ("token", {"role": "read"}),
+        ("app", {"app_permissions": {"checks": "write", "contents": "write", "metadata": "read"}}),
+    ],
+)
+def test_off_with_one_log_line_when_the_credentials_cannot_write_issues(
+    deploy: Deploy, auth: str, lacking: dict[str, object], caplog: pytest.LogCaptureFixture
+) -> None:
+    d = deploy(auth=auth, **lacking)  # type: ignore[arg-type]
+    with caplog.at_level(logging.INFO, logger="carry.dashboard_issue"):
+        assert refresh(d) is Refresh.OFF  # no error
+        assert refresh(d) is Refresh.OFF
+    said = [r.getMessage() for r in caplog.records if r.name == "carry.dashboard_issue"]
+    assert len(said) == 1 and "cannot write issues" in said[0] and "off" in said[0]
+    assert all(r.levelno < logging.ERROR for r in caplog.records)
+    assert d.gh.issues(DOWN_OWNER, DOWN_NAME) == []
+    # an explicit true keeps it on, and says why its updates will fail
+    on = dashboard_issue.decision(_with(d, True))
+    assert on.on and "cannot write issues" in on.reason
+
+
+def _with(d: Deployment, configured: bool | None) -> Any:
+    downstream = d.rt.config.downstream.model_copy(update={"dashboard_issue": configured})
+    return dataclasses.replace(
+        d.rt, config=d.rt.config.model_copy(update={"downstream": downstream})
+    )

@@ -119,6 +119,8 @@ def deployments(
             patches: tuple[dict[str, str], ...] = (FIX,),
             enterprise: bool = False,
             downstream: dict[str, Any] | None = None,
+            role: str = "write",
+            app_permissions: dict[str, str] | None = None,
         ) -> Deployment:
             gh = running.enter_context(GitHubEmulator(tmp_path / "gh", enterprise=enterprise))
             started.append(gh)
@@ -139,7 +141,7 @@ def deployments(
             }
             if auth == "app":
                 private_key, public_key = generate_app_key()
-                gh.add_app(APP_ID, public_key, slug="carry")
+                gh.add_app(APP_ID, public_key, slug="carry", permissions=app_permissions)
                 gh.add_installation(APP_ID, INSTALLATION_ID, DOWN_OWNER)
                 settings |= {
                     "GITHUB_APP_ID": str(APP_ID),
@@ -149,7 +151,7 @@ def deployments(
             else:
                 gh.add_user("carry[bot]", type="Bot")
                 gh.add_token("carry-token", "carry[bot]")
-                gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", "write")
+                gh.set_permission(DOWN_OWNER, DOWN_NAME, "carry[bot]", role)
                 settings["GITHUB_TOKEN"] = "carry-token"
             for key, value in settings.items():
                 monkeypatch.setenv(key, value)

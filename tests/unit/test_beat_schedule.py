@@ -75,3 +75,20 @@ def test_series_stuck_for_hours_are_asked_about_unless_the_limit_is_off(tmp_path
     entry = schedule(tmp_path, token)["tell-stuck-series"]  # notify.stuck_hours: 72 by default
     assert entry == {"task": "carry.stuck", "schedule": 600.0}
     assert "tell-stuck-series" not in schedule(tmp_path, token, notify={"stuck_hours": None})
+
+
+def test_the_dashboard_issue_is_refreshed_by_default_unless_configured_false(
+    tmp_path: Path,
+) -> None:
+    """Unset, each refresh asks whether the worker keeps the issue (its credentials decide);
+    false, or no credentials, sends nothing."""
+    token = Settings(**(NO_GITHUB | {"github_token": "t"}))
+    assert "refresh-dashboard-issue" in schedule(tmp_path, token)
+    assert "refresh-dashboard-issue" not in schedule(tmp_path, Settings(**NO_GITHUB))
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["downstream"]["dashboard_issue"] = False
+    off = tmp_path / "off.yaml"
+    off.write_text(yaml.safe_dump(data))
+    (tmp_path / "patches").mkdir(exist_ok=True)
+    config = load_config(off, patches_root=tmp_path / "patches", check_dirs=False)
+    assert "refresh-dashboard-issue" not in beat_schedule(config, token)

@@ -203,3 +203,16 @@ def test_the_webhook_normalizes_to_an_issue_edit() -> None:
     assert normalize("issues", "d2", retitled).previous_body is None  # type: ignore[union-attr]
     opened = normalize("issues", "d3", {**payload, "action": "opened"})
     assert isinstance(opened, ev.Ignored) and "'opened'" in opened.reason
+
+
+def test_the_dashboard_issue_is_on_by_default_where_the_credentials_can_write_issues() -> None:
+    decide = board.decide_board
+    assert decide(None, True, True).on
+    assert decide(None, True, None).on  # GitHub did not say: carry tries
+    off = decide(None, True, False)
+    assert not off.on and "cannot write issues" in off.reason
+    assert not decide(False, True, True).on  # an explicit false always turns it off
+    assert not decide(None, False, None).on and "read-only" in decide(None, False, None).reason
+    assert not decide(True, False, None).on
+    forced = decide(True, True, False)
+    assert forced.on and "will fail" in forced.reason

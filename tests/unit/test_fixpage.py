@@ -227,7 +227,7 @@ def test_unknown_field() -> None:
     text = VALID.replace("| Test |", "| Tests |")
     assert messages(text) == [
         f"{FILE}:{TEST}: unknown field 'Tests' (expected one of: "
-        "Affects, Releases, Patches, Upstream, Test)",
+        "Affects, Releases, Patches, Upstream, Test, Owners)",
         f"{FILE}:6: missing field 'Test'",
     ]
 
@@ -604,3 +604,25 @@ def test_a_link_that_is_not_http_is_refused_on_its_line(markdown: str, target: s
 def test_a_link_shown_as_code_is_not_a_link() -> None:
     text = VALID.replace("Rows keep a stale token.", "Write `[x](javascript:y)` nowhere.")
     assert messages(text) == []
+
+
+# ---------------------------------------------------------------- owners (optional)
+
+
+def with_owners(value: str) -> str:
+    test_row = "| Test | none (covered by the end-to-end check) |\n"
+    return VALID.replace(test_row, f"{test_row}| Owners | {value} |\n")
+
+
+def test_owners_are_optional_github_logins_each_once() -> None:
+    page, problems = parse_fix_page(VALID, FILE, expected_name="async-inputs")
+    assert problems == () and page.owners == ()
+    page, problems = parse_fix_page(with_owners("@alice, bob-2, @Alice"), FILE)
+    assert problems == () and page.owners == ("alice", "bob-2")
+
+
+def test_a_bad_owner_is_named_with_its_line() -> None:
+    assert messages(with_owners("@alice, @-bob, @c d")) == [
+        f"{FILE}:13: bad owner '@-bob' (expected '@login, @login': GitHub logins)",
+        f"{FILE}:13: bad owner '@c d' (expected '@login, @login': GitHub logins)",
+    ]

@@ -60,6 +60,7 @@ def test_a_schema_1_document_loads_with_every_field_and_typed_values():
     patches = [{**patch, **added} for patch in old["patches"]]
     expected = {**old, "schema": SCHEMA_VERSION, "replaced_heads": [], "patches": patches}
     expected |= {"heads": [], "last_good": None, "red_streak": None, "bisect": None}
+    expected |= {"tree_branch": None, "tree_commits": {}}  # the tested tree as a branch
     expected |= {"closed_pr": None, "human_wait": None, "publish_refused": None}
     expected |= {"pushes": []}  # no push was recorded before issue 33: every head waits once
     # a CI row from before carry kept its check run is taken as on GitHub (issue 34 item 2)

@@ -48,6 +48,16 @@ PATCH = "0001-seed.patch"
             "r1 started on gaudi-2 (attempt 2)",
         ),
         (
+            "tree-branch",
+            {"branch": "carry/tree/s", "head": "a" * 40, "commit": "b" * 40, "pushed": True},
+            "carry/tree/s pushed: aaaaaaaaaaaa + the series = bbbbbbbbbbbb",
+        ),
+        (
+            "good-ref",
+            {"ref": "carry/good/s", "head": "a" * 40, "commit": "b" * 40, "pushed": False},
+            "carry/good/s at bbbbbbbbbbbb, the tree of good head aaaaaaaaaaaa",
+        ),
+        (
             "push-read-back",
             {"branch": "carry/x", "tip": "a" * 40, "landed": True, "version": "20261206.2"},
             "the push failed; carry/x has carry's commit: VERSION 20261206.2 recorded",

@@ -197,7 +197,7 @@ def report_on_github(series_id: str, row: CiState) -> ForgeError | None:
     for a commit a newer run owns (bot.core.ci_report)."""
     rt = runtime()
     state = store.load_series(rt.redis, series_id)
-    if rt.settings.github_auth == "none" or state is None or state.pr is None:
+    if rt.settings.github_auth == "none" or state is None or not reported_on(state, row):
         return None
     forge = rt.forge()
     lock = rt.redis.lock(
@@ -218,17 +218,27 @@ def report_on_github(series_id: str, row: CiState) -> ForgeError | None:
 _RECHECKS = 3
 
 
+def reported_on(state: SeriesState, row: CiState) -> bool:
+    """Whether GitHub gets `row`: there is a PR of carry's to show it, or its run tested a
+    commit of carry's tree branch (carry/tree/<series>, bot.core.tree_branch)."""
+    return state.pr is not None or (
+        bool(row.commit_sha) and row.commit_sha in state.tree_commits.values()
+    )
+
+
 def _send_owed(rt: Runtime, forge: ForgePort, series_id: str, row: CiState) -> ForgeError | None:
     """Sends what GitHub does not show yet of `row`'s run, checking the store again after each
     send in case a newer word came meanwhile."""
     for _ in range(_RECHECKS):
         state = store.load_series(rt.redis, series_id)
-        if state is None or state.pr is None:
+        if state is None or not reported_on(state, row):
             return None
         target = report_target(state.ci.get(row.runner), row)
         if target is None or not needs_sending(target):
             return None
-        sha = target.commit_sha or state.pr.head_sha
+        sha = target.commit_sha or (state.pr.head_sha if state.pr else "")
+        if not sha:
+            return None
         try:
             check_run_id = _send(rt, forge, sha, series_id, target)
         except ForgeError as err:

@@ -4,7 +4,7 @@ stored in the series (SeriesState.ci) and reported as `carry.ci.report` tasks.""
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import redis
 from celery import Celery
@@ -15,7 +15,9 @@ from bot.core.ci_plan import REUSABLE
 from bot.core.ci_report import carry_over
 from bot.core.history import HistoryKind
 from bot.core.notify import NOTIFY_TASK
+from bot.core.owners import RED_STREAK_TASK, StreakGrew, streak_grew
 from bot.core.state import CiState, CiStatus, SeriesState
+from bot.core.tree_branch import GOOD_REF_TASK, good_ref_due
 from bot.core.verified import Change, Notice, note_rows
 from bot.queue.celery_app import GIT_QUEUE
 from bot.store.series import append_history, now_iso, update_series
@@ -68,10 +70,16 @@ def publish_rows(
     green again is said in its history and told to the configured webhooks."""
     written: list[CiState] = []
     notices: list[Notice] = []
+    good_moved: list[bool] = []
+    grown: list[StreakGrew] = []
 
     def update(state: SeriesState) -> bool:
         written.clear()
         notices.clear()
+        good_moved.clear()
+        grown.clear()
+        good = state.last_good.head if state.last_good else None
+        streak = replace(state.red_streak) if state.red_streak else None
         for row in rows:
             existing = state.ci.get(row.runner)
             if replace_rows or existing is None or existing.run_id == row.run_id:
@@ -81,9 +89,26 @@ def publish_rows(
             notice = note_rows(state, tree_key, now_iso(), inconclusive_blocks)
             if notice is not None:
                 notices.append(notice)
+        last = state.red_streak.last if state.red_streak else None
+        newest = next((h for h in state.heads if h.head == last), None)
+        grew = streak_grew(state, streak, newest.checks if newest else {})
+        if grew is not None:
+            grown.append(grew)
+        moved = state.last_good is not None and state.last_good.head != good
+        good_moved.append(moved and good_ref_due(state))
         return bool(written)
 
     update_series(client, series_id, update)
+    for grew in grown:  # the owners are told after a streak (workers/mention.py)
+        try:
+            celery_app.send_task(RED_STREAK_TASK, args=[grew.to_dict()], queue=SERVICE_QUEUE)
+        except Exception:  # the next red head of the streak sends it again
+            log.exception("sending the red streak of %s failed", series_id)
+    if any(good_moved):  # carry/good/<series> follows (workers/tree_branch.py)
+        try:
+            celery_app.send_task(GOOD_REF_TASK, args=[series_id], queue=GIT_QUEUE)
+        except Exception:  # the next good head sends it again
+            log.exception("sending the good ref task of %s failed", series_id)
     for notice in notices:
         announce(client, celery_app, notice)
     # A row that lost its place (an old run ending) is still reported: its check run ends too.
