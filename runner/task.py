@@ -27,7 +27,7 @@ from bot.ci.spec import (
     JobPayload,
     job_mismatch,
 )
-from bot.config import CarryConfig, ConfigError, load_config, load_settings
+from bot.config import CarryConfig, ConfigError, Settings, load_config, load_settings
 from bot.core.ci_plan import (
     FINAL_STATES,
     REUSABLE,
@@ -40,6 +40,8 @@ from bot.core.ci_plan import (
 )
 from bot.core.history import HistoryKind
 from bot.core.state import CiStatus
+from bot.git.mirror import MirrorError, normalize_source
+from bot.github.urls import downstream_sources
 from bot.log import correlated, redact, secret_values
 from bot.queue.celery_app import app, redis_url
 from bot.store.ci_runs import (
@@ -186,7 +188,41 @@ def _refusal(job: JobPayload) -> str | None:
     mismatch = job_mismatch(job, kind, runner)
     if mismatch is None and not is_run_id(kind, job.run_id):
         return f"run id {job.run_id!r} is not one carry issues for {kind} runs"
+    if mismatch is None and config is not None:
+        return foreign_source(job, config, load_settings())
     return mismatch
+
+
+def foreign_source(job: JobPayload, config: CarryConfig, settings: Settings) -> str | None:
+    """Why the job would make this runner fetch a repository its own config does not name
+    (None when it names them all): the series' upstream, and the downstream repository when
+    the job does not carry the series' patches. The queue is not trusted."""
+    try:
+        series = config.series_by_id(job.series_id)
+    except KeyError:
+        return f"series {job.series_id!r} is not in this runner's config"
+    own = config.upstreams[series.upstream].url
+    if _source(job.tree.upstream_url) != _source(own):
+        return (
+            f"the job's upstream {redact(job.tree.upstream_url)!r} is not {redact(own)!r}, where this runner's "
+            f"config says series {series.id!r} comes from"
+        )
+    allowed = downstream_sources(settings, config)
+    if job.tree.series() is None and _source(job.tree.downstream_url) not in map(_source, allowed):
+        named = " or ".join(repr(redact(url)) for url in allowed)
+        return (
+            f"the job's downstream {redact(job.tree.downstream_url)!r} is not {named}, this "
+            "runner's downstream repository"
+        )
+    return None
+
+
+def _source(url: str) -> str:
+    """A repository as git would reach it (a local path resolved), for comparing."""
+    try:
+        return normalize_source(url).rstrip("/").removesuffix(".git")
+    except MirrorError:
+        return url
 
 
 # What a job must hold as carry issued it (the run record keeps the issued payload): which

@@ -7,13 +7,12 @@ from pathlib import Path
 
 from bot.config import CarryConfig, Settings
 from bot.git.downstream import Downstream
-from bot.github.forge import Forge, ForgeCaches, git_base_url
+from bot.github.forge import Forge, ForgeCaches
+from bot.github.urls import downstream_git_url
 
 
 def url(settings: Settings, config: CarryConfig) -> str:
-    return settings.downstream_git_url or (
-        f"{git_base_url(settings.github_base_url)}/{config.downstream.repo}.git"
-    )
+    return downstream_git_url(settings, config)
 
 
 def refresh(settings: Settings, config: CarryConfig, target: Path, caches: ForgeCaches) -> None:

@@ -204,17 +204,6 @@ def _too_long(what: str, wait: float) -> RateLimited:
     )
 
 
-def git_base_url(api_base_url: str) -> str:
-    """Where repositories are cloned from, for an API base URL (github.com, GHE, emulator)."""
-    parsed = urlparse(api_base_url)
-    if parsed.netloc == "api.github.com":
-        return "https://github.com"
-    if parsed.netloc.startswith("api.") and parsed.netloc.endswith(".ghe.com"):
-        return f"{parsed.scheme}://{parsed.netloc.removeprefix('api.')}"  # GHE.com residency
-    path = parsed.path.rstrip("/").removesuffix("/api/v3")
-    return f"{parsed.scheme}://{parsed.netloc}{path}"
-
-
 @dataclass(frozen=True)
 class InstallationToken:
     value: str

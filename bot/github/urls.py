@@ -25,3 +25,12 @@ def downstream_git_url(settings: Settings, config: CarryConfig) -> str:
     return settings.downstream_git_url or (
         f"{git_base_url(settings.github_base_url)}/{config.downstream.repo}.git"
     )
+
+
+def downstream_sources(settings: Settings, config: CarryConfig) -> tuple[str, ...]:
+    """Where the downstream repository may be fetched from: its git URL, and the checkout the
+    settings name (CARRY_DOWNSTREAM_DIR: carry's series come from a local repository)."""
+    found = [downstream_git_url(settings, config)]
+    if settings.downstream_dir is not None:
+        found.append(str(settings.downstream_dir.resolve()))
+    return tuple(found)

@@ -143,6 +143,14 @@ class RunnerConfig:
     path: Path
     runners: dict[str, dict[str, Any]] = field(default_factory=dict)
     networked: set[str] = field(default_factory=set)  # steps whose config says network: true
+    # the repositories a runner may fetch: its config's upstream for series s1, and its
+    # downstream repository (CARRY_DOWNSTREAM_GIT_URL of the runners start_runners starts)
+    upstream_url: str = "https://example.invalid/up.git"
+    downstream_url: str = "https://example.invalid/down.git"
+
+    def serve(self, upstream_url: str, downstream_url: str) -> None:
+        self.upstream_url, self.downstream_url = upstream_url, downstream_url
+        self._write()
 
     def add_kind(self, kind: str) -> None:
         workdir = str(self.path.parent / "runners")
@@ -170,8 +178,11 @@ class RunnerConfig:
     def _write(self) -> None:
         config = {
             "downstream": {"repo": "carry/downstream"},
-            "upstreams": {"engine": {"url": "https://example.invalid/up.git", "repo": "up/up"}},
-            "series": [],
+            "upstreams": {"engine": {"url": self.upstream_url, "repo": "up/up"}},
+            "series": [
+                {"id": sid, "upstream": "engine", "base": {"branch": "main"}, "patches": sid}
+                for sid in ("s1", "s2")
+            ],
             "runners": self.runners,
         }
         scratch = self.path.with_suffix(".tmp")  # a runner never reads half a file
@@ -212,6 +223,7 @@ class World:
         self.downstream.commit("carry: series s1")
         self.downstream.git("branch", "carry/s1")
         RepoBuilder(self.root / "scratch")
+        self.runner_config.serve(str(self.upstream.path), str(self.downstream.path))
 
     def head(self, files: dict[str, str | bytes | None] | None = None) -> str:
         """A new upstream head (commits on main)."""
@@ -318,6 +330,7 @@ def start_runners(
         for kind, _ in specs:
             runner_config.add_kind(kind)
         extra = {"CARRY_CONFIG": str(runner_config.path)} if configured else {}
+        extra["CARRY_DOWNSTREAM_GIT_URL"] = runner_config.downstream_url
         extra.update(env or {})
         kinds = sorted({kind for kind, _ in specs} - {k for a in appliers for k in a.kinds})
         if kinds:  # the service's side: what the runners report is applied as it comes
@@ -1055,8 +1068,9 @@ def test_secrets_the_runner_never_held_are_redacted_from_the_run_log_by_their_fo
 def test_an_error_that_names_a_url_with_a_password_is_stored_without_it(
     client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
-    """The runner's own errors (a fetch that failed, naming the repository) reach the run's
-    detail, its CI rows and the history: redacted there as in the run log."""
+    """The runner's own errors (here its refusal of a repository its config does not name;
+    a config never holds a URL with a password) reach the run's detail, its CI rows and the
+    history: redacted there as in the run log."""
     start_runners(("gaudi", "gaudi1@%h"))
     check = StepSpec("fixed", sh("test -f fixed.txt"))
     once = target("gaudi", check, retry=RetryPolicy(max_attempts=1))
@@ -1073,7 +1087,7 @@ def test_an_error_that_names_a_url_with_a_password_is_stored_without_it(
     stored = json.dumps(
         [info, [r.detail for r in rows(client).values()], events(client, "ci-infra-error")]
     )
-    assert "could not be fetched from http://carry:[redacted]@127.0.0.1:9/u" in stored, stored
+    assert "the job's upstream 'http://carry:[redacted]@127.0.0.1:9/u' is not" in stored, stored
     assert "pw-4815162342" not in stored + log_text(client, row.run_id)
 
 
@@ -1713,3 +1727,27 @@ def test_where_nobody_cannot_run_steps_a_root_runner_says_why_they_run_as_root(
     assert why in text and "above the runner's workdir)" in text, text
     steps = {r["name"]: r for r in runners(client)}[runner.name]["steps"]
     assert why in steps and "above the runner's workdir)" in steps, steps
+
+
+def test_a_job_naming_a_repository_the_runners_config_does_not_is_refused(
+    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any, marks: Path
+) -> None:
+    """Issue 33: the repository a runner fetches comes from its own configuration, not the
+    job: a run (as carry issued it, even) whose upstream is another repository runs nothing."""
+    start_runners(("gaudi", "gaudi1@%h"))
+    ran = marks / "ran"
+    check = StepSpec("fixed", sh(f"touch {ran}"))
+    once = target("gaudi", check, retry=RetryPolicy(max_attempts=1))
+    world.runner_config.allow([once])
+    other = RepoBuilder(world.root / "elsewhere")
+    other.commit("someone else's code", {"app.txt": "hello\n"})
+    tree = replace(world.tree(world.head()), upstream_url=str(other.path))
+    trusted_push(client, SERIES, tree.upstream_sha)
+    (row,) = ci.request_ci(client, celery_app, SERIES, [once], tree, debounce_s=0)
+    info = finished(client, row.run_id)
+    assert info["state"] == "infra-error"
+    text = log_text(client, row.run_id)
+    assert f"the job's upstream '{other.path}' is not '{world.upstream.path}'" in text, text
+    assert "it ran nothing" in text and not ran.exists()
+    (refused,) = events(client, "ci-refused")
+    assert "where this runner's config says series 's1' comes from" in refused["data"]["reason"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.github.forge import git_base_url
+from bot.github.urls import git_base_url
 
 
 @pytest.mark.parametrize(
