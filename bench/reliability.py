@@ -3031,7 +3031,29 @@ def scenario_hostile_check_every_mode(root: Path, scale: Scale) -> list[Row]:
             continue
         print(render_attempts(attempts), flush=True)
         rows.append(_hostile_row(name, attempts, ()))
+    rows.append(broker_user_row(root / "broker"))
     return rows
+
+
+def broker_user_row(root: Path) -> Row:
+    """bench/runner_broker.py: what the runner's broker user writes decides nothing (every
+    mode alike: the broker, not the step's sandbox, is what is attacked)."""
+    from bench.runner_broker import run_broker_attempts  # the harness imports this module
+
+    title = "the runner's broker user, its password stolen (every sandbox mode)"
+    print(f"\n### {title}\n", flush=True)
+    attempts = [Attempt(a.attempt, a.achieved, a.how) for a in run_broker_attempts(root)]
+    print(render_attempts(attempts), flush=True)
+    achieved = [a.attempt for a in attempts if a.achieved]
+    return Row(
+        f"hostile check code with {title}",
+        f"it wrote run records, verdicts and reports {len(attempts)} ways",
+        f"{len(achieved)} of {len(attempts)} achieved"
+        + (f": {'; '.join(achieved)}" if achieved else ""),
+        "-",
+        "refused and recorded by the service (ci-report-refused), or waiting for /carry approve",
+        ok=not achieved and len(attempts) == 4,
+    )
 
 
 def render_refusal(reason: str) -> str:

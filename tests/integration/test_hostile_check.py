@@ -162,3 +162,15 @@ def test_a_runner_without_a_sandbox_is_refused_at_start(tmp_path: Path, step_use
         run_hostile_check(tmp_path, sandbox="none", step_user=step_user)
     assert "steps would run without a sandbox" in str(refused.value), refused.value
     assert "a job could touch later jobs: refused" in str(refused.value), refused.value
+
+
+def test_the_runners_broker_user_decides_nothing(tmp_path: Path) -> None:
+    """The hostile-check rows for a stolen runner broker password (issue 33): a forged run, a
+    flipped waiting run, a planted verdict and a trusted push over a stranger's are each
+    refused or kept waiting for approval."""
+    from bench.runner_broker import ATTACKS, run_broker_attempts
+
+    attempts = run_broker_attempts(tmp_path)
+    assert len(attempts) == len(ATTACKS) == 4
+    assert [a.attempt for a in attempts if a.achieved] == []
+    assert all(a.how for a in attempts)
