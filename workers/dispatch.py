@@ -17,6 +17,7 @@ from bot.core.planner import Action, ActionKind
 from bot.core.state import Phase, SeriesState
 from bot.core.trust import Push
 from bot.store import series as store
+from workers.ci import github as hardware
 from workers.ci import requests as ci
 from workers.runtime import Runtime
 
@@ -232,6 +233,12 @@ def _recheck(rt: Runtime, action: Action, state: SeriesState) -> None:
         )
 
 
+def _test_tree(rt: Runtime, action: Action) -> None:
+    """Runs of the exact tree on the series' runners (workers.ci.github.test_tree)."""
+    assert action.series_id
+    hardware.test_tree(rt, action.series_id, **action.args)
+
+
 def _send_task(task: str) -> Callable[[Runtime, Action], None]:
     def handler(rt: Runtime, action: Action) -> None:
         rt.send(task, {"series_id": action.series_id, **action.args})
@@ -261,6 +268,7 @@ _HANDLERS: dict[ActionKind, Callable[[Runtime, Action], None]] = {
     ActionKind.APPROVE: _send_task("carry.approve"),
     ActionKind.RETEST: _send_task("carry.retest"),
     ActionKind.RECORD_CI: _note,
+    ActionKind.TEST_TREE: _test_tree,
     ActionKind.REFRESH_DASHBOARD_ISSUE: lambda rt, a: rt.send(
         "carry.dashboard_issue", dict(a.args)
     ),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from bot.core import events as ev
 from bot.core import proposal
 from bot.core import transitions as tr
 from bot.core.history import HistoryKind
@@ -30,10 +31,11 @@ def publish(
     tree: str | None = None,
     *,
     every_head: bool = False,
-) -> None:
-    """Proposes the checked series (a PR, or a recorded proposal without credentials); `tree`
-    is tested on the runners where the proposal lives, and with `every_head` also when there
-    is nothing to propose (the series as the downstream branch carries it)."""
+) -> list[ev.TreeReady]:
+    """Proposes the checked series (a PR, or a recorded proposal without credentials). Returns
+    where `tree` now is for the runners to test (the PR's branch; with `every_head` also when
+    there is nothing to propose: the series as the downstream branch carries it), as events
+    the planner plans; none in read-only mode."""
     state = store.load_series(rt.redis, series_id)
     configured = series_id in {s.id for s in rt.config.series}
     if (
@@ -49,7 +51,7 @@ def publish(
             reason="a newer rebase replaced this result",
             head=head_sha,
         )
-        return
+        return []
     version = next_version(state.version, datetime.now(UTC).date()) if changed else state.version
     title, body = pr_title(state), pr_body(state, version)
     proposal = {"changed": changed, "title": title, "body": body, "version": version}
@@ -66,11 +68,11 @@ def publish(
                 pipe, series_id, HistoryKind.PROPOSAL, read_only=True, **proposal, **said
             ),
         )
-        return
+        return []
     # What is about to be posted, before it is: shown on the series page, also when GitHub
     # then refuses it.
     store.append_history(rt.redis, series_id, HistoryKind.PROPOSAL, read_only=False, **proposal)
-    publish_on_github(rt, state, title, body, version, changed, tree, every_head=every_head)
+    return publish_on_github(rt, state, title, body, version, changed, tree, every_head=every_head)
 
 
 def would_do(rt: Runtime, state: SeriesState, version: str | None) -> PublishStep:

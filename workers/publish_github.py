@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from bot.core import events as ev
 from bot.core import proposal, push_refusal
 from bot.core import transitions as tr
 from bot.core.history import HistoryKind
@@ -69,7 +70,10 @@ def publish(
     tree: str | None = None,
     *,
     every_head: bool = False,
-) -> None:
+) -> list[ev.TreeReady]:
+    """Brings carry's PR (or, with nothing to propose, its report) up to date. Returns the tree
+    to test, as an event for the planner (it decides whether runners test it), when `tree` is
+    given and the tree is on a downstream branch now."""
     series = rt.config.series_by_id(state.id)
     forge = rt.forge()
     downstream = Downstream(
@@ -103,7 +107,7 @@ def publish(
     )
     if step.step is Step.HELD:
         _held(rt, state, step)
-        return
+        return []
     if step.step is Step.NOTHING:
         store.append_history(
             rt.redis,
@@ -114,17 +118,15 @@ def publish(
             head=state.checked_head,
         )
         if tree is not None and every_head:  # every head verified: the series as carried
-            url = downstream_repo.url(rt.settings, rt.config)
             built = tree_branch.publish_tree(rt, state, tree, current)
             if built is None:  # tested all the same, from the downstream branch
-                hardware.request(rt, state, tree, url, main, heads[main], directory, current)
-                return
+                return [_ready(state, tree, main, heads[main], heads[main], directory)]
             # the check runs go on the tree's own commit (no PR shows them)
-            hardware.request(rt, state, tree, url, built.branch, built.commit, directory, current)
-        return
+            return [_ready(state, tree, built.branch, built.commit, heads[main], directory)]
+        return []
     if step.step is Step.REPORT:
         _report_without_pr(rt, state, step.reason)  # a conflict or review with no file to propose
-        return
+        return []
     on_branch = downstream.read_dir(heads[branch], directory) if branch in heads else None
     if on_branch is not None and proposal.same_patches(
         proposal.applied(current, plan.files), on_branch
@@ -138,7 +140,7 @@ def publish(
             )
         except PushRefused as refused:
             _refused(rt, forge, state, pull, refused.refusal)
-            return
+            return []
     # The version GitHub has is the one carry's branch carries, read back: after a push that
     # landed but answered an error, the retry pushes nothing and the branch has the build
     # number the state does not (bot.core.render.landed_version).
@@ -166,7 +168,7 @@ def publish(
     hardware.note_rename(rt, state.id, forge)
     pr = PrInfo(pull.number, pull.url, branch, "open", pull.draft, pushed or pull.head_sha)
     note = f"PR #{pull.number} {'updated' if pushed else 'report refreshed (nothing pushed)'}"
-    tr.published(state, pr, carried, note)  # this copy goes on to the CI request
+    tr.published(state, pr, carried, note)
     store.update_series(
         rt.redis,
         state.id,
@@ -186,12 +188,26 @@ def publish(
     # carry's branch holds carry's tree now (pushed, or found there): the replaced commits a
     # notice names are replaced indeed
     _say_notices(rt, forge, state.id, pull.number)
-    if tree is not None:
-        branch_sha = pushed or heads.get(branch) or pull.head_sha
-        url = downstream_repo.url(rt.settings, rt.config)
-        files = downstream.read_dir(branch_sha, directory)
-        tree_branch.publish_tree(rt, state, tree, files)  # the PR's checks stay on the PR
-        hardware.request(rt, state, tree, url, branch, branch_sha, directory, files)
+    if tree is None:
+        return []
+    branch_sha = pushed or heads.get(branch) or pull.head_sha
+    files = downstream.read_dir(branch_sha, directory)
+    tree_branch.publish_tree(rt, state, tree, files)  # the PR's checks stay on the PR
+    return [_ready(state, tree, branch, branch_sha, branch_sha, directory)]
+
+
+def _ready(
+    state: SeriesState, tree: str, branch: str, branch_sha: str, series_sha: str, directory: str
+) -> ev.TreeReady:
+    return ev.TreeReady(
+        series_id=state.id,
+        head_sha=str(state.checked_head),
+        tree=tree,
+        branch=branch,
+        branch_sha=branch_sha,
+        series_sha=series_sha,
+        patches_dir=directory,
+    )
 
 
 def _notice_close(rt: Runtime, forge: ForgePort, state: SeriesState) -> None:

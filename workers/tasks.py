@@ -143,7 +143,11 @@ def publish_task(
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
         try:
-            publish.publish(rt, series_id, head_sha, digest, changed, tree, every_head=every_head)
+            ready = publish.publish(
+                rt, series_id, head_sha, digest, changed, tree, every_head=every_head
+            )
+            for event in ready:  # the tree to test: the planner decides (TEST_TREE)
+                handle_event(rt, event)
         except (ForgeError, GitError, MirrorError) as err:
             _visible_failure(rt, self, series_id, HistoryKind.PUBLISH_FAILED, "publish", err)
 

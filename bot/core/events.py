@@ -269,6 +269,27 @@ class RebaseFinished:
         return f"rebased:{self.series_id}:{self.head_sha}:{self.digest}{suffix}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class TreeReady:
+    """Internal: the exact tree of a checked head (upstream head + the series as carried) is on
+    a downstream branch (carry's PR branch, carry/tree/<series>, or the downstream branch):
+    what the runners test. The series' patch files are read at `series_sha`."""
+
+    kind: ClassVar[str] = "tree_ready"
+    series_id: str
+    head_sha: str
+    tree: str
+    branch: str
+    branch_sha: str
+    series_sha: str
+    patches_dir: str
+    delivery_id: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"tree-ready:{self.series_id}:{self.tree}:{self.branch_sha}"
+
+
 Event = (
     HeadMoved
     | RefDeleted
@@ -282,6 +303,7 @@ Event = (
     | Ignored
     | CommandAuthorized
     | RebaseFinished
+    | TreeReady
 )
 EVENT_TYPES: tuple[type[Event], ...] = typing.get_args(Event)
 _BY_KIND: dict[str, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}

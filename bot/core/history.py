@@ -35,6 +35,7 @@ class HistoryKind(StrEnum):
     RETEST = "retest"
     RECORD_CI = "record_ci"
     REFRESH_DASHBOARD_ISSUE = "refresh_dashboard_issue"
+    TEST_TREE = "test_tree"
     SKIPPED = "skipped"  # an action already done, or one its adapter found nothing to do for
 
     # intake and polling

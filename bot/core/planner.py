@@ -88,6 +88,7 @@ class ActionKind(StrEnum):
     RETEST = "retest"
     RECORD_CI = "record_ci"
     REFRESH_DASHBOARD_ISSUE = "refresh_dashboard_issue"
+    TEST_TREE = "test_tree"
 
 
 @dataclass(frozen=True)
@@ -628,6 +629,31 @@ def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
     return [Action(ActionKind.PUBLISH, key, why, event.series_id, args)]
 
 
+def _tree_ready(event: ev.Event, facts: Facts) -> list[Action]:
+    """The exact tree of a head is on a downstream branch: the series' runners test it (a
+    paused series, or one with no runners, tests nothing)."""
+    assert isinstance(event, ev.TreeReady)
+    series = next((s for s in facts.series if s.id == event.series_id), None)
+    if series is None or not series.runners:
+        return [_note(event, "no runners test this series", event.series_id)]
+    if series.paused:
+        return [_note(event, "the series is paused: its tree is not tested", event.series_id)]
+    why = (
+        f"test the exact tree {event.tree[:12]} of {event.head_sha[:12]} "
+        f"({event.branch} at {event.branch_sha[:12]}) on {', '.join(series.runners)}"
+    )
+    args = {
+        "head_sha": event.head_sha,
+        "tree": event.tree,
+        "branch": event.branch,
+        "branch_sha": event.branch_sha,
+        "series_sha": event.series_sha,
+        "patches_dir": event.patches_dir,
+    }
+    key = f"test:{event.key.removeprefix('tree-ready:')}"
+    return [Action(ActionKind.TEST_TREE, key, why, event.series_id, args)]
+
+
 def _ci_result(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.CiResultReceived)
     return [
@@ -655,5 +681,6 @@ _HANDLERS: dict[type, Callable[[ev.Event, Facts], list[Action]]] = {
     ev.CommandAuthorized: _authorized,
     ev.RebaseFinished: _rebase_finished,
     ev.CiResultReceived: _ci_result,
+    ev.TreeReady: _tree_ready,
     ev.Ignored: _ignored,
 }

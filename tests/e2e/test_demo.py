@@ -123,8 +123,9 @@ def test_demo_plays_the_whole_storyline(demo: DemoRun) -> None:
     # 3. A PR was opened on the downstream repository.
     published = [e["data"] for e in demo.history("published")]
     first = next(p for p in published if p["head"].startswith(moved))
-    assert first["pushed"] and first["pr"] == 1
-    assert re.search(r"PR #1 opened on downstream-org/calc-carry", demo.output)
+    # carry's dashboard issue (on by default where the token can write issues) may take #1
+    assert first["pushed"] and first["pr"] in (1, 2)
+    assert f"PR #{first['pr']} opened on downstream-org/calc-carry" in demo.output
 
     # 4. CI passed on both runner kinds, on the moved head.
     passed = {

@@ -163,7 +163,8 @@ def test_installed_carry_plays_the_whole_demo_from_outside_the_checkout(
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "Storyline complete" in output, output
-    assert re.search(r"PR #1 opened on downstream-org/calc-carry", output), output
+    # carry's dashboard issue (on by default where the token can write issues) may take #1
+    assert re.search(r"PR #[12] opened on downstream-org/calc-carry", output), output
     for kind in ("gaudi", "gb10"):
         assert f"carry/{kind}/divide-by-zero: success" in output, output
 

@@ -26,6 +26,7 @@ from workers import runtime as runtime_module
 from workers.ci import github as hardware
 from workers.rebase import rebase_series
 from workers.runtime import Runtime
+from workers.tasks import handle_event
 
 UP_OWNER, UP_NAME = "upstream-org", "engine"
 DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"
@@ -50,7 +51,7 @@ class Deployment:
         head = self.env.upstream.commit(message, files)
         finished = rebase_series(self.rt, SERIES, head, "refs/heads/main")
         assert finished is not None
-        publish.publish(
+        ready = publish.publish(
             self.rt,
             SERIES,
             finished.head_sha,
@@ -58,6 +59,8 @@ class Deployment:
             finished.changed,
             finished.result_tree,
         )
+        for event in ready:  # as the publish task hands them to the planner
+            handle_event(self.rt, event)
         state = store.load_series(self.rt.redis, SERIES)
         assert state is not None and state.pr is not None, self.history()
         return state

@@ -27,16 +27,50 @@ from bot.core.history import HistoryKind
 from bot.core.render import pr_body, pr_title
 from bot.core.seriesfile import parse_series
 from bot.core.state import CiState, SeriesState
+from bot.git.downstream import Downstream
 from bot.git.mirror import Mirror, MirrorError
 from bot.git.runner import GitError
 from bot.github.forge import ForgeError, retry_delay
 from bot.github.port import ForgePort
 from bot.queue.celery_app import app
 from bot.store import series as store
+from workers import downstream as downstream_repo
 from workers.ci import requests as ci
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger("carry.hardware")
+
+
+def test_tree(
+    rt: Runtime,
+    series_id: str,
+    *,
+    head_sha: str,
+    tree: str,
+    branch: str,
+    branch_sha: str,
+    series_sha: str,
+    patches_dir: str,
+) -> list[CiState]:
+    """The planner's TEST_TREE (an exact tree is on a downstream branch): runs of it on the
+    series' runners, the series' patch files read at `series_sha`. A series checked on a newer
+    head since tests nothing here: that head's tree comes with its own event."""
+    state = store.load_series(rt.redis, series_id)
+    if state is None or state.checked_head != head_sha:
+        log.info(
+            "%s: tree %s of %s not tested: the series moved on", series_id, tree[:12], head_sha[:12]
+        )
+        return []
+    url = downstream_repo.url(rt.settings, rt.config)
+    downstream = Downstream(
+        url,
+        rt.cache_dir,
+        rt.forge().token if rt.settings.tracks_github else None,
+        network_timeout_s=rt.settings.git_timeout_s,
+    )
+    downstream.fetch(rt.config.downstream.branch, branch)
+    files = downstream.read_dir(series_sha, patches_dir)
+    return request(rt, state, tree, url, branch, branch_sha, patches_dir, files)
 
 
 def request(
