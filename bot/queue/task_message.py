@@ -24,6 +24,10 @@ from typing import Any
 from celery import Celery, signals
 from kombu.serialization import dumps
 
+from bot.core.events import Event, event_to_dict
+
+INGEST_TASK = "carry.ingest"
+
 # What `send_task` puts in `origin` (celery.utils.nodenames.anon_nodename).
 _ORIGIN = f"gen{os.getpid()}@{socket.gethostname()}"
 
@@ -80,3 +84,9 @@ def task_message(app: Celery, name: str, kwargs: dict[str, Any], summary: str) -
         },
     }
     return QueuedTask(queue, json.dumps(envelope).encode(), task_id)
+
+
+def ingest_message(app: Celery, event: Event) -> QueuedTask:
+    """The carry.ingest task of a webhook's event (what the intake queues with its record)."""
+    summary = f"{{'event': <{event.kind} {event.key}>}}"
+    return task_message(app, INGEST_TASK, {"event": event_to_dict(event)}, summary)

@@ -201,11 +201,21 @@ async def record_delivery_async(
         task,
     )
     try:
-        result = await client.evalsha(_RECORD_SCRIPT.sha, len(keys), *keys, *args)
+        result = await _evalsha(client, keys, args)
+    except redis.ConnectionError:
+        # A pooled connection the server closed (it restarted) fails once, and is dropped;
+        # a fresh one either works or fails the same way. Running the script again is safe:
+        # had the first run taken effect, this one finds the id and answers "duplicate".
+        result = await _evalsha(client, keys, args)
+    return _recorded(result, delivery_id)
+
+
+async def _evalsha(client: redis.asyncio.Redis, keys: list[str], args: list[Any]) -> Any:
+    try:
+        return await client.evalsha(_RECORD_SCRIPT.sha, len(keys), *keys, *args)
     except NoScriptError:  # a restarted or flushed server: load it again
         await client.script_load(_RECORD_SCRIPT.script)
-        result = await client.evalsha(_RECORD_SCRIPT.sha, len(keys), *keys, *args)
-    return _recorded(result, delivery_id)
+        return await client.evalsha(_RECORD_SCRIPT.sha, len(keys), *keys, *args)
 
 
 def _record_request(
