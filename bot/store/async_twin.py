@@ -58,8 +58,9 @@ def async_twin(client: redis.Redis) -> redis.asyncio.Redis:
     }
     retry = pool.connection_kwargs.get("retry")
     if isinstance(retry, redis.retry.Retry):  # the same retries and backoff, in asyncio
+        policy: Any = retry  # (redis-py's typing stubs lag its Retry)
         kwargs["retry"] = redis.asyncio.retry.Retry(
-            retry._backoff, retry.get_retries(), retry._supported_errors
+            policy._backoff, policy.get_retries(), policy._supported_errors
         )
     async_pool = redis.asyncio.ConnectionPool(connection_class=connection_class, **kwargs)
     return redis.asyncio.Redis(connection_pool=async_pool)

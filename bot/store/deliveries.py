@@ -10,6 +10,7 @@ Layout (all keys prefixed `carry:`):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -71,6 +72,7 @@ return 1
 """
 
 _RECORD_SCRIPT: Final = Script(None, _RECORD.encode())  # EVALSHA: the text is sent once
+_RECORD_SHA: Final = hashlib.sha1(_RECORD.encode()).hexdigest()  # the same, for asyncio
 
 # A delivery recorded but never marked handed off (the hand-off failed and so did un-recording
 # it, e.g. Redis went away in between) is taken over by a redelivery this much later; sooner,
@@ -212,10 +214,10 @@ async def record_delivery_async(
 
 async def _evalsha(client: redis.asyncio.Redis, keys: list[str], args: list[Any]) -> Any:
     try:
-        return await client.evalsha(_RECORD_SCRIPT.sha, len(keys), *keys, *args)
+        return await client.evalsha(_RECORD_SHA, len(keys), *keys, *args)
     except NoScriptError:  # a restarted or flushed server: load it again
-        await client.script_load(_RECORD_SCRIPT.script)
-        return await client.evalsha(_RECORD_SCRIPT.sha, len(keys), *keys, *args)
+        await client.script_load(_RECORD)
+        return await client.evalsha(_RECORD_SHA, len(keys), *keys, *args)
 
 
 def _record_request(
