@@ -129,6 +129,13 @@ async def fire(url: str, rate: int, seconds: float) -> tuple[list[float], list[s
     return latencies, acked, failed
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc): less sensitive than latency
+    to what else runs on a shared machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -194,6 +201,7 @@ def main() -> int:
     targets |= {
         name: f"http://127.0.0.1:{port}/webhooks/github" for name, (_, port) in carries.items()
     }
+    pids = dict(zip([*carries, "bare starlette + HMAC"], [p.pid for p in procs], strict=True))
     try:
         for url in targets.values():
             wait_up(url)
@@ -205,7 +213,9 @@ def main() -> int:
             for name, url in targets.items():
                 queued_before = client.llen(QUEUE)
                 time.sleep(1)  # the previous endpoint's connections and work wind down
+                cpu_before = cpu_seconds(pids[name])
                 latencies, acked, failed = asyncio.run(fire(url, rate, args.seconds))
+                cpu_ms = (cpu_seconds(pids[name]) - cpu_before) * 1000 / max(1, len(latencies))
                 lost = "-"
                 if name in carries:  # acknowledged, but not stored or its task not queued
                     stored = sum(1 for d in acked if client.exists(f"carry:delivery:{d}"))
@@ -221,16 +231,17 @@ def main() -> int:
                         percentile(latencies, 0.5),
                         percentile(latencies, 0.99),
                         lost,
+                        cpu_ms,
                     )
                 )
         print(
-            f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}"
+            f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}{'cpu ms/req':>12}"
         )
         bare: dict[int, float] = {r[0]: r[6] for r in rows if r[2] not in carries}
-        for run, rate, name, sent, failed, p50, p99, lost in rows:
+        for run, rate, name, sent, failed, p50, p99, lost, cpu_ms in rows:
             ratio = p99 / bare[run] if bare.get(run) else float("nan")
             print(
-                f"{rate:>7} {name:24}{sent:>7}{failed:>8}{p50:>9.1f}{p99:>9.1f}{lost:>6}{ratio:>12.1f}"
+                f"{rate:>7} {name:24}{sent:>7}{failed:>8}{p50:>9.1f}{p99:>9.1f}{lost:>6}{ratio:>12.1f}{cpu_ms:>12.2f}"
             )
     finally:
         for proc in procs:

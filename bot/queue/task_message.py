@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery, signals
-from kombu.serialization import dumps
 
 from bot.core.events import Event, event_to_dict
 
@@ -45,8 +44,7 @@ def task_message(app: Celery, name: str, kwargs: dict[str, Any], summary: str) -
     """The message `app.send_task(name, kwargs=kwargs)` would queue; `summary` is its
     kwargsrepr (what the worker's log shows of the arguments), cheaper than Celery's repr."""
     task_id = str(uuid.uuid4())
-    route = app.amqp.router.route({}, name, (), kwargs)
-    queue = route["queue"].name
+    queue = _queue(app, name)
     headers, properties, body, _ = app.amqp.as_task_v2(
         task_id,
         name,
@@ -67,12 +65,12 @@ def task_message(app: Celery, name: str, kwargs: dict[str, Any], summary: str) -
         declare=[],
         retry_policy=None,
     )
-    content_type, content_encoding, data = dumps(body, serializer="json")
-    raw = data if isinstance(data, bytes) else data.encode(content_encoding)
+    # What kombu's json serializer writes for plain data (the app's task_serializer is json).
+    raw = json.dumps(body).encode("utf-8")
     envelope = {
         "body": base64.b64encode(raw).decode("ascii"),
-        "content-encoding": content_encoding,
-        "content-type": content_type,
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
         "headers": headers,
         "properties": {
             **properties,
@@ -84,6 +82,17 @@ def task_message(app: Celery, name: str, kwargs: dict[str, Any], summary: str) -
         },
     }
     return QueuedTask(queue, json.dumps(envelope).encode(), task_id)
+
+
+def _queue(app: Celery, name: str) -> str:
+    """The queue Celery routes a task to (its routes are fixed once the app is configured)."""
+    key = (id(app), name)
+    if key not in _QUEUES:
+        _QUEUES[key] = app.amqp.router.route({}, name, (), {})["queue"].name
+    return _QUEUES[key]
+
+
+_QUEUES: dict[tuple[int, str], str] = {}
 
 
 def ingest_message(app: Celery, event: Event) -> QueuedTask:
