@@ -17,6 +17,12 @@ import redis.asyncio
 import redis.asyncio.retry
 import redis.retry
 
+# Connections to Redis at most; a call past them waits for one (up to CONNECTION_WAIT_S, then
+# redis.ConnectionError) instead of failing at once, as redis-py's asyncio pool does past its
+# default of 100: a burst of deliveries queues for a moment rather than being answered 503.
+MAX_CONNECTIONS: Final = 64
+CONNECTION_WAIT_S: Final = 5
+
 # What a connection needs to reach and talk to the server; everything else (sync-only hooks)
 # keeps the async defaults, and the retry policy is rebuilt below.
 _KEPT: Final = frozenset(
@@ -62,7 +68,12 @@ def async_twin(client: redis.Redis) -> redis.asyncio.Redis:
         kwargs["retry"] = redis.asyncio.retry.Retry(
             policy._backoff, policy.get_retries(), policy._supported_errors
         )
-    async_pool = redis.asyncio.ConnectionPool(connection_class=connection_class, **kwargs)
+    async_pool = redis.asyncio.BlockingConnectionPool(
+        max_connections=MAX_CONNECTIONS,
+        timeout=CONNECTION_WAIT_S,
+        connection_class=connection_class,
+        **kwargs,
+    )
     return redis.asyncio.Redis(connection_pool=async_pool)
 
 
