@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -33,6 +34,7 @@ from bot.local_redis import LocalRedis
 ROOT = Path(__file__).resolve().parents[1]
 
 SECRET = "bench-secret"
+FAILURES: Counter[str] = Counter()  # what the errors were, over the whole run
 QUEUE = "carry"  # the Celery queue carry.ingest goes to (no worker runs: it only grows)
 BARE_APP = """
 import hashlib, hmac, os
@@ -109,14 +111,16 @@ async def fire(url: str, rate: int, seconds: float) -> tuple[list[float], list[s
             started = time.perf_counter()
             try:
                 response = await client.post(url, content=body, headers=headers)
-            except httpx.HTTPError:
+            except httpx.HTTPError as exc:
                 failed += 1
+                FAILURES[type(exc).__name__] += 1
                 return
             latencies.append((time.perf_counter() - started) * 1000)
             if response.status_code in (200, 202):
                 acked.append(delivery)
             else:
                 failed += 1
+                FAILURES[f"HTTP {response.status_code}"] += 1
 
         tasks = []
         start = time.perf_counter()
@@ -243,6 +247,8 @@ def main() -> int:
             print(
                 f"{rate:>7} {name:24}{sent:>7}{failed:>8}{p50:>9.1f}{p99:>9.1f}{lost:>6}{ratio:>12.1f}{cpu_ms:>12.2f}"
             )
+        if FAILURES:
+            print("errors:", ", ".join(f"{n} x {kind}" for kind, n in FAILURES.most_common()))
     finally:
         for proc in procs:
             proc.terminate()
