@@ -2,8 +2,11 @@
 
 Both servers run as their own processes on 127.0.0.1 (uvicorn, one worker) and get signed
 `push` deliveries at fixed rates for a few seconds each. For carry a delivery is "lost" when it
-was acknowledged but is not in the Redis delivery log afterwards. Usage:
-  python bench/webhook.py [--rates 100,300,600] [--seconds 5]
+was acknowledged but is not in the Redis delivery log afterwards, or its task is not queued. Usage:
+  python bench/webhook.py [--rates 100,300,600] [--seconds 5] [--baseline DIR] [--repeat N]
+--baseline DIR also runs the carry of another checkout (`git worktree add DIR <commit>`, or
+`git archive <commit> | tar -x -C DIR`) in the same run, for a before/after on one machine;
+--repeat runs every rate N times, interleaving the endpoints, to show the noise.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -30,6 +34,8 @@ from bot.local_redis import LocalRedis
 ROOT = Path(__file__).resolve().parents[1]
 
 SECRET = "bench-secret"
+FAILURES: Counter[str] = Counter()  # what the errors were, over the whole run
+QUEUE = "carry"  # the Celery queue carry.ingest goes to (no worker runs: it only grows)
 BARE_APP = """
 import hashlib, hmac, os
 from starlette.applications import Starlette
@@ -105,14 +111,16 @@ async def fire(url: str, rate: int, seconds: float) -> tuple[list[float], list[s
             started = time.perf_counter()
             try:
                 response = await client.post(url, content=body, headers=headers)
-            except httpx.HTTPError:
+            except httpx.HTTPError as exc:
                 failed += 1
+                FAILURES[type(exc).__name__] += 1
                 return
             latencies.append((time.perf_counter() - started) * 1000)
             if response.status_code in (200, 202):
                 acked.append(delivery)
             else:
                 failed += 1
+                FAILURES[f"HTTP {response.status_code}"] += 1
 
         tasks = []
         start = time.perf_counter()
@@ -123,6 +131,13 @@ async def fire(url: str, rate: int, seconds: float) -> tuple[list[float], list[s
             tasks.append(asyncio.create_task(one(n)))
         await asyncio.gather(*tasks)
     return latencies, acked, failed
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc): less sensitive than latency
+    to what else runs on a shared machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -136,6 +151,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rates", default="100,300,600")
     parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--baseline", type=Path, help="another checkout's carry, run alongside")
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="carry-webhook-bench-"))
     server = LocalRedis(work / "redis", persist=True).start()
@@ -151,15 +168,21 @@ def main() -> int:
         "CARRY_CACHE_DIR": str(work / "cache"),
         "CARRY_WEBHOOK_SECRET": SECRET,
     }
-    carry_port, bare_port = free_port(), free_port()
+    carry_port, bare_port, baseline_port = free_port(), free_port(), free_port()
+    carries = {"carry": (ROOT, carry_port)}
+    if args.baseline is not None:
+        carries["carry (baseline)"] = (args.baseline.resolve(), baseline_port)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "web", "--port", str(carry_port)],
-            env=env,
-            cwd=ROOT,
+            [sys.executable, "-m", "bot.cli", "web", "--port", str(port)],
+            env={**env, "PYTHONPATH": str(checkout)},
+            cwd=checkout,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        ),
+        )
+        for checkout, port in carries.values()
+    ]
+    procs.append(
         subprocess.Popen(
             [
                 sys.executable,
@@ -175,27 +198,36 @@ def main() -> int:
             cwd=work,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        ),
-    ]
-    targets = {
-        "carry": f"http://127.0.0.1:{carry_port}/webhooks/github",
-        "bare starlette + HMAC": f"http://127.0.0.1:{bare_port}/webhooks/github",
+        )
+    )
+    # The bare endpoint first: a saturated carry leaves the machine busy for a while after.
+    targets = {"bare starlette + HMAC": f"http://127.0.0.1:{bare_port}/webhooks/github"}
+    targets |= {
+        name: f"http://127.0.0.1:{port}/webhooks/github" for name, (_, port) in carries.items()
     }
+    pids = dict(zip([*carries, "bare starlette + HMAC"], [p.pid for p in procs], strict=True))
     try:
         for url in targets.values():
             wait_up(url)
             asyncio.run(fire(url, 50, 1))  # warm-up: connections, imports, first Redis calls
         client = redis.Redis.from_url(server.url)
         rows = []
-        for rate in (int(r) for r in args.rates.split(",")):
+        runs = [int(r) for r in args.rates.split(",") for _ in range(args.repeat)]
+        for run, rate in enumerate(runs):
             for name, url in targets.items():
+                queued_before = client.llen(QUEUE)
+                time.sleep(1)  # the previous endpoint's connections and work wind down
+                cpu_before = cpu_seconds(pids[name])
                 latencies, acked, failed = asyncio.run(fire(url, rate, args.seconds))
+                cpu_ms = (cpu_seconds(pids[name]) - cpu_before) * 1000 / max(1, len(latencies))
                 lost = "-"
-                if name == "carry":
+                if name in carries:  # acknowledged, but not stored or its task not queued
                     stored = sum(1 for d in acked if client.exists(f"carry:delivery:{d}"))
-                    lost = str(len(acked) - stored)
+                    queued = int(client.llen(QUEUE)) - int(queued_before)
+                    lost = str(len(acked) - min(stored, queued))
                 rows.append(
                     (
+                        run,
                         rate,
                         name,
                         len(latencies) + failed,
@@ -203,17 +235,20 @@ def main() -> int:
                         percentile(latencies, 0.5),
                         percentile(latencies, 0.99),
                         lost,
+                        cpu_ms,
                     )
                 )
         print(
-            f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}"
+            f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}{'cpu ms/req':>12}"
         )
-        by_rate: dict[int, float] = {r[0]: r[5] for r in rows if r[1] != "carry"}
-        for rate, name, sent, failed, p50, p99, lost in rows:
-            ratio = p99 / by_rate[rate] if by_rate.get(rate) else float("nan")
+        bare: dict[int, float] = {r[0]: r[6] for r in rows if r[2] not in carries}
+        for run, rate, name, sent, failed, p50, p99, lost, cpu_ms in rows:
+            ratio = p99 / bare[run] if bare.get(run) else float("nan")
             print(
-                f"{rate:>7} {name:24}{sent:>7}{failed:>8}{p50:>9.1f}{p99:>9.1f}{lost:>6}{ratio:>12.1f}"
+                f"{rate:>7} {name:24}{sent:>7}{failed:>8}{p50:>9.1f}{p99:>9.1f}{lost:>6}{ratio:>12.1f}{cpu_ms:>12.2f}"
             )
+        if FAILURES:
+            print("errors:", ", ".join(f"{n} x {kind}" for kind, n in FAILURES.most_common()))
     finally:
         for proc in procs:
             proc.terminate()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -24,7 +25,6 @@ from bot.config import (
     load_settings,
     redact_url,
 )
-from bot.core.events import Event, event_to_dict
 from bot.core.notify import STUCK_EVERY_S, STUCK_TASK
 from bot.local_redis import LocalRedis, LocalRedisError, stored_password
 
@@ -48,6 +48,7 @@ def web(host: str, port: int) -> None:
 
     from bot.queue import logging_hooks  # noqa: F401  (correlation ids travel with each task)
     from bot.queue.celery_app import app as celery_app
+    from bot.queue.task_message import ingest_message
     from bot.web.access import exposure_warning
     from bot.web.app import create_app
     from workers.runtime import runtime
@@ -55,15 +56,18 @@ def web(host: str, port: int) -> None:
     _json_logs()
     rt = runtime()
 
-    def enqueue(event: Event) -> None:
-        celery_app.send_task("carry.ingest", kwargs={"event": event_to_dict(event)})
-
     token_env = rt.config.web.dashboard_token_env
     exposure = exposure_warning(host, port, Settings.dashboard_token(rt.config), token_env)
     if exposure is not None:
         logging.getLogger("carry.web").warning("WARNING: %s", exposure)
         print(f"carry web: WARNING: {exposure}", file=sys.stderr, flush=True)
-    app = create_app(rt.config, rt.settings, rt.redis, on_event=enqueue, exposure=exposure)
+    app = create_app(
+        rt.config,
+        rt.settings,
+        rt.redis,
+        exposure=exposure,
+        queue_task=functools.partial(ingest_message, celery_app),
+    )
     uvicorn.run(
         app,
         host=host,

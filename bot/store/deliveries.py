@@ -10,13 +10,20 @@ Layout (all keys prefixed `carry:`):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args
 
 import redis
+import redis.asyncio
+from redis.commands.core import Script
+from redis.exceptions import NoScriptError
+
+if TYPE_CHECKING:
+    from bot.queue.task_message import QueuedTask
 
 Outcome = Literal[
     "accepted", "duplicate", "ignored", "rejected_signature", "rejected_payload", "dispatch_failed"
@@ -29,9 +36,10 @@ DELIVERY_PREFIX: Final = "carry:delivery:"
 # GitHub's redelivery window is 3 days on github.com and up to 30 in its docs' sources.
 DEFAULT_RETENTION_S: Final = 35 * 24 * 3600
 
-# One round trip, atomic: either this id is new (store it, log "accepted"/...) or it was seen
-# (log "duplicate" with a pointer to the first outcome). Concurrent deliveries of one id cannot
-# both see it as new.
+# One round trip, atomic: either this id is new (store it, log "accepted"/..., and queue its
+# task when one is given: KEYS[3] the queue's list, ARGV[15] the message) or it was seen (log
+# "duplicate" with a pointer to the first outcome). Concurrent deliveries of one id cannot
+# both see it as new, and a delivery is never stored without its task or queued twice.
 _RECORD = """
 local first = redis.call('HGET', KEYS[1], 'outcome')
 if first then
@@ -54,11 +62,17 @@ redis.call('HSET', KEYS[1],
   'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', ARGV[9], 'reason', ARGV[10],
   'body', ARGV[11], 'pending_since', ARGV[12], 'handed', ARGV[14])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
+if KEYS[3] then
+  redis.call('LPUSH', KEYS[3], ARGV[15])
+end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*',
   'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', ARGV[6],
   'reason', ARGV[10], 'received_at', ARGV[7], 'event_key', ARGV[8], 'event_json', ARGV[9])
 return 1
 """
+
+_RECORD_SCRIPT: Final = Script(None, _RECORD.encode())  # EVALSHA: the text is sent once
+_RECORD_SHA: Final = hashlib.sha1(_RECORD.encode()).hexdigest()  # the same, for asyncio
 
 # A delivery recorded but never marked handed off (the hand-off failed and so did un-recording
 # it, e.g. Redis went away in between) is taken over by a redelivery this much later; sooner,
@@ -133,22 +147,104 @@ def record_delivery(
     action: str | None = None,
     event_key: str | None = None,
     retention_s: int = DEFAULT_RETENTION_S,
+    task: QueuedTask | None = None,
 ) -> bool:
     """Store a delivery once. True when new; False for a duplicate id (logged as 'duplicate').
-    An outcome of "accepted" is pending until mark_handed_off(): a redelivery of a pending one
-    raises DeliveryInFlight, or, HANDOFF_TAKEOVER_S later, is recorded anew (True).
+    With `task` (an "accepted" delivery's task message) the delivery is queued in the same
+    atomic step and handed off at once. Otherwise an outcome of "accepted" is pending until
+    mark_handed_off(): a redelivery of a pending one raises DeliveryInFlight, or,
+    HANDOFF_TAKEOVER_S later, is recorded anew (True).
 
     Raises redis.RedisError when Redis cannot be reached: the caller must not acknowledge.
     """
+    keys, args = _record_request(
+        delivery_id,
+        event_name,
+        body_bytes,
+        received_at,
+        outcome,
+        event_json,
+        reason,
+        action,
+        event_key,
+        retention_s,
+        task,
+    )
+    return _recorded(_RECORD_SCRIPT(keys, args, client=client), delivery_id)
+
+
+async def record_delivery_async(
+    client: redis.asyncio.Redis,
+    delivery_id: str,
+    event_name: str,
+    body_bytes: bytes,
+    received_at: datetime,
+    outcome: Outcome,
+    event_json: str | None,
+    reason: str | None,
+    *,
+    action: str | None = None,
+    event_key: str | None = None,
+    retention_s: int = DEFAULT_RETENTION_S,
+    task: QueuedTask | None = None,
+) -> bool:
+    """record_delivery on an asyncio client (the web service's event loop), same contract."""
+    keys, args = _record_request(
+        delivery_id,
+        event_name,
+        body_bytes,
+        received_at,
+        outcome,
+        event_json,
+        reason,
+        action,
+        event_key,
+        retention_s,
+        task,
+    )
+    try:
+        result = await _evalsha(client, keys, args)
+    except redis.ConnectionError:
+        # A pooled connection the server closed (it restarted) fails once, and is dropped;
+        # a fresh one either works or fails the same way. Running the script again is safe:
+        # had the first run taken effect, this one finds the id and answers "duplicate".
+        result = await _evalsha(client, keys, args)
+    return _recorded(result, delivery_id)
+
+
+async def _evalsha(client: redis.asyncio.Redis, keys: list[str], args: list[Any]) -> Any:
+    try:
+        return await client.evalsha(_RECORD_SHA, len(keys), *keys, *args)
+    except NoScriptError:  # a restarted or flushed server: load it again
+        await client.script_load(_RECORD)
+        return await client.evalsha(_RECORD_SHA, len(keys), *keys, *args)
+
+
+def _record_request(
+    delivery_id: str,
+    event_name: str,
+    body_bytes: bytes,
+    received_at: datetime,
+    outcome: Outcome,
+    event_json: str | None,
+    reason: str | None,
+    action: str | None,
+    event_key: str | None,
+    retention_s: int,
+    task: QueuedTask | None,
+) -> tuple[list[str], list[Any]]:
+    """The keys and arguments of the _RECORD script, after checking them."""
     if outcome not in OUTCOMES or outcome == "duplicate":
         raise ValueError(f"cannot record a delivery with outcome {outcome!r}")
     if not delivery_id:
         raise ValueError("delivery_id must not be empty")
-    result = client.eval(
-        _RECORD,
-        2,
-        _delivery_key(delivery_id),
-        STREAM_KEY,
+    if task is not None and outcome != "accepted":
+        raise ValueError(f"only an accepted delivery has a task to queue, not {outcome!r}")
+    keys = [_delivery_key(delivery_id), STREAM_KEY]
+    if task is not None:
+        keys.append(task.queue)
+    pending = outcome == "accepted" and task is None
+    args = [
         STREAM_MAXLEN,
         retention_s,
         delivery_id,
@@ -162,8 +258,13 @@ def record_delivery(
         body_bytes,
         time.time(),
         HANDOFF_TAKEOVER_S,
-        "0" if outcome == "accepted" else "1",
-    )
+        "0" if pending else "1",
+        task.message if task is not None else "",
+    ]
+    return keys, args
+
+
+def _recorded(result: Any, delivery_id: str) -> bool:
     if result == 2:
         raise DeliveryInFlight(delivery_id)
     return bool(result)

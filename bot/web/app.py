@@ -16,7 +16,7 @@ from bot.web.access import Access
 from bot.web.api import api_router
 from bot.web.dashboard import install_dashboard
 from bot.web.views import FixPages
-from bot.web.webhooks import OnEvent, WebhookIntake, webhook_router
+from bot.web.webhooks import OnEvent, QueueTask, WebhookIntake, webhook_router
 
 
 def create_app(
@@ -25,10 +25,12 @@ def create_app(
     redis_client: redis.Redis,
     on_event: OnEvent | None = None,
     exposure: str | None = None,
+    queue_task: QueueTask | None = None,
 ) -> FastAPI:
     """Build the app. Raises ConfigError when CARRY_WEBHOOK_SECRET is unset: carry never
     serves a webhook route that would accept unsigned deliveries. `exposure`: a warning every
-    page shows (bot.web.access.exposure_warning)."""
+    page shows (bot.web.access.exposure_warning). `queue_task`: builds an event's task message,
+    which the intake queues together with the delivery's record (instead of calling on_event)."""
     secret = settings.webhook_secret
     if secret is None or not secret.get_secret_value():
         raise ConfigError(
@@ -43,6 +45,7 @@ def create_app(
         client=redis_client,
         max_body_bytes=settings.effective_max_body_bytes(config),
         on_event=on_event,
+        queue_task=queue_task,
     )
     app.state.webhook_intake = intake
     app.include_router(webhook_router(intake))

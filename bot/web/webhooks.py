@@ -6,6 +6,9 @@ answered 5xx is asked for again by the `carry.redeliver` beat task, workers/rede
   -> persist in Redis (dedup by X-GitHub-Delivery) -> on_event -> 2xx.
 Nothing is acknowledged with a 2xx unless it is in Redis. Nothing unsigned is stored.
 No git or GitHub work happens here: on_event only enqueues.
+With `queue_task` (the service's web process) persisting and enqueueing are one step: the
+event's task message is built here and queued by the same Lua script that stores and dedups
+the delivery (one Redis round trip per delivery, no worker thread, nothing pending between).
 """
 
 from __future__ import annotations
@@ -32,17 +35,20 @@ from starlette.requests import ClientDisconnect
 from bot.core.events import Event, Ignored, Ping, event_to_dict
 from bot.core.github_payloads import PayloadError, normalize
 from bot.log import correlated
+from bot.queue.task_message import QueuedTask
+from bot.store.async_twin import AsyncTwin
 from bot.store.deliveries import (
     DeliveryInFlight,
     Outcome,
     forget_delivery,
     mark_handed_off,
-    record_delivery,
+    record_delivery_async,
 )
 
 log = logging.getLogger(__name__)
 
 OnEvent = Callable[[Event], None]
+QueueTask = Callable[[Event], QueuedTask]
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 EVENT_HEADER = "X-GitHub-Event"
@@ -100,12 +106,16 @@ class WebhookIntake:
     client: redis.Redis
     max_body_bytes: int
     on_event: OnEvent | None = None
+    queue_task: QueueTask | None = None
     body_deadline_s: float = BODY_DEADLINE_S
     max_concurrent_reads: int = MAX_CONCURRENT_READS
     _reads: asyncio.Semaphore = field(init=False, repr=False)
+    # Recording runs on the event loop: no worker thread per delivery.
+    _async: AsyncTwin = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._reads = asyncio.Semaphore(self.max_concurrent_reads)
+        self._async = AsyncTwin(self.client)
 
     async def handle(self, request: Request) -> JSONResponse:
         received_at = datetime.now(UTC)
@@ -180,18 +190,30 @@ class WebhookIntake:
 
         outcome: Outcome = "ignored" if isinstance(event, Ignored) else "accepted"
         reason = event.reason if isinstance(event, Ignored) else None
-        if not await self._record(meta, outcome, event, reason):
+        task = self._task(event)
+        if not await self._record(meta, outcome, event, reason, task):
             DELIVERIES.labels(outcome="duplicate").inc()
             log.info("duplicate delivery, not processed again")
             return JSONResponse({"status": "duplicate", "delivery_id": delivery_id})
         DELIVERIES.labels(outcome=outcome).inc()
-        return await self._answer(event, meta)
+        return await self._answer(event, meta, queued=task is not None)
 
-    async def _answer(self, event: Event, meta: _Meta) -> JSONResponse:
+    def _task(self, event: Event) -> QueuedTask | None:
+        """The event's task message when this intake queues it with the record itself."""
+        if self.queue_task is None or isinstance(event, (Ping, Ignored)):
+            return None
+        with correlated(event_key=event.key):  # the ids travel in the message's headers
+            try:
+                return self.queue_task(event)
+            except Exception as exc:  # nothing is recorded yet: GitHub's redelivery retries
+                log.exception("hand-off failed")
+                raise Unavailable(f"hand-off failed: {type(exc).__name__}: {exc}") from exc
+
+    async def _answer(self, event: Event, meta: _Meta, *, queued: bool) -> JSONResponse:
         with correlated(event_key=event.key):
-            if not isinstance(event, (Ping, Ignored)):
+            if not queued and not isinstance(event, (Ping, Ignored)):
                 await self._dispatch(event, meta)
-            if not isinstance(event, Ignored):  # recorded as pending until now
+            if not queued and not isinstance(event, Ignored):  # recorded as pending until now
                 await self._handed_off(meta)
             if isinstance(event, Ping):
                 log.info("ping", extra={"fields": {"hook_id": event.hook_id}})
@@ -236,20 +258,25 @@ class WebhookIntake:
             log.warning("could not mark the delivery handed off", exc_info=True)
 
     async def _reject(self, meta: _Meta, rejection: Rejection) -> JSONResponse:
-        await self._record(meta, "rejected_payload", None, rejection.message)
+        await self._record(meta, "rejected_payload", None, rejection.message, None)
         DELIVERIES.labels(outcome="rejected_payload").inc()
         log.warning("delivery rejected: %s", rejection.message)
         return rejection.response()
 
     async def _record(
-        self, meta: _Meta, outcome: Outcome, event: Event | None, reason: str | None
+        self,
+        meta: _Meta,
+        outcome: Outcome,
+        event: Event | None,
+        reason: str | None,
+        task: QueuedTask | None,
     ) -> bool:
         # An earlier attempt of the same id being handed off right now: wait for it briefly
         # (then this one is a duplicate); one still pending after that is told to retry.
         deadline = asyncio.get_running_loop().time() + IN_FLIGHT_WAIT_S
         while True:
             try:
-                return await self._record_once(meta, outcome, event, reason)
+                return await self._record_once(meta, outcome, event, reason, task)
             except DeliveryInFlight as exc:
                 if asyncio.get_running_loop().time() >= deadline:
                     raise Unavailable(
@@ -258,13 +285,17 @@ class WebhookIntake:
                 await asyncio.sleep(0.05)
 
     async def _record_once(
-        self, meta: _Meta, outcome: Outcome, event: Event | None, reason: str | None
+        self,
+        meta: _Meta,
+        outcome: Outcome,
+        event: Event | None,
+        reason: str | None,
+        task: QueuedTask | None,
     ) -> bool:
         event_json = json.dumps(event_to_dict(event)) if event is not None else None
         try:
-            return await run_in_threadpool(
-                record_delivery,
-                self.client,
+            return await record_delivery_async(
+                self._async.get(),
                 meta.delivery_id,
                 meta.event_name,
                 meta.body,
@@ -274,6 +305,7 @@ class WebhookIntake:
                 reason,
                 action=meta.action,
                 event_key=event.key if event is not None else None,
+                task=task,
             )
         except redis.RedisError as exc:
             raise Unavailable(f"store unavailable, delivery not recorded ({exc})") from exc
@@ -360,8 +392,10 @@ def _action(payload: Any) -> str | None:
 def webhook_router(intake: WebhookIntake) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/webhooks/github", response_class=JSONResponse)
     async def github_webhook(request: Request) -> JSONResponse:
         return await intake.handle(request)
 
+    # A plain Starlette route: the handler reads the request itself, so FastAPI's parameter
+    # and dependency resolution would be work for nothing on every delivery.
+    router.add_route("/webhooks/github", github_webhook, methods=["POST"], include_in_schema=False)
     return router
