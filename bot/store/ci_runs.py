@@ -32,6 +32,7 @@ from typing import Any, Final
 
 import redis
 
+from bot.store.codec import text
 from bot.store.series import PREFIX, now_iso
 
 CI: Final = f"{PREFIX}ci:"
@@ -106,7 +107,7 @@ def record_issued(client: redis.Redis, issued: Issued) -> None:
 
 def issued_run(client: redis.Redis, run_id: str) -> Issued | None:
     """The run as the service issued it; None when the service never issued a run so named."""
-    raw = {as_text(k): as_text(v) for k, v in client.hgetall(_issued_key(run_id)).items()}
+    raw = {text(k): text(v) for k, v in client.hgetall(_issued_key(run_id)).items()}
     try:
         state = IssuedState(raw.get("state", ""))
     except ValueError:
@@ -157,18 +158,12 @@ def _starts_key(series_id: str, kind: str) -> str:
     return f"{CI}starts:{series_id}:{kind}"
 
 
-def as_text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 # --------------------------------------------------------------------------- the run record
 
 
 def run_fields(client: redis.Redis, run_id: str) -> dict[str, str]:
     """The run's stored fields as text; empty when there is no such run."""
-    return {as_text(k): as_text(v) for k, v in client.hgetall(run_key(run_id)).items()}
+    return {text(k): text(v) for k, v in client.hgetall(run_key(run_id)).items()}
 
 
 def write_run(
@@ -196,7 +191,7 @@ def transition(
         while True:
             try:
                 pipe.watch(key)
-                if as_text(pipe.hget(key, "state")) not in allowed:
+                if text(pipe.hget(key, "state")) not in allowed:
                     pipe.reset()
                     return False
                 pipe.multi()
@@ -225,14 +220,14 @@ def run_states(client: redis.Redis, run_ids: list[str]) -> list[str]:
     pipe = client.pipeline()
     for run_id in run_ids:
         pipe.hget(run_key(run_id), "state")
-    return [as_text(s) for s in pipe.execute()]
+    return [text(s) for s in pipe.execute()]
 
 
 # --------------------------------------------------------------------------- current runs
 
 
 def current_run(client: redis.Redis, series_id: str, kind: str) -> str:
-    return as_text(client.get(current_key(series_id, kind)))
+    return text(client.get(current_key(series_id, kind)))
 
 
 def forget_current(client: redis.Redis, series_id: str, kind: str) -> None:
@@ -241,7 +236,7 @@ def forget_current(client: redis.Redis, series_id: str, kind: str) -> None:
 
 def current_runs(client: redis.Redis, series_id: str) -> list[str]:
     """The current run of each runner kind of a series."""
-    return [as_text(client.get(key)) for key in client.scan_iter(f"{CI}current:{series_id}:*")]
+    return [text(client.get(key)) for key in client.scan_iter(f"{CI}current:{series_id}:*")]
 
 
 # --------------------------------------------------------------------------- cancel, results
@@ -253,7 +248,7 @@ def mark_cancelled(client: redis.Redis, run_id: str, reason: str) -> None:
 
 def cancel_reason(client: redis.Redis, run_id: str) -> str | None:
     raw = client.get(f"{CI}cancel:{run_id}")
-    return as_text(raw) if raw is not None else None
+    return text(raw) if raw is not None else None
 
 
 def stored_result(client: redis.Redis, kind: str, tree: str) -> dict[str, Any] | None:
@@ -295,7 +290,7 @@ def add_in_flight(client: redis.Redis, kind: str, run_id: str) -> None:
 
 def in_flight(client: redis.Redis, kind: str) -> int:
     """Dispatched, unfinished runs of a kind (entries of finished or lost records pruned)."""
-    members = [as_text(m) for m in client.zrange(_inflight_key(kind), 0, -1)]
+    members = [text(m) for m in client.zrange(_inflight_key(kind), 0, -1)]
     if not members:
         return 0
     states = run_states(client, members)
@@ -311,7 +306,7 @@ def defer(client: redis.Redis, kind: str, run_id: str) -> None:
 
 def deferred(client: redis.Redis, kind: str) -> list[str]:
     """Runs the budget held back, oldest first."""
-    return [as_text(raw) for raw in client.zrange(_deferred_key(kind), 0, -1)]
+    return [text(raw) for raw in client.zrange(_deferred_key(kind), 0, -1)]
 
 
 def undefer(client: redis.Redis, kind: str, run_id: str) -> None:
@@ -325,7 +320,7 @@ def pace(client: redis.Redis, run_id: str, not_before: float) -> None:
 
 def paced_due(client: redis.Redis, now: float) -> list[str]:
     """Paced runs whose time has come, earliest first."""
-    return [as_text(raw) for raw in client.zrangebyscore(_paced_key(), "-inf", now)]
+    return [text(raw) for raw in client.zrangebyscore(_paced_key(), "-inf", now)]
 
 
 def unpace(client: redis.Redis, run_id: str) -> None:
@@ -392,7 +387,7 @@ def renew_lease(client: redis.Redis, run_id: str, holder: str, ttl_s: int) -> No
 
 def lease_holder(client: redis.Redis, run_id: str) -> str:
     """Who holds the run's lease now; empty when nobody does."""
-    return as_text(client.get(_lease_key(run_id)))
+    return text(client.get(_lease_key(run_id)))
 
 
 def lease_ttl_s(client: redis.Redis, run_id: str) -> int:
@@ -430,7 +425,7 @@ RUN_LIST_FIELDS: Final = (
 def all_runs(client: redis.Redis, batch: int = 500) -> list[dict[str, str]]:
     """Every run's record (RUN_LIST_FIELDS, its id as "run_id"), in no particular order."""
     prefix = f"{CI}run:"
-    keys = [as_text(key) for key in client.scan_iter(f"{prefix}*", count=batch)]
+    keys = [text(key) for key in client.scan_iter(f"{prefix}*", count=batch)]
     out: list[dict[str, str]] = []
     for start in range(0, len(keys), batch):
         chunk = keys[start : start + batch]
@@ -439,6 +434,6 @@ def all_runs(client: redis.Redis, batch: int = 500) -> list[dict[str, str]]:
             pipe.hmget(key, list(RUN_LIST_FIELDS))
         for key, values in zip(chunk, pipe.execute(), strict=True):
             if any(v is not None for v in values):  # gone between SCAN and HMGET
-                record = {f: as_text(v) for f, v in zip(RUN_LIST_FIELDS, values, strict=True)}
+                record = {f: text(v) for f, v in zip(RUN_LIST_FIELDS, values, strict=True)}
                 out.append({"run_id": key.removeprefix(prefix), **record})
     return out

@@ -10,6 +10,7 @@ from typing import Final
 
 import redis
 
+from bot.store.codec import text
 from bot.store.series import PREFIX
 
 KEY: Final = f"{PREFIX}dashboard-issue"
@@ -24,7 +25,7 @@ class DashboardIssue:
 
 def load(client: redis.Redis, repo: str) -> DashboardIssue | None:
     """The issue carry keeps on `repo`; None before the first, or after the repository changed."""
-    raw = {_text(k): _text(v) for k, v in client.hgetall(KEY).items()}
+    raw = {text(k): text(v) for k, v in client.hgetall(KEY).items()}
     if raw.get("repo", "").lower() != repo.lower() or not raw.get("number", "").isdigit():
         return None
     return DashboardIssue(raw["repo"], int(raw["number"]), raw.get("digest", ""))
@@ -37,7 +38,3 @@ def save(client: redis.Redis, issue: DashboardIssue) -> None:
 
 def forget(client: redis.Redis) -> None:
     client.delete(KEY)
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

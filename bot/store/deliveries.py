@@ -22,6 +22,8 @@ import redis.asyncio
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
+from bot.store.codec import text
+
 if TYPE_CHECKING:
     from bot.queue.task_message import QueuedTask
 
@@ -307,17 +309,17 @@ def get_delivery(client: redis.Redis, delivery_id: str) -> StoredDelivery | None
     fields = client.hgetall(_delivery_key(delivery_id))
     if not fields:
         return None
-    data = {_text(key): value for key, value in fields.items()}
+    data = {text(key): value for key, value in fields.items()}
     body = data.get("body", b"")
     return StoredDelivery(
-        delivery_id=_text(data["delivery_id"]),
-        event_name=_text(data["event"]),
-        action=_text(data.get("action", "")) or None,
-        outcome=_text(data["outcome"]),
-        reason=_text(data.get("reason", "")) or None,
-        received_at=datetime.fromisoformat(_text(data["received_at"])),
-        event_key=_text(data.get("event_key", "")) or None,
-        event=_json_or_none(_text(data.get("event_json", ""))),
+        delivery_id=text(data["delivery_id"]),
+        event_name=text(data["event"]),
+        action=text(data.get("action", "")) or None,
+        outcome=text(data["outcome"]),
+        reason=text(data.get("reason", "")) or None,
+        received_at=datetime.fromisoformat(text(data["received_at"])),
+        event_key=text(data.get("event_key", "")) or None,
+        event=_json_or_none(text(data.get("event_json", ""))),
         body=body if isinstance(body, bytes) else str(body).encode(),
     )
 
@@ -331,9 +333,9 @@ def recent_deliveries(client: redis.Redis, limit: int = 50) -> list[DeliveryEntr
 
 
 def _entry(stream_id: Any, fields: dict[Any, Any]) -> DeliveryEntry:
-    data = {_text(key): _text(value) for key, value in fields.items()}
+    data = {text(key): text(value) for key, value in fields.items()}
     return DeliveryEntry(
-        stream_id=_text(stream_id),
+        stream_id=text(stream_id),
         delivery_id=data["delivery_id"],
         event_name=data["event"],
         action=data.get("action") or None,
@@ -353,11 +355,6 @@ def _iso(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).isoformat()
-
-
-def _text(value: Any) -> str:
-    # Works whether or not the client was created with decode_responses=True.
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _json_or_none(text: str) -> dict[str, Any] | None:

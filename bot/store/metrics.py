@@ -18,6 +18,7 @@ from typing import Final
 
 import redis
 
+from bot.store.codec import text, text_map
 from bot.store.series import PREFIX
 
 log = logging.getLogger("carry.metrics")
@@ -78,7 +79,7 @@ class RateLimitSeen:
 
 def rate_limit_seen(client: redis.Redis) -> RateLimitSeen | None:
     """The REST rate limit as a worker last saw it; None before any GitHub call."""
-    raw = _text_map(client.hgetall(GITHUB_KEY))
+    raw = text_map(client.hgetall(GITHUB_KEY))
     if "remaining" not in raw:
         return None
     limit = raw.get("limit")
@@ -90,13 +91,13 @@ def rate_limit_seen(client: redis.Redis) -> RateLimitSeen | None:
 
 
 def event_counts(client: redis.Redis) -> dict[str, int]:
-    return {kind: int(count) for kind, count in _text_map(client.hgetall(EVENTS_KEY)).items()}
+    return {kind: int(count) for kind, count in text_map(client.hgetall(EVENTS_KEY)).items()}
 
 
 def rebase_histogram(client: redis.Redis) -> dict[str, str]:
     """The stored histogram: b<i> (count in bucket i of REBASE_BUCKETS; i = len is +Inf), sum,
     count."""
-    return _text_map(client.hgetall(REBASE_KEY))
+    return text_map(client.hgetall(REBASE_KEY))
 
 
 # --------------------------------------------------------------------------- broker queues
@@ -106,7 +107,7 @@ def listed_queues(client: redis.Redis, prefix: str) -> set[str]:
     """The broker's queues whose name starts with `prefix` and hold messages now."""
     names = set()
     for key in client.scan_iter(match=f"{prefix}*", count=500):
-        names.add(_text(key).split(_PRIORITY_SEP, 1)[0])
+        names.add(text(key).split(_PRIORITY_SEP, 1)[0])
     return names
 
 
@@ -122,11 +123,3 @@ def queue_depths(client: redis.Redis, queues: dict[str, str]) -> dict[str, int]:
 
 def _priority_keys(queue: str) -> list[str]:
     return [queue, *(f"{queue}{_PRIORITY_SEP}{step}" for step in _PRIORITY_STEPS)]
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _text_map(raw: dict[bytes | str, bytes | str]) -> dict[str, str]:
-    return {_text(k): _text(v) for k, v in raw.items()}

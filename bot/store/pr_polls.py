@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import redis
 
+from bot.store.codec import text
 from bot.store.series import PREFIX
 
 
@@ -25,14 +26,10 @@ def _key(repo: str, number: int) -> str:
 
 
 def load(client: redis.Redis, repo: str, number: int) -> PrSeen:
-    raw = {_text(k): _text(v) for k, v in client.hgetall(_key(repo, number)).items()}
+    raw = {text(k): text(v) for k, v in client.hgetall(_key(repo, number)).items()}
     return PrSeen(raw.get("etag", ""), raw.get("state"), raw.get("head"))
 
 
 def save(client: redis.Redis, repo: str, number: int, seen: PrSeen) -> None:
     mapping = {"etag": seen.etag, "state": seen.state or "", "head": seen.head or ""}
     client.hset(_key(repo, number), mapping=mapping)  # type: ignore[arg-type]
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -11,6 +11,7 @@ from typing import Final
 
 import redis
 
+from bot.store.codec import text
 from bot.store.series import PREFIX
 
 _IDS: Final = f"{PREFIX}repoid:ids"
@@ -20,7 +21,7 @@ ASK_AGAIN_S: Final = 3600  # a name GitHub could not say the id of is asked for 
 def known(client: redis.Redis) -> dict[str, int]:
     """Configured name (lower case) -> id, for every name whose id carry has learned."""
     raw = client.hgetall(_IDS)
-    return {_text(name): int(value) for name, value in raw.items()}
+    return {text(name): int(value) for name, value in raw.items()}
 
 
 def learn(client: redis.Redis, name: str, repo_id: int) -> bool:
@@ -32,7 +33,3 @@ def learn(client: redis.Redis, name: str, repo_id: int) -> bool:
 def may_ask(client: redis.Redis, name: str) -> bool:
     """True at most once an hour per name: whether carry may ask GitHub for its id now."""
     return bool(client.set(f"{PREFIX}repoid:asked:{name.lower()}", 1, nx=True, ex=ASK_AGAIN_S))
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -26,6 +26,7 @@ from typing import Any, Final
 import redis
 
 from bot.store.ci_runs import kind_acl_patterns, run_id_glob
+from bot.store.codec import text
 from bot.store.runners import runlog_key, runner_key
 from bot.store.series import PREFIX, UPDATES_CHANNEL
 
@@ -216,7 +217,7 @@ def pending_reports(client: redis.Redis, kind: str) -> int:
     except redis.ResponseError:  # no stream yet
         return 0
     for group in groups:
-        if _text(group.get("name")) == APPLIERS:
+        if text(group.get("name")) == APPLIERS:
             return int(group.get("pending") or 0) + int(group.get("lag") or 0)
     return int(client.xlen(reports_key(kind)))
 
@@ -224,11 +225,11 @@ def pending_reports(client: redis.Redis, kind: str) -> int:
 def _reports(answer: list[Any]) -> list[tuple[str, Report]]:
     out = []
     for stream, entries in answer:
-        kind = _text(stream).removeprefix(HW).split(":", 1)[0]
+        kind = text(stream).removeprefix(HW).split(":", 1)[0]
         for entry_id, raw in entries:
             if raw is None:  # trimmed away while pending
                 continue
-            fields = {_text(k): _text(v) for k, v in raw.items()}
+            fields = {text(k): text(v) for k, v in raw.items()}
             try:
                 data = json.loads(fields.get("data") or "{}")
             except ValueError:
@@ -237,7 +238,7 @@ def _reports(answer: list[Any]) -> list[tuple[str, Report]]:
                 (
                     kind,
                     Report(
-                        entry_id=_text(entry_id),
+                        entry_id=text(entry_id),
                         type=fields.get("type", ""),
                         run_id=fields.get("run_id", ""),
                         runner=fields.get("runner", ""),
@@ -246,9 +247,3 @@ def _reports(answer: list[Any]) -> list[tuple[str, Report]]:
                 )
             )
     return out
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import redis
 
+from bot.store.codec import text
 from bot.store.series import PREFIX, now_iso, publish
 
 RUNLOG_MAXLEN: Final = 5_000
@@ -41,10 +42,10 @@ def runners(client: redis.Redis) -> list[dict[str, str]]:
     heartbeats), never what a heartbeat says of itself."""
     out = []
     for key in sorted(client.scan_iter(runner_key("*", "*"))):
-        kind, _, name = _text(key).removeprefix(f"{PREFIX}runner:").partition(":")
+        kind, _, name = text(key).removeprefix(f"{PREFIX}runner:").partition(":")
         if not name:  # a heartbeat of a runner older than kind-scoped keys
             continue
-        data = {_text(k): _text(v) for k, v in client.hgetall(key).items()}
+        data = {text(k): text(v) for k, v in client.hgetall(key).items()}
         out.append({**data, "name": name, "kind": kind})
     return out
 
@@ -68,10 +69,6 @@ def runlog(
 ) -> list[dict[str, str]]:
     start = f"({after}" if after != "-" else "-"
     return [
-        {"id": _text(i), **{_text(k): _text(v) for k, v in raw.items()}}
+        {"id": text(i), **{text(k): text(v) for k, v in raw.items()}}
         for i, raw in client.xrange(runlog_key(run_id), min=start, count=limit)
     ]
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -33,6 +33,7 @@ from redis.commands.core import CoreCommands
 
 from bot.core.history import HistoryKind
 from bot.core.state import SeriesState, stamp_since
+from bot.store.codec import text
 
 log = logging.getLogger("carry.store")
 
@@ -62,9 +63,7 @@ def load_many(client: redis.Redis, series_ids: list[str]) -> list[SeriesState | 
 
 
 def all_series(client: redis.Redis) -> list[SeriesState]:
-    keys = sorted(
-        k.decode() if isinstance(k, bytes) else k for k in client.scan_iter(f"{PREFIX}series:*")
-    )
+    keys = sorted(text(k) for k in client.scan_iter(f"{PREFIX}series:*"))
     values = client.mget(keys) if keys else []
     return [SeriesState.from_dict(json.loads(v)) for v in values if v]
 
@@ -192,7 +191,7 @@ def update_series(
             words += [len(command), *command]
         landed = commit(keys=[key], args=words)
         if isinstance(landed, list):
-            failed = "; ".join(_text(line) for line in landed)
+            failed = "; ".join(text(line) for line in landed)
             raise redis.ResponseError(
                 f"series {series_id} was stored, but not all with it: {failed}"
             )
@@ -239,7 +238,7 @@ def append_history(
     pipe = client.pipeline()
     queue_history(pipe, series_id, kind, **fields)
     ids = pipe.execute()
-    return _text(ids[-2])  # the global stream's entry; the last reply is the PUBLISH's
+    return text(ids[-2])  # the global stream's entry; the last reply is the PUBLISH's
 
 
 def queue_history(pipe: Any, series_id: str | None, kind: HistoryKind, **fields: Any) -> None:
@@ -280,14 +279,14 @@ def history(
             entry = _history_entry(entry_id, raw)
             if kind is None or entry["kind"] == kind:
                 out.append(entry)
-        newest = f"({_text(batch[-1][0])}"
+        newest = f"({text(batch[-1][0])}"
     return out[:limit]
 
 
 def _history_entry(entry_id: Any, raw: dict[Any, Any]) -> dict[str, Any]:
-    fields = {_text(k): _text(v) for k, v in raw.items()}
+    fields = {text(k): text(v) for k, v in raw.items()}
     return {
-        "id": _text(entry_id),
+        "id": text(entry_id),
         "at": fields.get("at", ""),
         "series": fields.get("series", ""),
         "kind": fields.get("kind", ""),
@@ -301,7 +300,7 @@ def set_wanted(client: redis.Redis, series_id: str, head: str) -> None:
 
 def wanted(client: redis.Redis, series_id: str) -> str | None:
     raw = client.get(f"{PREFIX}wanted:{series_id}")
-    return _text(raw) if raw else None
+    return text(raw) if raw else None
 
 
 def claim(client: redis.Redis, key: str, ttl_s: int = DONE_TTL_S) -> bool:
@@ -381,7 +380,7 @@ def queue_refreshed(
 
 def refreshed(client: redis.Redis, series_id: str, head: str, digest: str) -> dict[str, bytes]:
     raw = client.hgetall(f"{PREFIX}refreshed:{series_id}:{head}:{digest}")
-    return {_text(k): bytes(v) for k, v in raw.items()}
+    return {text(k): bytes(v) for k, v in raw.items()}
 
 
 def set_ci_tree(client: redis.Redis, series_id: str, spec: dict[str, Any]) -> None:
@@ -392,7 +391,3 @@ def set_ci_tree(client: redis.Redis, series_id: str, spec: dict[str, Any]) -> No
 def ci_tree(client: redis.Redis, series_id: str) -> dict[str, Any] | None:
     raw = client.get(f"{PREFIX}citree:{series_id}")
     return json.loads(raw) if raw else None
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

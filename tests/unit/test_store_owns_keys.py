@@ -69,3 +69,16 @@ def test_the_scan_finds_each_kind_of_key_use(source: str, why: str) -> None:
 
 def test_labels_and_messages_are_not_keys() -> None:
     assert key_uses('LABEL = "carry:conflict"; say = "carry: error"', "probe.py") == []
+
+
+def test_the_store_decodes_answers_in_one_place() -> None:
+    """Issue 31: one codec in bot/store (bot/store/codec.py), not a `_text` per module."""
+    store = Path(__file__).resolve().parents[2] / "bot" / "store"
+    decoders = [
+        f"{path.name}: {line.strip()}"
+        for path in sorted(store.glob("*.py"))
+        if path.name != "codec.py"
+        for line in path.read_text().splitlines()
+        if ".decode(" in line or line.startswith("def _text")
+    ]
+    assert decoders == []
