@@ -64,6 +64,8 @@ CHECK_RUN = ["sh", "-c", "test -s mod.py"]
 LINES = 40
 DECIDED = "rebased"  # the history entry of a series' decision on a head
 PR = "pr"  # a `published` history entry that names carry's PR
+# a head a newer one replaced before its check began: the newer head's check covers it
+SUPERSEDED = "superseded"
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,9 @@ class Figures:
     overview_ms: list[float] = field(default_factory=list)
     series_page_ms: list[float] = field(default_factory=list)
     stream_lengths: dict[str, int] = field(default_factory=dict)
+    grown: dict[str, int] = field(default_factory=dict)  # key family -> bytes grown
+    superseded: int = 0  # series-heads a newer head's check covered (never checked alone)
+    page_failures: list[str] = field(default_factory=list)
 
     @property
     def throughput(self) -> float:
@@ -343,7 +348,9 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             bases = {sid: world.upstreams[u].head() for sid, u in world.series.items()}
             for sid, base in bases.items():  # a trusted head under every later push
                 trusted_push(client, sid, base, by=PUSHER)
-            url = env.start_web()
+            # The web process reads the fix pages from a checkout of the downstream repository,
+            # as a deployment mounts one; the workers read the series from the emulated GitHub.
+            url = env.start_web(env={"CARRY_DOWNSTREAM_DIR": str(world.downstream)})
             env.start_carry_worker("worker", queues=QUICK_QUEUE)
             for n in range(git_workers):
                 env.start_carry_worker(f"git-worker-{n}", queues=GIT_QUEUE)
@@ -354,7 +361,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
                 wait_for(lambda: _settled(client, bases), plan.drain_s, "every series checked")
             except AssertionError as err:
                 raise AssertionError(f"{size}: {err}: {_unsettled(client, bases)}") from None
-            memory_before = _used_memory(client)
+            memory_before, families_before = _used_memory(client), families(client)
             reader = Reader(url, next(iter(world.series)))
             reader.start()
             started = time.monotonic()
@@ -369,8 +376,14 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             reader.done.set()
             reader.join()
             figures.overview_ms, figures.series_page_ms = reader.overview, reader.series_page
-            assert not reader.failures, reader.failures[:5]
+            figures.page_failures = reader.failures
             figures.memory_grown = max(0, _used_memory(client) - memory_before)
+            after = families(client)
+            figures.grown = {
+                name: grown
+                for name, fam in after.items()
+                if (grown := fam.bytes - families_before.get(name, Family()).bytes) > 0
+            }
             _latencies(client, world, pushes, figures)
             figures.stream_lengths = {
                 "history (all series)": int(client.xlen(f"{store.PREFIX}history")),
@@ -465,6 +478,9 @@ def _latencies(client: redis.Redis, world: World, pushes: list[Pushed], figures:
         all_decided = True
         for sid in on[push.upstream]:
             kinds = decided[sid].get(push.head, {})
+            if SUPERSEDED in kinds and DECIDED not in kinds:
+                figures.superseded += 1
+                continue
             if DECIDED not in kinds:
                 all_decided = False
                 continue
@@ -477,6 +493,63 @@ def _latencies(client: redis.Redis, world: World, pushes: list[Pushed], figures:
 
 def _used_memory(client: redis.Redis) -> int:
     return int(client.info("memory")["used_memory"])
+
+
+def family(key: str) -> str:
+    """A key with its ids left out: carry:history:s001 -> carry:history:*."""
+    parts = key.split(":")
+    keep = 3 if key.startswith(("carry:ci:", "carry:runner:")) else 2
+    return ":".join(parts[:keep]) + (":*" if len(parts) > keep else "")
+
+
+# Each family's bound, as bot/store sets it (docs/performance.md).
+RETENTION = {
+    "carry:history": "capped near 20,000 entries (HISTORY_MAXLEN)",
+    "carry:history:*": "capped near 20,000 entries a series (HISTORY_MAXLEN)",
+    "carry:series:*": "one a series; its heads list capped (MAX_HEADS)",
+    "carry:ci:run:*": "expire 30 days after the last write (RUN_RETENTION_S)",
+    "carry:ci:issued:*": "expire 30 days after the last write (RUN_RETENTION_S)",
+    "carry:runlog:*": "5,000 lines each, expire 30 days after the last line",
+    "carry:delivery:*": "expire after 35 days (deliveries retention_s)",
+    "carry:deliveries": "capped near 10,000 entries (STREAM_MAXLEN)",
+    "carry:done:*": "expire after 90 days (DONE_TTL_S)",
+    "carry:ci:result:*": "one per tree and kind, expire after 180 days (RESULT_TTL_S)",
+    "carry:ci:starts:*": "expire after 2 days",
+}
+
+
+@dataclass
+class Family:
+    keys: int = 0
+    bytes: int = 0
+    without_expiry: int = 0  # keys that neither expire nor are one per series or kind
+
+
+def families(client: redis.Redis) -> dict[str, Family]:
+    """Each key family's count, bytes (MEMORY USAGE) and keys with no expiry."""
+    out: dict[str, Family] = {}
+    for raw in client.scan_iter(count=1000):
+        key = raw.decode("utf-8", "replace")
+        found = out.setdefault(family(key), Family())
+        found.keys += 1
+        found.bytes += int(client.memory_usage(raw, samples=0) or 0)
+        found.without_expiry += client.ttl(raw) == -1
+    return out
+
+
+def render_families(rows: list[Figures]) -> str:
+    """Bytes per 1,000 series-heads of each key family that grew, for each size (1 worker)."""
+    rows = [r for r in rows if r.git_workers == min(x.git_workers for x in rows)]
+    names = sorted({n for r in rows for n in r.grown}, key=lambda n: -rows[-1].grown.get(n, 0))
+    lines = ["| key family | " + " | ".join(str(r.size) for r in rows) + " | expire or capped |"]
+    lines.append("|---|" + "---|" * (len(rows) + 1))
+    for name in names:
+        cells = [
+            f"{r.grown.get(name, 0) / 1024 / r.series_heads * 1000:.0f} KiB" if r.series_heads else "-"
+            for r in rows
+        ]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + f" | {RETENTION.get(name, '?')} |")
+    return "\n".join(lines)
 
 
 # =========================================================================== main

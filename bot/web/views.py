@@ -26,6 +26,7 @@ from bot.store.ci_runs import all_runs, run_fields
 from bot.store.metrics import queue_depths, rate_limit_seen
 from bot.store.runners import runlog, runners
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series
+from bot.web.series_cache import DirectoryCache
 from bot.web.models import (
     AttentionOut,
     BisectOut,
@@ -186,6 +187,10 @@ class FixPages:
     root: Path | None
     directories: dict[str, str] = field(default_factory=dict)  # series id -> directory name
     bases: dict[str, BaseSpec] = field(default_factory=dict)  # series id -> its base
+    # each directory's load, kept while its files are unchanged (the overview loads them all)
+    loads: DirectoryCache[LoadedSeries | str] = field(
+        default_factory=DirectoryCache, compare=False, repr=False
+    )
 
     @classmethod
     def from_config(cls, config: CarryConfig | None, root: Path | None = None) -> FixPages:
@@ -219,6 +224,10 @@ class FixPages:
         directory = self.root / self.directories.get(series_id, series_id)
         if not directory.is_dir():
             return f"no directory for series '{series_id}' under the patches directory"
+        return self.loads.get(directory, self._read)
+
+    def _read(self, directory: Path) -> LoadedSeries | str:
+        assert self.root is not None
         try:
             return load_series_dir(directory, root=self.root.parent)
         except SeriesInvalid as exc:
