@@ -52,6 +52,7 @@ if str(ROOT) not in sys.path:
 from bot.emulator import GitHubEmulator  # noqa: E402
 from bot.queue.celery_app import GIT_QUEUE, QUICK_QUEUE  # noqa: E402
 from bot.store import series as store  # noqa: E402
+from bot.store.series import HISTORY_MAXLEN  # noqa: E402
 from tests.support.carry_env import PAGE, SECRET, CarryEnv, lanes_empty, wait_for  # noqa: E402
 from tests.support.gitrepo import RepoBuilder, git  # noqa: E402
 from tests.support.pushes import trusted_push  # noqa: E402
@@ -90,7 +91,7 @@ class Plan:
 FULL = Plan(
     sizes=tuple(Size(s, p) for p in (3, 30) for s in (10, 50, 200)),
 )
-QUICK = Plan(sizes=(Size(4, 2), Size(8, 2)), seconds=12, rate=0.5, per_upstream=2, drain_s=90)
+QUICK = Plan(sizes=(Size(3, 2), Size(6, 2)), seconds=8, rate=0.5, per_upstream=2, drain_s=90)
 
 
 # =========================================================================== figures
@@ -348,14 +349,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             bases = {sid: world.upstreams[u].head() for sid, u in world.series.items()}
             for sid, base in bases.items():  # a trusted head under every later push
                 trusted_push(client, sid, base, by=PUSHER)
-            # The web process reads the fix pages from a checkout of the downstream repository,
-            # as a deployment mounts one; the workers read the series from the emulated GitHub.
-            url = env.start_web(env={"CARRY_DOWNSTREAM_DIR": str(world.downstream)})
-            env.start_carry_worker("worker", queues=QUICK_QUEUE)
-            for n in range(git_workers):
-                env.start_carry_worker(f"git-worker-{n}", queues=GIT_QUEUE)
-            env.spawn(["bot.cli", "beat"], "beat.log")
-            env.start_runner(KIND)
+            url = _start(env, world, git_workers)
             gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
             try:
                 wait_for(lambda: _settled(client, bases), plan.drain_s, "every series checked")
@@ -393,6 +387,27 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
         env.stop()
         server.stop(kill=True)
     return figures
+
+
+def _start(env: CarryEnv, world: World, git_workers: int) -> str:
+    """carry's processes, started together (each takes seconds to import): the web process,
+    the quick lane's worker, `git_workers` git-lane workers, beat and the runner. Returns the
+    web process's URL once every one of them says it is ready."""
+    argv = ["bot.cli", "--log-level", "INFO", "worker", "--queues"]
+    started = [(*env.spawn([*argv, QUICK_QUEUE], "worker.log"), b"ready.")]
+    started += [
+        (*env.spawn([*argv, GIT_QUEUE], f"git-worker-{n}.log"), b"ready.")
+        for n in range(git_workers)
+    ]
+    runner = ["bot.cli", "runner", "--kind", KIND, "--name", f"{KIND}@carry-bench"]
+    started.append((*env.spawn(runner, f"runner-{KIND}.log"), b"ready"))
+    env.spawn(["bot.cli", "beat"], "beat.log")
+    # The web process reads the fix pages from a checkout of the downstream repository, as a
+    # deployment mounts one; the workers read the series from the emulated GitHub.
+    url = env.start_web(env={"CARRY_DOWNSTREAM_DIR": str(world.downstream)})
+    for proc, log_path, marker in started:
+        env.wait_logged(proc, log_path, marker)
+    return url
 
 
 @dataclass(frozen=True)
@@ -552,6 +567,65 @@ def render_families(rows: list[Figures]) -> str:
     return "\n".join(lines)
 
 
+# =========================================================================== trimming
+
+
+@dataclass
+class Plateau:
+    """A series' history written past its cap: entries written, the streams' lengths and Redis
+    used memory after each step."""
+
+    written: list[int] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    memory: list[int] = field(default_factory=list)
+
+    def table(self) -> str:
+        lines = ["| history entries written | " + " | ".join(f"{n:,}" for n in self.written) + " |"]
+        lines.append("|---|" + "---|" * len(self.written))
+        lines.append("| entries kept (series stream) | " + " | ".join(f"{n:,}" for n in self.lengths) + " |")
+        lines.append(
+            "| Redis used memory (MiB) | " + " | ".join(f"{m / 2**20:.1f}" for m in self.memory) + " |"
+        )
+        return "\n".join(lines)
+
+    @property
+    def flat(self) -> bool:
+        """Memory after the cap was reached grows by less than a tenth from step to step."""
+        capped = [m for n, m in zip(self.written, self.memory, strict=True) if n >= HISTORY_MAXLEN]
+        return len(capped) >= 2 and max(capped) < 1.1 * min(capped)
+
+
+def history_plateau(root: Path, steps: int = 6) -> Plateau:
+    """Writes a series' history in steps of half the cap (a decision entry as the rebase
+    writes one per patch and head) and measures after each: the streams stop growing at
+    HISTORY_MAXLEN entries and memory with them."""
+    server = PrivateRedis(root / "plateau-redis", persist=False).start()
+    client = redis.Redis.from_url(server.url)
+    plateau = Plateau()
+    decision = {
+        "patch": "0001-make-value-10-safe.patch",
+        "head": "a" * 40,
+        "status": "applies",
+        "decision": "keep",
+        "reason": "applies cleanly on the new head",
+        "evidence": [{"signal": "apply", "result": "clean", "file": "mod.py"}],
+    }
+    try:
+        step = HISTORY_MAXLEN // 2
+        for n in range(1, steps + 1):
+            for _ in range(0, step, 1000):
+                pipe = client.pipeline(transaction=False)
+                for _ in range(1000):
+                    store.queue_history(pipe, "s000", "decision", **decision)
+                pipe.execute()
+            plateau.written.append(n * step)
+            plateau.lengths.append(int(client.xlen(f"{store.PREFIX}history:s000")))
+            plateau.memory.append(_used_memory(client))
+    finally:
+        server.stop(kill=True)
+    return plateau
+
+
 # =========================================================================== main
 
 
@@ -598,7 +672,17 @@ def main(argv: list[str] | None = None) -> int:
         f"in {time.monotonic() - started:.0f} s\n"
     )
     print(render(rows))
-    return 0 if all(r.checked == r.pushed for r in rows) else 1
+    print("\nRedis memory grown per 1,000 series-heads, by key family:\n")
+    print(render_families(rows))
+    failures = [f"{r.size}/{r.git_workers}: {r.page_failures[:3]}" for r in rows if r.page_failures]
+    if failures:
+        print("\ndashboard requests that failed:", "; ".join(failures))
+    with tempfile.TemporaryDirectory(prefix="carry-scale-") as tmp:
+        plateau = history_plateau(Path(tmp))
+    print(f"\nA series' history written past its cap ({HISTORY_MAXLEN:,} entries):\n")
+    print(plateau.table())
+    ok = all(r.checked == r.pushed for r in rows) and plateau.flat and not failures
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
