@@ -114,6 +114,7 @@ class Figures:
     stream_lengths: dict[str, int] = field(default_factory=dict)
     grown: dict[str, int] = field(default_factory=dict)  # key family -> bytes grown
     superseded: int = 0  # series-heads a newer head's check covered (never checked alone)
+    owed: int = 0  # series-heads the pushes asked for (each head, each series on its upstream)
     page_failures: list[str] = field(default_factory=list)
 
     @property
@@ -491,6 +492,7 @@ def _latencies(client: redis.Redis, world: World, pushes: list[Pushed], figures:
     decided = {sid: _decided(client, sid) for sid in world.series}
     for push in pushes:
         all_decided = True
+        figures.owed += len(on[push.upstream])
         for sid in on[push.upstream]:
             kinds = decided[sid].get(push.head, {})
             if SUPERSEDED in kinds and DECIDED not in kinds:
