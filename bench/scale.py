@@ -395,8 +395,13 @@ def _start(env: CarryEnv, world: World, git_workers: int) -> str:
     the quick lane's worker, `git_workers` git-lane workers, beat and the runner. Returns the
     web process's URL once every one of them says it is ready."""
     argv = ["bot.cli", "--log-level", "INFO", "worker", "--queues"]
-    started = [(*env.spawn([*argv, QUICK_QUEUE], "worker.log"), b"ready.")]
-    started += [
+    # The first process alone: it clones the downstream checkout into the cache the others
+    # share, and a process that starts while the clone is being written can read a half-made
+    # checkout (a configuration error naming missing patch directories; named in
+    # docs/performance.md).
+    first = env.spawn([*argv, QUICK_QUEUE], "worker.log")
+    env.wait_logged(*first, b"ready.")
+    started = [
         (*env.spawn([*argv, GIT_QUEUE], f"git-worker-{n}.log"), b"ready.")
         for n in range(git_workers)
     ]
@@ -532,6 +537,18 @@ RETENTION = {
     "carry:done:*": "expire after 90 days (DONE_TTL_S)",
     "carry:ci:result:*": "one per tree and kind, expire after 180 days (RESULT_TTL_S)",
     "carry:ci:starts:*": "expire after 2 days",
+    "carry:ci:current:*": "one a series and kind",
+    "carry:ci:lease:*": "expire with the run's lease",
+    "carry:ci:slots:*": "one a kind",
+    "carry:hw:*": "runner reports: capped near 200,000 entries a kind (REPORTS_MAXLEN)",
+    "carry:refreshed:*": "expire after 7 days",
+    "carry:citree:*": "one a series",
+    "carry:github-writes:*": "expire with the write budget's window",
+    "carry:metrics:*": "a few counters",
+    "unacked": "Celery's messages in flight, emptied as tasks finish",
+    "unacked_index": "Celery's messages in flight, emptied as tasks finish",
+    "carry": "the quick lane's queue, emptied as tasks finish",
+    "carry.git": "the git lane's queue, emptied as tasks finish",
 }
 
 
