@@ -395,10 +395,8 @@ def _start(env: CarryEnv, world: World, git_workers: int) -> str:
     the quick lane's worker, `git_workers` git-lane workers, beat and the runner. Returns the
     web process's URL once every one of them says it is ready."""
     argv = ["bot.cli", "--log-level", "INFO", "worker", "--queues"]
-    # The first process alone: it clones the downstream checkout into the cache the others
-    # share, and a process that starts while the clone is being written can read a half-made
-    # checkout (a configuration error naming missing patch directories; named in
-    # docs/performance.md).
+    # The first process alone: it clones the downstream repository's mirror into the cache
+    # the others share, which then only fetch.
     first = env.spawn([*argv, QUICK_QUEUE], "worker.log")
     env.wait_logged(*first, b"ready.")
     started = [
@@ -653,7 +651,12 @@ def run(plan: Plan, say: Any = print) -> list[Figures]:
     for workers in plan.git_workers:
         for size in plan.sizes:
             with tempfile.TemporaryDirectory(prefix="carry-scale-") as tmp:
-                figures = run_size(Path(tmp), size, plan, workers)
+                try:
+                    figures = run_size(Path(tmp), size, plan, workers)
+                except AssertionError as err:  # the other sizes still run and print
+                    say(f"{size}, {workers} git worker(s): FAILED: {str(err)[-2000:]}")
+                    continue
+            say(render([figures]).splitlines()[-1])
             say(
                 f"{size}, {workers} git worker(s): {figures.pushed} heads pushed, "
                 f"{figures.checked} checked, {figures.series_heads} series-heads in "

@@ -19,6 +19,7 @@ from bot.core.push_refusal import PushRefusal, classify
 from bot.git.mirror import Mirror
 from bot.git.objects import tree_with
 from bot.git.runner import DEFAULT_NETWORK_TIMEOUT_S, Git, GitError
+from bot.git.swap import replace_dir
 
 CARRY_IDENTITY = {
     "GIT_AUTHOR_NAME": "carry",
@@ -95,13 +96,12 @@ class Downstream:
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(staging, filter="data")
-        if target.exists():
-            shutil.rmtree(target)
         exported = staging / subdir
-        if exported.is_dir():
-            exported.rename(target)
-        else:
-            target.mkdir()
+        if not exported.is_dir():
+            exported.mkdir(parents=True)
+        # Other processes on this host read target while this one replaces it (every rebase
+        # refreshes it): swapped in one step, never removed first.
+        replace_dir(exported, target)
         shutil.rmtree(staging)
         return target
 
