@@ -31,8 +31,6 @@ import contextlib
 import hashlib
 import json
 import math
-import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -185,7 +183,7 @@ def render(rows: list[Figures]) -> str:
 
 def blob_id(content: str) -> str:
     data = content.encode()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 (git's id)
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def upstream_file(k: int) -> str:
@@ -314,7 +312,10 @@ class Reader(threading.Thread):
     def run(self) -> None:
         with httpx.Client(timeout=30) as http:
             while not self.done.is_set():
-                for path, into in (("/", self.overview), (f"/series/{self.series_id}", self.series_page)):
+                for path, into in (
+                    ("/", self.overview),
+                    (f"/series/{self.series_id}", self.series_page),
+                ):
                     started = time.perf_counter()
                     answer = http.get(self.url + path)
                     elapsed = (time.perf_counter() - started) * 1000
@@ -577,7 +578,9 @@ def render_families(rows: list[Figures]) -> str:
     lines.append("|---|" + "---|" * (len(rows) + 1))
     for name in names:
         cells = [
-            f"{r.grown.get(name, 0) / 1024 / r.series_heads * 1000:.0f} KiB" if r.series_heads else "-"
+            f"{r.grown.get(name, 0) / 1024 / r.series_heads * 1000:.0f} KiB"
+            if r.series_heads
+            else "-"
             for r in rows
         ]
         lines.append(f"| `{name}` | " + " | ".join(cells) + f" | {RETENTION.get(name, '?')} |")
@@ -599,9 +602,13 @@ class Plateau:
     def table(self) -> str:
         lines = ["| history entries written | " + " | ".join(f"{n:,}" for n in self.written) + " |"]
         lines.append("|---|" + "---|" * len(self.written))
-        lines.append("| entries kept (series stream) | " + " | ".join(f"{n:,}" for n in self.lengths) + " |")
         lines.append(
-            "| Redis used memory (MiB) | " + " | ".join(f"{m / 2**20:.1f}" for m in self.memory) + " |"
+            "| entries kept (series stream) | " + " | ".join(f"{n:,}" for n in self.lengths) + " |"
+        )
+        lines.append(
+            "| Redis used memory (MiB) | "
+            + " | ".join(f"{m / 2**20:.1f}" for m in self.memory)
+            + " |"
         )
         return "\n".join(lines)
 

@@ -26,7 +26,6 @@ from bot.store.ci_runs import all_runs, run_fields
 from bot.store.metrics import queue_depths, rate_limit_seen
 from bot.store.runners import runlog, runners
 from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series
-from bot.web.series_cache import DirectoryCache
 from bot.web.models import (
     AttentionOut,
     BisectOut,
@@ -62,6 +61,7 @@ from bot.web.models import (
     SuccessorOut,
     UpstreamPrOut,
 )
+from bot.web.series_cache import DirectoryCache
 from bot.web.timeline import Outcome, describe, outcome_of
 
 GITHUB_WEB: Final = "https://github.com"
