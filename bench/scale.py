@@ -51,6 +51,7 @@ from bot.emulator import GitHubEmulator  # noqa: E402
 from bot.queue.celery_app import GIT_QUEUE, QUICK_QUEUE  # noqa: E402
 from bot.store import series as store  # noqa: E402
 from bot.store.series import HISTORY_MAXLEN  # noqa: E402
+from bot.store.write_budget import WRITES_PREFIX  # noqa: E402
 from tests.support.carry_env import PAGE, SECRET, CarryEnv, lanes_empty, wait_for  # noqa: E402
 from tests.support.gitrepo import RepoBuilder, git  # noqa: E402
 from tests.support.pushes import trusted_push  # noqa: E402
@@ -113,6 +114,7 @@ class Figures:
     grown: dict[str, int] = field(default_factory=dict)  # key family -> bytes grown
     superseded: int = 0  # series-heads a newer head's check covered (never checked alone)
     owed: int = 0  # series-heads the pushes asked for (each head, each series on its upstream)
+    github_writes: int = 0  # content-creating GitHub requests during the run (write budget)
     page_failures: list[str] = field(default_factory=list)
 
     @property
@@ -358,6 +360,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             except AssertionError as err:
                 raise AssertionError(f"{size}: {err}: {_unsettled(client, bases)}") from None
             memory_before, families_before = _used_memory(client), families(client)
+            writes_before = _github_writes(client)
             reader = Reader(url, next(iter(world.series)))
             reader.start()
             started = time.monotonic()
@@ -374,6 +377,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             figures.overview_ms, figures.series_page_ms = reader.overview, reader.series_page
             figures.page_failures = reader.failures
             figures.memory_grown = max(0, _used_memory(client) - memory_before)
+            figures.github_writes = _github_writes(client) - writes_before
             after = families(client)
             figures.grown = {
                 name: grown
@@ -510,6 +514,11 @@ def _latencies(client: redis.Redis, world: World, pushes: list[Pushed], figures:
             if PR in kinds:
                 figures.pr_ms.append(kinds[PR] - push.at_ms)
         figures.checked += all_decided
+
+
+def _github_writes(client: redis.Redis) -> int:
+    """Content-creating GitHub requests in the write budget's window (an hour)."""
+    return sum(int(client.zcard(key)) for key in client.scan_iter(f"{WRITES_PREFIX}*"))
 
 
 def _used_memory(client: redis.Redis) -> int:
@@ -667,7 +676,8 @@ def run(plan: Plan, say: Any = print) -> list[Figures]:
             say(
                 f"{size}, {workers} git worker(s): {figures.pushed} heads pushed, "
                 f"{figures.checked} checked, {figures.series_heads} series-heads in "
-                f"{figures.seconds:.0f} s; {figures.stream_lengths}"
+                f"{figures.seconds:.0f} s, {figures.github_writes} GitHub writes; "
+                f"{figures.stream_lengths}"
             )
             rows.append(figures)
     return rows
