@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import shutil
 import tarfile
 import tempfile
@@ -91,7 +92,14 @@ class Downstream:
         return {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}
 
     def export(self, commit: str, subdir: str, target: Path) -> Path:
-        """Writes `subdir` of `commit` into `target` (replacing it) and returns target."""
+        """Writes `subdir` of `commit` into `target` (replacing it) and returns target. A
+        target already exported from the same commit is left as it is: every rebase refreshes
+        the copy, and writing every series' directory again made each head's cost grow with
+        the number of series (issue 37)."""
+        stamp = target.parent / f".{target.name}.exported"
+        said = f"{commit} {subdir}\n"
+        if target.is_dir() and stamp.is_file() and stamp.read_text() == said:
+            return target
         archive = self.git.run("archive", "--format=tar", commit, "--", subdir).stdout
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
@@ -103,6 +111,9 @@ class Downstream:
         # refreshes it): swapped in one step, never removed first.
         replace_dir(exported, target)
         shutil.rmtree(staging)
+        written = stamp.with_name(f"{stamp.name}.{os.getpid()}")
+        written.write_text(said)
+        written.replace(stamp)
         return target
 
     def read_dir(self, commit: str, subdir: str) -> dict[str, bytes]:

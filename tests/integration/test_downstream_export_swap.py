@@ -12,6 +12,7 @@ from pathlib import Path
 from bench.scale import Size, World
 from bot.git.downstream import Downstream
 from bot.git.swap import replace_dir
+from tests.support.gitrepo import git
 
 SERIES = 200
 
@@ -36,13 +37,14 @@ def test_a_reader_never_finds_a_series_missing_while_the_copy_is_replaced(tmp_pa
     reader.start()
     try:
         for _ in range(15):
+            (target.parent / ".patches.exported").unlink()  # as if the branch had moved
             downstream.export(head, "patches", target)
     finally:
         done.set()
         reader.join()
     assert missing == [], f"{len(missing)} reads found a series missing, e.g. {missing[:3]}"
     assert sorted(p.name for p in target.iterdir()) == names
-    assert [p.name for p in target.parent.iterdir()] == ["patches"]  # nothing left beside it
+    assert sorted(p.name for p in target.parent.iterdir()) == [".patches.exported", "patches"]
 
 
 def test_replace_dir_puts_the_new_copy_in_place_and_removes_the_old(tmp_path: Path) -> None:
@@ -57,3 +59,24 @@ def test_replace_dir_puts_the_new_copy_in_place_and_removes_the_old(tmp_path: Pa
     replace_dir(second, target)
     assert [p.name for p in target.iterdir()] == ["b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
+
+
+def test_a_copy_of_the_same_commit_is_not_written_again(tmp_path: Path) -> None:
+    world = World(tmp_path / "world", Size(series=3, patches=1), per_upstream=3)
+    world.build()
+    downstream = Downstream(str(world.downstream), tmp_path / "cache")
+    first = downstream.fetch("main")["main"]
+    target = tmp_path / "checkout" / "patches"
+    target.parent.mkdir()
+    downstream.export(first, "patches", target)
+    inode = target.stat().st_ino
+    downstream.export(first, "patches", target)  # as the next rebase does
+    assert target.stat().st_ino == inode
+    # The downstream branch moves: the copy follows.
+    (world.downstream / "patches" / "s000" / "series").write_text("")
+    git(world.downstream, "commit", "-q", "-am", "empty s000")
+    second = downstream.fetch("main")["main"]
+    downstream.export(second, "patches", target)
+    assert target.stat().st_ino != inode
+    assert (target / "s000" / "series").read_text() == ""
+    assert sorted(p.name for p in target.parent.iterdir()) == [".patches.exported", "patches"]
