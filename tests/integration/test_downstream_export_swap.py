@@ -37,7 +37,7 @@ def test_a_reader_never_finds_a_series_missing_while_the_copy_is_replaced(tmp_pa
     reader.start()
     try:
         for _ in range(15):
-            (target.parent / ".patches.exported").unlink()  # as if the branch had moved
+            (target.parent / ".patches.exported").unlink(missing_ok=True)  # the branch moved
             downstream.export(head, "patches", target)
     finally:
         done.set()
