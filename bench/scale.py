@@ -49,6 +49,7 @@ if str(ROOT) not in sys.path:
 
 from bot.emulator import GitHubEmulator  # noqa: E402
 from bot.queue.celery_app import GIT_QUEUE, QUICK_QUEUE  # noqa: E402
+from bot.store import ci_runs  # noqa: E402
 from bot.store import series as store  # noqa: E402
 from bot.store.series import HISTORY_MAXLEN  # noqa: E402
 from bot.store.write_budget import WRITES_PREFIX  # noqa: E402
@@ -446,13 +447,19 @@ def _push(world: World, gh: GitHubEmulator, plan: Plan) -> list[Pushed]:
 
 
 def _settled(client: redis.Redis, bases: dict[str, str]) -> bool:
-    if not lanes_empty(client):
+    """Every series checked on its base head, and the runner's work for those heads done (its
+    reports would otherwise spend the GitHub write budget of the first pushes)."""
+    if not lanes_empty(client) or _runner_busy(client):
         return False
     for sid, base in bases.items():
         state = store.load_series(client, sid)
         if state is None or state.checked_head != base or state.phase != "idle":
             return False
     return True
+
+
+def _runner_busy(client: redis.Redis) -> bool:
+    return bool(client.llen(f"hw.{KIND}")) or ci_runs.in_flight(client, KIND) > 0
 
 
 def _unsettled(client: redis.Redis, bases: dict[str, str]) -> str:
@@ -483,7 +490,7 @@ def _decided(client: redis.Redis, sid: str) -> dict[str, dict[str, float]]:
 
 
 def _drained(client: redis.Redis, world: World, pushes: list[Pushed]) -> bool:
-    if not lanes_empty(client):
+    if not lanes_empty(client) or _runner_busy(client):
         return False
     last = {p.upstream: p.head for p in pushes}
     for sid, u in world.series.items():
