@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import os
 import shutil
 import tarfile
 import tempfile
@@ -20,6 +21,7 @@ from bot.git.mirror import Mirror
 from bot.git.objects import tree_with
 from bot.git.reader import Reader
 from bot.git.runner import DEFAULT_NETWORK_TIMEOUT_S, Git, GitError
+from bot.git.swap import replace_dir
 
 CARRY_IDENTITY = {
     "GIT_AUTHOR_NAME": "carry",
@@ -91,19 +93,28 @@ class Downstream:
         return {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}
 
     def export(self, commit: str, subdir: str, target: Path) -> Path:
-        """Writes `subdir` of `commit` into `target` (replacing it) and returns target."""
+        """Writes `subdir` of `commit` into `target` (replacing it) and returns target. A
+        target already exported from the same commit is left as it is: every rebase refreshes
+        the copy, and writing every series' directory again made each head's cost grow with
+        the number of series (issue 37)."""
+        stamp = target.parent / f".{target.name}.exported"
+        said = f"{commit} {subdir}\n"
+        if target.is_dir() and stamp.is_file() and stamp.read_text() == said:
+            return target
         archive = self.git.run("archive", "--format=tar", commit, "--", subdir).stdout
         staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(staging, filter="data")
-        if target.exists():
-            shutil.rmtree(target)
         exported = staging / subdir
-        if exported.is_dir():
-            exported.rename(target)
-        else:
-            target.mkdir()
+        if not exported.is_dir():
+            exported.mkdir(parents=True)
+        # Other processes on this host read target while this one replaces it (every rebase
+        # refreshes it): swapped in one step, never removed first.
+        replace_dir(exported, target)
         shutil.rmtree(staging)
+        written = stamp.with_name(f"{stamp.name}.{os.getpid()}")
+        written.write_text(said)
+        written.replace(stamp)
         return target
 
     def read_dir(self, commit: str, subdir: str) -> dict[str, bytes]:

@@ -1,6 +1,7 @@
 """Hardware runs in Redis: every key under `carry:ci:`, and the only code that touches them.
 
-  run:<run_id>             hash: the run (payload, state, attempt, runner, per-check results)
+  run:<run_id>             hash: the run (payload, state, attempt, runner, per-check results),
+                           kept RUN_RETENTION_S after the service last wrote it
   current:<series>:<kind>  the newest run requested for a series on a runner kind
   cancel:<run_id>          cancel marker with its reason; the runner polls it and kills the step
   result:<kind>:<tree_key> the reusable verdict for one exact tree on one runner kind
@@ -38,6 +39,10 @@ from bot.store.series import PREFIX, now_iso
 CI: Final = f"{PREFIX}ci:"
 CANCEL_TTL_S: Final = 7 * 24 * 3600
 RESULT_TTL_S: Final = 180 * 24 * 3600
+# How long a run's record, what the service issued of it and its live log are kept (from the
+# last time the service wrote the run): one of each per head, series and runner kind, so
+# without it they would grow with every head for ever. bot.store.runners keeps the logs as long.
+RUN_RETENTION_S: Final = 30 * 24 * 3600
 KIND_LOCK_S: Final = 60
 KIND_LOCK_WAIT_S: Final = 30
 RUN_TOKEN_BYTES: Final = 6  # a run id is <kind>-<12 hex digits>
@@ -102,7 +107,11 @@ def record_issued(client: redis.Redis, issued: Issued) -> None:
         "head_sha": issued.head_sha,
         "state": issued.state.value,
     }
-    client.hset(_issued_key(issued.run_id), mapping=mapping)
+    key = _issued_key(issued.run_id)
+    pipe = client.pipeline()
+    pipe.hset(key, mapping=mapping)
+    pipe.expire(key, RUN_RETENTION_S)
+    pipe.execute()
 
 
 def issued_run(client: redis.Redis, run_id: str) -> Issued | None:
@@ -177,6 +186,7 @@ def write_run(
     mapping: dict[str | bytes, str] = {"updated_at": now_iso()}
     mapping.update(values)
     pipe.hset(key, mapping=mapping)
+    pipe.expire(key, RUN_RETENTION_S)
     pipe.set(current_key(series_id, kind), run_id)
     pipe.execute()
 

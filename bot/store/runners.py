@@ -2,7 +2,8 @@
 
 Layout (all keys prefixed `carry:`):
   carry:runner:<kind>:<name>  runner heartbeats (hash, with expiry)
-  carry:runlog:<run_id>       stream of a CI run's output, bounded
+  carry:runlog:<run_id>       stream of a CI run's output, bounded (RUNLOG_MAXLEN lines), kept
+                              RUN_RETENTION_S after its last line, as long as the run's record
 
 A runner's broker user may write only its own kind's heartbeats and its kind's runs' logs
 (bot/store/runner_channel.py holds it to that).
@@ -14,6 +15,7 @@ from typing import Any, Final
 
 import redis
 
+from bot.store.ci_runs import RUN_RETENTION_S
 from bot.store.codec import text
 from bot.store.series import PREFIX, now_iso, publish
 
@@ -55,13 +57,12 @@ def runlog_key(run_id: str) -> str:
 
 
 def append_runlog(client: redis.Redis, run_id: str, stream: str, text: str) -> None:
-    client.xadd(
-        runlog_key(run_id),
-        {"stream": stream, "text": text},
-        maxlen=RUNLOG_MAXLEN,
-        approximate=True,
-    )
-    publish(client, {"kind": "runlog", "run": run_id})
+    key = runlog_key(run_id)
+    pipe = client.pipeline(transaction=False)
+    pipe.xadd(key, {"stream": stream, "text": text}, maxlen=RUNLOG_MAXLEN, approximate=True)
+    pipe.expire(key, RUN_RETENTION_S)
+    publish(pipe, {"kind": "runlog", "run": run_id})
+    pipe.execute()
 
 
 def runlog(

@@ -63,6 +63,7 @@ from bot.web.models import (
     TreeBranchOut,
     UpstreamPrOut,
 )
+from bot.web.series_cache import DirectoryCache
 from bot.web.timeline import Outcome, describe, outcome_of
 
 GITHUB_WEB: Final = "https://github.com"
@@ -188,6 +189,10 @@ class FixPages:
     root: Path | None
     directories: dict[str, str] = field(default_factory=dict)  # series id -> directory name
     bases: dict[str, BaseSpec] = field(default_factory=dict)  # series id -> its base
+    # each directory's load, kept while its files are unchanged (the overview loads them all)
+    loads: DirectoryCache[LoadedSeries | str] = field(
+        default_factory=DirectoryCache, compare=False, repr=False
+    )
 
     @classmethod
     def from_config(cls, config: CarryConfig | None, root: Path | None = None) -> FixPages:
@@ -221,6 +226,10 @@ class FixPages:
         directory = self.root / self.directories.get(series_id, series_id)
         if not directory.is_dir():
             return f"no directory for series '{series_id}' under the patches directory"
+        return self.loads.get(directory, self._read)
+
+    def _read(self, directory: Path) -> LoadedSeries | str:
+        assert self.root is not None
         try:
             return load_series_dir(directory, root=self.root.parent)
         except SeriesInvalid as exc:

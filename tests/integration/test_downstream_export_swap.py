@@ -1,0 +1,82 @@
+"""The downstream copy is replaced in one step (issue 37): every rebase re-exports the series
+into the directory the host's other processes read, and the export removed the old copy before
+renaming the new one in. With two git workers (or a worker, beat and runner starting together
+on one cache) a reader found series directories missing ("patch directory ... does not exist",
+at 200 series in bench/scale.py)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from bench.scale import Size, World
+from bot.git.downstream import Downstream
+from bot.git.swap import replace_dir
+from tests.support.gitrepo import git
+
+SERIES = 200
+
+
+def test_a_reader_never_finds_a_series_missing_while_the_copy_is_replaced(tmp_path: Path) -> None:
+    world = World(tmp_path / "world", Size(series=SERIES, patches=1), per_upstream=50)
+    world.build()
+    downstream = Downstream(str(world.downstream), tmp_path / "cache")
+    head = downstream.fetch("main")["main"]
+    target = tmp_path / "checkout" / "patches"
+    target.parent.mkdir()
+    downstream.export(head, "patches", target)
+    names = sorted(world.series)
+    missing: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            missing.extend(n for n in names if not (target / n / "series").is_file())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for _ in range(15):
+            (target.parent / ".patches.exported").unlink(missing_ok=True)  # the branch moved
+            downstream.export(head, "patches", target)
+    finally:
+        done.set()
+        reader.join()
+    assert missing == [], f"{len(missing)} reads found a series missing, e.g. {missing[:3]}"
+    assert sorted(p.name for p in target.iterdir()) == names
+    assert sorted(p.name for p in target.parent.iterdir()) == [".patches.exported", "patches"]
+
+
+def test_replace_dir_puts_the_new_copy_in_place_and_removes_the_old(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "a").write_text("one")
+    replace_dir(first, target)  # no target yet
+    second = tmp_path / "second"
+    second.mkdir()
+    (second / "b").write_text("two")
+    replace_dir(second, target)
+    assert [p.name for p in target.iterdir()] == ["b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]
+
+
+def test_a_copy_of_the_same_commit_is_not_written_again(tmp_path: Path) -> None:
+    world = World(tmp_path / "world", Size(series=3, patches=1), per_upstream=3)
+    world.build()
+    downstream = Downstream(str(world.downstream), tmp_path / "cache")
+    first = downstream.fetch("main")["main"]
+    target = tmp_path / "checkout" / "patches"
+    target.parent.mkdir()
+    downstream.export(first, "patches", target)
+    inode = target.stat().st_ino
+    downstream.export(first, "patches", target)  # as the next rebase does
+    assert target.stat().st_ino == inode
+    # The downstream branch moves: the copy follows.
+    (world.downstream / "patches" / "s000" / "series").write_text("")
+    git(world.downstream, "commit", "-q", "-am", "empty s000")
+    second = downstream.fetch("main")["main"]
+    downstream.export(second, "patches", target)
+    assert target.stat().st_ino != inode
+    assert (target / "s000" / "series").read_text() == ""
+    assert sorted(p.name for p in target.parent.iterdir()) == [".patches.exported", "patches"]
