@@ -8,6 +8,8 @@ carry copes) and whether carry's state and GitHub agree at the end (ok / WRONG):
 - faults after the effect: carry's PR is opened and its branch pushed, but GitHub's answers
   are lost (502): carry reads back what GitHub has instead of opening a second PR or labelling
   a tree with a VERSION the branch does not carry;
+- out-of-order pushes: two heads' push webhooks arrive newest first: the older head is
+  recorded as behind, never rebased or published over the newer;
 - a protected branch: an organization ruleset blocks force pushes to carry's branches
   (GitHub's GH013): the refresh is refused, said once, not retried, the branch left alone;
 - a rename and a transfer of the downstream repository: webhooks carry the new name with the
@@ -223,6 +225,39 @@ def after_the_effect(d: Deployment) -> Outcome:
     )
 
 
+def out_of_order_pushes(d: Deployment) -> Outcome:
+    """Two pushes of upstream main reach carry newest first (GitHub promises no order; a
+    redelivery always comes after newer deliveries): the older head is recorded as behind,
+    never rebased or published over the newer one."""
+    with d.gh.deliveries_held(newest_first=True):
+        older = d.move_upstream()
+        newer = d.move_upstream()
+    lost, duplicated, wrong = [], [], []
+    if d.published(newer) is None:
+        lost.append(f"the newest head {newer[:12]} was never published")
+    stale = within(lambda: [e for e in d.env.history("record_stale_head")], 30) or []
+    time.sleep(2)  # a rebase of the older head would have come by now
+    rebased = [e for e in d.env.history("rebased") if e["data"].get("head") == older]
+    if rebased:
+        wrong.append(f"the older head {older[:12]} was rebased")
+    if any(e["data"].get("head") == older for e in d.env.history("published")):
+        wrong.append(f"the older head {older[:12]} was published over the newer")
+    state = d.env.state()
+    if state is None or state.checked_head != newer:
+        wrong.append(
+            f"the series is on {(state.checked_head if state else None)!s:.12}, not the newest head"
+        )
+    wrong += d.agreement()
+    return Outcome(
+        "out-of-order pushes",
+        f"heads {older[:12]} then {newer[:12]} pushed; their push webhooks delivered newest first",
+        lost,
+        duplicated,
+        wrong,
+        f"the older head recorded as behind ({len(stale)} entry), the newer one published",
+    )
+
+
 def protected_branch(d: Deployment) -> Outcome:
     """The organization's ruleset blocks force pushes to carry's branches; a refresh comes."""
     ruleset = d.gh.add_ruleset(d.owner, include=("refs/heads/carry/**",))
@@ -305,6 +340,7 @@ def rename_and_transfer(d: Deployment) -> Outcome:
 
 FAULTS: tuple[Callable[[Deployment], Outcome], ...] = (
     after_the_effect,
+    out_of_order_pushes,
     protected_branch,
     rename_and_transfer,
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
 from collections.abc import Callable, Iterable
@@ -604,6 +605,13 @@ class GitHubEmulator:
         """Waits until every queued delivery was attempted; returns the whole delivery log."""
         self.dispatcher.wait_idle(timeout)
         return self.deliveries
+
+    def deliveries_held(
+        self, *, newest_first: bool = False
+    ) -> contextlib.AbstractContextManager[None]:
+        """Webhook deliveries made inside the block wait, then go out the newest first if
+        asked: GitHub promises no order (a redelivery comes after newer deliveries)."""
+        return self.dispatcher.held(newest_first=newest_first)
 
     def deliver_pending(self, *, newest_first: bool = False) -> int:
         """Sends the held deliveries (manual_webhooks=True), oldest first unless

@@ -7,6 +7,7 @@ empty, so tests wait on a condition instead of sleeping.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -14,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -122,6 +123,7 @@ class Dispatcher:
         self._stopped = False
         self._next_hook = 1
         self._manual = manual
+        self._holding = False  # deliveries wait in the queue (held())
         self._client = httpx.Client(timeout=DELIVERY_TIMEOUT, transport=transport)
         self._thread: threading.Thread | None = None
         if not manual:
@@ -228,7 +230,7 @@ class Dispatcher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopped:
+                while (not self._queue or self._holding) and not self._stopped:
                     self._cond.wait()
                 if self._stopped:
                     return
@@ -239,6 +241,24 @@ class Dispatcher:
             finally:
                 with self._cond:
                     self._busy = False
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def held(self, *, newest_first: bool = False) -> Iterator[None]:
+        """Deliveries made inside the block wait; leaving it sends them in the calling thread,
+        the newest first if asked (GitHub promises no order), then sending goes on as before."""
+        with self._cond:
+            while self._busy:  # a delivery being sent now is not held
+                self._cond.wait()
+            self._holding = True
+        try:
+            yield
+        finally:
+            try:
+                self.deliver_pending(newest_first=newest_first)
+            finally:
+                with self._cond:
+                    self._holding = False
                     self._cond.notify_all()
 
     def deliver_pending(self, *, newest_first: bool = False) -> int:
