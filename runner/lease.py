@@ -17,19 +17,14 @@ from bot.ci.runs import Run, RunEffects, end_run
 from bot.ci.spec import (
     JobPayload,
 )
-from bot.config import load_settings
 from bot.core.state import CiStatus
 from bot.store import ci_runs as store
 from bot.store.ci_runs import cancel_reason
+from runner.runtime import runner_runtime
 
 log = logging.getLogger("carry.ci")
 
 POLL_S = 0.5
-
-
-def lease_s() -> int:
-    """CARRY_CI_LEASE_S: how long a run's lease lives without renewal."""
-    return load_settings().ci_lease_s
 
 
 # --------------------------------------------------------------------------- leases and slots
@@ -42,7 +37,7 @@ def holder_id(runner: str) -> str:
 def acquire_lease(client: redis.Redis, run_id: str, me: str) -> str | None:
     """None when this process now holds the run's lease; else the live holder."""
     for _ in range(3):
-        if store.take_lease(client, run_id, me, lease_s()):
+        if store.take_lease(client, run_id, me, runner_runtime().lease_s):
             return None
         holder = store.lease_holder(client, run_id)
         if holder == me or (holder and holder_dead(holder)):
@@ -68,7 +63,7 @@ def holder_dead(holder: str) -> bool:
 
 
 def take_slot(client: redis.Redis, kind: str, run_id: str, limit: int) -> bool:
-    return store.take_slot(client, kind, run_id, limit, lease_s())
+    return store.take_slot(client, kind, run_id, limit, runner_runtime().lease_s)
 
 
 def wait_for_slot(client: redis.Redis, effects: RunEffects, run: Run, runner: str) -> bool:
@@ -118,7 +113,7 @@ class Watch:
         return self._reason
 
     def _renew(self) -> None:
-        lease = lease_s()
+        lease = runner_runtime().lease_s
         while not self._stop.wait(lease / 4):
             try:
                 store.renew_lease(self.client, self.job.run_id, self.me, lease)

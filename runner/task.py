@@ -4,12 +4,9 @@ and record every check, then conclude or retry."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import socket
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import redis
@@ -27,7 +24,7 @@ from bot.ci.spec import (
     JobPayload,
     job_mismatch,
 )
-from bot.config import CarryConfig, ConfigError, Settings, load_config, load_settings
+from bot.config import CarryConfig, ConfigError, Settings
 from bot.core.ci_plan import (
     FINAL_STATES,
     REUSABLE,
@@ -43,7 +40,7 @@ from bot.core.state import CiStatus
 from bot.git.mirror import MirrorError, normalize_source
 from bot.github.urls import downstream_sources
 from bot.log import correlated, redact, secret_values
-from bot.queue.celery_app import app, redis_url
+from bot.queue.celery_app import app
 from bot.store.ci_runs import (
     cancel_reason,
     is_run_id,
@@ -69,6 +66,7 @@ from runner.job import (
     host_env_for_steps,
 )
 from runner.lease import Watch, acquire_lease, holder_id, wait_for_slot
+from runner.runtime import runner_runtime
 from runner.sandbox_config import runner_sandbox
 from runner.steps import RunLog
 
@@ -76,31 +74,6 @@ log = logging.getLogger("carry.ci")
 
 
 # --------------------------------------------------------------------------- the runner task
-
-
-class RunnerTask(Task):
-    """The runner task's ports. Celery makes one task object per process; pool processes are
-    forked, so the store client is made on first use in the process that uses it (a forked
-    child never shares its parent's connection)."""
-
-    _store: redis.Redis | None = None
-    _store_pid: int = 0
-
-    @property
-    def store(self) -> redis.Redis:
-        if self._store is None or self._store_pid != os.getpid():
-            self._store = redis.Redis.from_url(redis_url(), health_check_interval=30)
-            self._store_pid = os.getpid()
-        return self._store
-
-
-def runner_name(task: Task) -> str:
-    configured = load_settings().runner_name
-    return configured or str(task.request.hostname or socket.gethostname())
-
-
-def runner_workdir() -> Path:
-    return load_settings().runner_workdir or Path("~/.cache/carry/runner").expanduser()
 
 
 @dataclass
@@ -135,18 +108,18 @@ class ReportedEffects:
 
 @app.task(
     name=TASK_NAME,
-    base=RunnerTask,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=None,
 )
-def run_job(self: RunnerTask, payload: dict[str, Any]) -> str:
+def run_job(self: Task, payload: dict[str, Any]) -> str:
     """Executes one hardware run (on a runner host, queue hw.<kind>). Returns how it ended."""
     job = JobPayload.from_dict(payload)
-    client = self.store
-    runner = runner_name(self)
-    effects = ReportedEffects(client, load_settings().runner_kind or job.kind, runner)
+    rt = runner_runtime()
+    client = rt.store
+    runner = rt.name(self.request.hostname)
+    effects = ReportedEffects(client, rt.kind or job.kind, runner)
     with correlated(run_id=job.run_id, task_id=str(self.request.id)):
         refusal = _refusal(job) or _not_as_issued(client, job)
         if refusal is not None:
@@ -176,10 +149,11 @@ def run_job(self: RunnerTask, payload: dict[str, Any]) -> str:
 def _refusal(job: JobPayload) -> str | None:
     """Why the job must not run here: the queue is not trusted, the runner's own config is."""
     try:
-        kind = load_settings().runner_kind
+        rt = runner_runtime()
+        kind = rt.kind
         if not kind:
             return "this worker is not a runner (`carry runner --kind K` sets CARRY_RUNNER_KIND)"
-        config = runner_config()
+        config = rt.config()
     except ConfigError as err:
         return f"this runner's settings or config cannot be read: {'; '.join(err.problems)}"
     runner = config.runners.get(kind) if config is not None else None
@@ -189,7 +163,7 @@ def _refusal(job: JobPayload) -> str | None:
     if mismatch is None and not is_run_id(kind, job.run_id):
         return f"run id {job.run_id!r} is not one carry issues for {kind} runs"
     if mismatch is None and config is not None:
-        return foreign_source(job, config, load_settings())
+        return foreign_source(job, config, rt.settings)
     return mismatch
 
 
@@ -275,26 +249,6 @@ def _refuse(
     # A copy of a run that a runner is executing now leaves that execution alone.
     if not lease_holder(client, job.run_id):
         end_run(client, effects, run, CiStatus.INFRA_ERROR, f"refused by {runner}: {reason}")
-
-
-def runner_config() -> CarryConfig | None:
-    """This runner host's own config (CARRY_CONFIG, else config/carry.yaml if there is one,
-    as `carry runner` chose it), read again only when the file changes."""
-    settings = load_settings()
-    path = settings.config_path
-    try:
-        stat = path.stat()
-    except OSError:
-        if "config_path" in settings.model_fields_set:
-            raise ConfigError([f"{path}: cannot read config file"]) from None
-        return None
-    return _load_runner_config(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=4)
-def _load_runner_config(path: str, mtime_ns: int, size: int) -> CarryConfig:
-    # mtime_ns and size are only the cache key: an edited file is read again.
-    return load_config(path, check_dirs=False)  # a runner host has no copy of patches/
 
 
 def _admit(
@@ -388,16 +342,17 @@ def _execute(
     attempt: int,
     watch: Watch,
 ) -> JobResult:
-    workdir = runner_workdir()
+    rt = runner_runtime()
+    workdir = rt.workdir
     logfile = artifacts_dir(workdir, job.run_id) / "logs" / f"attempt-{attempt}.log"
-    runlog = RunLog(client, job.run_id, job.limits, logfile, secrets=secret_values(load_settings()))
+    runlog = RunLog(client, job.run_id, job.limits, logfile, secrets=secret_values(rt.settings))
     done = _done_checks(load_run(client, job.run_id))
     runlog.note(
         f"[carry] run {job.run_id} attempt {attempt} on {runner}: {job.kind} "
         f"tree {short(job.tree_key)} upstream {short(job.head_sha)}"
     )
     try:
-        configured = runner_config()
+        configured = rt.config()
         own = configured.runners.get(job.kind) if configured else None
         ctx = JobContext(
             workdir=workdir,
@@ -406,10 +361,10 @@ def _execute(
             on_check=lambda result: _record_check(client, effects, job, attempt, runner, result),
             on_phase=lambda phase: note_detail(client, job.run_id, f"{phase} on {runner}"),
             done=done,
-            env=host_env_for_steps(os.environ, load_settings().runner_pass_env),
+            env=host_env_for_steps(os.environ, rt.settings.runner_pass_env),
             attempt=attempt,
             # job_mismatch let the job in, so this runner's config names its kind
-            sandbox=runner_sandbox(own, load_settings(), workdir),
+            sandbox=runner_sandbox(own, rt.settings, workdir),
             networked=own.networked() if own else frozenset(),
         )
         return execute(job, ctx)

@@ -307,6 +307,8 @@ def time_limits(settings: Settings) -> dict[str, tuple[int, str]]:
         "carry.find_successor": rebase,  # it checks the series on a head, as a rebase does
         "carry.bisect": rebase,  # it checks the series on a commit of the range
         "carry.publish": (settings.publish_time_limit_s, "CARRY_PUBLISH_TIME_LIMIT_S"),
+        # it pushes carry/good/<series>, as a publish pushes carry's branch
+        "carry.good_ref": (settings.publish_time_limit_s, "CARRY_PUBLISH_TIME_LIMIT_S"),
         "carry.poll": (settings.poll_time_limit_s, "CARRY_POLL_TIME_LIMIT_S"),
     }
 

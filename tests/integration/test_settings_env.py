@@ -15,8 +15,7 @@ import pytest
 from bot.config import LOG_LEVELS, ConfigError, Settings, load_settings, log_level, redact_url
 from bot.queue.celery_app import broker_settings
 from runner import cli as runner_cli
-from runner import lease as ci_leases
-from runner import task as ci_runner
+from runner import runtime as runner_runtime_module
 from tests.support.paths import REPO_ROOT
 
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
@@ -105,8 +104,11 @@ def test_values_are_read_with_their_types(env: pytest.MonkeyPatch, tmp_path: Pat
     env.setenv("CARRY_RUNNER_WORKDIR", str(tmp_path))
     settings = load_settings()
     assert (settings.visibility_timeout_s, settings.busy_retry_s) == (7200, 0.5)
-    # Read where they are used, when they are used: nothing is fixed at import.
-    assert (ci_leases.lease_s(), ci_runner.runner_workdir()) == (9, tmp_path)
+    # Read when a runner process starts (its runtime), nothing fixed at import.
+    runner_runtime_module.reset()
+    runner = runner_runtime_module.runner_runtime()
+    assert (runner.lease_s, runner.workdir, runner.name(None)) == (9, tmp_path, "gaudi@rack4")
+    runner_runtime_module.reset()
     assert broker_settings()["broker_transport_options"]["visibility_timeout"] == 7200
 
 
