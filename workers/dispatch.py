@@ -11,10 +11,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from bot.ci.runs import REPORT_TASK
 from bot.core import transitions as tr
+from bot.core.bisect import BISECT_TASK
 from bot.core.history import HistoryKind
+from bot.core.notify import NOTIFY_TASK
+from bot.core.owners import RED_STREAK_TASK
 from bot.core.planner import Action, ActionKind
 from bot.core.state import Phase, SeriesState
+from bot.core.tree_branch import GOOD_REF_TASK
 from bot.core.trust import Push
 from bot.store import series as store
 from workers.ci import github as hardware
@@ -46,7 +51,7 @@ def carry_out(rt: Runtime, action: Action) -> None:
     try:
         handler(rt, action)
     except Skipped as why:
-        store.claim(client, action.key)
+        remember(client, action)
         store.append_history(
             client,
             action.series_id,
@@ -57,7 +62,7 @@ def carry_out(rt: Runtime, action: Action) -> None:
         )
         return
     if action.kind is not ActionKind.NOTE:
-        store.claim(client, action.key)
+        remember(client, action)
     store.append_history(
         client,
         action.series_id,
@@ -68,8 +73,20 @@ def carry_out(rt: Runtime, action: Action) -> None:
     )
 
 
+def remember(client: Any, action: Action) -> None:
+    """Marks the action done, for as long as it says (the store's default otherwise)."""
+    if action.remember_s is None:
+        store.claim(client, action.key)
+    else:
+        store.claim(client, action.key, ttl_s=action.remember_s)
+
+
+# What an entry leaves out: a comment's text, and records its reason already sums up.
+_NOT_IN_HISTORY = frozenset({"body", "rows", "notice", "grew"})
+
+
 def _public(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in args.items() if k not in ("body",)}
+    return {k: v for k, v in args.items() if k not in _NOT_IN_HISTORY}
 
 
 def _note(rt: Runtime, action: Action) -> None:
@@ -239,6 +256,17 @@ def _test_tree(rt: Runtime, action: Action) -> None:
     hardware.test_tree(rt, action.series_id, **action.args)
 
 
+def _report_checks(rt: Runtime, action: Action) -> None:
+    """Each row to GitHub, as a check run or commit status (workers.ci.github.report)."""
+    for row in action.args["rows"]:
+        rt.send(REPORT_TASK, {"series_id": action.series_id, "row": row})
+
+
+def _notify(rt: Runtime, action: Action) -> None:
+    """A change of verdict to the configured webhooks (workers.notify)."""
+    rt.send(NOTIFY_TASK, {"notice": action.args["notice"]})
+
+
 def _send_task(task: str) -> Callable[[Runtime, Action], None]:
     def handler(rt: Runtime, action: Action) -> None:
         rt.send(task, {"series_id": action.series_id, **action.args})
@@ -269,6 +297,11 @@ _HANDLERS: dict[ActionKind, Callable[[Runtime, Action], None]] = {
     ActionKind.RETEST: _send_task("carry.retest"),
     ActionKind.RECORD_CI: _note,
     ActionKind.TEST_TREE: _test_tree,
+    ActionKind.REPORT_CHECKS: _report_checks,
+    ActionKind.NOTIFY: _notify,
+    ActionKind.BISECT: _send_task(BISECT_TASK),  # a notice starts one; without, its next step
+    ActionKind.MENTION_OWNERS: lambda rt, a: rt.send(RED_STREAK_TASK, dict(a.args)),
+    ActionKind.MOVE_GOOD_REF: _send_task(GOOD_REF_TASK),
     ActionKind.REFRESH_DASHBOARD_ISSUE: lambda rt, a: rt.send(
         "carry.dashboard_issue", dict(a.args)
     ),

@@ -36,14 +36,7 @@ def red_streak(grew: dict[str, Any]) -> None:
 def mention(rt: Runtime, grew: dict[str, Any]) -> bool:
     """Mentions the owners when the streak `grew` describes reached the configured length and
     was not mentioned yet; True when it did now."""
-    streak = own.StreakGrew(
-        series_id=str(grew["series"]),
-        head=str(grew["head"]),
-        streak_head=str(grew["streak_head"]),
-        heads=int(grew["heads"]),
-        since=str(grew["since"]),
-        checks=tuple(sorted((str(k), str(v)) for k, v in dict(grew["checks"]).items())),
-    )
+    streak = own.StreakGrew.from_dict(grew)
     if not own.mention_due(streak.heads, rt.config.notify.red_streak_mention):
         return False
     if not _still_red(rt, streak) or not store.claim(

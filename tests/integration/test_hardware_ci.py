@@ -455,14 +455,16 @@ def log_text(client: redis.Redis, run_id: str) -> str:
 
 
 def reported(client: redis.Redis) -> list[dict[str, Any]]:
-    """The CI rows sent to the service's queue as carry.ci.report tasks, oldest first (the
-    queue is a Redis list that kombu pushes on the left)."""
+    """The CI rows handed to the planner (ChecksRecorded events queued as carry.ingest tasks on
+    the service's queue), oldest first (the queue is a Redis list that kombu pushes on the
+    left): each becomes a carry.ci.report task there."""
     sent = []
     for raw in reversed(client.lrange("carry", 0, -1)):
         message = json.loads(raw)
-        if message["headers"]["task"] == "carry.ci.report":
+        if message["headers"]["task"] == "carry.ingest":
             args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-            sent.append(args[1])
+            if args[0]["kind"] == "checks_recorded":
+                sent.extend(args[0]["rows"])
     return sent
 
 
@@ -505,7 +507,7 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
         ("gaudi/fixed", "queued"),
         ("gb10/gb10-check", "queued"),
     ]
-    # Each row change is sent to the service's queue as a carry.ci.report task.
+    # Each row change goes to the planner (a ChecksRecorded event on the service's queue).
     assert [(row["runner"], row["state"]) for row in reported(client)] == [
         ("gaudi/fixed", "queued"),
         ("gb10/gb10-check", "queued"),
@@ -551,7 +553,7 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
     assert f", as {user}" in registered[gaudi.name]["steps"], registered[gaudi.name]
     # Runner-side rows go the same way (runners hold no GitHub token), with the commit tested.
     forwarded = [json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)]
-    assert set(forwarded) == {"carry.ci.report"}
+    assert set(forwarded) == {"carry.ingest"}  # what the rows recorded leads to is planned
     ended = [row for row in reported(client) if row["run_id"] == gaudi_run][-1]
     assert ended["state"] == "success"
     assert ended["commit_sha"] == world.downstream.head("carry/s1")
