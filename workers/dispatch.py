@@ -96,10 +96,11 @@ def _note(rt: Runtime, action: Action) -> None:
 def _rebase(rt: Runtime, action: Action) -> None:
     assert action.series_id
     args = dict(action.args)
+    recheck = args.pop("recheck", False)  # after a command changed what the series decides
     if args.get("force"):  # a re-check (`/carry rebase`) is of the newest head, never older
         args["head_sha"] = _newest_head(rt, action.series_id, args["head_sha"])
         state = store.load_series(rt.redis, action.series_id)
-        if state is not None and state.phase == Phase.QUEUED:
+        if not recheck and state is not None and state.phase == Phase.QUEUED:
             # A burst of `/carry rebase` is one re-check: this head's is waiting already.
             raise Skipped(f"a check of {args['head_sha'][:12]} is already queued")
     else:
@@ -180,8 +181,7 @@ def _record_base_pr(rt: Runtime, action: Action) -> None:
 
 def _retarget(rt: Runtime, action: Action) -> None:
     base, words = action.args["base"], action.args["words"]
-    if _change(rt, action, lambda s: tr.retarget(s, base, words)):
-        rt.send("carry.poll", {})  # the new base's head, now rather than at the next interval
+    _change(rt, action, lambda s: tr.retarget(s, base, words))
 
 
 def _record_upstream_pr(rt: Runtime, action: Action) -> None:
@@ -198,16 +198,9 @@ def _record_carry_pr(rt: Runtime, action: Action) -> None:
 
 
 def _reopen(rt: Runtime, action: Action) -> None:
-    """`/carry reopen`: the close stops no new PR; a re-check of the newest head publishes."""
-    seen: list[SeriesState] = []
-
-    def reopen(state: SeriesState) -> bool:
-        seen[:] = [state]
-        return tr.reopen(state, action.args["by"])
-
-    if not _change(rt, action, reopen):
+    """`/carry reopen`: the close stops no new PR (the planner's re-check then publishes)."""
+    if not _change(rt, action, lambda s: tr.reopen(s, action.args["by"])):
         raise Skipped("no PR of carry's is closed by a person (reopened already?)")
-    _recheck(rt, action, seen[0])
 
 
 def _set_paused(rt: Runtime, action: Action) -> None:
@@ -229,24 +222,6 @@ def _pin(rt: Runtime, action: Action, *, keep: bool) -> None:
         known = ", ".join(p.name for p in seen[0].patches) if seen else ""
         raise ValueError(
             f"series {action.series_id} has no patch {name!r} (its patches: {known or 'none'})"
-        )
-    (state,) = seen
-    _recheck(rt, action, state)  # re-decide with the override
-
-
-def _recheck(rt: Runtime, action: Action, state: SeriesState) -> None:
-    """A re-check of the series on its newest head (none before its first head)."""
-    assert action.series_id
-    if state.head_sha:
-        rt.send(
-            "carry.rebase",
-            {
-                "series_id": action.series_id,
-                "head_sha": _newest_head(rt, action.series_id, state.head_sha),
-                "head_ref": state.head_ref or "",
-                "force": True,
-                "trigger": action.key,
-            },
         )
 
 
@@ -302,6 +277,7 @@ _HANDLERS: dict[ActionKind, Callable[[Runtime, Action], None]] = {
     ActionKind.BISECT: _send_task(BISECT_TASK),  # a notice starts one; without, its next step
     ActionKind.MENTION_OWNERS: lambda rt, a: rt.send(RED_STREAK_TASK, dict(a.args)),
     ActionKind.MOVE_GOOD_REF: _send_task(GOOD_REF_TASK),
+    ActionKind.POLL: lambda rt, a: rt.send("carry.poll", {}),
     ActionKind.REFRESH_DASHBOARD_ISSUE: lambda rt, a: rt.send(
         "carry.dashboard_issue", dict(a.args)
     ),

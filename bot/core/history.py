@@ -41,6 +41,7 @@ class HistoryKind(StrEnum):
     BISECT = "bisect"
     MENTION_OWNERS = "mention_owners"
     MOVE_GOOD_REF = "move_good_ref"
+    POLL = "poll"
     SKIPPED = "skipped"  # an action already done, or one its adapter found nothing to do for
 
     # intake and polling

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Final
 
 from bot.core import events as ev
 from bot.core.commands import HELP, Command, may_command, parse_commands, retarget_base
@@ -98,6 +98,7 @@ class ActionKind(StrEnum):
     BISECT = "bisect"
     MENTION_OWNERS = "mention_owners"
     MOVE_GOOD_REF = "move_good_ref"
+    POLL = "poll"
 
 
 @dataclass(frozen=True)
@@ -459,7 +460,7 @@ def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
         key = f"{base_key}:{index}"
         action, line = _command_action(series, event, command, key)
         if action is not None:
-            actions.append(action)
+            actions += [action, *_follow_ups(series, action)]
         lines.append(line)
     actions.append(
         _reply(series, event, "\n".join(lines), f"{base_key}:reply", "answer the command")
@@ -530,6 +531,30 @@ def _command_action(
         kind, args, line = simple[command.verb]
         return Action(kind, key, f"/carry {command.verb} by @{who}", series.id, args), line
     return _approve(series, event, command, key)
+
+
+# A change of what the series decides re-decides it on its newest head at once.
+_RECHECKED: Final = frozenset({ActionKind.PIN_PATCH, ActionKind.REQUEST_DROP, ActionKind.REOPEN})
+
+
+def _follow_ups(series: SeriesFacts, action: Action) -> list[Action]:
+    """What a command's change leads to: a re-check with the override or the reopened PR (none
+    before the series' first head), or the new base's head polled now rather than at the next
+    interval."""
+    if action.kind in _RECHECKED and series.head_sha is not None:
+        args = {
+            "head_sha": series.head_sha,  # the dispatcher takes the newest head asked for
+            "head_ref": series.head_ref or "",
+            "force": True,
+            "trigger": action.key,
+            "recheck": True,  # never folded into a check already queued: it must publish
+        }
+        why = f"re-decide the series after {action.kind}"
+        return [Action(ActionKind.REBASE, f"{action.key}:recheck", why, series.id, args)]
+    if action.kind is ActionKind.RETARGET:
+        why = "the new base's head, now rather than at the next poll"
+        return [Action(ActionKind.POLL, f"{action.key}:poll", why, series.id, {})]
+    return []
 
 
 def _retarget(

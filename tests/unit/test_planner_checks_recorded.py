@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from bot.core import events as ev
 from bot.core.owners import StreakGrew
-from bot.core.planner import ActionKind, Facts, plan
+from bot.core.planner import Action, ActionKind, Facts, SeriesFacts, plan
 from bot.core.state import CiState, CiStatus
 from bot.core.verified import Change, Notice
 
@@ -106,3 +106,43 @@ def test_the_event_goes_through_the_task_queue_and_back_with_its_records() -> No
     assert back == full
     assert isinstance(back, ev.ChecksRecorded) and isinstance(back.notices[0], Notice)
     assert isinstance(back.rows[0].state, CiStatus)
+
+
+# -- follow-ups of commands: decided by the planner, not the dispatcher (issue 31) -------------
+
+
+def _command(body: str, head_sha: str | None = None) -> list[Action]:
+    series = SeriesFacts(
+        id="s1",
+        upstream_repo="up/up",
+        patch_names=("0001-a.patch",),
+        head_sha=head_sha,
+        head_ref="refs/heads/main" if head_sha else None,
+    )
+    event = ev.CommandAuthorized(
+        series_id="s1", number=7, comment_id=99, author="lead", permission="write", body=body
+    )
+    return plan(event, Facts(downstream_repo="acme/carry", series=(series,)))
+
+
+def test_a_pin_or_drop_is_re_decided_on_the_newest_head_at_once() -> None:
+    for body, kind in (
+        ("/carry keep 0001-a.patch", ActionKind.PIN_PATCH),
+        ("/carry drop 0001-a.patch", ActionKind.REQUEST_DROP),
+    ):
+        change, recheck, _reply = _command(body, head_sha=HEAD)
+        assert change.kind is kind and recheck.kind is ActionKind.REBASE
+        assert recheck.args == {
+            "head_sha": HEAD,
+            "head_ref": "refs/heads/main",
+            "force": True,
+            "trigger": change.key,
+            "recheck": True,
+        }
+
+
+def test_no_recheck_before_the_first_head_and_a_retarget_polls_now() -> None:
+    change, _reply = _command("/carry keep 0001-a.patch")
+    assert change.kind is ActionKind.PIN_PATCH
+    retarget, poll, _reply = _command("/carry retarget v1.2.0", head_sha=HEAD)
+    assert retarget.kind is ActionKind.RETARGET and poll.kind is ActionKind.POLL
