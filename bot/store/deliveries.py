@@ -136,74 +136,71 @@ class StoredDelivery:
     body: bytes
 
 
-def record_delivery(
-    client: redis.Redis,
-    delivery_id: str,
-    event_name: str,
-    body_bytes: bytes,
-    received_at: datetime,
-    outcome: Outcome,
-    event_json: str | None,
-    reason: str | None,
-    *,
-    action: str | None = None,
-    event_key: str | None = None,
-    retention_s: int = DEFAULT_RETENTION_S,
-    task: QueuedTask | None = None,
-) -> bool:
+@dataclass(frozen=True)
+class NewDelivery:
+    """A delivery as the intake records it: what GitHub sent, and what carry made of it."""
+
+    delivery_id: str
+    event_name: str
+    body: bytes
+    received_at: datetime
+    outcome: Outcome
+    event_json: str | None = None
+    reason: str | None = None
+    action: str | None = None
+    event_key: str | None = None
+    retention_s: int = DEFAULT_RETENTION_S
+    task: QueuedTask | None = None  # an accepted delivery's task message, queued with it
+
+    def script_request(self) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of the _RECORD script, after checking them."""
+        if self.outcome not in OUTCOMES or self.outcome == "duplicate":
+            raise ValueError(f"cannot record a delivery with outcome {self.outcome!r}")
+        if not self.delivery_id:
+            raise ValueError("delivery_id must not be empty")
+        task = self.task
+        if task is not None and self.outcome != "accepted":
+            raise ValueError(f"only an accepted delivery has a task to queue, not {self.outcome!r}")
+        keys = [_delivery_key(self.delivery_id), STREAM_KEY]
+        if task is not None:
+            keys.append(task.queue)
+        pending = self.outcome == "accepted" and task is None
+        args = [
+            STREAM_MAXLEN,
+            self.retention_s,
+            self.delivery_id,
+            self.event_name,
+            self.action or "",
+            self.outcome,
+            _iso(self.received_at),
+            self.event_key or "",
+            self.event_json or "",
+            self.reason or "",
+            self.body,
+            time.time(),
+            HANDOFF_TAKEOVER_S,
+            "0" if pending else "1",
+            task.message if task is not None else "",
+        ]
+        return keys, args
+
+
+def record_delivery(client: redis.Redis, delivery: NewDelivery) -> bool:
     """Store a delivery once. True when new; False for a duplicate id (logged as 'duplicate').
-    With `task` (an "accepted" delivery's task message) the delivery is queued in the same
+    With a `task` (an "accepted" delivery's task message) the delivery is queued in the same
     atomic step and handed off at once. Otherwise an outcome of "accepted" is pending until
     mark_handed_off(): a redelivery of a pending one raises DeliveryInFlight, or,
     HANDOFF_TAKEOVER_S later, is recorded anew (True).
 
     Raises redis.RedisError when Redis cannot be reached: the caller must not acknowledge.
     """
-    keys, args = _record_request(
-        delivery_id,
-        event_name,
-        body_bytes,
-        received_at,
-        outcome,
-        event_json,
-        reason,
-        action,
-        event_key,
-        retention_s,
-        task,
-    )
-    return _recorded(_RECORD_SCRIPT(keys, args, client=client), delivery_id)
+    keys, args = delivery.script_request()
+    return _recorded(_RECORD_SCRIPT(keys, args, client=client), delivery.delivery_id)
 
 
-async def record_delivery_async(
-    client: redis.asyncio.Redis,
-    delivery_id: str,
-    event_name: str,
-    body_bytes: bytes,
-    received_at: datetime,
-    outcome: Outcome,
-    event_json: str | None,
-    reason: str | None,
-    *,
-    action: str | None = None,
-    event_key: str | None = None,
-    retention_s: int = DEFAULT_RETENTION_S,
-    task: QueuedTask | None = None,
-) -> bool:
+async def record_delivery_async(client: redis.asyncio.Redis, delivery: NewDelivery) -> bool:
     """record_delivery on an asyncio client (the web service's event loop), same contract."""
-    keys, args = _record_request(
-        delivery_id,
-        event_name,
-        body_bytes,
-        received_at,
-        outcome,
-        event_json,
-        reason,
-        action,
-        event_key,
-        retention_s,
-        task,
-    )
+    keys, args = delivery.script_request()
     try:
         result = await _evalsha(client, keys, args)
     except redis.ConnectionError:
@@ -211,7 +208,7 @@ async def record_delivery_async(
         # a fresh one either works or fails the same way. Running the script again is safe:
         # had the first run taken effect, this one finds the id and answers "duplicate".
         result = await _evalsha(client, keys, args)
-    return _recorded(result, delivery_id)
+    return _recorded(result, delivery.delivery_id)
 
 
 async def _evalsha(client: redis.asyncio.Redis, keys: list[str], args: list[Any]) -> Any:
@@ -220,50 +217,6 @@ async def _evalsha(client: redis.asyncio.Redis, keys: list[str], args: list[Any]
     except NoScriptError:  # a restarted or flushed server: load it again
         await client.script_load(_RECORD)
         return await client.evalsha(_RECORD_SHA, len(keys), *keys, *args)
-
-
-def _record_request(
-    delivery_id: str,
-    event_name: str,
-    body_bytes: bytes,
-    received_at: datetime,
-    outcome: Outcome,
-    event_json: str | None,
-    reason: str | None,
-    action: str | None,
-    event_key: str | None,
-    retention_s: int,
-    task: QueuedTask | None,
-) -> tuple[list[str], list[Any]]:
-    """The keys and arguments of the _RECORD script, after checking them."""
-    if outcome not in OUTCOMES or outcome == "duplicate":
-        raise ValueError(f"cannot record a delivery with outcome {outcome!r}")
-    if not delivery_id:
-        raise ValueError("delivery_id must not be empty")
-    if task is not None and outcome != "accepted":
-        raise ValueError(f"only an accepted delivery has a task to queue, not {outcome!r}")
-    keys = [_delivery_key(delivery_id), STREAM_KEY]
-    if task is not None:
-        keys.append(task.queue)
-    pending = outcome == "accepted" and task is None
-    args = [
-        STREAM_MAXLEN,
-        retention_s,
-        delivery_id,
-        event_name,
-        action or "",
-        outcome,
-        _iso(received_at),
-        event_key or "",
-        event_json or "",
-        reason or "",
-        body_bytes,
-        time.time(),
-        HANDOFF_TAKEOVER_S,
-        "0" if pending else "1",
-        task.message if task is not None else "",
-    ]
-    return keys, args
 
 
 def _recorded(result: Any, delivery_id: str) -> bool:
