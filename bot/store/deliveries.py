@@ -1,9 +1,10 @@
 """The webhook delivery log in Redis: dedup by delivery id, raw bodies kept, a capped stream.
 
 Layout (all keys prefixed `carry:`):
-  carry:delivery:<id>   hash: the delivery (raw body, normalized event, outcome, reason).
-                        Its existence is the dedup marker; it expires after `retention_s`,
-                        which outlives GitHub's redelivery window.
+  carry:delivery:<id>   hash: the delivery (raw body, zlib-compressed behind BODY_ZLIB;
+                        normalized event, outcome, reason). Its existence is the dedup
+                        marker; it expires after `retention_s`, which outlives GitHub's
+                        redelivery window.
   carry:deliveries      stream, newest last: one entry per delivery attempt, duplicates included,
                         without the body. Capped near STREAM_MAXLEN entries.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
@@ -37,6 +39,23 @@ STREAM_MAXLEN: Final = 10_000
 DELIVERY_PREFIX: Final = "carry:delivery:"
 # GitHub's redelivery window is 3 days on github.com and up to 30 in its docs' sources.
 DEFAULT_RETENTION_S: Final = 35 * 24 * 3600
+# A stored body that starts so is zlib-compressed (a JSON body never starts with a NUL byte);
+# bodies were kept as sent before, and such bodies still read back as they are. Webhook
+# payloads are JSON full of repeated keys and URLs: compressed they take several times less of
+# Redis's memory, which the kept bodies dominated (bench/scale.py).
+BODY_ZLIB: Final = b"\x00zlib\x00"
+
+
+def stored_body(body: bytes) -> bytes:
+    return BODY_ZLIB + zlib.compress(body, 6)
+
+
+def sent_body(stored: bytes) -> bytes:
+    """The body as GitHub sent it, from what the hash holds."""
+    if stored.startswith(BODY_ZLIB):
+        return zlib.decompress(stored[len(BODY_ZLIB) :])
+    return stored
+
 
 # One round trip, atomic: either this id is new (store it, log "accepted"/..., and queue its
 # task when one is given: KEYS[3] the queue's list, ARGV[15] the message) or it was seen (log
@@ -176,7 +195,7 @@ class NewDelivery:
             self.event_key or "",
             self.event_json or "",
             self.reason or "",
-            self.body,
+            stored_body(self.body),
             time.time(),
             HANDOFF_TAKEOVER_S,
             "0" if pending else "1",
@@ -273,7 +292,7 @@ def get_delivery(client: redis.Redis, delivery_id: str) -> StoredDelivery | None
         received_at=datetime.fromisoformat(text(data["received_at"])),
         event_key=text(data.get("event_key", "")) or None,
         event=_json_or_none(text(data.get("event_json", ""))),
-        body=body if isinstance(body, bytes) else str(body).encode(),
+        body=sent_body(body if isinstance(body, bytes) else str(body).encode()),
     )
 
 
