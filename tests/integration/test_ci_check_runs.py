@@ -28,8 +28,8 @@ from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from bot.store.write_budget import take_write
 from bot.web.app import create_app
+from harness.carry_env import SERIES, queued_tasks
 from tests.support.asgi import serve
-from tests.support.carry_env import SERIES, queued_tasks
 from tests.support.deployment import (
     CHECK,
     DOWN_NAME,

@@ -50,9 +50,9 @@ from bot.web.access import SESSION_COOKIE, Access, exposure_warning
 from bot.web.app import create_app
 from bot.web.dashboard import LiveStream, async_client_like, dashboard_router, render_markdown
 from bot.web.views import FixPages
+from harness.redis_server import free_port
 from tests.support.asgi import serve
 from tests.support.paths import REPO_ROOT
-from tests.support.redis_server import free_port
 
 PATCH = "0001-seed-decode-input-ids-before-async-scatter.patch"
 MAIN = "async-inputs-main"

@@ -64,13 +64,13 @@ from bot.store import quarantine
 from bot.store import runner_channel as channel
 from bot.store.runners import runlog, runners
 from bot.store.series import history, load_series
+from harness.gitrepo import RepoBuilder, git
+from harness.pushes import push, trusted_push
+from harness.redis_server import PrivateRedis
 from runner import sandbox
 from runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
 from tests.support.broker_junk import malformed, real_envelope
-from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
-from tests.support.pushes import push, trusted_push
-from tests.support.redis_server import PrivateRedis
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
 

@@ -28,9 +28,9 @@ from bot.store import get_delivery, recent_deliveries
 from bot.store.deliveries import BODY_ZLIB
 from bot.web.app import create_app
 from bot.web.webhooks import sign
+from harness.redis_server import PrivateRedis
 from tests.support.asgi import serve
 from tests.support.paths import WEBHOOK_EXAMPLES
-from tests.support.redis_server import PrivateRedis
 
 SECRET = "test-webhook-secret"
 EXAMPLES = sorted(

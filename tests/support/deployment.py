@@ -23,9 +23,9 @@ from bot.queue.celery_app import SERVICE_QUEUES
 from bot.queue.celery_app import app as celery_app
 from bot.queue.task_message import INGEST_TASK
 from bot.store import series as store
+from harness.carry_env import BODY, SERIES, CarryEnv
+from harness.gitrepo import git
 from tests.support.broker import point_at
-from tests.support.carry_env import BODY, SERIES, CarryEnv
-from tests.support.gitrepo import git
 from workers import publish
 from workers import runtime as runtime_module
 from workers.ci import github as hardware

@@ -26,9 +26,10 @@ from bot.core.state import SeriesState
 from bot.local_redis import free_port
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.store import series as store
-from tests.support.gitrepo import RepoBuilder, git
-from tests.support.paths import REPO_ROOT
+from harness.gitrepo import RepoBuilder, git
 from workers import runtime as runtime_module
+
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose carry runs
 
 SECRET = "test-webhook-secret"
 UPSTREAM_REPO = "upstream-org/engine"
