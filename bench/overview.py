@@ -35,17 +35,17 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.scale import Size, World, pct, upstream_file  # noqa: E402
-from bot.core import transitions as tr  # noqa: E402
-from bot.core.policy import series_digest  # noqa: E402
-from bot.core.state import CiState, PrInfo, SeriesState  # noqa: E402
-from bot.git.engine import Engine, PatchInput  # noqa: E402
-from bot.git.mirror import Mirror  # noqa: E402
-from bot.local_redis import free_port  # noqa: E402
-from bot.store.series import save_series  # noqa: E402
-from tests.support.carry_env import SECRET, wait_for  # noqa: E402
-from tests.support.paths import REPO_ROOT  # noqa: E402
-from tests.support.redis_server import PrivateRedis  # noqa: E402
+from bench.scale import Size, World, pct, upstream_file
+from bot.core import transitions as tr
+from bot.core.policy import series_digest
+from bot.core.state import CiState, PrInfo, SeriesState
+from bot.git.engine import Engine, PatchInput
+from bot.git.mirror import Mirror
+from bot.local_redis import free_port
+from bot.store.series import save_series
+from tests.support.carry_env import SECRET, wait_for
+from tests.support.paths import REPO_ROOT
+from tests.support.redis_server import PrivateRedis
 
 UP_REPO = "upstream-org/up0"
 DOWN_REPO = "downstream-org/carry"
@@ -246,9 +246,7 @@ def render(size: Size, webs: list[Web]) -> str:
             values = getattr(web, attr)
             p95 = pct(values, 0.95)
             ratio = f"{p95 / theirs:.2f}x" if theirs else "-"
-            lines.append(
-                f"| {web.name} | {page} | {pct(values, 0.5):.1f} | {p95:.1f} | {ratio} |"
-            )
+            lines.append(f"| {web.name} | {page} | {pct(values, 0.5):.1f} | {p95:.1f} | {ratio} |")
     return "\n".join(lines)
 
 

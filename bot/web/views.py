@@ -4,9 +4,10 @@ Handlers only read the store (and the fix pages on disk)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -63,7 +64,13 @@ from bot.web.models import (
     TreeBranchOut,
     UpstreamPrOut,
 )
-from bot.web.series_cache import DirectoryCache
+from bot.web.series_cache import (
+    DirectoryCache,
+    Kept,
+    SeriesCache,
+    document_digest,
+    stored_documents,
+)
 from bot.web.timeline import Outcome, describe, outcome_of
 
 GITHUB_WEB: Final = "https://github.com"
@@ -236,18 +243,19 @@ class FixPages:
             problems = "; ".join(str(p) for p in exc.problems[:5])
             return f"the series directory has problems: {problems}"
 
+    def loaded(self, series_id: str) -> LoadedSeries | str:
+        """The series directory's load (the same object while its files are unchanged), or
+        why there is none."""
+        return self._load(series_id)
+
     def pages_of(self, series_id: str) -> dict[str, FixPage]:
         """Patch name -> its fix page (empty when there are none to show)."""
-        loaded = self._load(series_id)
-        if isinstance(loaded, str):
-            return {}
-        return {name: page for page in loaded.pages for name in page.patch_names}
+        return pages_in(self._load(series_id))
 
     def patch_files(self, series_id: str) -> list[str] | None:
         """The patch files of the series directory, in series order; None when it cannot be
         read (no configuration, no directory, problems)."""
-        loaded = self._load(series_id)
-        return None if isinstance(loaded, str) else list(loaded.patch_names)
+        return patch_files_in(self._load(series_id))
 
     def lookup(self, series_id: str, patch: str) -> FixPageFound:
         loaded = self._load(series_id)
@@ -258,6 +266,16 @@ class FixPages:
             return FixPageFound(None, None, f"no fix page names {patch}")
         text = (loaded.directory / Path(page.file).name).read_text(encoding="utf-8")
         return FixPageFound(page, text, None)
+
+
+def pages_in(loaded: LoadedSeries | str) -> dict[str, FixPage]:
+    if isinstance(loaded, str):
+        return {}
+    return {name: page for page in loaded.pages for name in page.patch_names}
+
+
+def patch_files_in(loaded: LoadedSeries | str) -> list[str] | None:
+    return None if isinstance(loaded, str) else list(loaded.patch_names)
 
 
 def fix_page_out(
@@ -506,16 +524,62 @@ def successor_out(found: dict[str, Any] | None) -> SuccessorOut | None:
 
 
 def series_list(
-    client: redis.Redis, fix_pages: FixPages, config: CarryConfig | None = None
+    client: redis.Redis,
+    fix_pages: FixPages,
+    config: CarryConfig | None = None,
+    kept: SeriesCache[SeriesSummaryOut] | None = None,
 ) -> SeriesListOut:
-    """Every series, those that need attention first, then by id; and carry's own health."""
-    states = sorted(all_series(client), key=lambda s: (not s.needs_attention, s.id))
+    """Every series, those that need attention first, then by id; and carry's own health.
+    With `kept`, a series whose document and directory are unchanged since the last call is
+    not parsed or summarized again (only its ages are brought up to now)."""
+    if kept is None:
+        summaries = [
+            series_summary(s, fix_pages.pages_of(s.id), fix_pages.patch_files(s.id))
+            for s in all_series(client)
+        ]
+    else:
+        summaries = [entry.value for entry in kept_summaries(client, fix_pages, kept)]
+    return listing(client, config, summaries)
+
+
+def listing(
+    client: redis.Redis, config: CarryConfig | None, summaries: Iterable[SeriesSummaryOut]
+) -> SeriesListOut:
     return SeriesListOut(
-        series=[
-            series_summary(s, fix_pages.pages_of(s.id), fix_pages.patch_files(s.id)) for s in states
-        ],
+        series=sorted(summaries, key=lambda s: (not s.needs_attention, s.id)),
         health=carry_health(client, config),
     )
+
+
+def kept_summaries(
+    client: redis.Redis, fix_pages: FixPages, kept: SeriesCache[SeriesSummaryOut]
+) -> list[Kept[SeriesSummaryOut]]:
+    """Each stored series' summary (by id) as `kept` holds it, made again where its document or
+    its directory changed, with its ages as of now (an entry's `derived` is the kept one's)."""
+    now = datetime.now(UTC)
+    out = []
+    documents = stored_documents(client)
+    for series_id, raw in documents:
+        digest, loaded = document_digest(raw), fix_pages.loaded(series_id)
+        entry = kept.get(series_id, digest, loaded)
+        if entry is None:
+            state = SeriesState.from_dict(json.loads(raw))
+            summary = series_summary(state, pages_in(loaded), patch_files_in(loaded))
+            entry = kept.put(series_id, digest, loaded, summary)
+        out.append(replace(entry, value=aged(entry.value, now)))
+    kept.keep_only({series_id for series_id, _ in documents})
+    return out
+
+
+def aged(summary: SeriesSummaryOut, now: datetime) -> SeriesSummaryOut:
+    """The summary with its head's and its attention items' ages as of `now`."""
+    seconds = age_seconds(summary.head.seen_at, now)
+    head = summary.head.model_copy(update={"age_s": seconds, "age": age_text(seconds)})
+    attention = [
+        item.model_copy(update={"age": age_text(age_seconds(item.since, now))})
+        for item in summary.attention
+    ]
+    return summary.model_copy(update={"head": head, "attention": attention})
 
 
 def require_series(client: redis.Redis, series_id: str) -> SeriesState:
