@@ -84,10 +84,7 @@ class NotFound(Exception):
 
 
 def age_seconds(iso: str | None, now: datetime | None = None) -> int | None:
-    moment = _moment(iso)
-    if moment is None:
-        return None
-    return max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
+    return _seconds_since(_moment(iso), now or datetime.now(UTC))
 
 
 def age_text(seconds: int | None) -> str | None:
@@ -566,20 +563,34 @@ def kept_summaries(
             state = SeriesState.from_dict(json.loads(raw))
             summary = series_summary(state, pages_in(loaded), patch_files_in(loaded))
             entry = kept.put(series_id, digest, loaded, summary)
-        out.append(replace(entry, value=aged(entry.value, now)))
+        out.append(replace(entry, value=aged(entry, now)))
     kept.keep_only({series_id for series_id, _ in documents})
     return out
 
 
-def aged(summary: SeriesSummaryOut, now: datetime) -> SeriesSummaryOut:
-    """The summary with its head's and its attention items' ages as of `now`."""
-    seconds = age_seconds(summary.head.seen_at, now)
+def aged(entry: Kept[SeriesSummaryOut], now: datetime) -> SeriesSummaryOut:
+    """The kept summary with its head's and its attention items' ages as of `now` (the
+    moments parsed once, the attention items copied only when their ages in words changed)."""
+    summary, derived = entry.value, entry.derived
+    if "moments" not in derived:
+        derived["seen"] = _moment(summary.head.seen_at)  # before "moments", which says both are
+        derived["moments"] = [_moment(item.since) for item in summary.attention]
+    ages = [age_text(_seconds_since(moment, now)) for moment in derived["moments"]]
+    attention = derived.get("attention_aged")
+    if attention is None or attention[0] != ages:
+        items = [
+            item.model_copy(update={"age": age})
+            for item, age in zip(summary.attention, ages, strict=True)
+        ]
+        attention = derived["attention_aged"] = (ages, items)
+    seconds = _seconds_since(derived["seen"], now)
     head = summary.head.model_copy(update={"age_s": seconds, "age": age_text(seconds)})
-    attention = [
-        item.model_copy(update={"age": age_text(age_seconds(item.since, now))})
-        for item in summary.attention
-    ]
-    return summary.model_copy(update={"head": head, "attention": attention})
+    return summary.model_copy(update={"head": head, "attention": attention[1]})
+
+
+def _seconds_since(moment: datetime | None, now: datetime) -> int | None:
+    """age_seconds of a moment already parsed."""
+    return None if moment is None else max(0, int((now - moment).total_seconds()))
 
 
 def require_series(client: redis.Redis, series_id: str) -> SeriesState:
