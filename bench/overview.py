@@ -4,15 +4,17 @@ Fills a private redis-server as the service would: one upstream with a base and 
 moves some patched files and rewrites others, S series directories of P patches (each with a
 fix page naming an upstream PR), and each series' state from the real engine's check of its
 patches on the head merged by the real transitions (bot.core.transitions.apply_check), with a
-PR and a CI row, stored with bot.store.series.save_series. Then it starts `carry web` twice on
+PR and a CI row, stored with bot.store.series.save_series. Every seventh patch conflicts, so
+every series needs attention: a worst case for the page. Then it starts `carry web` twice on
 that store and those directories: once from this working tree ("now") and once from a baseline
 revision of the repository (`--baseline`, default main: the code as it was before this work),
-extracted with `git archive`. It asks both, in turn, for GET / and GET /series/<first> over
-real HTTP, `--repeat` times after a warm-up, and prints p50/p95 and the ratio of each to the
-baseline's.
+extracted with `git archive`. It asks each for the overview once (its first, nothing kept),
+then both in turn for GET / and GET /series/<first> over real HTTP, `--repeat` times after a
+warm-up, with `--churn` series saved again before each round (as workers change them), and
+prints p50/p95 and the ratio of each to the baseline's.
 
-Usage: python bench/overview.py [--series 200] [--patches 30] [--repeat 30] [--baseline main]
-       [--no-baseline]
+Usage: python bench/overview.py [--series 200] [--patches 30] [--repeat 30] [--churn 5]
+       [--baseline main | --no-baseline]
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from bot.core.state import CiState, PrInfo, SeriesState
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
 from bot.local_redis import free_port
-from bot.store.series import save_series
+from bot.store.series import load_series, save_series
 from tests.support.carry_env import SECRET, wait_for
 from tests.support.paths import REPO_ROOT
 from tests.support.redis_server import PrivateRedis
@@ -144,6 +146,7 @@ class Web:
     code: Path  # the tree `carry web` is imported from
     url: str = ""
     proc: subprocess.Popen[bytes] | None = None
+    first_ms: float = 0.0  # the first overview it served (nothing kept yet)
     overview_ms: list[float] = field(default_factory=list)
     series_ms: list[float] = field(default_factory=list)
 
@@ -200,12 +203,26 @@ def _up(web: Web, logs: Path) -> bool:
         return False
 
 
-def measure(webs: list[Web], series_id: str, repeat: int, warmup: int = 2) -> None:
+def measure(
+    webs: list[Web],
+    client: redis.Redis,
+    series_ids: list[str],
+    repeat: int,
+    churn: int,
+    warmup: int = 2,
+) -> None:
     """Each page from each web in turn (so load from other work on the machine falls on both
-    alike); the first `warmup` rounds are not kept."""
-    pages = (("/", "overview_ms"), (f"/series/{series_id}", "series_ms"))
+    alike); the first `warmup` rounds are not kept. Before each round `churn` series change
+    (saved again, as a worker's check would: a new updated_at), in turn."""
+    pages = (("/", "overview_ms"), (f"/series/{series_ids[0]}", "series_ms"))
+    changed = 0
     with httpx.Client(timeout=120) as http:
         for round_ in range(warmup + repeat):
+            for _ in range(churn):
+                state = load_series(client, series_ids[changed % len(series_ids)])
+                assert state is not None
+                save_series(client, state)
+                changed += 1
             for web in webs:
                 for path, into in pages:
                     started = time.perf_counter()
@@ -215,6 +232,15 @@ def measure(webs: list[Web], series_id: str, repeat: int, warmup: int = 2) -> No
                         raise AssertionError(f"{web.name} {path}: HTTP {answer.status_code}")
                     if round_ >= warmup:
                         getattr(web, into).append(elapsed)
+
+
+def first_overview(webs: list[Web]) -> None:
+    """The first overview each web serves, with nothing kept yet (as after a restart)."""
+    with httpx.Client(timeout=120) as http:
+        for web in webs:
+            started = time.perf_counter()
+            http.get(web.url + "/").raise_for_status()
+            web.first_ms = (time.perf_counter() - started) * 1000
 
 
 def check_pages(webs: list[Web], world: World) -> None:
@@ -233,10 +259,11 @@ def check_pages(webs: list[Web], world: World) -> None:
 # =========================================================================== the table
 
 
-def render(size: Size, webs: list[Web]) -> str:
+def render(size: Size, churn: int, webs: list[Web]) -> str:
     base = webs[0]
     lines = [
-        f"overview bench: {size}, {len(base.overview_ms)} requests a page",
+        f"overview bench: {size}, {len(base.overview_ms)} requests a page, "
+        f"{churn} series changed before each",
         "| code | page | p50 (ms) | p95 (ms) | p95 vs " + base.name + " |",
         "|---|---|---|---|---|",
     ]
@@ -247,10 +274,13 @@ def render(size: Size, webs: list[Web]) -> str:
             p95 = pct(values, 0.95)
             ratio = f"{p95 / theirs:.2f}x" if theirs else "-"
             lines.append(f"| {web.name} | {page} | {pct(values, 0.5):.1f} | {p95:.1f} | {ratio} |")
+    for web in webs:
+        ratio = f"{web.first_ms / base.first_ms:.2f}x" if base.first_ms else "-"
+        lines.append(f"| {web.name} | first overview | {web.first_ms:.1f} | - | {ratio} |")
     return "\n".join(lines)
 
 
-def run(size: Size, repeat: int, baseline: str | None, root: Path) -> str:
+def run(size: Size, repeat: int, churn: int, baseline: str | None, root: Path) -> str:
     world, head = build(root, size)
     server = PrivateRedis(root / "redis", persist=False).start()
     try:
@@ -273,9 +303,10 @@ def run(size: Size, repeat: int, baseline: str | None, root: Path) -> str:
         if baseline is not None:
             webs.insert(0, Web(f"baseline {baseline}", baseline_tree(baseline, root / "base")))
         with serving(webs, env, root):
+            first_overview(webs)
             check_pages(webs, world)
-            measure(webs, next(iter(world.series)), repeat)
-        return render(size, webs)
+            measure(webs, client, list(world.series), repeat, churn)
+        return render(size, churn, webs)
     finally:
         server.stop(kill=True)
 
@@ -285,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--series", type=int, default=200)
     parser.add_argument("--patches", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=30, help="requests kept a page and web")
+    parser.add_argument("--churn", type=int, default=5, help="series changed before a round")
     parser.add_argument("--baseline", default="main", help="revision the baseline web runs")
     parser.add_argument("--no-baseline", action="store_true", help="measure this tree alone")
     parser.add_argument("--workdir", type=Path, help="keep the world here (default: a temp dir)")
@@ -293,10 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     baseline = None if args.no_baseline else args.baseline
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
-        print(run(size, args.repeat, baseline, Path(tempfile.mkdtemp(dir=args.workdir))))
+        print(
+            run(size, args.repeat, args.churn, baseline, Path(tempfile.mkdtemp(dir=args.workdir)))
+        )
         return 0
     with tempfile.TemporaryDirectory(prefix="carry-overview-") as tmp:
-        print(run(size, args.repeat, baseline, Path(tmp)))
+        print(run(size, args.repeat, args.churn, baseline, Path(tmp)))
     return 0
 
 

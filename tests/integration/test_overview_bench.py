@@ -23,11 +23,15 @@ def test_the_quick_overview_table_has_both_pages_for_both_webs(
     # 12 patches: more than the overview shows as chips, so its counted cell is rendered
     assert main(["--series", "3", "--patches", "12", "--repeat", "2", "--baseline", "HEAD"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0] == "overview bench: S=3 P=12, 2 requests a page", lines
+    assert lines[0] == (
+        "overview bench: S=3 P=12, 2 requests a page, 5 series changed before each"
+    ), lines
     rows = [line.split(" | ")[:2] for line in lines[3:]]
     assert rows == [
         ["| baseline HEAD", "overview /"],
         ["| now", "overview /"],
         ["| baseline HEAD", "series page"],
         ["| now", "series page"],
+        ["| baseline HEAD", "first overview"],
+        ["| now", "first overview"],
     ], lines
