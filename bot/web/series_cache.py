@@ -20,11 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import redis
-
-from bot.store.codec import text
-from bot.store.series import PREFIX
-
 T = TypeVar("T")
 
 Fingerprint = tuple[tuple[str, int, int], ...]
@@ -66,15 +61,6 @@ class DirectoryCache(Generic[T]):
 
 
 # --------------------------------------------------------------------------- stored series
-
-
-def stored_documents(client: redis.Redis) -> list[tuple[str, bytes]]:
-    """Every stored series document as (series id, its bytes), by id: what
-    bot.store.series.all_series parses, left unparsed so an unchanged one need not be."""
-    prefix = f"{PREFIX}series:"
-    keys = sorted(text(k) for k in client.scan_iter(f"{prefix}*"))
-    values = client.mget(keys) if keys else []
-    return [(key.removeprefix(prefix), raw) for key, raw in zip(keys, values, strict=True) if raw]
 
 
 def document_digest(raw: bytes) -> str:

@@ -26,7 +26,13 @@ from bot.series_loader import load_series as load_series_dir
 from bot.store.ci_runs import all_runs, run_fields
 from bot.store.metrics import queue_depths, rate_limit_seen
 from bot.store.runners import runlog, runners
-from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series
+from bot.store.series import (
+    HISTORY_MAXLEN,
+    all_series,
+    all_series_documents,
+    history,
+    load_series,
+)
 from bot.web.models import (
     AttentionOut,
     BisectOut,
@@ -69,7 +75,6 @@ from bot.web.series_cache import (
     Kept,
     SeriesCache,
     document_digest,
-    stored_documents,
 )
 from bot.web.timeline import Outcome, describe, outcome_of
 
@@ -555,7 +560,7 @@ def kept_summaries(
     its directory changed, with its ages as of now (an entry's `derived` is the kept one's)."""
     now = datetime.now(UTC)
     out = []
-    documents = stored_documents(client)
+    documents = all_series_documents(client)
     for series_id, raw in documents:
         digest, loaded = document_digest(raw), fix_pages.loaded(series_id)
         entry = kept.get(series_id, digest, loaded)
