@@ -45,9 +45,8 @@ from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
 from bot.local_redis import free_port
 from bot.store.series import load_series, save_series
-from tests.support.carry_env import SECRET, wait_for
-from tests.support.paths import REPO_ROOT
-from tests.support.redis_server import PrivateRedis
+from harness.carry_env import REPO_ROOT, SECRET, wait_for
+from harness.redis_server import PrivateRedis
 
 UP_REPO = "upstream-org/up0"
 DOWN_REPO = "downstream-org/carry"
