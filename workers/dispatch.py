@@ -138,19 +138,26 @@ def _record_pusher(rt: Runtime, action: Action) -> None:
 
 
 def _record_push(rt: Runtime, action: Action) -> None:
-    """A push of the watched ref: recorded for the series' trust (bot.core.trust); the runs
-    that waited for approval and that it now covers start (a poll saw the head first)."""
-    args = action.args
+    """A push of the watched ref: recorded for the series' trust (bot.core.trust)."""
     assert action.series_id
-    push = Push(
+    ci.record_push(rt.redis, action.series_id, _push(action.args))
+
+
+def _release_runs(rt: Runtime, action: Action) -> None:
+    """The runs that waited for approval and that the recorded pushes now cover start."""
+    assert action.series_id
+    push = _push({**action.args, "before": "", "trusted": True})
+    ci.release_for_push(rt.redis, action.series_id, push)
+
+
+def _push(args: dict[str, Any]) -> Push:
+    return Push(
         before=str(args["before"]).lower(),
         after=str(args["after"]).lower(),
         pusher=str(args["actor"]),
         trusted=bool(args["trusted"]),
         forced=bool(args.get("forced")),
     )
-    if ci.record_push(rt.redis, action.series_id, push) and push.trusted:
-        ci.release_for_push(rt.redis, action.series_id, push)
 
 
 def _record_head(rt: Runtime, action: Action) -> None:
@@ -278,6 +285,7 @@ _HANDLERS: dict[ActionKind, Callable[[Runtime, Action], None]] = {
     ActionKind.MENTION_OWNERS: lambda rt, a: rt.send(RED_STREAK_TASK, dict(a.args)),
     ActionKind.MOVE_GOOD_REF: _send_task(GOOD_REF_TASK),
     ActionKind.POLL: lambda rt, a: rt.send("carry.poll", {}),
+    ActionKind.RELEASE_RUNS: _release_runs,
     ActionKind.REFRESH_DASHBOARD_ISSUE: lambda rt, a: rt.send(
         "carry.dashboard_issue", dict(a.args)
     ),

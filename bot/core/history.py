@@ -42,6 +42,7 @@ class HistoryKind(StrEnum):
     MENTION_OWNERS = "mention_owners"
     MOVE_GOOD_REF = "move_good_ref"
     POLL = "poll"
+    RELEASE_RUNS = "release_runs"
     SKIPPED = "skipped"  # an action already done, or one its adapter found nothing to do for
 
     # intake and polling

@@ -99,6 +99,7 @@ class ActionKind(StrEnum):
     MENTION_OWNERS = "mention_owners"
     MOVE_GOOD_REF = "move_good_ref"
     POLL = "poll"
+    RELEASE_RUNS = "release_runs"
 
 
 @dataclass(frozen=True)
@@ -206,16 +207,25 @@ def _pushed(series: SeriesFacts, event: ev.HeadMoved) -> list[Action]:
     is recorded for the series, whose trust covers the range of pushes (bot.core.trust)."""
     if event.actor is None:
         return []  # a poll: nobody is known to have pushed
-    return [_record_push(series, event.before, event.after, event.actor, event.forced)]
+    return _record_push(series, event.before, event.after, event.actor, event.forced)
 
 
-def _record_push(series: SeriesFacts, before: str, after: str, actor: str, forced: bool) -> Action:
+def _record_push(
+    series: SeriesFacts, before: str, after: str, actor: str, forced: bool
+) -> list[Action]:
+    """The push, recorded; a trusted one then releases the hardware runs that waited for
+    approval and that the recorded pushes now cover (a poll saw the head first)."""
     trusted = actor.lower() in {a.lower() for a in series.trusted_authors}
     args = {"before": before, "after": after, "actor": actor, "trusted": trusted}
     args |= {"forced": forced}
     why = f"@{actor} pushed {after[:12]} onto {before[:12]}" + (" (forced)" if forced else "")
     key = f"push:{series.id}:{before}:{after}:{actor.lower()}"
-    return Action(ActionKind.RECORD_PUSH, key, why, series.id, args)
+    actions = [Action(ActionKind.RECORD_PUSH, key, why, series.id, args)]
+    if trusted:
+        why = f"start the runs waiting for approval that @{actor}'s trusted push now covers"
+        release = {"after": after, "actor": actor}
+        actions.append(Action(ActionKind.RELEASE_RUNS, f"{key}:release", why, series.id, release))
+    return actions
 
 
 def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
@@ -338,7 +348,7 @@ def _base_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
     if event.moves_head:
         if event.state == "open" and event.actor is not None:
             # whoever opens a PR pushed its branch: the head's first recorded push
-            actions.append(_record_push(series, ev.ZERO_SHA, event.head_sha, event.actor, False))
+            actions += _record_push(series, ev.ZERO_SHA, event.head_sha, event.actor, False)
         actions.append(
             _on_head(series, event.head_sha, event.head_ref, _pusher(series, event), why)
         )

@@ -209,11 +209,19 @@ def test_a_duplicate_head_event_brings_only_the_pusher_a_poll_lacked(
     pushed = ev.HeadMoved(repo="up/stream", ref=ref, before="0" * 40, after=OLD, actor=actor)
     actions = plan_duplicate(pushed, facts(head_actor=known_pusher))
     late = only(actions, "record_pusher")
-    assert [a.kind for a in actions if a.kind != "record_push"] == ["record_pusher"] * len(recorded)
+    pushes = ("record_push", "release_runs")
+    assert [a.kind for a in actions if a.kind not in pushes] == ["record_pusher"] * len(recorded)
     assert [(a.args["actor"], a.args["trusted"]) for a in late] == recorded
     # the push itself is a fact for the range's trust whenever a webhook names its pusher
     watched = actor is not None and ref == "refs/heads/main"
     assert [a.args["actor"] for a in only(actions, "record_push")] == ([actor] if watched else [])
+    # and a trusted one releases the runs that waited for it: the planner says so, in order
+    trusted = watched and actor == "maintainer"
+    releases = only(actions, "release_runs")
+    assert [a.args for a in releases] == ([{"after": OLD, "actor": actor}] if trusted else [])
+    if trusted:
+        kinds = [a.kind for a in actions]
+        assert kinds.index("release_runs") == kinds.index("record_push") + 1
 
 
 def test_every_push_webhook_records_the_push_for_the_ranges_trust() -> None:
