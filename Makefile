@@ -119,7 +119,7 @@ demo: $(STAMP) ## the whole loop offline: GitHub emulator, upstream PR, carry, r
 	$(PY) -m bot.demo
 
 reliability: $(STAMP) ## fault and load scenarios; prints what was lost, duplicated, recovered
-	$(PY) bench/reliability.py
+	$(PY) -m bench.reliability
 
 lint: $(STAMP) ## ruff (lint + format check) and mypy
 	$(VENV)/bin/ruff check .

@@ -14,7 +14,7 @@ one commit per patch, the exact tree, its check on that commit, one push a head,
 carry's own pushes checked as a head) and carry/good/<series> at the last good head's tree, and
 the notifications the receiver got (red, bisected, green, each signed).
 
-    python bench/reliability.py --scenario every-head          # 30 heads
+    python -m bench.reliability --scenario every-head          # 30 heads
     python -m bench.every_head --heads 8                       # the same, any size
 """
 

@@ -1094,7 +1094,7 @@ def test_an_error_that_names_a_url_with_a_password_is_stored_without_it(
 
 
 def _hostile_check(marks: Path, url: str, secret: str, name: str = "hostile") -> StepSpec:
-    """The check code of bench/reliability.py's hostile-check scenario: it prints one line per
+    """The check code of bench/reliability's hostile-check scenario: it prints one line per
     attempt ("<attempt>|achieved|how" or "...|blocked|why") and fails if any was achieved."""
     script = marks / "hostile.py"
     script.write_text(HOSTILE_SCRIPT)

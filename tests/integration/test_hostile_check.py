@@ -1,4 +1,4 @@
-"""bench/reliability.py's hostile-check scenario (issue 14): a check whose code tries every
+"""bench/reliability's hostile-check scenario (issue 14): a check whose code tries every
 thing check code could want with carry (the broker's password and a GitHub token, the runner
 process, the broker itself, the runner's own Python, root's powers over the host's mounts,
 devices, kernel settings, disks and files, a host daemon's unix socket, hooks for the next job, a .pth in HOME) and a forged job

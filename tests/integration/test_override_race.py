@@ -1,4 +1,4 @@
-"""bench/reliability.py's override race (issue 13), at its --quick size: rebases on successive
+"""bench/reliability's override race (issue 13), at its --quick size: rebases on successive
 upstream heads, maintainers' `/carry pause|resume|keep|drop|approve`, CI results from a runner
 process and carry's replies, all at once on one series, lose nothing.
 

@@ -1,4 +1,4 @@
-"""The cheapest scenarios of bench/reliability.py (`make reliability`), so CI runs them too:
+"""The cheapest scenarios of bench/reliability (`make reliability`), so CI runs them too:
 fuzzed patch files through the parser, fuzzed webhooks against the running web process, the
 intake abuse attacks (slow, unsigned, aborted bodies) at their quick sizes, and GitHub's
 production faults (github-faults) on a whole deployment.

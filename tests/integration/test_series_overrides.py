@@ -203,7 +203,7 @@ def push(rt: Runtime, env: CarryEnv, head: str, before: str) -> None:
 
 
 def test_a_pin_after_a_push_rechecks_the_new_head_not_the_one_it_read(env: CarryEnv) -> None:
-    """bench/reliability.py --scenario override-race found it: a `/carry keep` that lands after
+    """bench/reliability --scenario override-race found it: a `/carry keep` that lands after
     a push's rebase was asked for (not yet run) set `wanted` back to the older head it read
     from the state, so the new head's rebase was skipped as superseded and never checked."""
     rt = runtime_module.runtime()
@@ -273,7 +273,7 @@ def test_a_queued_rebase_with_nothing_to_do_leaves_the_series_resting(env: Carry
 
 
 def test_a_pin_on_a_paused_series_decides_at_once(env: CarryEnv) -> None:
-    """bench/reliability.py --scenario override-race found it: on a paused series a new head is
+    """bench/reliability --scenario override-race found it: on a paused series a new head is
     only recorded (it becomes the head a re-check must use), so the re-check a `/carry keep`
     asked for just before is superseded by a head that is not checked until `/carry resume`,
     and the patch kept showing the decision of the `/carry drop` the keep replaced."""

@@ -1,5 +1,5 @@
 """The web process serves at most CARRY_WEB_MAX_CONNECTIONS connections at once: slow clients
-cannot grow its memory without bound (bench/reliability.py --scenario intake-abuse measures
+cannot grow its memory without bound (bench/reliability --scenario intake-abuse measures
 what each costs), and a request beyond the cap gets 503 at once."""
 
 from __future__ import annotations

@@ -654,7 +654,7 @@ def test_bodies_read_at_once_are_bounded_and_a_delivery_past_the_bound_waits(
 def test_a_delivery_whose_hand_off_and_un_recording_both_failed_is_processed_when_redelivered(
     intake: Intake, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """bench/reliability.py's redis-restart scenario caught it: Redis went down between the
+    """bench/reliability's redis-restart scenario caught it: Redis went down between the
     record and the hand-off, so un-recording failed too; the redelivery was answered
     'duplicate' and the event never reached a worker."""
     from bot.store import deliveries
