@@ -1,7 +1,7 @@
 """Reliability figures: what carry loses or duplicates when things fail, and how it recovers.
 
 `python -m bench.reliability --help` (cli.py) lists the scenarios; `make reliability` runs them
-all. harness.py holds what the scenarios share (the result row, the scale, private
+all. common.py holds what the scenarios share (the result row, the scale, private
 redis-servers, a carry deployment, signed deliveries, an emulated GitHub); each scenario has
 its module: load, worker_kill, redis_restart, github_errors (github-5xx, github-429,
 github-faults), mirror, full_disk (disk-full), fuzz_webhooks, fuzz_parser, override_race,
@@ -12,27 +12,7 @@ every_head. This package re-exports the names the tests import from it.
 from __future__ import annotations
 
 from bench.reliability.cli import SCENARIOS, main, run_scenario
-from bench.reliability.every_head import scenario_every_head
-from bench.reliability.full_disk import scenario_full_disk
-from bench.reliability.fuzz_parser import (
-    PARSER_EDGE_CASES,
-    ParserFuzz,
-    fuzz_parser,
-    parse_one,
-    scenario_fuzz_parser,
-)
-from bench.reliability.fuzz_webhooks import (
-    edge_cases,
-    fuzz_webhooks,
-    post_webhook,
-    scenario_fuzz_webhooks,
-)
-from bench.reliability.github_errors import (
-    scenario_github_5xx,
-    scenario_github_429,
-    scenario_github_faults,
-)
-from bench.reliability.harness import (
+from bench.reliability.common import (
     FIX,
     NAME,
     OTHER_REPO,
@@ -56,6 +36,26 @@ from bench.reliability.harness import (
     signed_headers,
     stop_proc,
     stored,
+)
+from bench.reliability.every_head import scenario_every_head
+from bench.reliability.full_disk import scenario_full_disk
+from bench.reliability.fuzz_parser import (
+    PARSER_EDGE_CASES,
+    ParserFuzz,
+    fuzz_parser,
+    parse_one,
+    scenario_fuzz_parser,
+)
+from bench.reliability.fuzz_webhooks import (
+    edge_cases,
+    fuzz_webhooks,
+    post_webhook,
+    scenario_fuzz_webhooks,
+)
+from bench.reliability.github_errors import (
+    scenario_github_5xx,
+    scenario_github_429,
+    scenario_github_faults,
 )
 from bench.reliability.hostile import (
     BLOB_BOMB_ATTEMPT,

@@ -27,6 +27,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.reliability.common import QUICK, Row, Scale, render
 from bench.reliability.every_head import scenario_every_head
 from bench.reliability.full_disk import scenario_full_disk
 from bench.reliability.fuzz_parser import scenario_fuzz_parser
@@ -36,7 +37,6 @@ from bench.reliability.github_errors import (
     scenario_github_429,
     scenario_github_faults,
 )
-from bench.reliability.harness import QUICK, Row, Scale, render
 from bench.reliability.hostile import scenario_hostile_check, scenario_hostile_check_every_mode
 from bench.reliability.intake_abuse import scenario_intake_abuse
 from bench.reliability.load import scenario_load

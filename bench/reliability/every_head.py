@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.reliability.harness import Row, Scale
+from bench.reliability.common import Row, Scale
 
 
 def scenario_every_head(root: Path, scale: Scale) -> Row:

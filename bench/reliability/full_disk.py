@@ -6,7 +6,7 @@ import random
 import subprocess
 from pathlib import Path
 
-from bench.reliability.harness import FIX, Row, Scale, _fsck, run_engine
+from bench.reliability.common import FIX, Row, Scale, _fsck, run_engine
 from bot.git.engine import PatchInput
 from bot.git.mirror import Mirror, MirrorError
 from bot.git.runner import GitError

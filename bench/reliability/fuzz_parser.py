@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from bench.reliability.harness import ROOT, Row, Scale, _fuzz_settings
+from bench.reliability.common import ROOT, Row, Scale, _fuzz_settings
 from bot.core.patchfile import PatchFileError, parse_patch
 
 

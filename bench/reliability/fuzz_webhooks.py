@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from bench.reliability.harness import (
+from bench.reliability.common import (
     WEBHOOK_EXAMPLES,
     RedisServer,
     Row,

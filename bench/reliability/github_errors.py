@@ -11,7 +11,7 @@ from typing import Any
 import redis
 import requests
 
-from bench.reliability.harness import NAME, OWNER, TOKEN, RedisServer, Row, Scale, emulated_github
+from bench.reliability.common import NAME, OWNER, TOKEN, RedisServer, Row, Scale, emulated_github
 from bot.github.forge import ForgeError
 from bot.store.metrics import GITHUB_KEY, record_rate_limit
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from bench.reliability.harness import (
+from bench.reliability.common import (
     FIX,
     Row,
     Scale,

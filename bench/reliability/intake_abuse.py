@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from bench.reliability.harness import RedisServer, Row, Scale, carry_env, say, stop_proc
+from bench.reliability.common import RedisServer, Row, Scale, carry_env, say, stop_proc
 from bot.web.webhooks import BODY_DEADLINE_S, SIGNATURE_HEADER
 from harness.carry_env import CarryEnv
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.reliability.harness import (
+from bench.reliability.common import (
     OTHER_REPO,
     RedisServer,
     Row,

@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.reliability.harness import FIX, Row, Scale, _fsck, run_engine
+from bench.reliability.common import FIX, Row, Scale, _fsck, run_engine
 from bot.git.engine import PatchInput
 from bot.git.mirror import Mirror, MirrorError
 from bot.git.runner import GitError

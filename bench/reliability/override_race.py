@@ -15,7 +15,7 @@ from pathlib import Path
 
 from celery.exceptions import Retry
 
-from bench.reliability.harness import RedisServer, Row, Scale, _carry_in_this_process, say
+from bench.reliability.common import RedisServer, Row, Scale, _carry_in_this_process, say
 from bot.ci import runs as ci_runs
 from bot.ci.spec import StepSpec, TreeSpec
 from bot.core import events as ev

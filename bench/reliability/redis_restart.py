@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import redis
 
-from bench.reliability.harness import (
+from bench.reliability.common import (
     OTHER_REPO,
     RedisServer,
     Row,

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.reliability.harness import RedisServer, Row, Scale, carry_env, stop_proc
+from bench.reliability.common import RedisServer, Row, Scale, carry_env, stop_proc
 from harness.carry_env import CarryEnv, slow_git_shim, wait_for
 
 
