@@ -66,6 +66,8 @@ from bench.reliability.hostile import (
     run_hostile_check,
     scenario_hostile_check,
     scenario_hostile_check_every_mode,
+    shipped_row,
+    shipped_runner,
 )
 from bench.reliability.hostile_script import (
     BROKER_NET_ATTEMPT,
@@ -171,6 +173,8 @@ __all__ = [
     "scenario_override_race",
     "scenario_redis_restart",
     "scenario_worker_kill",
+    "shipped_row",
+    "shipped_runner",
     "signed_headers",
     "stop_proc",
     "stored",

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import redis
+import yaml
 
 from bench.reliability.common import (
     FIX,
+    ROOT,
     Row,
     Scale,
     _carry_in_this_process,
@@ -91,7 +93,11 @@ class RefusedAtStart(Exception):
 
 
 def run_hostile_check(
-    root: Path, *, sandbox: str | dict[str, str] = "auto", step_user: str = "auto"
+    root: Path,
+    *,
+    sandbox: str | dict[str, str] = "auto",
+    step_user: str = "auto",
+    shipped: bool = False,
 ) -> list[Attempt]:
     """A runner process (as `carry runner` starts it, sandbox: auto) runs a check whose code
     tries everything check code could want with carry: the broker's password and a GitHub token
@@ -102,7 +108,11 @@ def run_hostile_check(
     file in /etc; then a job nobody issued is put
     in the runner's queue. One row per attempt, from the check's own output and the marks.
     `sandbox` and `step_user` are the runner's settings (none and runner show what the
-    sandbox and the step user keep out)."""
+    sandbox and the step user keep out). `shipped`: the runner is the shipped configuration's
+    Gaudi runner as is (config/carry.yaml: its sandbox and step user, its setup step and check
+    with network: true), the network attempts run as its setup step (`pip install -e .` runs
+    upstream's build backend) and the others as its check; only the commands, the queue and the
+    workdir are the scenario's."""
     password = secrets.token_hex(12)
     port = free_port()
     (root / "redis").mkdir(parents=True)
@@ -169,7 +179,15 @@ def run_hostile_check(
         60,
         {"BROKER_PORT": str(port), "HOST_ADDRS": " ".join(host_addresses())},
     )
-    _hostile_config(env, [check, net_check], sandbox, step_user, outside_tmp / "runner")
+    setup: tuple[StepSpec, ...] = ()
+    if shipped:
+        runner = shipped_runner()
+        check, net_check = _shipped_steps(runner, check, net_check)
+        _shipped_config(env, runner, net_check, check, outside_tmp / "runner")
+        checks, setup = [check], (net_check,)
+    else:
+        _hostile_config(env, [check, net_check], sandbox, step_user, outside_tmp / "runner")
+        checks = [check, net_check]
     env.extra_env["GITHUB_TOKEN"] = HOSTILE_TOKEN
     runner_home = root / "runner-home"  # where the runner's own Python would find a .pth
     runner_home.mkdir()
@@ -185,7 +203,7 @@ def run_hostile_check(
         with _carry_in_this_process(env) as rt:
             applier = ReportApplier(rt.redis, celery_app, [HOSTILE_KIND], block_ms=200).start()
             try:
-                return _hostile_attempts(env, rt, [check, net_check], marks, runner_home)
+                return _hostile_attempts(env, rt, checks, marks, runner_home, setup)
             finally:
                 applier.stop()
     finally:
@@ -293,13 +311,74 @@ def _hostile_config(
     env.config_path.write_text(json.dumps(config, indent=2))
 
 
+SHIPPED_CONFIG = ROOT / "config" / "carry.yaml"
+
+
+def shipped_runner() -> dict[str, Any]:
+    """The shipped configuration's runner of HOSTILE_KIND, as config/carry.yaml says it."""
+    runner: dict[str, Any] = yaml.safe_load(SHIPPED_CONFIG.read_text())["runners"][HOSTILE_KIND]
+    if len(runner.get("setup", [])) != 1 or len(runner.get("checks", {})) != 1:
+        raise AssertionError(
+            f"{SHIPPED_CONFIG}: the {HOSTILE_KIND} runner no longer has one setup step and one "
+            "check; say here which of its steps the hostile code stands in for"
+        )
+    return runner
+
+
+def _shipped_steps(
+    runner: dict[str, Any], check: StepSpec, net_check: StepSpec
+) -> tuple[StepSpec, StepSpec]:
+    """The hostile steps under the shipped steps' names and timeouts: the check's attempts as
+    its check, the network attempts as its setup step."""
+    ((name, shipped_check),) = runner["checks"].items()
+    (shipped_setup,) = runner["setup"]
+    return (
+        StepSpec(name, check.run, int(shipped_check["timeout_s"]), check.env),
+        StepSpec(
+            str(shipped_setup["name"]),
+            net_check.run,
+            int(shipped_setup["timeout_s"]),
+            net_check.env,
+        ),
+    )
+
+
+def _shipped_config(
+    env: CarryEnv, runner: dict[str, Any], setup: StepSpec, check: StepSpec, workdir: Path
+) -> None:
+    """The carry config with the shipped runner as is, but for its commands (the hostile
+    code), its queue (the broker user's) and its workdir (the scenario's)."""
+    env.write_config()
+    config = json.loads(env.config_path.read_text())
+    ((_, shipped_check),) = runner["checks"].items()
+    (shipped_setup,) = runner["setup"]
+    config["runners"] = {
+        HOSTILE_KIND: {
+            **runner,
+            "queue": f"hw.{HOSTILE_KIND}",
+            "workdir": str(workdir),
+            "setup": [{**shipped_setup, "run": list(setup.run), "env": dict(setup.env)}],
+            "checks": {
+                check.name: {**shipped_check, "run": list(check.run), "env": dict(check.env)}
+            },
+        }
+    }
+    env.config_path.write_text(json.dumps(config, indent=2))
+
+
 def _hostile_attempts(
-    env: CarryEnv, rt: Runtime, checks: list[StepSpec], marks: Path, runner_home: Path
+    env: CarryEnv,
+    rt: Runtime,
+    checks: list[StepSpec],
+    marks: Path,
+    runner_home: Path,
+    setup: tuple[StepSpec, ...] = (),
 ) -> list[Attempt]:
     check = checks[0]
     target = ci.CiTarget(
         HOSTILE_KIND,
         f"hw.{HOSTILE_KIND}",
+        setup=setup,
         checks=tuple(checks),
         retry=RetryPolicy(max_attempts=1),
     )
@@ -591,8 +670,30 @@ def scenario_hostile_check_every_mode(root: Path, scale: Scale) -> list[Row]:
             continue
         print(render_attempts(attempts), flush=True)
         rows.append(_hostile_row(name, attempts, ()))
+    rows.append(shipped_row(root / "shipped"))
     rows.append(broker_user_row(root / "broker"))
     return rows
+
+
+def shipped_row(root: Path) -> Row:
+    """The shipped configuration as is (issue 33): what a user who deploys carry's own
+    config/carry.yaml runs, every step with network: true."""
+    runner = shipped_runner()
+    title = (
+        f"the shipped configuration as is (config/carry.yaml's {HOSTILE_KIND} runner: sandbox "
+        f"{runner.get('sandbox', 'auto (default)')}, step_user "
+        f"{runner.get('step_user', 'auto (default)')}, its setup step and check with "
+        "network: true)"
+    )
+    print(f"\n### {title}\n", flush=True)
+    name = f"hostile check code on a runner ({title})"
+    try:
+        attempts = run_hostile_check(root, shipped=True)
+    except RefusedAtStart as refused:  # the default sandbox must start wherever auto does
+        print(render_refusal(str(refused)), flush=True)
+        return Row(name, f"refused at start: {refused}", "-", "-", "-", ok=False)
+    print(render_attempts(attempts), flush=True)
+    return _hostile_row(name, attempts, ())
 
 
 def broker_user_row(root: Path) -> Row:

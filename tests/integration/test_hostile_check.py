@@ -36,6 +36,7 @@ from bench.reliability import (
     RefusedAtStart,
     render_attempts,
     run_hostile_check,
+    shipped_runner,
 )
 from runner.sandbox import ACCEPTED_RISK, bwrap_unavailable, namespaces_unavailable
 
@@ -174,3 +175,20 @@ def test_the_runners_broker_user_decides_nothing(tmp_path: Path) -> None:
     assert len(attempts) == len(ATTACKS) == 4
     assert [a.attempt for a in attempts if a.achieved] == []
     assert all(a.how for a in attempts)
+
+
+@pytest.mark.skipif(namespaces_unavailable() is not None, reason=str(namespaces_unavailable()))
+def test_the_shipped_configuration_as_is_blocks_every_attempt(tmp_path: Path) -> None:
+    """Issue 33: what a user deploys is config/carry.yaml, where every step (the `pip install
+    -e .` setup, which runs upstream's build backend, and the check) has network: true. The
+    hostile code runs as that setup step (the network attempts) and as that check (the rest),
+    under the shipped runner's own sandbox and step-user settings: nothing gets through."""
+    runner = shipped_runner()
+    assert runner["setup"][0]["network"] is True and "sandbox" not in runner  # as shipped
+    attempts = run_hostile_check(tmp_path, shipped=True)
+    shown = render_attempts(attempts)
+    assert [a.attempt for a in attempts] == ATTEMPTS, shown
+    assert [a.attempt for a in attempts if a.achieved] == [], shown
+    how = {a.attempt: a.how for a in attempts}
+    assert "egress: default route via tap0" in how[BROKER_NET_ATTEMPT], shown
+    assert "No route to host" in how[BROKER_NET_ATTEMPT], shown
