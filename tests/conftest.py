@@ -59,6 +59,12 @@ def redis_url(redis_base_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    """A client of the test's Redis database (redis_url)."""
+    return redis.Redis.from_url(redis_url)
+
+
+@pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     """A private AOF-backed redis-server that a test may kill and restart."""
     server = PrivateRedis(tmp_path / "redis").start()

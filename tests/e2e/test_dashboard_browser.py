@@ -73,11 +73,6 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
-
-
-@pytest.fixture
 def site(client: redis.Redis) -> Iterator[str]:
     seed(client)
     with dashboard(client, token=DASHBOARD_TOKEN) as url:

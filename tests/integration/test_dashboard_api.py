@@ -246,11 +246,6 @@ class Site:
 
 
 @pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
-
-
-@pytest.fixture
 def site(client: redis.Redis) -> Iterator[Site]:
     seed(client)
     with dashboard(client) as url, httpx.Client(timeout=10) as http:

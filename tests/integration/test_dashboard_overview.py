@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 
 import httpx
-import pytest
 import redis
 
 from bot.core.state import PatchState, SeriesState
@@ -20,11 +19,6 @@ from tests.integration.test_dashboard_api import CONFIG, MAIN, dashboard, seed
 from tests.support.paths import REPO_ROOT
 
 LONG = "long-series"
-
-
-@pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
 
 
 def name(k: int) -> str:

@@ -47,11 +47,6 @@ def config() -> CarryConfig:
 
 
 @pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
-
-
-@pytest.fixture
 def web(client: redis.Redis, config: CarryConfig) -> Iterator[TestClient]:
     app = create_app(config, Settings(webhook_secret=SecretStr(SECRET)), client)
     with TestClient(app) as http:

@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import httpx
-import pytest
 import redis
 
 from bot.core import transitions as tr
@@ -25,11 +24,6 @@ from workers.rebase import finding
 
 UPSTREAM = "upstream-org/engine"
 SERIES = "worksheet"
-
-
-@pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
 
 
 def report_for(up: RepoBuilder, tmp_path: Path, fix: dict, upstream_change: dict) -> PatchReport:

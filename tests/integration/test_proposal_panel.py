@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 
 import httpx
-import pytest
-import redis
 
 from bot.core.render import pr_body, pr_title
 from bot.core.state import PatchState, PrInfo, SeriesState
@@ -16,11 +14,6 @@ from tests.e2e import screenshots as docs
 from tests.integration.test_dashboard_api import dashboard
 
 SERIES = "read-only-series"
-
-
-@pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
 
 
 def test_read_only_mode_shows_the_pr_it_would_open(client):

@@ -23,11 +23,6 @@ class CountingConnection(redis.Connection):
         super().send_packed_command(command, check_health)
 
 
-@pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
-
-
 def seeded(client: redis.Redis) -> SeriesState:
     state = SeriesState(id=SERIES, phase=Phase.IDLE)
     store.save_series(client, state)

@@ -29,11 +29,6 @@ def _root() -> CgroupRoot:
         pytest.skip(f"no cgroups for steps here: {err}")
 
 
-@pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
-
-
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

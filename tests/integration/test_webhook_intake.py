@@ -118,11 +118,6 @@ def running_intake(client: redis.Redis, config: CarryConfig | None = CONFIG) -> 
 
 
 @pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url)
-
-
-@pytest.fixture
 def intake(client: redis.Redis) -> Iterator[Intake]:
     with running_intake(client) as running:
         yield running

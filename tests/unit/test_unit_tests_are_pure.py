@@ -15,7 +15,9 @@ IMPURE_MODULES = frozenset(
     | {"tests.support.deployment", "tests.support.carry_services", "tests.support.asgi"}
 )
 # Fixtures (tests/conftest.py) that hand a test a Redis or a repository.
-IMPURE_FIXTURES = frozenset({"redis_url", "redis_base_url", "private_redis", "make_repo", "sink"})
+IMPURE_FIXTURES = frozenset(
+    {"redis_url", "redis_base_url", "client", "private_redis", "make_repo", "sink"}
+)
 
 
 def _impurities(path: Path) -> list[str]:
