@@ -28,6 +28,7 @@ import redis
 from celery.signals import worker_ready
 from celery.utils.nodenames import host_format
 
+from bot.ci.job_keys import runner_public_key
 from bot.config import (
     LOG_LEVELS,
     CarryConfig,
@@ -83,6 +84,7 @@ def main(
 
     settings = load_settings()
     _refuse_open_broker(settings)
+    runner_public_key(settings)  # no key to verify jobs with: it would refuse every one
     config = _config(config_path, settings)
     runner = _runner(config, kind)
     where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)
