@@ -167,10 +167,11 @@ def test_a_runner_without_a_sandbox_is_refused_at_start(tmp_path: Path, step_use
 def test_the_runners_broker_user_decides_nothing(tmp_path: Path) -> None:
     """The hostile-check rows for a stolen runner broker password (issue 33): a forged run, a
     flipped waiting run, a planted verdict and a trusted push over a stranger's are each
-    refused or kept waiting for approval."""
+    refused or kept waiting for approval; a job forged with the password alone (no signing
+    key) is refused by the runner and runs nothing."""
     from bench.runner_broker import ATTACKS, run_broker_attempts
 
     attempts = run_broker_attempts(tmp_path)
-    assert len(attempts) == len(ATTACKS) == 4
+    assert len(attempts) == len(ATTACKS) == 5
     assert [a.attempt for a in attempts if a.achieved] == []
     assert all(a.how for a in attempts)
