@@ -98,7 +98,8 @@ def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path, sandbox:
     how = {a.attempt: a.how for a in attempts}
     assert "no route out of the step's network namespace" in how["connect to the broker"], shown
     assert "/tmp is the job's own" in how[SHARED_TMP_ATTEMPT], shown
-    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-8]], shown
+    # the forged job: carry's service did not sign it (issue 33)
+    assert "the job carries no signature from carry's service" in how[ATTEMPTS[-8]], shown
     # network: true: a network of its own with a way out, and no route to the broker
     assert "egress: default route via tap0" in how[BROKER_NET_ATTEMPT], shown
     assert "127.0.0.1: Connection refused" in how[BROKER_NET_ATTEMPT], shown
