@@ -641,7 +641,27 @@ def cmd_init(args: argparse.Namespace) -> int:
     except onboard.InitRefused as err:
         raise UsageError(str(err)) from err
     sys.stdout.write(result.render())
+    if not args.dry_run:
+        _say_job_key()
     return 0
+
+
+def _say_job_key() -> None:
+    """Makes the key the service signs runner jobs with (if there is none) and says what a
+    runner host sets; the private key stays in its file."""
+    from bot.ci import job_keys, signing
+    from bot.config import ConfigError, load_settings
+
+    try:
+        path = job_keys.private_key_path(load_settings())
+        key, _ = job_keys.ensure_key_pair(path)
+    except (ConfigError, OSError) as err:
+        print(f"carry: cannot make the job signing key: {err}", file=sys.stderr)
+        return
+    print(
+        f"Runner jobs are signed with {path}; on each runner host set "
+        f"CARRY_JOB_PUBLIC_KEY={signing.public_key_text(key)} (`carry job-key` prints it again)."
+    )
 
 
 def _config_path() -> Path:
