@@ -46,6 +46,7 @@ from celery.utils.nodenames import host_format
 
 from bench.reliability import HOSTILE_SCRIPT, RUNNER_PTH, RUNNER_SITE
 from bot.ci import runs as ci_runs
+from bot.ci import signing
 from bot.ci.job_keys import NO_PUBLIC_KEY
 from bot.ci.spec import JobPayload, LogLimits, StepSpec, TreeSpec
 from bot.core.ci_pacing import PacePolicy
@@ -1510,8 +1511,21 @@ def test_an_expired_job_or_one_signed_for_another_kind_runs_nothing(
     (queued,) = request(client, celery_app, world, head, [target("gaudi", check)])
     info = ci.run_info(client, queued.run_id)
     assert info is not None
-    client.delete("hw.gaudi")  # the service's delivery, signed; this test sends its own
     payload = info["payload"]
+    # The service's delivery: the payload and its signature, never the key that made it.
+    (raw,) = client.lrange("hw.gaudi", 0, -1)
+    message = json.loads(raw)
+    body = base64.b64decode(message["body"])
+    args, kwargs, _ = json.loads(body)
+    assert args == [payload] and set(kwargs) == {"signed"}
+    key_text = Path(os.environ["CARRY_JOB_SIGNING_KEY_PATH"]).read_text()
+    key_body = [line for line in key_text.splitlines() if "-----" not in line]
+    assert key_body and not any(line.encode() in raw + body for line in key_body)
+    public = signing.public_key_from_text(Path(os.environ["CARRY_JOB_PUBLIC_KEY_PATH"]).read_text())
+    assert (
+        signing.verify_job(public, payload, kwargs["signed"], kind="gaudi", now=time.time()) is None
+    )
+    client.delete("hw.gaudi")  # this test sends its own copies
     celery_app.send_task(
         ci_runs.TASK_NAME,
         args=[payload],
