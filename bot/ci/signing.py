@@ -81,11 +81,23 @@ def signed_text(
         "kind": kind,
         "issued_at": issued,
         "expires_at": expires,
-        "payload": payload,
+        "payload": _canonical(payload),
     }
     return json.dumps(
         body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
     ).encode()
+
+
+def _canonical(value: Any) -> Any:
+    """A value as JSON would compare it: a whole float as an int (a timeout of 60 and of 60.0
+    is one job), tuples as lists."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
 
 
 def sign_job(

@@ -46,6 +46,15 @@ def test_a_job_the_service_signed_verifies_after_a_trip_through_json() -> None:
     assert verify(payload, sig) is None
 
 
+def test_a_whole_number_reads_the_same_as_an_int_or_a_float() -> None:
+    """A record read back (JobPayload.from_dict) holds timeouts as floats, a config as ints:
+    equal values are one job."""
+    payload = JOB.to_dict()
+    as_ints = {**payload, "checks": [{**payload["checks"][0], "timeout_s": 60}]}
+    assert verify(as_ints, signed()) is None
+    assert verify(payload, signed(as_ints)) is None
+
+
 def test_any_change_to_the_payload_breaks_the_signature() -> None:
     sig = signed()
     changes = {
