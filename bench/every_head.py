@@ -39,10 +39,10 @@ from bot.core.notify import SIGNATURE_HEADER
 from bot.core.state import SeriesState, Verdict
 from bot.emulator import GitHubEmulator
 from bot.store import series as store
-from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
-from tests.support.gitrepo import git
-from tests.support.pushes import approve_with_cli
-from tests.support.redis_server import PrivateRedis
+from harness.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
+from harness.gitrepo import git
+from harness.pushes import approve_with_cli
+from harness.redis_server import PrivateRedis
 
 UP_OWNER, UP_NAME = "upstream-org", "engine"
 DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"

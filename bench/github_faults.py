@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 import httpx
 
 from bot.emulator import GitHubEmulator
-from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv
-from tests.support.gitrepo import git
-from tests.support.redis_server import PrivateRedis
+from harness.carry_env import BODY, SECRET, SERIES, CarryEnv
+from harness.gitrepo import git
+from harness.redis_server import PrivateRedis
 
 UP_OWNER, UP_NAME = "upstream-org", "engine"
 DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"

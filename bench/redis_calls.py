@@ -30,8 +30,8 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.local_redis import LocalRedis
-from tests.support.carry_env import BODY, SERIES, CarryEnv
-from tests.support.gitrepo import git
+from harness.carry_env import BODY, SERIES, CarryEnv
+from harness.gitrepo import git
 from workers import runtime as runtime_module
 from workers.tasks import handle_event
 

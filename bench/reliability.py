@@ -95,7 +95,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.support.carry_env import (  # noqa: E402
+from harness.carry_env import (  # noqa: E402
     BODY,
     DOWNSTREAM_REPO,
     SECRET,
@@ -106,7 +106,7 @@ from tests.support.carry_env import (  # noqa: E402
     slow_git_shim,
     wait_for,
 )
-from tests.support.gitrepo import RepoBuilder, git  # noqa: E402
+from harness.gitrepo import RepoBuilder, git  # noqa: E402
 
 WEBHOOK_EXAMPLES = ROOT / "tests" / "data" / "github" / "webhooks"  # octokit's payload examples
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}

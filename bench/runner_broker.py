@@ -27,11 +27,11 @@ from bot.core.state import CiStatus, SeriesState
 from bot.queue.celery_app import make_app
 from bot.store import runner_channel as channel
 from bot.store.series import history, load_series, save_series
+from harness.job_keys import install_job_keys
+from harness.pushes import push, trusted_push
+from harness.redis_server import PrivateRedis
 from runner import runtime as runner_runtime
 from runner.task import run_job
-from tests.support.job_keys import install_job_keys
-from tests.support.pushes import push, trusted_push
-from tests.support.redis_server import PrivateRedis
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
 

@@ -53,10 +53,10 @@ from bot.store import ci_runs  # noqa: E402
 from bot.store import series as store  # noqa: E402
 from bot.store.series import HISTORY_MAXLEN  # noqa: E402
 from bot.store.write_budget import WRITES_PREFIX  # noqa: E402
-from tests.support.carry_env import PAGE, SECRET, CarryEnv, lanes_empty, wait_for  # noqa: E402
-from tests.support.gitrepo import RepoBuilder, git  # noqa: E402
-from tests.support.pushes import trusted_push  # noqa: E402
-from tests.support.redis_server import PrivateRedis  # noqa: E402
+from harness.carry_env import PAGE, SECRET, CarryEnv, lanes_empty, wait_for  # noqa: E402
+from harness.gitrepo import RepoBuilder, git  # noqa: E402
+from harness.pushes import trusted_push  # noqa: E402
+from harness.redis_server import PrivateRedis  # noqa: E402
 
 UP_OWNER, DOWN_OWNER, DOWN_NAME = "upstream-org", "downstream-org", "carry"
 KIND, CHECK = "cheap", "applied"

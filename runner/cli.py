@@ -168,6 +168,13 @@ def _steps(kind: str, runner: Runner | None, workdir: Path, settings: Settings) 
             "(runners.%s.sandbox.step_network: host): code under test can reach carry's Redis",
             kind,
         )
+    if box.cgroups is None:
+        log.warning(
+            "steps have no cgroup of their own (%s): a process a step leaves outside its "
+            "process group is found by its environment only, and step_memory_mb holds per "
+            "process, not for a step's processes together",
+            box.why_no_cgroups,
+        )
     if box.memory_mb is None:
         log.warning(
             "steps have no memory limit: runners.%s.step_memory_mb or CARRY_TASK_MEMORY_MB "

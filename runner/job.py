@@ -391,6 +391,8 @@ def _run(
         log=ctx.log,
         cancelled=ctx.cancelled,
         state_dir=steps_dir(built.path),
+        cgroups=ctx.sandbox.cgroups,
+        memory_mb=ctx.sandbox.memory_mb,
     )
     ctx.log.note(f"[carry] {step.name}: {_ending(result)} after {result.duration_s:.1f}s")
     return result
@@ -401,6 +403,8 @@ def _ending(result: StepResult) -> str:
         return f"cancelled ({result.cancelled})"
     if result.timed_out:
         return "timed out, process group killed"
+    if result.out_of_memory and result.signal is not None:
+        return f"killed by signal {result.signal}: out of memory (the step's memory limit)"
     if result.signal is not None:
         return f"killed by signal {result.signal}"
     return f"exit {result.exit_code}"

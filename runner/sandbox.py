@@ -68,6 +68,8 @@ from enum import StrEnum
 from functools import cache
 from pathlib import Path
 
+from runner.cgroup import CgroupRoot
+
 INIT = Path(__file__).with_name("sandbox_init.py")
 NET = Path(__file__).with_name("sandbox_net.py")
 CODE_ROOT = Path(__file__).resolve().parents[1]  # carry's checkout, or the site-packages it is in
@@ -158,6 +160,10 @@ class Sandbox:
     slirp: str | None = None  # slirp4netns, where steps with network get their own
     block: tuple[str, ...] = ()  # the broker's addresses: no route there from a step
     memory_mb: int | None = None  # each step's processes: RLIMIT_AS and RLIMIT_DATA
+    # where each step gets a cgroup of its own (runner/cgroup.py): all its processes end with
+    # it, and memory_mb holds for all of them together; None: why not (process groups only)
+    cgroups: CgroupRoot | None = None
+    why_no_cgroups: str = "not looked for"
 
     def wrap(
         self,
@@ -219,6 +225,10 @@ class Sandbox:
         memory = ""
         if self.memory_mb is not None:
             memory = f"; each of its processes may map at most {self.memory_mb} MiB"
+        if self.cgroups is not None:
+            memory += "; its processes stay in a cgroup of their own and end with it" + (
+                f" ({self.memory_mb} MiB for all of them)" if self.memory_mb is not None else ""
+            )
         return self._describe(network=network) + memory
 
     def _describe(self, *, network: bool) -> str:

@@ -3,10 +3,12 @@ for the runner's start (which refuses what it cannot give) and for every job."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from bot.config.schema import Runner
 from bot.config.settings import Settings
+from runner import cgroup
 from runner.sandbox import Sandbox, resolve
 
 
@@ -21,11 +23,12 @@ def step_memory_mb(runner: Runner | None, settings: Settings) -> int | None:
 
 
 def runner_sandbox(runner: Runner | None, settings: Settings, workdir: Path) -> Sandbox:
-    """resolve() for `runner` (None: a runner with no config, which refuses every job)."""
+    """resolve() for `runner` (None: a runner with no config, which refuses every job), with
+    a cgroup per step where the runner may make them."""
     if runner is None:
         return resolve("auto", None, workdir)
     setting = runner.sandbox
-    return resolve(
+    box = resolve(
         setting.mode,
         runner.step_user,
         workdir,
@@ -35,3 +38,7 @@ def runner_sandbox(runner: Runner | None, settings: Settings, workdir: Path) -> 
         broker_url=settings.redis_url.get_secret_value(),
         memory_mb=step_memory_mb(runner, settings),
     )
+    try:
+        return dataclasses.replace(box, cgroups=cgroup.find_root(), why_no_cgroups="")
+    except OSError as err:
+        return dataclasses.replace(box, why_no_cgroups=str(err))

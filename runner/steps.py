@@ -32,6 +32,7 @@ import redis
 from bot.ci.spec import LogLimits
 from bot.log import SecretFilter
 from bot.store.runners import append_runlog
+from runner.cgroup import CgroupRoot, StepCgroup
 
 CancelCheck = Callable[[], str | None]  # a reason when the step must stop, else None
 STEP_TOKEN_ENV = "CARRY_STEP_TOKEN"
@@ -134,6 +135,7 @@ class StepResult:
     cancelled: str | None
     duration_s: float
     pid: int = 0
+    out_of_memory: int = 0  # processes the kernel ended at the step's cgroup memory limit
 
 
 def run_step(
@@ -147,22 +149,32 @@ def run_step(
     state_dir: Path | None = None,
     poll_s: float = 0.5,
     grace_s: float = 5.0,
+    cgroups: CgroupRoot | None = None,
+    memory_mb: int | None = None,
 ) -> StepResult:
-    """Runs argv to its end, its timeout or a cancel; the process group never outlives it."""
+    """Runs argv to its end, its timeout or a cancel; the process group never outlives it,
+    nor (with `cgroups`) any process it started, and all of them together may use at most
+    `memory_mb` MiB."""
     started = time.monotonic()
     token = uuid.uuid4().hex
+    group = _step_cgroup(cgroups, token, memory_mb, log)
     try:
-        proc = _spawn(argv, cwd, {**env, STEP_TOKEN_ENV: token})
-    except OSError as err:
-        log.note(f"[carry] cannot start {argv[0]!r}: {err.strerror or err}")
+        proc = _spawn(argv, cwd, {**env, STEP_TOKEN_ENV: token}, group)
+    except (OSError, subprocess.SubprocessError) as err:  # the latter: joining its cgroup
+        log.note(f"[carry] cannot start {argv[0]!r}: {getattr(err, 'strerror', None) or err}")
         code = 127 if isinstance(err, FileNotFoundError) else 126
+        if group is not None:
+            group.remove()
         return StepResult(code, None, False, None, time.monotonic() - started)
     record = _record_group(state_dir, token, proc.pid)
     readers = [_reader(proc.stdout, "stdout", log), _reader(proc.stderr, "stderr", log)]
+    out_of_memory = 0
     try:
         timed_out, reason = _supervise(proc, started + timeout_s, cancelled, poll_s, grace_s)
     finally:
         _stop_group(proc.pid, grace_s)  # leftovers of a finished step too
+        if group is not None:
+            out_of_memory = _end_cgroup(group, memory_mb, log)
         proc.wait()
         _join(readers, log)
         if record is not None:
@@ -170,11 +182,50 @@ def run_step(
     code = proc.returncode
     sig = -code if code < 0 else None
     return StepResult(
-        None if sig else code, sig, timed_out, reason, time.monotonic() - started, proc.pid
+        None if sig else code,
+        sig,
+        timed_out,
+        reason,
+        time.monotonic() - started,
+        proc.pid,
+        out_of_memory,
     )
 
 
-def _spawn(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def _step_cgroup(
+    cgroups: CgroupRoot | None, token: str, memory_mb: int | None, log: RunLog
+) -> StepCgroup | None:
+    if cgroups is None:
+        return None
+    try:
+        return cgroups.create(token, memory_mb)
+    except OSError as err:  # the step still runs, followed by its process group
+        log.note(f"[carry] no cgroup for this step ({err.strerror or err}): its process group only")
+        return None
+
+
+def _end_cgroup(group: StepCgroup, memory_mb: int | None, log: RunLog) -> int:
+    """Ends what the step left outside its process group, says so, and removes the cgroup;
+    returns how many processes the kernel ended at the memory limit."""
+    left = group.end()
+    if left:
+        log.note(
+            f"[carry] ended {len(left)} process{'es' if len(left) != 1 else ''} the step left "
+            f"running outside its process group (pids {', '.join(map(str, left))})"
+        )
+    oom = group.out_of_memory()
+    if oom:
+        log.note(
+            f"[carry] the step's processes went over its memory limit of {memory_mb} MiB "
+            f"(all of them together): the kernel ended {oom} of them"
+        )
+    group.remove()
+    return oom
+
+
+def _spawn(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], group: StepCgroup | None = None
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         list(argv),
         cwd=cwd,
@@ -183,23 +234,29 @@ def _spawn(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> subprocess
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_die_with_parent(),
+        preexec_fn=_before_exec(group),
     )
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """preexec_fn: SIGKILL the step when the runner process that started it dies."""
+def _before_exec(group: StepCgroup | None) -> Callable[[], None] | None:
+    """preexec_fn: into the step's cgroup (before it starts anything), and SIGKILL the step
+    when the runner process that started it dies."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
     except (OSError, AttributeError):
+        prctl = None
+    if prctl is None and group is None:
         return None
     parent = os.getpid()
 
     def arm() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(137)
+        if group is not None:
+            group.join()
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(137)
 
     return arm
 

@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from bot.emulator import WebhookSink
-from tests.support.gitrepo import RepoBuilder
-from tests.support.job_keys import install_job_keys
-from tests.support.redis_server import PrivateRedis, answers
+from harness.gitrepo import RepoBuilder
+from harness.job_keys import install_job_keys
+from harness.redis_server import PrivateRedis, answers
 
 MACHINE_REDIS = "redis://127.0.0.1:6379"
 TEST_DB = 9

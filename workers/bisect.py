@@ -36,14 +36,13 @@ from bot.store import series as store
 from workers import downstream as downstream_repo
 from workers.ci import requests as ci
 from workers.ci.github import carried_series
-from workers.ci.rows import BISECT_TASK
 from workers.rebase import engine_for, tree_on
 from workers.runtime import Runtime, runtime
 
 log = logging.getLogger("carry.bisect")
 
 
-@app.task(name=BISECT_TASK, bind=True, acks_late=True, max_retries=3)
+@app.task(name=bisect.BISECT_TASK, bind=True, acks_late=True, max_retries=3)
 def bisect_task(self: Task, series_id: str, notice: dict[str, Any] | None = None) -> None:
     """`notice`: a went-red notice (start a bisection); without it, take the next step."""
     rt = runtime()

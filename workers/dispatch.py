@@ -11,10 +11,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from bot.ci.runs import REPORT_TASK
 from bot.core import transitions as tr
+from bot.core.bisect import BISECT_TASK
 from bot.core.history import HistoryKind
+from bot.core.notify import NOTIFY_TASK
+from bot.core.owners import RED_STREAK_TASK
 from bot.core.planner import Action, ActionKind
 from bot.core.state import Phase, SeriesState
+from bot.core.tree_branch import GOOD_REF_TASK
 from bot.core.trust import Push
 from bot.store import series as store
 from workers.ci import github as hardware
@@ -46,7 +51,7 @@ def carry_out(rt: Runtime, action: Action) -> None:
     try:
         handler(rt, action)
     except Skipped as why:
-        store.claim(client, action.key)
+        remember(client, action)
         store.append_history(
             client,
             action.series_id,
@@ -57,7 +62,7 @@ def carry_out(rt: Runtime, action: Action) -> None:
         )
         return
     if action.kind is not ActionKind.NOTE:
-        store.claim(client, action.key)
+        remember(client, action)
     store.append_history(
         client,
         action.series_id,
@@ -68,8 +73,20 @@ def carry_out(rt: Runtime, action: Action) -> None:
     )
 
 
+def remember(client: Any, action: Action) -> None:
+    """Marks the action done, for as long as it says (the store's default otherwise)."""
+    if action.remember_s is None:
+        store.claim(client, action.key)
+    else:
+        store.claim(client, action.key, ttl_s=action.remember_s)
+
+
+# What an entry leaves out: a comment's text, and records its reason already sums up.
+_NOT_IN_HISTORY = frozenset({"body", "rows", "notice", "grew"})
+
+
 def _public(args: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in args.items() if k not in ("body",)}
+    return {k: v for k, v in args.items() if k not in _NOT_IN_HISTORY}
 
 
 def _note(rt: Runtime, action: Action) -> None:
@@ -79,10 +96,11 @@ def _note(rt: Runtime, action: Action) -> None:
 def _rebase(rt: Runtime, action: Action) -> None:
     assert action.series_id
     args = dict(action.args)
+    recheck = args.pop("recheck", False)  # after a command changed what the series decides
     if args.get("force"):  # a re-check (`/carry rebase`) is of the newest head, never older
         args["head_sha"] = _newest_head(rt, action.series_id, args["head_sha"])
         state = store.load_series(rt.redis, action.series_id)
-        if state is not None and state.phase == Phase.QUEUED:
+        if not recheck and state is not None and state.phase == Phase.QUEUED:
             # A burst of `/carry rebase` is one re-check: this head's is waiting already.
             raise Skipped(f"a check of {args['head_sha'][:12]} is already queued")
     else:
@@ -163,8 +181,7 @@ def _record_base_pr(rt: Runtime, action: Action) -> None:
 
 def _retarget(rt: Runtime, action: Action) -> None:
     base, words = action.args["base"], action.args["words"]
-    if _change(rt, action, lambda s: tr.retarget(s, base, words)):
-        rt.send("carry.poll", {})  # the new base's head, now rather than at the next interval
+    _change(rt, action, lambda s: tr.retarget(s, base, words))
 
 
 def _record_upstream_pr(rt: Runtime, action: Action) -> None:
@@ -181,16 +198,9 @@ def _record_carry_pr(rt: Runtime, action: Action) -> None:
 
 
 def _reopen(rt: Runtime, action: Action) -> None:
-    """`/carry reopen`: the close stops no new PR; a re-check of the newest head publishes."""
-    seen: list[SeriesState] = []
-
-    def reopen(state: SeriesState) -> bool:
-        seen[:] = [state]
-        return tr.reopen(state, action.args["by"])
-
-    if not _change(rt, action, reopen):
+    """`/carry reopen`: the close stops no new PR (the planner's re-check then publishes)."""
+    if not _change(rt, action, lambda s: tr.reopen(s, action.args["by"])):
         raise Skipped("no PR of carry's is closed by a person (reopened already?)")
-    _recheck(rt, action, seen[0])
 
 
 def _set_paused(rt: Runtime, action: Action) -> None:
@@ -213,30 +223,23 @@ def _pin(rt: Runtime, action: Action, *, keep: bool) -> None:
         raise ValueError(
             f"series {action.series_id} has no patch {name!r} (its patches: {known or 'none'})"
         )
-    (state,) = seen
-    _recheck(rt, action, state)  # re-decide with the override
-
-
-def _recheck(rt: Runtime, action: Action, state: SeriesState) -> None:
-    """A re-check of the series on its newest head (none before its first head)."""
-    assert action.series_id
-    if state.head_sha:
-        rt.send(
-            "carry.rebase",
-            {
-                "series_id": action.series_id,
-                "head_sha": _newest_head(rt, action.series_id, state.head_sha),
-                "head_ref": state.head_ref or "",
-                "force": True,
-                "trigger": action.key,
-            },
-        )
 
 
 def _test_tree(rt: Runtime, action: Action) -> None:
     """Runs of the exact tree on the series' runners (workers.ci.github.test_tree)."""
     assert action.series_id
     hardware.test_tree(rt, action.series_id, **action.args)
+
+
+def _report_checks(rt: Runtime, action: Action) -> None:
+    """Each row to GitHub, as a check run or commit status (workers.ci.github.report)."""
+    for row in action.args["rows"]:
+        rt.send(REPORT_TASK, {"series_id": action.series_id, "row": row})
+
+
+def _notify(rt: Runtime, action: Action) -> None:
+    """A change of verdict to the configured webhooks (workers.notify)."""
+    rt.send(NOTIFY_TASK, {"notice": action.args["notice"]})
 
 
 def _send_task(task: str) -> Callable[[Runtime, Action], None]:
@@ -269,6 +272,12 @@ _HANDLERS: dict[ActionKind, Callable[[Runtime, Action], None]] = {
     ActionKind.RETEST: _send_task("carry.retest"),
     ActionKind.RECORD_CI: _note,
     ActionKind.TEST_TREE: _test_tree,
+    ActionKind.REPORT_CHECKS: _report_checks,
+    ActionKind.NOTIFY: _notify,
+    ActionKind.BISECT: _send_task(BISECT_TASK),  # a notice starts one; without, its next step
+    ActionKind.MENTION_OWNERS: lambda rt, a: rt.send(RED_STREAK_TASK, dict(a.args)),
+    ActionKind.MOVE_GOOD_REF: _send_task(GOOD_REF_TASK),
+    ActionKind.POLL: lambda rt, a: rt.send("carry.poll", {}),
     ActionKind.REFRESH_DASHBOARD_ISSUE: lambda rt, a: rt.send(
         "carry.dashboard_issue", dict(a.args)
     ),

@@ -93,6 +93,7 @@ def gather(rt: Runtime, client: redis.Redis | None = None, event: ev.Event | Non
         bot_login=rt.bot_login,
         dashboard_issue=board.number if board else None,
         series=tuple(series),
+        red_streak_mention=rt.config.notify.red_streak_mention,
     )
 
 

@@ -34,18 +34,9 @@ def red_streak(grew: dict[str, Any]) -> None:
 
 
 def mention(rt: Runtime, grew: dict[str, Any]) -> bool:
-    """Mentions the owners when the streak `grew` describes reached the configured length and
-    was not mentioned yet; True when it did now."""
-    streak = own.StreakGrew(
-        series_id=str(grew["series"]),
-        head=str(grew["head"]),
-        streak_head=str(grew["streak_head"]),
-        heads=int(grew["heads"]),
-        since=str(grew["since"]),
-        checks=tuple(sorted((str(k), str(v)) for k, v in dict(grew["checks"]).items())),
-    )
-    if not own.mention_due(streak.heads, rt.config.notify.red_streak_mention):
-        return False
+    """Mentions the owners of the streak `grew` describes (the planner found it long enough:
+    bot.core.planner) unless it was mentioned already or is green again; True when it did now."""
+    streak = own.StreakGrew.from_dict(grew)
     if not _still_red(rt, streak) or not store.claim(
         rt.redis, own.mention_key(streak.series_id, streak.streak_head)
     ):

@@ -66,7 +66,9 @@ def handle_event(rt: Runtime, event: ev.Event) -> None:
         count_event(rt.redis, event.kind)
         for action in plan(event, gather(rt, event=event)):
             carry_out(rt, action)
-        store.claim(rt.redis, f"event:{event.key}")
+        store.claim(
+            rt.redis, f"event:{event.key}", ttl_s=getattr(event, "remember_s", store.DONE_TTL_S)
+        )
 
 
 @app.task(name="carry.ingest", bind=True, acks_late=True, max_retries=10)

@@ -2,7 +2,7 @@
 conflicts, a patch newly sent to review, and a series stuck waiting for a human for
 `notify.stuck_heads` heads or `notify.stuck_hours` hours. Pure: workers/rebase.py calls
 `note_check` inside the transaction that stores a check, and sends what it returns the way
-a change of verdict is sent (workers/ci/rows.announce: history, then webhooks); the beat asks
+a change of verdict is sent (workers/ci/rows.py: history, then the planner's notify); the beat asks
 `stuck_now` between heads (workers/stuck.py).
 """
 

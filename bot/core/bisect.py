@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+BISECT_TASK = "carry.bisect"  # workers/bisect.py: start one (with a went-red notice), or step on
+
 
 class Probe(StrEnum):
     """What one commit of the range said."""

@@ -14,6 +14,7 @@ import re
 import signal as signals
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal
 
 from bot.core.ci_pacing import Pace, next_start, wait_words
@@ -21,7 +22,19 @@ from bot.core.state import CiStatus
 
 Verdict = Literal["success", "failure", "inconclusive", "infra-error", "cancelled"]
 StepKind = Literal["materialize", "setup", "check", "job"]
-Verb = Literal["supersede", "reuse", "join", "wait-approval", "enqueue", "over-budget", "paced"]
+
+
+class RunVerb(StrEnum):
+    """What the CI planner does with a request for a run (each has a `ci-<verb>` history entry)."""
+
+    SUPERSEDE = "supersede"  # cancel stale runs of the series and kind first
+    REUSE = "reuse"  # the same tree already has a verdict
+    JOIN = "join"  # a run of the same tree is queued, running or waiting
+    WAIT_APPROVAL = "wait-approval"
+    ENQUEUE = "enqueue"
+    OVER_BUDGET = "over-budget"
+    PACED = "paced"
+
 
 # A run in one of these states may still use a runner; the others are final.
 ACTIVE_STATES = (CiStatus.WAITING_APPROVAL, CiStatus.QUEUED, CiStatus.RUNNING)
@@ -144,7 +157,7 @@ class RunRequest:
 
 
 @dataclass(frozen=True)
-class Facts:
+class RunFacts:
     result: StoredResult | None = None
     active: tuple[ActiveRun, ...] = ()  # unfinished runs of this series and kind
     in_flight: int = 0  # dispatched, unfinished runs of this kind, all series
@@ -155,15 +168,15 @@ class Facts:
 
 
 @dataclass(frozen=True)
-class Action:
-    verb: Verb
+class RunAction:
+    verb: RunVerb
     reason: str
     run_ids: tuple[str, ...] = ()  # supersede: runs to cancel; others: the run it continues
     key: str = ""  # idempotency key of the request
     not_before: float | None = None  # paced: when the run may start (epoch seconds)
 
 
-def plan_run(request: RunRequest, facts: Facts) -> tuple[Action, ...]:
+def plan_run(request: RunRequest, facts: RunFacts) -> tuple[RunAction, ...]:
     """What to do with a request for one series and runner kind. The last action is the
     outcome; a `supersede` before it names the stale runs to cancel first.
 
@@ -179,44 +192,46 @@ def plan_run(request: RunRequest, facts: Facts) -> tuple[Action, ...]:
     same = [run for run in facts.active if run.tree_key == request.tree_key]
     stale = [run for run in facts.active if run.tree_key != request.tree_key]
     outcome = _outcome(request, facts, same, stale)
-    if outcome.verb == "reuse":  # a run of this tree still waiting for approval is not needed
+    if outcome.verb is RunVerb.REUSE:  # a run of this tree still waiting for approval is not needed
         stale += same
     if not stale:
         return (outcome,)
     ids = tuple(run.run_id for run in stale)
     why = f"superseded by head {short(request.head_sha)}"
-    if outcome.verb == "reuse" and not any(run.tree_key != request.tree_key for run in stale):
+    if outcome.verb is RunVerb.REUSE and not any(run.tree_key != request.tree_key for run in stale):
         why = f"the same tree already has a result ({outcome.run_ids[0]})"
-    return (Action("supersede", why, ids, request.key), outcome)
+    return (RunAction(RunVerb.SUPERSEDE, why, ids, request.key), outcome)
 
 
 def _outcome(
-    request: RunRequest, facts: Facts, same: list[ActiveRun], stale: list[ActiveRun]
-) -> Action:
+    request: RunRequest, facts: RunFacts, same: list[ActiveRun], stale: list[ActiveRun]
+) -> RunAction:
     waiting = next((run for run in same if run.state == "waiting-approval"), None)
     running = next((run for run in same if run.state != "waiting-approval"), None)
     # a retest of a tree whose run is held back (paced, or over budget) releases that run
     held = running is not None and running.state == "queued" and not running.dispatched
     if running is not None and not (held and request.force):
         why = f"same tree already {running.state} in run {running.run_id}"
-        return Action("join", why, (running.run_id,), request.key)
+        return RunAction(RunVerb.JOIN, why, (running.run_id,), request.key)
     result = facts.result
     if result is not None and not request.force and request.trusted:
         why = f"same tree already tested: {result.state} in run {result.run_id}"
-        return Action("reuse", why, (result.run_id,), request.key)
+        return RunAction(RunVerb.REUSE, why, (result.run_id,), request.key)
     kept = waiting or running  # the run this request continues: waiting, or held and retested
     carried = (kept.run_id,) if kept is not None else ()
     if not request.trusted:
         if waiting is not None:
-            return Action("join", "same tree already waiting for approval", carried, request.key)
+            return RunAction(
+                RunVerb.JOIN, "same tree already waiting for approval", carried, request.key
+            )
         what = request.why_untrusted or (
             f"head {short(request.head_sha)} was pushed by an author outside trusted_authors"
         )
         why = f"{what}: it waits for `/carry approve {short(request.head_sha)}`"
-        return Action("wait-approval", why, (), request.key)
+        return RunAction(RunVerb.WAIT_APPROVAL, why, (), request.key)
     wait = None if request.force else next_start(facts.pace)
     if wait is not None:
-        return Action("paced", wait_words(wait), carried, request.key, wait.until)
+        return RunAction(RunVerb.PACED, wait_words(wait), carried, request.key, wait.until)
     freed = sum(1 for run in stale if run.dispatched)
     in_flight = max(0, facts.in_flight - freed)
     if in_flight >= facts.budget.capacity:
@@ -224,8 +239,8 @@ def _outcome(
             f"{request.kind} budget is full ({in_flight} of {facts.budget.capacity} jobs "
             f"queued or running); it starts when one finishes"
         )
-        return Action("over-budget", why, carried, request.key)
-    return Action("enqueue", f"new tree for {request.kind}", carried, request.key)
+        return RunAction(RunVerb.OVER_BUDGET, why, carried, request.key)
+    return RunAction(RunVerb.ENQUEUE, f"new tree for {request.kind}", carried, request.key)
 
 
 # --------------------------------------------------------------------------- outcomes

@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
+from bot.core.owners import StreakGrew
+from bot.core.state import CiState
+from bot.core.verified import Notice
+
 ZERO_SHA = "0" * 40
 
 Source = Literal["webhook", "poll"]
@@ -290,6 +294,32 @@ class TreeReady:
         return f"tree-ready:{self.series_id}:{self.tree}:{self.branch_sha}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChecksRecorded:
+    """Internal: the store committed what a hardware run reported (workers/ci/rows.py,
+    workers/ci/probes.py). For a head: its CI rows, and what they changed (a verdict that
+    turned, a red streak that grew, the last good head that moved); for a bisection probe: that
+    the bisection recorded its result. The planner decides what follows."""
+
+    kind: ClassVar[str] = "checks_recorded"
+    # each is new (its key names the moment): remembered only as long as a redelivery can come
+    remember_s: ClassVar[int] = 2 * 24 * 3600
+    series_id: str
+    head_sha: str
+    at: str  # when the store committed it, to the microsecond: each commit is its own event
+    rows: tuple[CiState, ...] = ()  # rows to show on GitHub
+    notices: tuple[Notice, ...] = ()  # changes of verdict to tell people about
+    streak: StreakGrew | None = None  # the red streak that gained this head
+    good_head: str | None = None  # the new last good head, when it moved
+    probe: bool = False  # a bisection probe's result was recorded: its next step
+    delivery_id: str = ""
+
+    @property
+    def key(self) -> str:
+        what = "probe" if self.probe else ",".join(sorted({row.run_id for row in self.rows}))
+        return f"checks:{self.series_id}:{self.head_sha}:{what}:{self.at}"
+
+
 Event = (
     HeadMoved
     | RefDeleted
@@ -304,6 +334,7 @@ Event = (
     | CommandAuthorized
     | RebaseFinished
     | TreeReady
+    | ChecksRecorded
 )
 EVENT_TYPES: tuple[type[Event], ...] = typing.get_args(Event)
 _BY_KIND: dict[str, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}
@@ -320,9 +351,28 @@ def event_to_dict(event: Event) -> dict[str, Any]:
         if isinstance(value, datetime):
             value = _iso(value)
         elif isinstance(value, tuple):
-            value = list(value)
+            value = [_plain(item) for item in value]
+        else:
+            value = _plain(value)
         out[field.name] = value
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A part of an event as JSON holds it: a record as its dict."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def _record_type(hint: Any) -> Any:
+    """The record class (one with `from_dict`) a field holds, alone, optional or in a tuple."""
+    for arg in (hint, *typing.get_args(hint)):
+        if hasattr(arg, "from_dict"):
+            return arg
+    return None
 
 
 def event_from_dict(data: Mapping[str, Any]) -> Event:
@@ -335,7 +385,12 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
         if field.name not in data:
             continue
         value = data[field.name]
-        if isinstance(value, list):
+        record = _record_type(hints[field.name])
+        if record is not None and isinstance(value, list):
+            value = tuple(record.from_dict(item) for item in value)
+        elif record is not None and isinstance(value, Mapping):
+            value = record.from_dict(value)
+        elif isinstance(value, list):
             value = tuple(value)
         elif isinstance(value, str) and datetime in typing.get_args(hints[field.name]):
             value = datetime.fromisoformat(value)

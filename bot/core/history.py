@@ -36,6 +36,12 @@ class HistoryKind(StrEnum):
     RECORD_CI = "record_ci"
     REFRESH_DASHBOARD_ISSUE = "refresh_dashboard_issue"
     TEST_TREE = "test_tree"
+    REPORT_CHECKS = "report_checks"
+    NOTIFY = "notify"
+    BISECT = "bisect"
+    MENTION_OWNERS = "mention_owners"
+    MOVE_GOOD_REF = "move_good_ref"
+    POLL = "poll"
     SKIPPED = "skipped"  # an action already done, or one its adapter found nothing to do for
 
     # intake and polling

@@ -10,8 +10,9 @@ where no page is named so, every page of the series is the fix that fails.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bot.core.ci_plan import split_ci_key
 from bot.core.fixpage import FixPage
@@ -41,6 +42,17 @@ class StreakGrew:
             "since": self.since,
             "checks": dict(self.checks),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StreakGrew:
+        return cls(
+            series_id=str(data["series"]),
+            head=str(data["head"]),
+            streak_head=str(data["streak_head"]),
+            heads=int(data["heads"]),
+            since=str(data["since"]),
+            checks=tuple(sorted((str(k), str(v)) for k, v in dict(data["checks"]).items())),
+        )
 
 
 def streak_grew(

@@ -6,16 +6,19 @@ retried task never does the same work twice. Adapters (workers.dispatch) carry a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Final
 
 from bot.core import events as ev
 from bot.core.commands import HELP, Command, may_command, parse_commands, retarget_base
 from bot.core.dashboard_issue import ticked
+from bot.core.owners import mention_due
 from bot.core.tree_branch import is_published_tree
+from bot.core.verified import Change
 from bot.core.versions import version_key
 
 
@@ -60,6 +63,7 @@ class Facts:
     bot_login: str = "carry[bot]"
     series: tuple[SeriesFacts, ...] = ()
     dashboard_issue: int | None = None  # carry's dashboard issue on the downstream repository
+    red_streak_mention: int | None = 3  # red heads in a row before a fix's owners are mentioned
 
 
 class ActionKind(StrEnum):
@@ -89,6 +93,12 @@ class ActionKind(StrEnum):
     RECORD_CI = "record_ci"
     REFRESH_DASHBOARD_ISSUE = "refresh_dashboard_issue"
     TEST_TREE = "test_tree"
+    REPORT_CHECKS = "report_checks"
+    NOTIFY = "notify"
+    BISECT = "bisect"
+    MENTION_OWNERS = "mention_owners"
+    MOVE_GOOD_REF = "move_good_ref"
+    POLL = "poll"
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,9 @@ class Action:
     reason: str
     series_id: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
+    # how long carry remembers it was done (None: the store's default, 90 days); an action
+    # whose key no later event can repeat needs only to outlive redeliveries
+    remember_s: int | None = None
 
 
 def plan(event: ev.Event, facts: Facts) -> list[Action]:
@@ -447,7 +460,7 @@ def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
         key = f"{base_key}:{index}"
         action, line = _command_action(series, event, command, key)
         if action is not None:
-            actions.append(action)
+            actions += [action, *_follow_ups(series, action)]
         lines.append(line)
     actions.append(
         _reply(series, event, "\n".join(lines), f"{base_key}:reply", "answer the command")
@@ -518,6 +531,30 @@ def _command_action(
         kind, args, line = simple[command.verb]
         return Action(kind, key, f"/carry {command.verb} by @{who}", series.id, args), line
     return _approve(series, event, command, key)
+
+
+# A change of what the series decides re-decides it on its newest head at once.
+_RECHECKED: Final = frozenset({ActionKind.PIN_PATCH, ActionKind.REQUEST_DROP, ActionKind.REOPEN})
+
+
+def _follow_ups(series: SeriesFacts, action: Action) -> list[Action]:
+    """What a command's change leads to: a re-check with the override or the reopened PR (none
+    before the series' first head), or the new base's head polled now rather than at the next
+    interval."""
+    if action.kind in _RECHECKED and series.head_sha is not None:
+        args = {
+            "head_sha": series.head_sha,  # the dispatcher takes the newest head asked for
+            "head_ref": series.head_ref or "",
+            "force": True,
+            "trigger": action.key,
+            "recheck": True,  # never folded into a check already queued: it must publish
+        }
+        why = f"re-decide the series after {action.kind}"
+        return [Action(ActionKind.REBASE, f"{action.key}:recheck", why, series.id, args)]
+    if action.kind is ActionKind.RETARGET:
+        why = "the new base's head, now rather than at the next poll"
+        return [Action(ActionKind.POLL, f"{action.key}:poll", why, series.id, {})]
+    return []
 
 
 def _retarget(
@@ -667,6 +704,57 @@ def _ci_result(event: ev.Event, facts: Facts) -> list[Action]:
     ]
 
 
+def _checks_recorded(event: ev.Event, facts: Facts) -> list[Action]:
+    """What a run's stored result leads to: its rows shown on GitHub; each change of verdict
+    told to people, and a head that went red after a good one explained by a bisection; the
+    owners of a failing fix mentioned once its red streak is long enough; carry/good/<series>
+    moved to the new last good head; a bisection's next step once a probe of it ended."""
+    assert isinstance(event, ev.ChecksRecorded)
+    sid, actions = event.series_id, []
+    if event.probe:
+        why = f"a bisection probe of {event.head_sha[:12]} ended: take the next step"
+        key = f"bisect:{event.key}"
+        actions.append(Action(ActionKind.BISECT, key, why, sid, {}, event.remember_s))
+    if event.rows:
+        said = ", ".join(f"{row.runner}: {row.state}" for row in event.rows)
+        rows = [dataclasses.asdict(row) for row in event.rows]
+        key, why = f"report:{event.key}", f"show on GitHub: {said}"
+        actions.append(
+            Action(ActionKind.REPORT_CHECKS, key, why, sid, {"rows": rows}, event.remember_s)
+        )
+    for notice in event.notices:
+        summary = notice.summary()
+        actions.append(
+            Action(
+                ActionKind.NOTIFY,
+                f"notify:{notice.key}",
+                summary,
+                sid,
+                {"notice": notice.to_dict()},
+            )
+        )
+        if notice.change is Change.WENT_RED and notice.last_good is not None:
+            why = (
+                f"explain it: bisect upstream between the last good head "
+                f"{notice.last_good[:12]} and {notice.head[:12]}"
+            )
+            args = {"notice": notice.to_dict()}
+            actions.append(Action(ActionKind.BISECT, f"bisect:{notice.key}", why, sid, args))
+    streak = event.streak
+    if streak is not None and mention_due(streak.heads, facts.red_streak_mention):
+        why = (
+            f"red for {streak.heads} heads since {streak.streak_head[:12]}: "
+            "mention the failing fix's owners (once per streak)"
+        )
+        key = f"mention:{sid}:{streak.streak_head}:{streak.head}"
+        actions.append(Action(ActionKind.MENTION_OWNERS, key, why, sid, {"grew": streak.to_dict()}))
+    if event.good_head is not None:
+        why = f"the last good head is now {event.good_head[:12]}: carry/good/{sid} follows"
+        key = f"good-ref:{sid}:{event.good_head}"
+        actions.append(Action(ActionKind.MOVE_GOOD_REF, key, why, sid, {}))
+    return actions or [_note(event, "nothing to show or tell", sid)]
+
+
 def _ignored(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.Ignored)
     return [_note(event, event.reason)]
@@ -682,5 +770,6 @@ _HANDLERS: dict[type, Callable[[ev.Event, Facts], list[Action]]] = {
     ev.RebaseFinished: _rebase_finished,
     ev.CiResultReceived: _ci_result,
     ev.TreeReady: _tree_ready,
+    ev.ChecksRecorded: _checks_recorded,
     ev.Ignored: _ignored,
 }

@@ -11,9 +11,10 @@ can arrive late and out of order: only the newest decided head moves the series'
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from bot.core import bisect
 from bot.core.ci_plan import reused_verdict
@@ -79,6 +80,21 @@ class Notice:
             "since": self.since,
             "summary": self.summary(),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Notice:
+        """The notice `to_dict` wrote (its key and summary are derived, not read)."""
+        last_good = data.get("last_good")
+        return cls(
+            change=Change(str(data["change"])),
+            series_id=str(data["series"]),
+            head=str(data["head"]),
+            tree_key=str(data["tree_key"]),
+            checks=tuple(sorted((str(k), str(v)) for k, v in dict(data["checks"]).items())),
+            last_good=str(last_good) if last_good else None,
+            streak_heads=int(data["streak_heads"]),
+            since=str(data["since"]),
+        )
 
 
 def concluded(row: CiState) -> CiStatus:

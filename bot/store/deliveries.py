@@ -1,9 +1,10 @@
 """The webhook delivery log in Redis: dedup by delivery id, raw bodies kept, a capped stream.
 
 Layout (all keys prefixed `carry:`):
-  carry:delivery:<id>   hash: the delivery (raw body, normalized event, outcome, reason).
-                        Its existence is the dedup marker; it expires after `retention_s`,
-                        which outlives GitHub's redelivery window.
+  carry:delivery:<id>   hash: the delivery (raw body, zlib-compressed behind BODY_ZLIB;
+                        normalized event, outcome, reason). Its existence is the dedup
+                        marker; it expires after `retention_s`, which outlives GitHub's
+                        redelivery window.
   carry:deliveries      stream, newest last: one entry per delivery attempt, duplicates included,
                         without the body. Capped near STREAM_MAXLEN entries.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args
@@ -37,6 +39,23 @@ STREAM_MAXLEN: Final = 10_000
 DELIVERY_PREFIX: Final = "carry:delivery:"
 # GitHub's redelivery window is 3 days on github.com and up to 30 in its docs' sources.
 DEFAULT_RETENTION_S: Final = 35 * 24 * 3600
+# A stored body that starts so is zlib-compressed (a JSON body never starts with a NUL byte);
+# bodies were kept as sent before, and such bodies still read back as they are. Webhook
+# payloads are JSON full of repeated keys and URLs: compressed they take several times less of
+# Redis's memory, which the kept bodies dominated (bench/scale.py).
+BODY_ZLIB: Final = b"\x00zlib\x00"
+
+
+def stored_body(body: bytes) -> bytes:
+    return BODY_ZLIB + zlib.compress(body, 6)
+
+
+def sent_body(stored: bytes) -> bytes:
+    """The body as GitHub sent it, from what the hash holds."""
+    if stored.startswith(BODY_ZLIB):
+        return zlib.decompress(stored[len(BODY_ZLIB) :])
+    return stored
+
 
 # One round trip, atomic: either this id is new (store it, log "accepted"/..., and queue its
 # task when one is given: KEYS[3] the queue's list, ARGV[15] the message) or it was seen (log
@@ -136,74 +155,71 @@ class StoredDelivery:
     body: bytes
 
 
-def record_delivery(
-    client: redis.Redis,
-    delivery_id: str,
-    event_name: str,
-    body_bytes: bytes,
-    received_at: datetime,
-    outcome: Outcome,
-    event_json: str | None,
-    reason: str | None,
-    *,
-    action: str | None = None,
-    event_key: str | None = None,
-    retention_s: int = DEFAULT_RETENTION_S,
-    task: QueuedTask | None = None,
-) -> bool:
+@dataclass(frozen=True)
+class NewDelivery:
+    """A delivery as the intake records it: what GitHub sent, and what carry made of it."""
+
+    delivery_id: str
+    event_name: str
+    body: bytes
+    received_at: datetime
+    outcome: Outcome
+    event_json: str | None = None
+    reason: str | None = None
+    action: str | None = None
+    event_key: str | None = None
+    retention_s: int = DEFAULT_RETENTION_S
+    task: QueuedTask | None = None  # an accepted delivery's task message, queued with it
+
+    def script_request(self) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of the _RECORD script, after checking them."""
+        if self.outcome not in OUTCOMES or self.outcome == "duplicate":
+            raise ValueError(f"cannot record a delivery with outcome {self.outcome!r}")
+        if not self.delivery_id:
+            raise ValueError("delivery_id must not be empty")
+        task = self.task
+        if task is not None and self.outcome != "accepted":
+            raise ValueError(f"only an accepted delivery has a task to queue, not {self.outcome!r}")
+        keys = [_delivery_key(self.delivery_id), STREAM_KEY]
+        if task is not None:
+            keys.append(task.queue)
+        pending = self.outcome == "accepted" and task is None
+        args = [
+            STREAM_MAXLEN,
+            self.retention_s,
+            self.delivery_id,
+            self.event_name,
+            self.action or "",
+            self.outcome,
+            _iso(self.received_at),
+            self.event_key or "",
+            self.event_json or "",
+            self.reason or "",
+            stored_body(self.body),
+            time.time(),
+            HANDOFF_TAKEOVER_S,
+            "0" if pending else "1",
+            task.message if task is not None else "",
+        ]
+        return keys, args
+
+
+def record_delivery(client: redis.Redis, delivery: NewDelivery) -> bool:
     """Store a delivery once. True when new; False for a duplicate id (logged as 'duplicate').
-    With `task` (an "accepted" delivery's task message) the delivery is queued in the same
+    With a `task` (an "accepted" delivery's task message) the delivery is queued in the same
     atomic step and handed off at once. Otherwise an outcome of "accepted" is pending until
     mark_handed_off(): a redelivery of a pending one raises DeliveryInFlight, or,
     HANDOFF_TAKEOVER_S later, is recorded anew (True).
 
     Raises redis.RedisError when Redis cannot be reached: the caller must not acknowledge.
     """
-    keys, args = _record_request(
-        delivery_id,
-        event_name,
-        body_bytes,
-        received_at,
-        outcome,
-        event_json,
-        reason,
-        action,
-        event_key,
-        retention_s,
-        task,
-    )
-    return _recorded(_RECORD_SCRIPT(keys, args, client=client), delivery_id)
+    keys, args = delivery.script_request()
+    return _recorded(_RECORD_SCRIPT(keys, args, client=client), delivery.delivery_id)
 
 
-async def record_delivery_async(
-    client: redis.asyncio.Redis,
-    delivery_id: str,
-    event_name: str,
-    body_bytes: bytes,
-    received_at: datetime,
-    outcome: Outcome,
-    event_json: str | None,
-    reason: str | None,
-    *,
-    action: str | None = None,
-    event_key: str | None = None,
-    retention_s: int = DEFAULT_RETENTION_S,
-    task: QueuedTask | None = None,
-) -> bool:
+async def record_delivery_async(client: redis.asyncio.Redis, delivery: NewDelivery) -> bool:
     """record_delivery on an asyncio client (the web service's event loop), same contract."""
-    keys, args = _record_request(
-        delivery_id,
-        event_name,
-        body_bytes,
-        received_at,
-        outcome,
-        event_json,
-        reason,
-        action,
-        event_key,
-        retention_s,
-        task,
-    )
+    keys, args = delivery.script_request()
     try:
         result = await _evalsha(client, keys, args)
     except redis.ConnectionError:
@@ -211,7 +227,7 @@ async def record_delivery_async(
         # a fresh one either works or fails the same way. Running the script again is safe:
         # had the first run taken effect, this one finds the id and answers "duplicate".
         result = await _evalsha(client, keys, args)
-    return _recorded(result, delivery_id)
+    return _recorded(result, delivery.delivery_id)
 
 
 async def _evalsha(client: redis.asyncio.Redis, keys: list[str], args: list[Any]) -> Any:
@@ -220,50 +236,6 @@ async def _evalsha(client: redis.asyncio.Redis, keys: list[str], args: list[Any]
     except NoScriptError:  # a restarted or flushed server: load it again
         await client.script_load(_RECORD)
         return await client.evalsha(_RECORD_SHA, len(keys), *keys, *args)
-
-
-def _record_request(
-    delivery_id: str,
-    event_name: str,
-    body_bytes: bytes,
-    received_at: datetime,
-    outcome: Outcome,
-    event_json: str | None,
-    reason: str | None,
-    action: str | None,
-    event_key: str | None,
-    retention_s: int,
-    task: QueuedTask | None,
-) -> tuple[list[str], list[Any]]:
-    """The keys and arguments of the _RECORD script, after checking them."""
-    if outcome not in OUTCOMES or outcome == "duplicate":
-        raise ValueError(f"cannot record a delivery with outcome {outcome!r}")
-    if not delivery_id:
-        raise ValueError("delivery_id must not be empty")
-    if task is not None and outcome != "accepted":
-        raise ValueError(f"only an accepted delivery has a task to queue, not {outcome!r}")
-    keys = [_delivery_key(delivery_id), STREAM_KEY]
-    if task is not None:
-        keys.append(task.queue)
-    pending = outcome == "accepted" and task is None
-    args = [
-        STREAM_MAXLEN,
-        retention_s,
-        delivery_id,
-        event_name,
-        action or "",
-        outcome,
-        _iso(received_at),
-        event_key or "",
-        event_json or "",
-        reason or "",
-        body_bytes,
-        time.time(),
-        HANDOFF_TAKEOVER_S,
-        "0" if pending else "1",
-        task.message if task is not None else "",
-    ]
-    return keys, args
 
 
 def _recorded(result: Any, delivery_id: str) -> bool:
@@ -320,7 +292,7 @@ def get_delivery(client: redis.Redis, delivery_id: str) -> StoredDelivery | None
         received_at=datetime.fromisoformat(text(data["received_at"])),
         event_key=text(data.get("event_key", "")) or None,
         event=_json_or_none(text(data.get("event_json", ""))),
-        body=body if isinstance(body, bytes) else str(body).encode(),
+        body=sent_body(body if isinstance(body, bytes) else str(body).encode()),
     )
 
 

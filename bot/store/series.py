@@ -63,9 +63,16 @@ def load_many(client: redis.Redis, series_ids: list[str]) -> list[SeriesState | 
 
 
 def all_series(client: redis.Redis) -> list[SeriesState]:
-    keys = sorted(text(k) for k in client.scan_iter(f"{PREFIX}series:*"))
+    return [SeriesState.from_dict(json.loads(raw)) for _, raw in all_series_documents(client)]
+
+
+def all_series_documents(client: redis.Redis) -> list[tuple[str, bytes]]:
+    """Every stored series document as (series id, its JSON bytes), by id, unparsed: a reader
+    that keeps what it made of a document can skip those it has seen (the dashboard)."""
+    prefix = _series_key("")
+    keys = sorted(text(k) for k in client.scan_iter(f"{prefix}*"))
     values = client.mget(keys) if keys else []
-    return [SeriesState.from_dict(json.loads(v)) for v in values if v]
+    return [(key.removeprefix(prefix), raw) for key, raw in zip(keys, values, strict=True) if raw]
 
 
 def save_series(client: redis.Redis, state: SeriesState) -> None:

@@ -28,7 +28,9 @@ from bot.web.models import (
     RunsOut,
     SeriesListOut,
     SeriesOut,
+    SeriesSummaryOut,
 )
+from bot.web.series_cache import SeriesCache
 from bot.web.timeline import Outcome
 from bot.web.views import (
     RUN_RESULTS,
@@ -90,10 +92,11 @@ def api_router(
 ) -> APIRouter:
     """GET-only JSON routes under /api/v1 (the events route lives in bot.web.app)."""
     router = APIRouter(prefix="/api/v1", dependencies=[access.dependency()], tags=["dashboard"])
+    summaries: SeriesCache[SeriesSummaryOut] = SeriesCache()  # kept while a series is unchanged
 
     @router.get("/series", response_model=SeriesListOut)
     def list_series() -> SeriesListOut:
-        return series_list(client, fix_pages, config)
+        return series_list(client, fix_pages, config, summaries)
 
     @router.get("/series/{series_id}", response_model=SeriesOut, responses=_NOT_FOUND)
     def get_series(series_id: SeriesId) -> SeriesOut:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from html import escape as xml_escape
 from pathlib import Path
@@ -32,6 +33,7 @@ from bot.store.series import UPDATES_CHANNEL, all_series, load_series
 from bot.web.access import SESSION_COOKIE, Access
 from bot.web.api import RunsQuery
 from bot.web.models import AttentionOut, PatchOut, SeriesListOut, SeriesSummaryOut
+from bot.web.series_cache import SeriesCache
 from bot.web.timeline import OUTCOME_WORDS, Outcome, by_head, field_words
 from bot.web.views import (
     FixPages,
@@ -40,6 +42,8 @@ from bot.web.views import (
     age_text,
     commit_link,
     find_run,
+    kept_summaries,
+    listing,
     patch_detail,
     patch_out,
     pr_url,
@@ -48,7 +52,6 @@ from bot.web.views import (
     runs_view,
     series_detail,
     series_history,
-    series_list,
     series_summary,
     web_host,
 )
@@ -439,6 +442,47 @@ class Pages:
     def not_found(self, exc: Exception) -> HTMLResponse:
         return self.render("message.html", title="Not found", message=str(exc), status_code=404)
 
+    def macro(self, template: str, name: str, *args: Any) -> Markup:
+        """One macro of a template, called as a page would call it (the pages' globals)."""
+        found = getattr(self.env.get_template(template).module, name)
+        return Markup(found(*args))
+
+
+# A series of more patches than this shows them counted by status and decision on the overview,
+# with the chips of those that need attention; its page lists every patch. At 200 series of 30
+# patches a chip each made the overview 3 MB of HTML and most of a second to render.
+CHIPS_AT_MOST: Final = 10
+
+
+@dataclass(frozen=True)
+class Tally:
+    status: str
+    decision: str
+    count: int
+
+
+@dataclass(frozen=True)
+class PatchesCell:
+    """What the Patches cell of a series' overview row shows: every patch as a chip (`tally`
+    empty), or for a long series how many patches have each status and decision (in order of
+    their first patch) and the chips of those that need attention (at most CHIPS_AT_MOST)."""
+
+    shown: list[PatchOut]
+    tally: list[Tally]
+
+    @property
+    def parts(self) -> tuple[list[PatchOut], list[Tally]]:
+        return self.shown, self.tally
+
+    @classmethod
+    def of(cls, s: SeriesSummaryOut) -> PatchesCell:
+        if len(s.patches) <= CHIPS_AT_MOST:
+            return cls(list(s.patches), [])
+        counts = Counter((p.status, p.decision) for p in s.patches)
+        tally = [Tally(status, decision, n) for (status, decision), n in counts.items()]
+        needs = [p for p in s.patches if p.needs_attention]
+        return cls(needs[:CHIPS_AT_MOST], tally)
+
 
 @dataclass(frozen=True)
 class Matrix:
@@ -447,18 +491,25 @@ class Matrix:
 
     series: list[SeriesSummaryOut]
     attention: list[AttentionOut]
+    # series id -> its row's words for the filter, where already known (kept with the series)
+    words: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, listed: SeriesListOut) -> Matrix:
+    def of(cls, listed: SeriesListOut, words: Mapping[str, str] | None = None) -> Matrix:
         """carry's own health first (it holds every series back), then each series'."""
         series = listed.series
-        return cls(series, [*listed.health, *(item for s in series for item in s.attention)])
+        attention = [*listed.health, *(item for s in series for item in s.attention)]
+        return cls(series, attention, words or {})
 
     def shown(self, text: str, sort: str) -> list[SeriesSummaryOut]:
         """The rows whose series, base, state, patches or CI rows contain `text` (any case),
         in `sort` order; "attention" (the default) keeps those that need attention first."""
         needle = text.strip().lower()
-        rows = [s for s in self.series if not needle or needle in _row_words(s)]
+        rows = [
+            s
+            for s in self.series
+            if not needle or needle in (self.words.get(s.id) or _row_words(s))
+        ]
         if sort == "id":
             return sorted(rows, key=lambda s: s.id)
         if sort == "head":  # the head seen most recently first; none yet last
@@ -525,15 +576,41 @@ def not_found(pages: Pages) -> Callable[[Request, Exception], Response]:
 # --------------------------------------------------------------------------- routes
 
 
+OVERVIEW_ROWS: Final = "_overview.html"
+
+
+def _ago(iso: str | None) -> str | None:
+    return age_text(age_seconds(iso)) or iso
+
+
+@dataclass
+class RowParts:
+    """What the overview shows of one series, as HTML (see Dashboard.overview)."""
+
+    row: Markup
+    attention: Markup
+    words: str
+
+
 @dataclass
 class Dashboard:
     client: redis.Redis
     config: CarryConfig | None
     fix_pages: FixPages
     pages: Pages = field(default_factory=Pages)
+    # each series' summary and its row's parts, kept while the series is unchanged
+    summaries: SeriesCache[SeriesSummaryOut] = field(default_factory=SeriesCache)
 
     def overview(self, text: str = "", sort: str = "attention") -> HTMLResponse:
-        matrix = Matrix.of(series_list(self.client, self.fix_pages, self.config))
+        """Each series' parts of the page (its row, its Patches cell, its attention items, its
+        words for the filter) are rendered once per change of the series (its stored document
+        or its directory, bot.web.series_cache) and of the ages they show; a request renders
+        only what changed and joins the rest."""
+        entries = kept_summaries(self.client, self.fix_pages, self.summaries)
+        listed = listing(self.client, self.config, [entry.value for entry in entries])
+        parts = {entry.value.id: self._parts(entry.value, entry.derived) for entry in entries}
+        matrix = Matrix.of(listed, {sid: part.words for sid, part in parts.items()})
+        health = [self.pages.macro(OVERVIEW_ROWS, "attention_row", a) for a in listed.health]
         return self.pages.render(
             "overview.html",
             title="Overview",
@@ -541,10 +618,35 @@ class Dashboard:
             json_url="/api/v1/series",
             matrix=matrix,
             rows=matrix.shown(text, sort),
+            attention_rows=[
+                *health,
+                *(parts[s.id].attention for s in listed.series if s.attention),
+            ],
+            series_rows={sid: part.row for sid, part in parts.items()},
             shown={"q": text, "sort": sort},
             sorts=OVERVIEW_SORTS,
             recent=series_history(self.client, None, 10).entries,
         )
+
+    def _parts(self, s: SeriesSummaryOut, kept: dict[str, Any]) -> RowParts:
+        """The series' row and attention items, from `kept` (what is kept with the series:
+        bot.web.series_cache.Kept.derived) where the ages they show are the same."""
+        if "patches" not in kept:  # the same for as long as the series is
+            cell = PatchesCell.of(s)
+            kept["words"] = _row_words(s)  # before "patches", which says both are there
+            kept["patches"] = self.pages.macro("_macros.html", "patches_cell", s, *cell.parts)
+        ages = {"seen": s.head.age or _ago(s.head.seen_at)}
+        ages |= {"checked": _ago(s.checked_at), "updated": _ago(s.updated_at)}
+        row = kept.get("row")
+        if row is None or row[0] != ages:
+            html = self.pages.macro(OVERVIEW_ROWS, "series_row", s, ages, kept["patches"])
+            row = kept["row"] = (ages, html)
+        since = [a.age for a in s.attention]
+        attention = kept.get("attention")
+        if attention is None or attention[0] != since:
+            rows = [self.pages.macro(OVERVIEW_ROWS, "attention_row", a) for a in s.attention]
+            attention = kept["attention"] = (since, Markup("\n").join(rows))
+        return RowParts(row[1], attention[1], kept["words"])
 
     def series(self, series_id: str) -> HTMLResponse:
         timeline = series_history(self.client, series_id, 200).entries

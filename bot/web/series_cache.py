@@ -4,16 +4,21 @@ The dashboard's overview shows every series' patches and fix pages; loading a di
 each of its patch files and pages, so at 200 series of 30 patches the overview parsed 12,000
 patch files a request (seconds). A directory's load is kept with the name, size and mtime of
 each of its entries, and used again while a listing finds them all the same: a request then
-stats the files instead of parsing them."""
+stats the files instead of parsing them.
+
+The same holds for what the overview makes of each series' stored document (its summary and
+its row's patches cell): kept with the document's digest and the directory's load, and made
+again only when either changed; an unchanged document is not even parsed."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -53,3 +58,53 @@ class DirectoryCache(Generic[T]):
             with self._lock:
                 self._kept[directory] = (now, value)
         return value
+
+
+# --------------------------------------------------------------------------- stored series
+
+
+def document_digest(raw: bytes) -> str:
+    """A document's version: its sha1, as the store's commit script computes it."""
+    return hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+
+
+@dataclass
+class Kept(Generic[T]):
+    """What was made of one series: its summary, and what pages made of that (`derived`:
+    name -> value, e.g. a row's rendered cell), kept together and dropped together."""
+
+    digest: str
+    source: object  # the directory's load it was made with (compared by identity)
+    value: T
+    derived: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SeriesCache(Generic[T]):
+    """series id -> what was made of its stored document and its directory's load, for as long
+    as both are the same: the document by its digest, the load by identity (DirectoryCache
+    hands out the same object while the directory's files are unchanged; an error message,
+    a string, by equality)."""
+
+    _kept: dict[str, Kept[T]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, series_id: str, digest: str, source: object) -> Kept[T] | None:
+        with self._lock:
+            kept = self._kept.get(series_id)
+        if kept is None or kept.digest != digest:
+            return None
+        same = kept.source is source or (isinstance(source, str) and kept.source == source)
+        return kept if same else None
+
+    def put(self, series_id: str, digest: str, source: object, value: T) -> Kept[T]:
+        kept = Kept(digest, source, value)
+        with self._lock:
+            self._kept[series_id] = kept
+        return kept
+
+    def keep_only(self, series_ids: set[str]) -> None:
+        """Forget series no longer stored."""
+        with self._lock:
+            for gone in set(self._kept) - series_ids:
+                del self._kept[gone]

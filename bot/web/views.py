@@ -4,9 +4,10 @@ Handlers only read the store (and the fix pages on disk)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -25,7 +26,13 @@ from bot.series_loader import load_series as load_series_dir
 from bot.store.ci_runs import all_runs, run_fields
 from bot.store.metrics import queue_depths, rate_limit_seen
 from bot.store.runners import runlog, runners
-from bot.store.series import HISTORY_MAXLEN, all_series, history, load_series
+from bot.store.series import (
+    HISTORY_MAXLEN,
+    all_series,
+    all_series_documents,
+    history,
+    load_series,
+)
 from bot.web.models import (
     AttentionOut,
     BisectOut,
@@ -63,7 +70,12 @@ from bot.web.models import (
     TreeBranchOut,
     UpstreamPrOut,
 )
-from bot.web.series_cache import DirectoryCache
+from bot.web.series_cache import (
+    DirectoryCache,
+    Kept,
+    SeriesCache,
+    document_digest,
+)
 from bot.web.timeline import Outcome, describe, outcome_of
 
 GITHUB_WEB: Final = "https://github.com"
@@ -77,10 +89,7 @@ class NotFound(Exception):
 
 
 def age_seconds(iso: str | None, now: datetime | None = None) -> int | None:
-    moment = _moment(iso)
-    if moment is None:
-        return None
-    return max(0, int(((now or datetime.now(UTC)) - moment).total_seconds()))
+    return _seconds_since(_moment(iso), now or datetime.now(UTC))
 
 
 def age_text(seconds: int | None) -> str | None:
@@ -236,18 +245,19 @@ class FixPages:
             problems = "; ".join(str(p) for p in exc.problems[:5])
             return f"the series directory has problems: {problems}"
 
+    def loaded(self, series_id: str) -> LoadedSeries | str:
+        """The series directory's load (the same object while its files are unchanged), or
+        why there is none."""
+        return self._load(series_id)
+
     def pages_of(self, series_id: str) -> dict[str, FixPage]:
         """Patch name -> its fix page (empty when there are none to show)."""
-        loaded = self._load(series_id)
-        if isinstance(loaded, str):
-            return {}
-        return {name: page for page in loaded.pages for name in page.patch_names}
+        return pages_in(self._load(series_id))
 
     def patch_files(self, series_id: str) -> list[str] | None:
         """The patch files of the series directory, in series order; None when it cannot be
         read (no configuration, no directory, problems)."""
-        loaded = self._load(series_id)
-        return None if isinstance(loaded, str) else list(loaded.patch_names)
+        return patch_files_in(self._load(series_id))
 
     def lookup(self, series_id: str, patch: str) -> FixPageFound:
         loaded = self._load(series_id)
@@ -258,6 +268,16 @@ class FixPages:
             return FixPageFound(None, None, f"no fix page names {patch}")
         text = (loaded.directory / Path(page.file).name).read_text(encoding="utf-8")
         return FixPageFound(page, text, None)
+
+
+def pages_in(loaded: LoadedSeries | str) -> dict[str, FixPage]:
+    if isinstance(loaded, str):
+        return {}
+    return {name: page for page in loaded.pages for name in page.patch_names}
+
+
+def patch_files_in(loaded: LoadedSeries | str) -> list[str] | None:
+    return None if isinstance(loaded, str) else list(loaded.patch_names)
 
 
 def fix_page_out(
@@ -506,16 +526,76 @@ def successor_out(found: dict[str, Any] | None) -> SuccessorOut | None:
 
 
 def series_list(
-    client: redis.Redis, fix_pages: FixPages, config: CarryConfig | None = None
+    client: redis.Redis,
+    fix_pages: FixPages,
+    config: CarryConfig | None = None,
+    kept: SeriesCache[SeriesSummaryOut] | None = None,
 ) -> SeriesListOut:
-    """Every series, those that need attention first, then by id; and carry's own health."""
-    states = sorted(all_series(client), key=lambda s: (not s.needs_attention, s.id))
+    """Every series, those that need attention first, then by id; and carry's own health.
+    With `kept`, a series whose document and directory are unchanged since the last call is
+    not parsed or summarized again (only its ages are brought up to now)."""
+    if kept is None:
+        summaries = [
+            series_summary(s, fix_pages.pages_of(s.id), fix_pages.patch_files(s.id))
+            for s in all_series(client)
+        ]
+    else:
+        summaries = [entry.value for entry in kept_summaries(client, fix_pages, kept)]
+    return listing(client, config, summaries)
+
+
+def listing(
+    client: redis.Redis, config: CarryConfig | None, summaries: Iterable[SeriesSummaryOut]
+) -> SeriesListOut:
     return SeriesListOut(
-        series=[
-            series_summary(s, fix_pages.pages_of(s.id), fix_pages.patch_files(s.id)) for s in states
-        ],
+        series=sorted(summaries, key=lambda s: (not s.needs_attention, s.id)),
         health=carry_health(client, config),
     )
+
+
+def kept_summaries(
+    client: redis.Redis, fix_pages: FixPages, kept: SeriesCache[SeriesSummaryOut]
+) -> list[Kept[SeriesSummaryOut]]:
+    """Each stored series' summary (by id) as `kept` holds it, made again where its document or
+    its directory changed, with its ages as of now (an entry's `derived` is the kept one's)."""
+    now = datetime.now(UTC)
+    out = []
+    documents = all_series_documents(client)
+    for series_id, raw in documents:
+        digest, loaded = document_digest(raw), fix_pages.loaded(series_id)
+        entry = kept.get(series_id, digest, loaded)
+        if entry is None:
+            state = SeriesState.from_dict(json.loads(raw))
+            summary = series_summary(state, pages_in(loaded), patch_files_in(loaded))
+            entry = kept.put(series_id, digest, loaded, summary)
+        out.append(replace(entry, value=aged(entry, now)))
+    kept.keep_only({series_id for series_id, _ in documents})
+    return out
+
+
+def aged(entry: Kept[SeriesSummaryOut], now: datetime) -> SeriesSummaryOut:
+    """The kept summary with its head's and its attention items' ages as of `now` (the
+    moments parsed once, the attention items copied only when their ages in words changed)."""
+    summary, derived = entry.value, entry.derived
+    if "moments" not in derived:
+        derived["seen"] = _moment(summary.head.seen_at)  # before "moments", which says both are
+        derived["moments"] = [_moment(item.since) for item in summary.attention]
+    ages = [age_text(_seconds_since(moment, now)) for moment in derived["moments"]]
+    attention = derived.get("attention_aged")
+    if attention is None or attention[0] != ages:
+        items = [
+            item.model_copy(update={"age": age})
+            for item, age in zip(summary.attention, ages, strict=True)
+        ]
+        attention = derived["attention_aged"] = (ages, items)
+    seconds = _seconds_since(derived["seen"], now)
+    head = summary.head.model_copy(update={"age_s": seconds, "age": age_text(seconds)})
+    return summary.model_copy(update={"head": head, "attention": attention[1]})
+
+
+def _seconds_since(moment: datetime | None, now: datetime) -> int | None:
+    """age_seconds of a moment already parsed."""
+    return None if moment is None else max(0, int((now - moment).total_seconds()))
 
 
 def require_series(client: redis.Redis, series_id: str) -> SeriesState:

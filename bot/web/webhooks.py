@@ -39,6 +39,7 @@ from bot.queue.task_message import QueuedTask
 from bot.store.async_twin import AsyncTwin
 from bot.store.deliveries import (
     DeliveryInFlight,
+    NewDelivery,
     Outcome,
     forget_delivery,
     mark_handed_off,
@@ -294,8 +295,7 @@ class WebhookIntake:
     ) -> bool:
         event_json = json.dumps(event_to_dict(event)) if event is not None else None
         try:
-            return await record_delivery_async(
-                self._async.get(),
+            delivery = NewDelivery(
                 meta.delivery_id,
                 meta.event_name,
                 meta.body,
@@ -307,6 +307,7 @@ class WebhookIntake:
                 event_key=event.key if event is not None else None,
                 task=task,
             )
+            return await record_delivery_async(self._async.get(), delivery)
         except redis.RedisError as exc:
             raise Unavailable(f"store unavailable, delivery not recorded ({exc})") from exc
 

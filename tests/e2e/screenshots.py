@@ -41,9 +41,9 @@ from bot.store import series as store
 from bot.store.ci_runs import run_key, transition, write_run
 from bot.store.metrics import record_rate_limit
 from bot.web.app import create_app
+from harness.gitrepo import RepoBuilder
+from harness.redis_server import PrivateRedis
 from tests.support.asgi import serve
-from tests.support.gitrepo import RepoBuilder
-from tests.support.redis_server import PrivateRedis
 from workers import poller, publish
 from workers.rebase import rebase_series
 from workers.runtime import Runtime

@@ -19,8 +19,8 @@ from celery import Celery
 from bot.emulator import GitHubEmulator
 from bot.local_redis import free_port
 from bot.store.series import history
-from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, lanes_empty, wait_for
-from tests.support.gitrepo import git
+from harness.carry_env import BODY, SECRET, SERIES, CarryEnv, lanes_empty, wait_for
+from harness.gitrepo import git
 from tests.support.paths import REPO_ROOT
 
 UP_OWNER, UP_NAME = "upstream-org", "engine"

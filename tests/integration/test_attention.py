@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.carry_env import BODY, SERIES, CarryEnv, one_fix_in_this_process
+from harness.carry_env import BODY, SERIES, CarryEnv, one_fix_in_this_process
 from workers import attention
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series

@@ -16,9 +16,9 @@ from bot.emulator import GitHubEmulator
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from bot.web.app import create_app
+from harness.carry_env import BODY, SERIES, CarryEnv, authorized_comment, queued_tasks
 from tests.support.asgi import serve
 from tests.support.broker import point_at
-from tests.support.carry_env import BODY, SERIES, CarryEnv, authorized_comment, queued_tasks
 from workers import poller
 from workers import runtime as runtime_module
 from workers.runtime import Runtime

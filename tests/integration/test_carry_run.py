@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from bot.local_redis import answers, free_port
-from tests.support.carry_env import BODY, CarryEnv, wait_for
+from harness.carry_env import BODY, CarryEnv, wait_for
 
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 SAID = re.compile(

@@ -28,8 +28,8 @@ from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from bot.store.write_budget import take_write
 from bot.web.app import create_app
+from harness.carry_env import SERIES, queued_tasks
 from tests.support.asgi import serve
-from tests.support.carry_env import SERIES, queued_tasks
 from tests.support.deployment import (
     CHECK,
     DOWN_NAME,
@@ -57,13 +57,15 @@ def _row(head: str, state: CiStatus, run_id: str = "r1", detail: str = "") -> Ci
     return CiState(runner=CHECK, state=state, run_id=run_id, commit_sha=head, detail=detail)
 
 
-def _report_tasks(d: Deployment) -> list[list[Any]]:
-    """The `carry.ci.report` tasks waiting on the service's lanes (taken off them)."""
+def _report_tasks(d: Deployment) -> list[dict[str, Any]]:
+    """The `carry.ci.report` tasks the planner asked for (the rows' ChecksRecorded events
+    planned first), taken off the service's lanes: their arguments."""
+    d.plan_recorded()
     found = []
     for message in queued_tasks(d.rt.redis):
         if message["headers"]["task"] == "carry.ci.report":
-            args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-            found.append(args)
+            _args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            found.append(kwargs)
     for lane in SERVICE_QUEUES.split(","):
         d.rt.redis.delete(lane)
     return found
@@ -72,7 +74,7 @@ def _report_tasks(d: Deployment) -> list[list[Any]]:
 def _run_reports(d: Deployment) -> list[Any]:
     """Runs each queued report task as a worker would (celery's apply: a retry it asks for is
     run at once, its countdown kept in the Retry it raises); returns what each gave back."""
-    return [hardware.report.apply(args=args).result for args in _report_tasks(d)]
+    return [hardware.report.apply(kwargs=kwargs).result for kwargs in _report_tasks(d)]
 
 
 def _changes(d: Deployment, *rows: CiState, new_run: bool = False) -> None:
@@ -163,8 +165,8 @@ def test_a_refused_final_report_is_retried_after_retry_after_until_it_lands(
         next_n_writes=3, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs/*"
     )
     _changes(d, _row(sha, CiStatus.SUCCESS, detail="passed in 3 s"))
-    (args,) = _report_tasks(d)
-    failed = hardware.report_on_github(SERIES, CiState.from_dict(args[1]))
+    (report,) = _report_tasks(d)
+    failed = hardware.report_on_github(SERIES, CiState.from_dict(report["row"]))
     assert failed is not None and "rate limit" in str(failed)
     (run,) = _runs(d, sha)
     assert run["status"] == "in_progress"
@@ -184,7 +186,7 @@ def test_a_refused_final_report_is_retried_after_retry_after_until_it_lands(
 
     task_retry.connect(on_retry)
     try:
-        hardware.report.apply(args=args)
+        hardware.report.apply(kwargs=report)
     finally:
         task_retry.disconnect(on_retry)
     assert [r.when for r in retries] == [600]
@@ -200,10 +202,10 @@ def test_a_refused_report_stops_once_a_newer_run_owns_the_commit(deploy: Deploy)
     d = deploy(auth="app")
     sha = pr(d.propose(MOVED, "Add a header")).head_sha
     _changes(d, _row(sha, CiStatus.SUCCESS))
-    (args,) = _report_tasks(d)
+    (report,) = _report_tasks(d)
     _changes(d, _row(sha, CiStatus.QUEUED, run_id="r2"), new_run=True)  # a retest came meanwhile
     _report_tasks(d)
-    assert hardware.report.apply(args=args).result is None  # nothing owed: no retry
+    assert hardware.report.apply(kwargs=report).result is None  # nothing owed: no retry
     assert _runs(d, sha) == []
 
 
@@ -241,8 +243,8 @@ def test_a_report_waits_for_the_installations_write_budget_instead_of_being_refu
         assert take_write(d.rt.redis, d.rt.github_writer, now=now - 30 + i * 0.01) == 0.0
     writes = len([r for r in d.gh.api_requests() if r.method != "GET"])
     _changes(d, _row(sha, CiStatus.SUCCESS))
-    (args,) = _report_tasks(d)
-    failed = hardware.report_on_github(SERIES, CiState.from_dict(args[1]))
+    (report,) = _report_tasks(d)
+    failed = hardware.report_on_github(SERIES, CiState.from_dict(report["row"]))
     assert isinstance(failed, RateLimited)
     assert "budget of content-creating requests" in str(failed)
     assert 25 < failed.retry_after_s <= 31

@@ -18,10 +18,10 @@ from bot.core import events as ev
 from bot.core.state import SeriesState
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
+from harness.gitrepo import RepoBuilder
+from harness.pushes import push, trusted_push
 from tests.support.broker import point_at
-from tests.support.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
-from tests.support.pushes import push, trusted_push
 from workers.ci import github as hardware
 from workers.runtime import Runtime
 

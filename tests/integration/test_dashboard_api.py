@@ -37,7 +37,7 @@ from bot.core.state import (
     SeriesState,
     Verdict,
 )
-from bot.store.deliveries import record_delivery
+from bot.store.deliveries import NewDelivery, record_delivery
 from bot.store.metrics import record_rate_limit
 from bot.store.runners import append_runlog, heartbeat
 from bot.store.series import (
@@ -50,9 +50,9 @@ from bot.web.access import SESSION_COOKIE, Access, exposure_warning
 from bot.web.app import create_app
 from bot.web.dashboard import LiveStream, async_client_like, dashboard_router, render_markdown
 from bot.web.views import FixPages
+from harness.redis_server import free_port
 from tests.support.asgi import serve
 from tests.support.paths import REPO_ROOT
-from tests.support.redis_server import free_port
 
 PATCH = "0001-seed-decode-input-ids-before-async-scatter.patch"
 MAIN = "async-inputs-main"
@@ -223,17 +223,16 @@ def seed(client: redis.Redis) -> None:
     client.rpush("hw.gaudi", "job-1", "job-2")
     append_runlog(client, FAILED_RUN, "stdout", "serving model on 127.0.0.1:8000")
     append_runlog(client, FAILED_RUN, "stderr", "AssertionError: greedy outputs differ")
-    record_delivery(
-        client,
+    delivery = NewDelivery(
         "delivery-0001",
         "push",
         b"{}",
         datetime.now(UTC),
         "accepted",
         json.dumps({"kind": "push", "ref": "refs/heads/main"}),
-        None,
         event_key="push:vllm-project/vllm-gaudi:refs/heads/main",
     )
+    record_delivery(client, delivery)
 
 
 @dataclass

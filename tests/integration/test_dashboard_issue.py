@@ -15,7 +15,7 @@ import pytest
 from bot.core import dashboard_issue as board
 from bot.store import dashboard_issue as record
 from bot.store import series as store
-from tests.support.carry_env import SERIES
+from harness.carry_env import SERIES
 from tests.support.deployment import DOWN_NAME, DOWN_OWNER, MOVED, Deploy, Deployment, deployments
 from workers import dashboard_issue
 from workers.dashboard_issue import Refresh

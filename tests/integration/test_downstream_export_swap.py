@@ -12,7 +12,7 @@ from pathlib import Path
 from bench.scale import Size, World
 from bot.git.downstream import Downstream
 from bot.git.swap import replace_dir
-from tests.support.gitrepo import git
+from harness.gitrepo import git
 
 SERIES = 200
 

@@ -13,7 +13,7 @@ from bot.core.classify import Decision, Status
 from bot.core.report import SeriesReport
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
-from tests.support.gitrepo import RepoBuilder, git
+from harness.gitrepo import RepoBuilder, git
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
 FUNC = (

@@ -19,7 +19,7 @@ from bot.core.classify import Decision, Status
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
 from bot.git.runner import DEFAULT_MAX_BLOB_BYTES
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from bot.core.classify import Decision, Status
+from harness.gitrepo import RepoBuilder
 from tests.integration.test_engine import check, only, patches_of, signals
-from tests.support.gitrepo import RepoBuilder
 
 # A file full of the handful of lines nginx-style C repeats everywhere.
 HANDLER = "".join(

@@ -14,7 +14,7 @@ from bot.core.classify import Decision, Status
 from bot.core.dropwhen import DeclaredIn, DeclaredPr
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 61))
 FUNC = (

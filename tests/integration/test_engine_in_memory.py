@@ -16,7 +16,7 @@ from pathlib import Path
 from bot.core.report import PatchReport
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 WORDS = ["alpha()", "beta = 1", "gamma(x)", "return x", "pass", "", "# note", "delta[0]"]
 SCENARIOS = 40

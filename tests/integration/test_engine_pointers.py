@@ -11,7 +11,7 @@ import pytest
 from bot.core.classify import Decision, Status
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
 FUNC = (

@@ -11,7 +11,7 @@ import pytest
 from bot.core.classify import Status
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 61))
 FUNC = "def frobnicate(widget):\n    return widget.scale(level=2, mode='strict')\n"

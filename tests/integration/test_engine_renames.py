@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bot.core.classify import Decision, Status
+from harness.gitrepo import RepoBuilder
 from tests.integration.test_engine import BODY, check, only, patches_of, signals
-from tests.support.gitrepo import RepoBuilder
 
 FIXED = BODY.replace("compute(12)", "compute(12, retries=3)")
 

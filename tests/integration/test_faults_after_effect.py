@@ -27,7 +27,8 @@ from bot.core.render import NOTICE_MARKER, next_version
 from bot.core.state import CiState, SeriesState
 from bot.emulator import GitHubEmulator
 from bot.github.forge import ForgeError
-from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
+from harness.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
+from harness.gitrepo import git
 from tests.support.deployment import (
     CHECK,
     DOWN_NAME,
@@ -39,7 +40,6 @@ from tests.support.deployment import (
     deployments,
     pr,
 )
-from tests.support.gitrepo import git
 from workers import publish
 from workers.ci import github as hardware
 from workers.rebase import rebase_series

@@ -29,7 +29,7 @@ from bot.github.forge import (
     RateLimited,
 )
 from bot.github.port import ForgePort
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 REPO, UPSTREAM = "acme/widget", "upstream-org/engine"
 CARRY = "carry[bot]"

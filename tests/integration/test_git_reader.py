@@ -9,7 +9,7 @@ import pytest
 
 from bot.git.reader import Reader
 from bot.git.runner import Git, GitError
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from bot.config import Settings
 from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
 from bot.github.forge import Forge, ForgeCaches, ForgeError
 from bot.store.series import history
+from harness.gitrepo import RepoBuilder
 from tests.support.github_schema import RestSchemas
-from tests.support.gitrepo import RepoBuilder
 from workers import redelivery
 
 OWNER, NAME = "acme", "widget"

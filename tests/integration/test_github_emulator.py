@@ -31,8 +31,8 @@ from github import (
 
 from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key, signature_256
 from bot.local_redis import free_port
+from harness.gitrepo import RepoBuilder, git
 from tests.support.github_schema import RestSchemas, WebhookSchemas
-from tests.support.gitrepo import RepoBuilder, git
 from tests.support.paths import GITHUB_CONTRACT
 
 OWNER, NAME = "acme", "widget"

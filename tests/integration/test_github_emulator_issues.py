@@ -17,8 +17,8 @@ import pytest
 from github import Auth, Github, GithubException
 
 from bot.emulator import Delivery, GitHubEmulator, WebhookSink, generate_app_key
+from harness.gitrepo import RepoBuilder
 from tests.support.github_schema import RestSchemas, WebhookSchemas
-from tests.support.gitrepo import RepoBuilder
 from tests.support.paths import WEBHOOK_EXAMPLES
 
 OWNER, NAME = "acme", "widget"

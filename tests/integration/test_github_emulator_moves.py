@@ -14,7 +14,7 @@ import pytest
 
 from bot.emulator import GitHubEmulator, WebhookSink
 from bot.emulator.receiver import Received
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 OWNER, NAME = "acme", "widget"
 ADMIN = {"Authorization": "token admin-token", "User-Agent": "tests"}

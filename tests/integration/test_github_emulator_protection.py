@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from bot.emulator import GitHubEmulator, generate_app_key
-from tests.support.gitrepo import git
+from harness.gitrepo import git
 
 OWNER, NAME, TOKEN = "acme", "widget", "alice-token"
 APP_ID, INSTALLATION_ID = 8080, 99

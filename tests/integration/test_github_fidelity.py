@@ -28,8 +28,9 @@ from bot.github.forge import ForgeError
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from bot.store.metrics import GITHUB_KEY
+from harness.carry_env import BODY, SERIES, CarryEnv, queued_tasks
+from harness.gitrepo import git
 from tests.support.broker import point_at
-from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_tasks
 from tests.support.deployment import (
     APP_ID,
     CHECK,
@@ -46,7 +47,6 @@ from tests.support.deployment import (
     deployments,
     pr,
 )
-from tests.support.gitrepo import git
 from workers import poller, publish, tasks
 from workers import runtime as runtime_module
 from workers.ci import github as hardware

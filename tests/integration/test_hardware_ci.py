@@ -66,14 +66,14 @@ from bot.store import quarantine
 from bot.store import runner_channel as channel
 from bot.store.runners import runlog, runners
 from bot.store.series import history, load_series
+from harness.gitrepo import RepoBuilder, git
+from harness.job_keys import service_signed
+from harness.pushes import push, trusted_push
+from harness.redis_server import PrivateRedis
 from runner import sandbox
 from runner.steps import STEP_TOKEN_ENV, RunLog, reap_orphans, run_step
 from tests.support.broker_junk import malformed, real_envelope
-from tests.support.gitrepo import RepoBuilder, git
-from tests.support.job_keys import service_signed
 from tests.support.paths import REPO_ROOT
-from tests.support.pushes import push, trusted_push
-from tests.support.redis_server import PrivateRedis
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
 
@@ -458,14 +458,16 @@ def log_text(client: redis.Redis, run_id: str) -> str:
 
 
 def reported(client: redis.Redis) -> list[dict[str, Any]]:
-    """The CI rows sent to the service's queue as carry.ci.report tasks, oldest first (the
-    queue is a Redis list that kombu pushes on the left)."""
+    """The CI rows handed to the planner (ChecksRecorded events queued as carry.ingest tasks on
+    the service's queue), oldest first (the queue is a Redis list that kombu pushes on the
+    left): each becomes a carry.ci.report task there."""
     sent = []
     for raw in reversed(client.lrange("carry", 0, -1)):
         message = json.loads(raw)
-        if message["headers"]["task"] == "carry.ci.report":
+        if message["headers"]["task"] == "carry.ingest":
             args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-            sent.append(args[1])
+            if args[0]["kind"] == "checks_recorded":
+                sent.extend(args[0]["rows"])
     return sent
 
 
@@ -508,7 +510,7 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
         ("gaudi/fixed", "queued"),
         ("gb10/gb10-check", "queued"),
     ]
-    # Each row change is sent to the service's queue as a carry.ci.report task.
+    # Each row change goes to the planner (a ChecksRecorded event on the service's queue).
     assert [(row["runner"], row["state"]) for row in reported(client)] == [
         ("gaudi/fixed", "queued"),
         ("gb10/gb10-check", "queued"),
@@ -554,7 +556,7 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
     assert f", as {user}" in registered[gaudi.name]["steps"], registered[gaudi.name]
     # Runner-side rows go the same way (runners hold no GitHub token), with the commit tested.
     forwarded = [json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)]
-    assert set(forwarded) == {"carry.ci.report"}
+    assert set(forwarded) == {"carry.ingest"}  # what the rows recorded leads to is planned
     ended = [row for row in reported(client) if row["run_id"] == gaudi_run][-1]
     assert ended["state"] == "success"
     assert ended["commit_sha"] == world.downstream.head("carry/s1")

@@ -13,14 +13,14 @@ from bot.core.events import HeadMoved
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
-from tests.support.broker import point_at
-from tests.support.carry_env import (
+from harness.carry_env import (
     SERIES,
     UPSTREAM_REPO,
     CarryEnv,
     one_fix_in_this_process,
     queued_tasks,
 )
+from tests.support.broker import point_at
 from workers import poller
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series

@@ -17,7 +17,7 @@ import pytest
 
 from bot.core.hunkapply import apply_hunks
 from bot.core.patchfile import parse_patch
-from tests.support.gitrepo import EPOCH, PINNED_ENV
+from harness.gitrepo import EPOCH, PINNED_ENV
 
 SEEDS = (20260101, 5)
 CASES = 150

@@ -15,7 +15,7 @@ from bot.core.fixpage import is_patch_name
 from bot.core.seriesfile import parse_series
 from bot.importer import patch_name, slug
 from bot.series_loader import load_series
-from tests.support.gitrepo import RepoBuilder, git
+from harness.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 31))

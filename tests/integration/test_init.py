@@ -26,7 +26,7 @@ from bot.core.seriesfile import parse_series
 from bot.importer import patch_name
 from bot.local_redis import free_port
 from bot.series_loader import load_all, load_series
-from tests.support.gitrepo import RepoBuilder, git
+from harness.gitrepo import RepoBuilder, git
 from tests.support.paths import REPO_ROOT
 
 UPSTREAM_REPO = "acme/engine"

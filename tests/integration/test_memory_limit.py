@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from bot.git.runner import GitOutOfMemory, out_of_memory
-from tests.support.carry_env import BODY, CarryEnv, wait_for
-from tests.support.gitrepo import RepoBuilder
+from harness.carry_env import BODY, CarryEnv, wait_for
+from harness.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
 
 MIB = 1024 * 1024

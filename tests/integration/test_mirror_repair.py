@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.git.mirror import Mirror, MirrorError
-from tests.support.gitrepo import RepoBuilder, git
+from harness.gitrepo import RepoBuilder, git
 
 
 def delete_objects(mirror: Path) -> None:

@@ -20,7 +20,7 @@ from bot.git.objects import (
     edit_tree,
     write_blob,
 )
-from tests.support.gitrepo import PINNED_ENV, RepoBuilder
+from harness.gitrepo import PINNED_ENV, RepoBuilder
 
 MAIN = "refs/carry/heads/main"
 FILES = {

@@ -20,7 +20,7 @@ from bot.store import metrics as store_metrics
 from bot.store import series as store
 from bot.web.app import create_app
 from bot.web.webhooks import sign
-from tests.support.carry_env import BODY, CarryEnv
+from harness.carry_env import BODY, CarryEnv
 from tests.support.carry_services import json_lines
 from tests.support.paths import REPO_ROOT
 

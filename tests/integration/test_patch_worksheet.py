@@ -18,9 +18,9 @@ from bot.core.state import SeriesState
 from bot.git.engine import Engine
 from bot.git.mirror import Mirror
 from bot.store.series import save_series
+from harness.gitrepo import RepoBuilder
 from tests.integration.test_dashboard_api import dashboard
 from tests.integration.test_engine import BODY, patches_of
-from tests.support.gitrepo import RepoBuilder
 from workers.rebase import finding
 
 UPSTREAM = "upstream-org/engine"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.core.patchid import patch_id
-from tests.support.gitrepo import EPOCH, PINNED_ENV
+from harness.gitrepo import EPOCH, PINNED_ENV
 
 SEEDS = (20260101, 7)
 COMMITS_PER_SEED = 110

@@ -14,8 +14,8 @@ from celery import Celery
 
 from bot.store import quarantine
 from bot.store import series as store
+from harness.carry_env import BODY, SERIES, CarryEnv, lanes_empty, slow_git_shim, wait_for
 from tests.support.broker_junk import malformed, real_envelope
-from tests.support.carry_env import BODY, SERIES, CarryEnv, lanes_empty, slow_git_shim, wait_for
 
 FIX = {"mod.py": BODY.replace("compute(10)", "compute(10, safe=True)")}
 

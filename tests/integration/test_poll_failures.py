@@ -17,7 +17,7 @@ import pytest
 
 from bot import metrics
 from bot.store import series as store
-from tests.support.carry_env import SERIES, CarryEnv, one_fix_in_this_process
+from harness.carry_env import SERIES, CarryEnv, one_fix_in_this_process
 from workers import poller
 from workers import runtime as runtime_module
 

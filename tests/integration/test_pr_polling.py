@@ -10,8 +10,8 @@ import pytest
 from bot.emulator import GitHubEmulator
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
+from harness.carry_env import BODY, SERIES, CarryEnv, queued_names
 from tests.support.broker import point_at
-from tests.support.carry_env import BODY, SERIES, CarryEnv, queued_names
 from workers import poller
 from workers import runtime as runtime_module
 from workers.tasks import handle_event

@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from bot.emulator import GitHubEmulator, generate_app_key
-from tests.support.carry_env import BODY, SERIES, CarryEnv, wait_for
-from tests.support.gitrepo import git
+from harness.carry_env import BODY, SERIES, CarryEnv, wait_for
+from harness.gitrepo import git
 
 UP_OWNER, UP_NAME = "upstream-org", "engine"
 DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"

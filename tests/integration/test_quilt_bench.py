@@ -24,7 +24,7 @@ from bench.quilt import (
     wrong_drops,
 )
 from bot.core.classify import Decision
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 
 def source(name: str, value: str) -> str:

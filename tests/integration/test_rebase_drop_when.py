@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.carry_env import BODY, SERIES, one_fix_in_this_process
+from harness.carry_env import BODY, SERIES, one_fix_in_this_process
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series
 

@@ -32,8 +32,8 @@ from bench.reliability import (
     run_intake_abuse,
     scenario_github_faults,
 )
-from tests.support.carry_env import CarryEnv
-from tests.support.redis_server import PrivateRedis
+from harness.carry_env import CarryEnv
+from harness.redis_server import PrivateRedis
 
 SEED = 0
 # Edge cases that once gave a 500 or escaped the parser; now fixed. A name listed here with the

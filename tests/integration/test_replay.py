@@ -16,7 +16,7 @@ from bot import cli
 from bot import replay as walker
 from bot.git.engine import Engine
 from bot.git.mirror import Mirror
-from tests.support.gitrepo import RepoBuilder
+from harness.gitrepo import RepoBuilder
 
 LINES = [f"setting_{i:02d} = compute_setting({i}, name='option number {i}')\n" for i in range(20)]
 TOTAL = "compute_total = a + b  # original sum of both parts\n"
@@ -219,7 +219,7 @@ def test_replay_of_a_configured_series(
     """--series ID reads the config's series (its directory, upstream and policy): with
     auto_drop off, the patch upstream took is reviewed, and still reported droppable; its
     fix page and series file are what the team's merged PR would hold."""
-    from tests.support.carry_env import BODY, SERIES, CarryEnv
+    from harness.carry_env import BODY, SERIES, CarryEnv
 
     env = CarryEnv(tmp_path, redis_url="redis://unused")
     fixed = BODY.replace("value_10 = compute(10)", "value_10 = compute(10, safe=True)")

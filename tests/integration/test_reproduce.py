@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, one_fix_in_this_process
-from tests.support.gitrepo import PINNED_ENV
+from harness.carry_env import BODY, SERIES, one_fix_in_this_process
+from harness.gitrepo import PINNED_ENV
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series
 

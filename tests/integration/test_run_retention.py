@@ -22,7 +22,7 @@ from bot.store.ci_runs import (
     write_run,
 )
 from bot.store.runners import append_runlog, runlog, runlog_key
-from tests.support.redis_server import PrivateRedis
+from harness.redis_server import PrivateRedis
 
 PASSWORD = "runner-password"
 RUN = "gaudi-0123456789ab"

@@ -22,8 +22,8 @@ from bot.store import runner_channel as channel
 from bot.store.ci_runs import Issued, IssuedState, record_issued, write_run
 from bot.store.runners import forget_runner, heartbeat, runners
 from bot.store.series import history, save_series
+from harness.redis_server import PrivateRedis
 from tests.support.paths import REPO_ROOT
-from tests.support.redis_server import PrivateRedis
 from workers.ci.reports import ReportApplier
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.ci.spec import TreeSpec
+from harness.gitrepo import RepoBuilder, git
 from runner.job import hand_over
 from runner.tree import (
     TreeError,
@@ -26,7 +27,6 @@ from runner.tree import (
     workdir_problem,
     write_git_file,
 )
-from tests.support.gitrepo import RepoBuilder, git
 
 
 def in_clone(clone: Path, *args: str, input: bytes | None = None) -> str:

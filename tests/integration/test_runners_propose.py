@@ -21,8 +21,8 @@ from bot.core.state import SeriesState
 from bot.queue.celery_app import make_app
 from bot.store import runner_channel as channel
 from bot.store.series import history, load_series, save_series
-from tests.support.pushes import push, trusted_push
-from tests.support.redis_server import PrivateRedis
+from harness.pushes import push, trusted_push
+from harness.redis_server import PrivateRedis
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
 

@@ -14,7 +14,7 @@ from bot.config import CarryConfig, Settings
 from bot.core.events import CommandAuthorized, HeadMoved
 from bot.github.fake import InMemoryForge
 from bot.store import series as store
-from tests.support.carry_env import SERVICE_QUEUES
+from harness.carry_env import SERVICE_QUEUES
 from workers.runtime import Runtime
 from workers.tasks import handle_event
 

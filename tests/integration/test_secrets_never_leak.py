@@ -27,10 +27,10 @@ import pytest
 import redis
 
 from bot.emulator import GitHubEmulator, generate_app_key
-from tests.support.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
+from harness.carry_env import BODY, SECRET, SERIES, CarryEnv, wait_for
+from harness.gitrepo import git
+from harness.redis_server import PrivateRedis
 from tests.support.carry_services import json_lines
-from tests.support.gitrepo import git
-from tests.support.redis_server import PrivateRedis
 
 UP_OWNER, UP_NAME = "upstream-org", "engine"
 DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import series as store
-from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
+from harness.carry_env import BODY, SERIES, CarryEnv, in_this_process
 from workers import rebase
 from workers import runtime as runtime_module
 from workers.rebase import rebase_series

@@ -23,8 +23,7 @@ from bot.core import transitions as tr
 from bot.core.state import SeriesState
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
-from tests.support.broker import point_at
-from tests.support.carry_env import (
+from harness.carry_env import (
     BODY,
     SERIES,
     CarryEnv,
@@ -32,6 +31,7 @@ from tests.support.carry_env import (
     queued_names,
     queued_tasks,
 )
+from tests.support.broker import point_at
 from workers import rebase, tasks
 from workers import runtime as runtime_module
 from workers.ci import requests as ci

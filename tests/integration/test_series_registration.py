@@ -13,7 +13,7 @@ import pytest
 from bot.core import transitions as tr
 from bot.core.state import SeriesState
 from bot.store import series as store
-from tests.support.carry_env import (
+from harness.carry_env import (
     SERIES,
     UPSTREAM_REPO,
     CarryEnv,

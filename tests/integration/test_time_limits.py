@@ -13,7 +13,7 @@ from bot.ci.runs import TASK_NAME as RUNNER_JOB
 from bot.config import Settings
 from bot.queue.celery_app import app
 from bot.store import series as store
-from tests.support.carry_env import SERIES, CarryEnv, one_fix_in_this_process
+from harness.carry_env import SERIES, CarryEnv, one_fix_in_this_process
 from workers import runtime as runtime_module
 from workers import tasks
 

@@ -16,7 +16,7 @@ import pytest
 from bot.git import touchindex
 from bot.git.mirror import Mirror
 from bot.git.touchindex import TouchIndex
-from tests.support.gitrepo import RepoBuilder, git
+from harness.gitrepo import RepoBuilder, git
 
 CORE = "src/core.py"
 UTIL = "src/util.py"

@@ -22,9 +22,9 @@ from bot.core.state import GoodHead, SeriesState
 from bot.emulator import GitHubEmulator
 from bot.store import series as store
 from bot.web.app import create_app
+from harness.carry_env import BODY, SERIES, CarryEnv, in_this_process
+from harness.gitrepo import git
 from tests.support.asgi import serve
-from tests.support.carry_env import BODY, SERIES, CarryEnv, in_this_process
-from tests.support.gitrepo import git
 from workers import runtime as runtime_module
 from workers import tree_branch
 

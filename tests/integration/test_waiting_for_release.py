@@ -11,8 +11,8 @@ import pytest
 
 from bot.store import series as store
 from bot.web.app import create_app
+from harness.carry_env import SERIES, CarryEnv, one_fix_in_this_process
 from tests.support.asgi import serve
-from tests.support.carry_env import SERIES, CarryEnv, one_fix_in_this_process
 from workers import poller
 from workers import runtime as runtime_module
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.support.carry_env import CarryEnv, wait_for
+from harness.carry_env import CarryEnv, wait_for
 
 CAP = 8
 

@@ -25,11 +25,12 @@ from bot.config import CarryConfig, ConfigError, Settings
 from bot.core.events import Event, Ignored, Ping, event_to_dict
 from bot.core.github_payloads import normalize
 from bot.store import get_delivery, recent_deliveries
+from bot.store.deliveries import BODY_ZLIB
 from bot.web.app import create_app
 from bot.web.webhooks import sign
+from harness.redis_server import PrivateRedis
 from tests.support.asgi import serve
 from tests.support.paths import WEBHOOK_EXAMPLES
-from tests.support.redis_server import PrivateRedis
 
 SECRET = "test-webhook-secret"
 EXAMPLES = sorted(
@@ -236,6 +237,28 @@ FORGERIES = [
     (sign(SECRET, json.dumps(json.loads(example_body("push.json"))).encode()), "does not match"),
     (sign(SECRET, example_body("push.json")).upper(), "does not match"),
 ]
+
+
+def test_kept_bodies_are_compressed_and_older_raw_ones_still_read(intake: Intake) -> None:
+    """Issue 37: the bodies kept for 35 days dominated Redis's memory. They are stored
+    compressed (the exact bytes come back), and a body an older carry stored as sent reads as
+    it was."""
+    raw_sizes, kept_sizes = 0, 0
+    for name in ("push.json", "pull_request.opened.json", "issue_comment.created.json"):
+        body, delivery = example_body(name), new_id()
+        intake.post(body, event=name.split(".", 1)[0], delivery=delivery)
+        kept = intake.client.hget(f"carry:delivery:{delivery}", "body")
+        assert isinstance(kept, bytes) and kept.startswith(BODY_ZLIB)
+        stored = get_delivery(intake.client, delivery)
+        assert stored is not None and stored.body == body
+        raw_sizes, kept_sizes = raw_sizes + len(body), kept_sizes + len(kept)
+    assert kept_sizes * 3 < raw_sizes, (kept_sizes, raw_sizes)
+    # an older carry's entry: the body as sent
+    old = new_id()
+    intake.post(example_body("push.json"), event="push", delivery=old)
+    intake.client.hset(f"carry:delivery:{old}", "body", b'{"as": "sent"}')
+    stored = get_delivery(intake.client, old)
+    assert stored is not None and stored.body == b'{"as": "sent"}'
 
 
 @pytest.mark.parametrize(("signature", "error"), FORGERIES)

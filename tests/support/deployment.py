@@ -4,7 +4,9 @@ and the test's Redis as store and broker. The tests of carry against GitHub's ru
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,15 +14,18 @@ from typing import Any
 
 import pytest
 
+from bot.core import events as ev
 from bot.core.ci_report import carry_over
 from bot.core.state import CiState, PrInfo, SeriesState
 from bot.emulator import GitHubEmulator, generate_app_key
 from bot.github.forge import Forge
+from bot.queue.celery_app import SERVICE_QUEUES
 from bot.queue.celery_app import app as celery_app
+from bot.queue.task_message import INGEST_TASK
 from bot.store import series as store
+from harness.carry_env import BODY, SERIES, CarryEnv
+from harness.gitrepo import git
 from tests.support.broker import point_at
-from tests.support.carry_env import BODY, SERIES, CarryEnv
-from tests.support.gitrepo import git
 from workers import publish
 from workers import runtime as runtime_module
 from workers.ci import github as hardware
@@ -83,6 +88,21 @@ class Deployment:
         state.ci[row.runner] = carry_over(stored.ci.get(row.runner) if stored else None, row)
         store.save_series(self.rt.redis, state)
         hardware.report_on_github(SERIES, row)
+
+    def plan_recorded(self) -> int:
+        """Takes the planner's events workers.ci.rows queued (ChecksRecorded) off the service's
+        lanes and plans them as the `carry.ingest` task does; returns how many."""
+        planned = 0
+        for lane in SERVICE_QUEUES.split(","):
+            for raw in reversed(self.rt.redis.lrange(lane, 0, -1)):
+                message = json.loads(raw)
+                if message["headers"]["task"] != INGEST_TASK:
+                    continue
+                self.rt.redis.lrem(lane, 1, raw)
+                args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+                handle_event(self.rt, ev.event_from_dict(kwargs.get("event") or args[0]))
+                planned += 1
+        return planned
 
     def history(self, kind: str | None = None) -> list[dict[str, Any]]:
         entries = store.history(self.rt.redis, SERIES, limit=1000)

@@ -145,3 +145,28 @@ def test_a_runner_module_that_imports_the_service_is_caught(source: str) -> None
     assert crossings(source, "bot/cli.py", "bot", entry_point=True) == (
         [] if lazy_import else crossings(source, "bot/cli.py", "bot")
     )
+
+
+# -- the tests and the benchmarks share one harness, and neither runs back into the other -----
+
+# What may not import what, beyond the deployables: the harness (harness/) is what tests/ and
+# bench/ share; bench/ runs without the tests (tests/ may run a benchmark at a quick size).
+HARNESS_FORBIDDEN = {"harness": ("tests", "bench"), "bench": ("tests",)}
+
+
+@pytest.mark.parametrize("package", sorted(HARNESS_FORBIDDEN))
+def test_the_harness_and_the_benchmarks_import_nothing_of_the_tests(package: str) -> None:
+    paths = modules_of(package)
+    assert paths, f"{package} has no modules"
+    bad = [
+        f"{path.relative_to(REPO_ROOT)}:{line} imports {module}"
+        for path in paths
+        for line, module in imports(ast.parse(path.read_text()))
+        if module.partition(".")[0] in HARNESS_FORBIDDEN[package]
+    ]
+    assert bad == []
+
+
+def test_a_benchmark_importing_the_tests_is_caught() -> None:
+    tree = ast.parse("from tests.support.deployment import deployments\n")
+    assert [m for _, m in imports(tree) if m.partition(".")[0] in HARNESS_FORBIDDEN["bench"]]

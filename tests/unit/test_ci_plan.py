@@ -14,8 +14,8 @@ from bot.core.ci_plan import (
     ActiveRun,
     ApprovalError,
     Budget,
-    Facts,
     RetryPolicy,
+    RunFacts,
     RunRequest,
     StoredResult,
     backoff_s,
@@ -138,89 +138,89 @@ FULL = Budget(queued=1, running=1)
 
 # (name, request, facts, expected [(verb, run_ids)])
 PLANS = [
-    ("fresh tree", request(), Facts(), [("enqueue", ())]),
-    ("reuse", request(), Facts(result=DONE), [("reuse", ("r-done",))]),
+    ("fresh tree", request(), RunFacts(), [("enqueue", ())]),
+    ("reuse", request(), RunFacts(result=DONE), [("reuse", ("r-done",))]),
     (
         # a verdict is no approval: a planted one turned a stranger's head green (issue 33)
         "a stored verdict is never reused for a head that needs approval",
         request(trusted=False),
-        Facts(result=DONE),
+        RunFacts(result=DONE),
         [("wait-approval", ())],
     ),
-    ("retest skips reuse", request(force=True), Facts(result=DONE), [("enqueue", ())]),
+    ("retest skips reuse", request(force=True), RunFacts(result=DONE), [("enqueue", ())]),
     (
         "newer head supersedes a queued run",
         request(),
-        Facts(active=(run("r1", "queued"),)),
+        RunFacts(active=(run("r1", "queued"),)),
         [("supersede", ("r1",)), ("enqueue", ())],
     ),
     (
         "newer head supersedes a running run",
         request(),
-        Facts(active=(run("r1", "running"),), in_flight=2, budget=FULL),
+        RunFacts(active=(run("r1", "running"),), in_flight=2, budget=FULL),
         [("supersede", ("r1",)), ("enqueue", ())],  # the run it replaces frees its place
     ),
     (
         "newer head with a stored result still cancels the stale run",
         request(),
-        Facts(result=DONE, active=(run("r1", "running"),)),
+        RunFacts(result=DONE, active=(run("r1", "running"),)),
         [("supersede", ("r1",)), ("reuse", ("r-done",))],
     ),
     (
         "same tree running: join",
         request(),
-        Facts(active=(run("r1", "running", KEY_NEW),)),
+        RunFacts(active=(run("r1", "running", KEY_NEW),)),
         [("join", ("r1",))],
     ),
     (
         "same tree running wins over a stored result (a retest in flight)",
         request(),
-        Facts(result=DONE, active=(run("r1", "running", KEY_NEW),)),
+        RunFacts(result=DONE, active=(run("r1", "running", KEY_NEW),)),
         [("join", ("r1",))],
     ),
-    ("untrusted head waits", request(trusted=False), Facts(), [("wait-approval", ())]),
+    ("untrusted head waits", request(trusted=False), RunFacts(), [("wait-approval", ())]),
     (
         "untrusted newer head supersedes and waits",
         request(trusted=False),
-        Facts(active=(run("r1", "waiting-approval", dispatched=False),)),
+        RunFacts(active=(run("r1", "waiting-approval", dispatched=False),)),
         [("supersede", ("r1",)), ("wait-approval", ())],
     ),
     (
         "untrusted, same tree already waiting: join",
         request(trusted=False),
-        Facts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        RunFacts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
         [("join", ("r1",))],
     ),
     (
         "approved: the waiting run is released under its own id",
         request(trusted=True),
-        Facts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        RunFacts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
         [("enqueue", ("r1",))],
     ),
     (
         "a result appeared while waiting: the head still waits for its approval",
         request(trusted=False),
-        Facts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        RunFacts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
         [("join", ("r1",))],
     ),
     (
         "a result appeared while waiting, then the head was approved: reused",
         request(trusted=True),
-        Facts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        RunFacts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
         [("supersede", ("r1",)), ("reuse", ("r-done",))],
     ),
-    ("budget full", request(), Facts(in_flight=2, budget=FULL), [("over-budget", ())]),
-    ("budget has room", request(), Facts(in_flight=1, budget=FULL), [("enqueue", ())]),
+    ("budget full", request(), RunFacts(in_flight=2, budget=FULL), [("over-budget", ())]),
+    ("budget has room", request(), RunFacts(in_flight=1, budget=FULL), [("enqueue", ())]),
     (
         "an undispatched stale run frees nothing",
         request(),
-        Facts(active=(run("r1", "queued", dispatched=False),), in_flight=2, budget=FULL),
+        RunFacts(active=(run("r1", "queued", dispatched=False),), in_flight=2, budget=FULL),
         [("supersede", ("r1",)), ("over-budget", ())],
     ),
     (
         "released from approval into a full budget keeps its id",
         request(),
-        Facts(
+        RunFacts(
             active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),),
             in_flight=2,
             budget=FULL,
@@ -230,13 +230,13 @@ PLANS = [
     (
         "paced: a run started a minute ago holds the next head's",
         request(),
-        Facts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,))),
+        RunFacts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,))),
         [("paced", ())],
     ),
     (
         "paced: a newer head replaces the held run and is held in turn",
         request(),
-        Facts(
+        RunFacts(
             active=(run("r1", "queued", dispatched=False),),
             pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,)),
         ),
@@ -245,19 +245,19 @@ PLANS = [
     (
         "paced: the interval has passed",
         request(),
-        Facts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 3601,))),
+        RunFacts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 3601,))),
         [("enqueue", ())],
     ),
     (
         "a retest is not paced",
         request(force=True),
-        Facts(pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,))),
+        RunFacts(pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,))),
         [("enqueue", ())],
     ),
     (
         "a retest of a held tree releases the held run under its id",
         request(force=True),
-        Facts(
+        RunFacts(
             active=(run("r1", "queued", KEY_NEW, dispatched=False),),
             pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,)),
         ),
@@ -266,7 +266,7 @@ PLANS = [
     (
         "the same tree held: a plain request joins it",
         request(),
-        Facts(
+        RunFacts(
             active=(run("r1", "queued", KEY_NEW, dispatched=False),),
             pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,)),
         ),
@@ -276,7 +276,7 @@ PLANS = [
 
 
 @pytest.mark.parametrize(("name", "req", "facts", "expected"), PLANS, ids=[p[0] for p in PLANS])
-def test_plan_run(name: str, req: RunRequest, facts: Facts, expected: list) -> None:
+def test_plan_run(name: str, req: RunRequest, facts: RunFacts, expected: list) -> None:
     actions = plan_run(req, facts)
     assert [(a.verb, a.run_ids) for a in actions] == expected
     assert all(a.reason and a.key == req.key for a in actions)
@@ -288,7 +288,7 @@ def test_a_burst_of_heads_leaves_one_active_run() -> None:
     for number in range(20):
         head = f"{number:040x}"
         req = RunRequest("s1", "gaudi", f"tree-{number}", head, True)
-        actions = plan_run(req, Facts(active=active, in_flight=len(active), budget=FULL))
+        actions = plan_run(req, RunFacts(active=active, in_flight=len(active), budget=FULL))
         cancelled = {rid for a in actions if a.verb == "supersede" for rid in a.run_ids}
         assert actions[-1].verb == "enqueue"
         run_id = f"r{number}"

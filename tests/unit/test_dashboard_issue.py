@@ -172,8 +172,9 @@ def authorized(body: str, permission: str = "write") -> ev.CommandAuthorized:
 
 def test_ticked_commands_run_like_comment_commands_and_answer_on_the_issue() -> None:
     actions = plan(authorized("/carry keep 0002-b.patch\n/carry keep 0009-no.patch"), facts())
-    assert [a.kind for a in actions] == ["pin_patch", "reply", "refresh_dashboard_issue"]
-    pin, answer, _ = actions
+    assert [a.kind for a in actions] == ["pin_patch", "rebase", "reply", "refresh_dashboard_issue"]
+    pin, recheck, answer, _ = actions
+    assert recheck.key == f"{pin.key}:recheck" and recheck.args["force"] is True
     assert pin.key == "cmd:dashboard:d1:calc:0" and pin.args == {
         "patch": "0002-b.patch",
         "by": "alice",

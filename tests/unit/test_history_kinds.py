@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import get_args
 
 from bot.core.attention import Attention
-from bot.core.ci_plan import FINAL_STATES, Verb
+from bot.core.ci_plan import FINAL_STATES, RunVerb
 from bot.core.history import RUN_KINDS, UNKNOWN_RUN_KINDS, HistoryKind, ci_kind
 from bot.core.planner import ActionKind
 from bot.core.verified import Change
@@ -26,7 +25,7 @@ def test_each_action_kind_has_one_adapter_and_its_own_history_kind() -> None:
 
 
 def test_ci_verbs_final_states_and_notices_are_history_kinds() -> None:
-    for verb in get_args(Verb):
+    for verb in RunVerb:
         assert ci_kind(verb).value == f"ci-{verb}"
     for state in FINAL_STATES:
         assert ci_kind(state) in RUN_KINDS

@@ -207,9 +207,17 @@ def test_reopen_is_a_command_without_arguments() -> None:
 def test_reopen_of_a_closed_pr_lifts_the_close_and_answers() -> None:
     actions = plan(authorized("/carry reopen"), facts(closed_pr=12))
 
-    assert kinds(actions) == ["reopen", "reply"]
+    assert kinds(actions) == ["reopen", "rebase", "reply"]
     assert actions[0].args == {"by": "lead", "closed_pr": 12}
-    assert actions[1].args["body"] == (
+    # the planner asks for the re-check that publishes (the dispatcher used to decide it)
+    assert actions[1].args == {
+        "head_sha": OLD,
+        "head_ref": "",
+        "force": True,
+        "trigger": actions[0].key,
+        "recheck": True,
+    }
+    assert actions[2].args["body"] == (
         "Re-checking the series: carry opens a new PR in place of #12, which links it."
     )
 

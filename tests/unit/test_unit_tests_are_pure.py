@@ -11,7 +11,7 @@ UNIT = Path(__file__).parent
 IMPURE_MODULES = frozenset(
     {"redis", "subprocess", "socket", "httpx", "celery", "multiprocessing", "playwright"}
     | {"bot.queue.celery_app", "bot.emulator", "fastapi.testclient", "starlette.testclient"}
-    | {"tests.support.redis_server", "tests.support.gitrepo", "tests.support.carry_env"}
+    | {"harness.redis_server", "harness.gitrepo", "harness.carry_env"}
     | {"tests.support.deployment", "tests.support.carry_services", "tests.support.asgi"}
 )
 # Fixtures (tests/conftest.py) that hand a test a Redis or a repository.

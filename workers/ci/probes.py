@@ -4,21 +4,18 @@ bisection (bot.core.bisect), never to its CI rows, and the next step is asked of
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 import redis
 from celery import Celery
 
 from bot.core import bisect
+from bot.core import events as ev
 from bot.core.ci_plan import FINAL_STATES, UPSTREAM_VARIANT, ci_key, split_ci_key
 from bot.core.state import CiState, SeriesState
 from bot.core.verified import row_passed
-from bot.queue.celery_app import GIT_QUEUE
 from bot.store.series import now_iso, update_series
-from workers.ci.rows import BISECT_TASK
-
-log = logging.getLogger("carry.bisect")
+from workers.ci.rows import committed_at, plan_recorded
 
 
 def probe_of(row: CiState | None) -> bisect.Probe | None:
@@ -58,7 +55,7 @@ def probe_ended(
 
     update_series(client, series_id, record)
     if recorded:
-        try:
-            celery_app.send_task(BISECT_TASK, args=[series_id], queue=GIT_QUEUE)
-        except Exception:  # the next step is asked again by the next probe or head
-            log.exception("asking for the next bisection step of %s failed", series_id)
+        plan_recorded(
+            celery_app,
+            ev.ChecksRecorded(series_id=series_id, head_sha=sha, at=committed_at(), probe=True),
+        )

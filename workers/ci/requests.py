@@ -48,12 +48,13 @@ from bot.core.ci_pacing import Pace, PacePolicy
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
-    Action,
     ActiveRun,
     Budget,
-    Facts,
     RetryPolicy,
+    RunAction,
+    RunFacts,
     RunRequest,
+    RunVerb,
     StoredResult,
     plan_run,
     resolve_approval,
@@ -257,12 +258,12 @@ def _plan_and_apply(
             key=action.key,
         )
         rows = _apply(client, celery_app, job, action, debounce_s)
-    if actions[0].verb == "supersede":  # cancelled runs may have left room in the budget
+    if actions[0].verb is RunVerb.SUPERSEDE:  # cancelled runs may have left room in the budget
         _release_deferred_locked(client, celery_app, job.kind)
     return rows
 
 
-def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> Facts:
+def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> RunFacts:
     active: tuple[ActiveRun, ...] = ()
     current = store.current_run(client, lane(job), job.kind)
     run = load_run(client, current) if current else None
@@ -276,7 +277,7 @@ def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> Facts:
     if pacing.limits:
         now = time.time()
         pace = Pace(pacing, now, store.starts(client, job.series_id, job.kind, now))
-    return Facts(result, active, in_flight(client, job.kind), job.budget, pace)
+    return RunFacts(result, active, in_flight(client, job.kind), job.budget, pace)
 
 
 def _verdict_of_issued_run(client: redis.Redis, job: JobPayload, raw: Mapping[str, Any]) -> bool:
@@ -302,28 +303,28 @@ def _verdict_of_issued_run(client: redis.Redis, job: JobPayload, raw: Mapping[st
 
 
 def _apply(
-    client: redis.Redis, celery_app: Celery, job: JobPayload, action: Action, debounce_s: float
+    client: redis.Redis, celery_app: Celery, job: JobPayload, action: RunAction, debounce_s: float
 ) -> list[CiState]:
-    if action.verb == "supersede":
+    if action.verb is RunVerb.SUPERSEDE:
         for run_id in action.run_ids:
             cancel_run(client, celery_app, run_id, action.reason)
         return []
-    if action.verb == "reuse":
+    if action.verb is RunVerb.REUSE:
         return _reuse(client, celery_app, job, action.run_ids[0])
-    if action.verb == "join":
+    if action.verb is RunVerb.JOIN:
         joined = load_run(client, action.run_ids[0])
         return rows_of(joined) if joined else []
     if action.run_ids:  # releasing the run that waited for approval: keep its id
         job = replace(job, run_id=action.run_ids[0])
-    if action.verb == "wait-approval":
+    if action.verb is RunVerb.WAIT_APPROVAL:
         return _record_run(
             client, celery_app, job, "waiting-approval", action.reason, dispatched=False
         )
-    if action.verb == "paced":
+    if action.verb is RunVerb.PACED:
         rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
         store.pace(client, job.run_id, action.not_before or 0.0)
         return rows
-    if action.verb == "over-budget":
+    if action.verb is RunVerb.OVER_BUDGET:
         rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
         store.defer(client, job.kind, job.run_id)
         return rows

@@ -1,25 +1,26 @@
 """The CI rows of hardware runs, on the service: what a run shows for each of its checks,
-stored in the series (SeriesState.ci) and reported as `carry.ci.report` tasks."""
+stored in the series (SeriesState.ci); what follows is planned from a ChecksRecorded event."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, replace
+from dataclasses import replace
+from datetime import UTC, datetime
 
 import redis
 from celery import Celery
 
-from bot.ci.runs import REPORT_TASK, SERVICE_QUEUE, Run, check_keys
+from bot.ci.runs import SERVICE_QUEUE, Run, check_keys
 from bot.ci.spec import JobPayload
+from bot.core import events as ev
 from bot.core.ci_plan import REUSABLE
 from bot.core.ci_report import carry_over
 from bot.core.history import HistoryKind
-from bot.core.notify import NOTIFY_TASK
-from bot.core.owners import RED_STREAK_TASK, StreakGrew, streak_grew
+from bot.core.owners import StreakGrew, streak_grew
 from bot.core.state import CiState, CiStatus, SeriesState
-from bot.core.tree_branch import GOOD_REF_TASK, good_ref_due
-from bot.core.verified import Change, Notice, note_rows
-from bot.queue.celery_app import GIT_QUEUE
+from bot.core.tree_branch import good_ref_due
+from bot.core.verified import Notice, note_rows
+from bot.queue.task_message import INGEST_TASK
 from bot.store.series import append_history, now_iso, update_series
 
 log = logging.getLogger("carry.ci")
@@ -64,20 +65,21 @@ def publish_rows(
     replace_rows: bool,
     inconclusive_blocks: bool = False,
 ) -> None:
-    """Stores rows in SeriesState.ci and reports them. A runner's late update never overwrites
-    the row of a newer run (replace_rows=False keeps rows that another run owns). The verdict
-    of each tree whose rows changed follows (bot.core.verified); a series that went red or
-    green again is said in its history and told to the configured webhooks."""
+    """Stores rows in SeriesState.ci. A runner's late update never overwrites the row of a newer
+    run (replace_rows=False keeps rows that another run owns). The verdict of each tree whose
+    rows changed follows (bot.core.verified): a series that went red or green again is said in
+    its history. What follows (the rows shown on GitHub, people told, a bisection, the owners
+    mentioned, carry/good/<series> moved) is the planner's to decide: a ChecksRecorded event."""
     written: list[CiState] = []
     notices: list[Notice] = []
-    good_moved: list[bool] = []
     grown: list[StreakGrew] = []
+    good_head: list[str] = []
 
     def update(state: SeriesState) -> bool:
         written.clear()
         notices.clear()
-        good_moved.clear()
         grown.clear()
+        good_head.clear()
         good = state.last_good.head if state.last_good else None
         streak = replace(state.red_streak) if state.red_streak else None
         for row in rows:
@@ -94,40 +96,41 @@ def publish_rows(
         grew = streak_grew(state, streak, newest.checks if newest else {})
         if grew is not None:
             grown.append(grew)
-        moved = state.last_good is not None and state.last_good.head != good
-        good_moved.append(moved and good_ref_due(state))
+        if state.last_good is not None and state.last_good.head != good and good_ref_due(state):
+            good_head.append(state.last_good.head)
         return bool(written)
 
     update_series(client, series_id, update)
-    for grew in grown:  # the owners are told after a streak (workers/mention.py)
-        try:
-            celery_app.send_task(RED_STREAK_TASK, args=[grew.to_dict()], queue=SERVICE_QUEUE)
-        except Exception:  # the next red head of the streak sends it again
-            log.exception("sending the red streak of %s failed", series_id)
-    if any(good_moved):  # carry/good/<series> follows (workers/tree_branch.py)
-        try:
-            celery_app.send_task(GOOD_REF_TASK, args=[series_id], queue=GIT_QUEUE)
-        except Exception:  # the next good head sends it again
-            log.exception("sending the good ref task of %s failed", series_id)
     for notice in notices:
-        announce(client, celery_app, notice)
+        said(client, notice)
     # A row that lost its place (an old run ending) is still reported: its check run ends too.
-    notify(celery_app, series_id, rows)
+    recorded = ev.ChecksRecorded(
+        series_id=series_id,
+        head_sha=rows[0].head_sha if rows else "",
+        at=committed_at(),
+        rows=tuple(rows),
+        notices=tuple(notices),
+        streak=grown[0] if grown else None,
+        good_head=good_head[0] if good_head else None,
+    )
+    plan_recorded(celery_app, recorded)
 
 
-def notify(celery_app: Celery, series_id: str, rows: list[CiState]) -> None:
-    for row in rows:
-        try:
-            celery_app.send_task(REPORT_TASK, args=[series_id, asdict(row)], queue=SERVICE_QUEUE)
-        except Exception:  # reporting must never break a run; the row is stored regardless
-            log.exception("reporting CI row %s of %s failed", row.runner, series_id)
+def committed_at() -> str:
+    """The moment of a commit, fine enough that two commits of one run are two events."""
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-BISECT_TASK = "carry.bisect"
+def plan_recorded(celery_app: Celery, recorded: ev.ChecksRecorded) -> None:
+    """Hands what the store committed to the planner (the `carry.ingest` task)."""
+    try:
+        celery_app.send_task(INGEST_TASK, args=[ev.event_to_dict(recorded)], queue=SERVICE_QUEUE)
+    except Exception:  # the rows are stored; what follows waits for the run's next report
+        log.exception("handing %s's recorded checks to the planner failed", recorded.series_id)
 
 
-def announce(client: redis.Redis, celery_app: Celery, notice: Notice) -> None:
-    """A change of verdict: in the series' history, then to the webhooks (workers.notify)."""
+def said(client: redis.Redis, notice: Notice) -> None:
+    """A change of verdict, in the series' history."""
     fields = notice.to_dict()
     reason = str(fields.pop("summary"))
     fields.pop("series")
@@ -135,11 +138,3 @@ def announce(client: redis.Redis, celery_app: Celery, notice: Notice) -> None:
     append_history(
         client, notice.series_id, HistoryKind(notice.change.value), reason=reason, **fields
     )
-    try:
-        celery_app.send_task(NOTIFY_TASK, args=[notice.to_dict()], queue=SERVICE_QUEUE)
-        if notice.change is Change.WENT_RED and notice.last_good is not None:
-            # explain it: bisect the range from the last good head (workers/bisect.py)
-            args = [notice.series_id, notice.to_dict()]
-            celery_app.send_task(BISECT_TASK, args=args, queue=GIT_QUEUE)
-    except Exception:  # the history entry stands; the webhooks miss this one, said in the log
-        log.exception("sending the %s notice of %s failed", notice.change, notice.series_id)

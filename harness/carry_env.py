@@ -26,10 +26,11 @@ from bot.core.state import SeriesState
 from bot.local_redis import free_port
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.store import series as store
-from tests.support.gitrepo import RepoBuilder, git
-from tests.support.job_keys import install_job_keys
-from tests.support.paths import REPO_ROOT
+from harness.gitrepo import RepoBuilder, git
+from harness.job_keys import install_job_keys
 from workers import runtime as runtime_module
+
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose carry runs
 
 SECRET = "test-webhook-secret"
 UPSTREAM_REPO = "upstream-org/engine"
