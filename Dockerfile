@@ -33,8 +33,8 @@ WORKDIR /app
 # The series and the example config; compose mounts ./config over /app/config.
 COPY --chown=carry:carry config ./config
 COPY --chown=carry:carry patches ./patches
-RUN mkdir -p /var/cache/carry /var/lib/carry/runner \
- && chown carry:carry /var/cache/carry /var/lib/carry/runner
+RUN mkdir -p /var/cache/carry /var/lib/carry/runner /var/lib/carry/job-key \
+ && chown carry:carry /var/cache/carry /var/lib/carry/runner /var/lib/carry/job-key
 # PYTHONNOUSERSITE: carry's own processes never load ~/.local's site-packages. A runner's steps
 # run as the same user here (no root in the container for a step user), so a check could write
 # a .pth there for the runner's next start; steps get a HOME of the job's own and none of this

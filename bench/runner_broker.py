@@ -4,26 +4,34 @@ verdicts of its kind, reports) must never decide what carry reports or runs.
 
 One attempt per row, on a private redis-server with the ACL users carry ships, the real request
 path (workers.ci.requests) and the real report applier (workers.ci.reports). These hold in every
-sandbox mode: they are about the broker, not the step's sandbox.
+sandbox mode: they are about the broker, not the step's sandbox. The forged job goes through
+the runner's own task (runner.task.run_job) with its own config and the service's public key.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 from celery import Celery
 
+from bot.ci.runs import load_run
 from bot.ci.spec import JobPayload, StepSpec, TreeSpec
 from bot.core.state import CiStatus, SeriesState
 from bot.queue.celery_app import make_app
 from bot.store import runner_channel as channel
 from bot.store.series import history, load_series, save_series
+from harness.job_keys import install_job_keys
 from harness.pushes import push, trusted_push
 from harness.redis_server import PrivateRedis
+from runner import runtime as runner_runtime
+from runner.task import run_job
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
 
@@ -31,6 +39,8 @@ PASSWORD = "stolen-runner-password"
 KIND = "gaudi"
 TARGET = ci.CiTarget(KIND, f"hw.{KIND}", (), (StepSpec("fixed", ("true",)),))
 FORGED_RUN = f"{KIND}-0123456789ab"  # the form of a run id carry issues for this kind
+FORGED_JOB_RUN = f"{KIND}-00000000f07e"
+SERIES = ("s1", "s2", "s3", "s4", "s5")
 
 
 @dataclass(frozen=True)
@@ -45,6 +55,54 @@ class Broker:
     service: redis.Redis  # carry's own client
     runner: redis.Redis  # the runner's broker user, as the check that stole its password holds it
     app: Celery
+    root: Path
+    url: str  # the runner's broker URL (its user and the stolen password)
+
+    def run_on_runner(self, payload: dict[str, Any], signed: Any) -> Any:
+        """What the runner's `carry.ci.run_job` does with a job taken from its queue: the
+        task itself, in this process, as a runner of KIND with its own config (the job's
+        series, upstream and check) and the service's public key."""
+        with self._runner_env():
+            kwargs = {} if signed is None else {"signed": signed}
+            result = run_job.apply(args=[payload], kwargs=kwargs, throw=False)
+        return result.result
+
+    @contextlib.contextmanager
+    def _runner_env(self) -> Iterator[None]:
+        config = self.root / "runner-config.json"
+        series = [
+            {"id": s, "upstream": "up", "base": {"branch": "main"}, "patches": s} for s in SERIES
+        ]
+        check = {"run": list(TARGET.checks[0].run), "timeout_s": 3600, "env": {}}
+        runner = {"queue": TARGET.queue, "workdir": str(self.root / "runner"), "checks": {}}
+        runner["checks"] = {TARGET.checks[0].name: check}
+        body = {
+            "downstream": {"repo": "carry/down"},
+            "upstreams": {"up": {"url": "/srv/up.git", "repo": "up/up"}},
+            "series": series,
+            "runners": {KIND: runner},
+        }
+        config.write_text(json.dumps(body))
+        env = {
+            "REDIS_URL": self.url,
+            "CARRY_CONFIG": str(config),
+            "CARRY_RUNNER_KIND": KIND,
+            "CARRY_RUNNER_NAME": f"{KIND}@bench",
+            "CARRY_RUNNER_WORKDIR": str(self.root / "runner"),
+            "CARRY_DOWNSTREAM_GIT_URL": "/srv/down.git",
+        }
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        runner_runtime.reset()
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            runner_runtime.reset()
 
     def applied(self) -> list[str]:
         """Applies the runners' reports; the reasons of those refused, oldest first."""
@@ -153,15 +211,41 @@ def trusted_push_over_stranger(b: Broker) -> BrokerAttempt:
     )
 
 
+def forged_job(b: Broker) -> BrokerAttempt:
+    """A job carry never issued, queued with the stolen password but without the service's
+    signing key: well-formed, naming only the runner's configured check and the series'
+    configured upstream, for a stranger's head, with a run record of its own beside it."""
+    head = "7" * 40
+    job = JobPayload(
+        FORGED_JOB_RUN, "s5", KIND, TARGET.queue, "j" * 64, head, _tree(head), (), TARGET.checks
+    )
+    payload = job.to_dict()
+    record: dict[str | bytes, str] = {"payload": json.dumps(payload), "series": "s5"}
+    record |= {"kind": KIND, "state": "queued"}
+    record |= {"tree_key": "j" * 64, "head_sha": head, "dispatched": "1"}
+    b.runner.hset(f"carry:ci:run:{FORGED_JOB_RUN}", mapping=record)
+    ended = b.run_on_runner(payload, None)
+    b.applied()
+    run = load_run(b.service, FORGED_JOB_RUN)
+    if run is None or run.state != "queued" or run.attempt or ended != "refused":
+        state = run.state if run else "gone"
+        return BrokerAttempt(FORGED_JOB_ATTEMPT, True, f"the runner took it: {ended!r}, {state}")
+    refused = history(b.service, "s5", kind="ci-refused")
+    why = refused[0]["data"]["reason"] if refused else "no refusal recorded"
+    return BrokerAttempt(FORGED_JOB_ATTEMPT, False, f"refused, ran nothing: {why}")
+
+
 FORGED_ATTEMPT = "report a run carry never issued (a forged run record naming another repository)"
 FLIPPED_ATTEMPT = "turn a run waiting for /carry approve green (its run record flipped)"
 PLANTED_ATTEMPT = "plant a passing verdict a stranger's later head would reuse"
 OVER_ATTEMPT = "run a stranger's commits unapproved under a trusted push on top of them"
+FORGED_JOB_ATTEMPT = "have the runner run a job it forged (no signing key: only the password)"
 ATTACKS: tuple[Callable[[Broker], BrokerAttempt], ...] = (
     forged_run,
     flipped_run,
     planted_verdict,
     trusted_push_over_stranger,
+    forged_job,
 )
 
 
@@ -172,12 +256,12 @@ def run_broker_attempts(root: Path) -> list[BrokerAttempt]:
         service = redis.Redis.from_url(server.url)
         channel.set_runner_user(service, KIND, TARGET.queue, PASSWORD)
         channel.ensure_group(service, KIND)
-        for series_id in ("s1", "s2", "s3", "s4"):
+        for series_id in SERIES:
             save_series(service, SeriesState(id=series_id))
-        runner = redis.Redis.from_url(
-            server.url.replace("redis://", f"redis://carry-runner-{KIND}:{PASSWORD}@", 1)
-        )
-        broker = Broker(service, runner, make_app(server.url))
+        runner_url = server.url.replace("redis://", f"redis://carry-runner-{KIND}:{PASSWORD}@", 1)
+        runner = redis.Redis.from_url(runner_url)
+        install_job_keys()  # the service's key pair: the runner holds the public half
+        broker = Broker(service, runner, make_app(server.url), root, runner_url)
         return [attack(broker) for attack in ATTACKS]
     finally:
         server.stop(kill=True)

@@ -641,7 +641,27 @@ def cmd_init(args: argparse.Namespace) -> int:
     except onboard.InitRefused as err:
         raise UsageError(str(err)) from err
     sys.stdout.write(result.render())
+    if not args.dry_run:
+        _say_job_key()
     return 0
+
+
+def _say_job_key() -> None:
+    """Makes the key the service signs runner jobs with (if there is none) and says what a
+    runner host sets; the private key stays in its file."""
+    from bot.ci import job_keys, signing
+    from bot.config import ConfigError, load_settings
+
+    try:
+        path = job_keys.private_key_path(load_settings())
+        key, _ = job_keys.ensure_key_pair(path)
+    except (ConfigError, OSError) as err:
+        print(f"carry: cannot make the job signing key: {err}", file=sys.stderr)
+        return
+    print(
+        f"Runner jobs are signed with {path}; on each runner host set "
+        f"CARRY_JOB_PUBLIC_KEY={signing.public_key_text(key)} (`carry job-key` prints it again)."
+    )
 
 
 def _config_path() -> Path:
@@ -749,6 +769,33 @@ def cmd_runner_user(args: argparse.Namespace) -> int:
     print(
         f"Redis user {runner_channel.runner_user(args.kind)} may now run {args.kind} jobs of {runner.queue}"
     )
+    return 0
+
+
+def cmd_job_key(args: argparse.Namespace) -> int:
+    """Makes the service's job signing key pair if there is none (CARRY_JOB_SIGNING_KEY_PATH,
+    default <CARRY_CACHE_DIR>/job-signing/private.pem) and prints its public half as the line
+    a runner host sets; the private key is never printed."""
+    from bot.ci import job_keys, signing
+    from bot.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings()
+        path = job_keys.private_key_path(settings)
+        key, created = job_keys.ensure_key_pair(path)
+    except (ConfigError, OSError) as err:
+        problems = err.problems if isinstance(err, ConfigError) else [str(err)]
+        print(f"carry: error: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    public = signing.public_key_text(key)
+    if args.public_out:
+        out = Path(args.public_out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(public + "\n")
+        out.chmod(0o644)
+    made = "made" if created else "kept"
+    print(f"# {made} the job signing key {path}; on each runner host set:", file=sys.stderr)
+    print(f"CARRY_JOB_PUBLIC_KEY={public}")
     return 0
 
 
@@ -982,6 +1029,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runner_user.add_argument("--print", action="store_true", help="print the ACL command instead")
     runner_user.set_defaults(func=cmd_runner_user)
+
+    job_key = sub.add_parser(
+        "job-key",
+        help="make the job signing key pair if needed; print the public half for runners",
+    )
+    job_key.add_argument(
+        "--public-out", help="also write the public half (only) to this file, for runners"
+    )
+    job_key.set_defaults(func=cmd_job_key)
 
     approve = sub.add_parser(
         "approve", help="approve an upstream head for the hardware, as `/carry approve` does"

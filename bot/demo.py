@@ -40,6 +40,7 @@ import redis
 import yaml
 
 import bot
+from bot.ci.job_keys import KEY_DIR, PRIVATE_NAME, ensure_key_pair
 from bot.core.state import CiState, SeriesState
 from bot.emulator import GitHubEmulator
 from bot.local_redis import LocalRedis, LocalRedisError
@@ -865,6 +866,9 @@ def process_env(options: Options, redis_url: str, gh: GitHubEmulator) -> dict[st
         if (not k.startswith(("CARRY_", "GITHUB_")) or k in kept) and k != "REDIS_URL"
     }
     root = options.directory
+    # The service signs every job it hands to the runners, which verify it (issue 33): the
+    # key pair is made before any of them starts, the runners find its public half beside it.
+    ensure_key_pair(root / "cache" / KEY_DIR / PRIVATE_NAME)
     return {
         **inherited,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",

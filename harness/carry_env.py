@@ -27,6 +27,7 @@ from bot.local_redis import free_port
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.store import series as store
 from harness.gitrepo import RepoBuilder, git
+from harness.job_keys import install_job_keys
 from workers import runtime as runtime_module
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout whose carry runs
@@ -156,6 +157,7 @@ class CarryEnv:
     web: subprocess.Popen[bytes] | None = None  # `carry web`, once started
 
     def __post_init__(self) -> None:
+        install_job_keys()  # the jobs this deployment hands to its runners are signed
         self.upstream = RepoBuilder(self.root / "upstream")
         self.upstream.commit("base", {"mod.py": BODY})
         self.downstream = self.root / "downstream"

@@ -28,6 +28,8 @@ import redis
 from celery.signals import worker_ready
 from celery.utils.nodenames import host_format
 
+from bot.ci.job_keys import runner_public_key
+from bot.ci.signing import public_key_text
 from bot.config import (
     LOG_LEVELS,
     CarryConfig,
@@ -83,6 +85,8 @@ def main(
 
     settings = load_settings()
     _refuse_open_broker(settings)
+    # No key to verify jobs with: it would take jobs only to refuse them.
+    public_key = public_key_text(runner_public_key(settings))
     config = _config(config_path, settings)
     runner = _runner(config, kind)
     where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)
@@ -93,7 +97,7 @@ def main(
     steps = _steps(kind, runner, where, settings)
     queue = runner.queue if runner else f"hw.{kind}"
     node = host_format(name or settings.runner_name or f"{kind}@%h")
-    _prepare_process(kind, node, where, settings.visibility_timeout_s)
+    _prepare_process(kind, node, where, settings.visibility_timeout_s, public_key)
     _share_config(config_path, runner)
     _warn_on_visibility(runner, settings.visibility_timeout_s)
     info = {
@@ -199,10 +203,17 @@ def _config_workdir(runner: Runner | None) -> Path:
     return Path(runner.workdir).expanduser() if runner else DEFAULT_WORKDIR
 
 
-def _prepare_process(kind: str, node: str, workdir: Path, visibility_timeout_s: int) -> None:
-    """Settings the forked pool processes inherit, and the app restricted to runner tasks."""
+def _prepare_process(
+    kind: str, node: str, workdir: Path, visibility_timeout_s: int, public_key: str
+) -> None:
+    """Settings the forked pool processes inherit, and the app restricted to runner tasks.
+    The job public key read at start goes with them as a value: a pool process started later
+    never reads a key file again (a file a step could have written)."""
     os.environ.update(
-        CARRY_RUNNER_KIND=kind, CARRY_RUNNER_NAME=node, CARRY_RUNNER_WORKDIR=str(workdir)
+        CARRY_RUNNER_KIND=kind,
+        CARRY_RUNNER_NAME=node,
+        CARRY_RUNNER_WORKDIR=str(workdir),
+        CARRY_JOB_PUBLIC_KEY=public_key,
     )
     # A runner host needs only the hardware task, not the service's tasks or their config.
     app.conf.include = ["runner.task"]

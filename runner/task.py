@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -20,6 +21,7 @@ from bot.ci.runs import (
     end_run,
     load_run,
 )
+from bot.ci.signing import JobSignature, signature_expiry_problem, signature_problem
 from bot.ci.spec import (
     JobPayload,
     job_mismatch,
@@ -113,17 +115,21 @@ class ReportedEffects:
     reject_on_worker_lost=True,
     max_retries=None,
 )
-def run_job(self: Task, payload: dict[str, Any]) -> str:
-    """Executes one hardware run (on a runner host, queue hw.<kind>). Returns how it ended."""
+def run_job(self: Task, payload: dict[str, Any], signed: Any = None) -> str:
+    """Executes one hardware run (on a runner host, queue hw.<kind>). Returns how it ended.
+    `signed` is the service's signature of the payload (bot/ci/signing.py): without a valid
+    one the job runs nothing."""
     job = JobPayload.from_dict(payload)
     rt = runner_runtime()
     client = rt.store
     runner = rt.name(self.request.hostname)
     effects = ReportedEffects(client, rt.kind or job.kind, runner)
     with correlated(run_id=job.run_id, task_id=str(self.request.id)):
-        refusal = _refusal(job) or _not_as_issued(client, job)
+        forged = _forgery(payload, signed)
+        refusal = forged or _unsigned_for_here(payload, signed)
+        refusal = refusal or _refusal(job) or _not_as_issued(client, job)
         if refusal is not None:
-            _refuse(client, effects, job, runner, refusal)
+            _refuse(client, effects, job, runner, refusal, forged=forged is not None)
             effects.budget_freed(job.kind)
             return "refused"
         admitted = _admit(client, effects, job, runner)
@@ -144,6 +150,23 @@ def run_job(self: Task, payload: dict[str, Any]) -> str:
         ended = _conclude(self, client, effects, job, admitted, result)  # raises Retry to retry
         effects.budget_freed(job.kind)
         return ended
+
+
+def _forgery(payload: dict[str, Any], signed: Any) -> str | None:
+    """Why the job is not one carry's service signed (None when its signature verifies with
+    this runner's public key over this very payload): whoever holds a broker password can
+    queue a job, only the service can sign one."""
+    try:
+        key = runner_runtime().job_public_key()
+    except ConfigError as err:
+        return f"this runner cannot verify jobs: {'; '.join(err.problems)}"
+    return signature_problem(key, payload, signed)
+
+
+def _unsigned_for_here(payload: dict[str, Any], signed: Any) -> str | None:
+    """Why a job the service did sign is not valid here: signed for another kind, or expired."""
+    kind = runner_runtime().kind or str(payload.get("kind", ""))
+    return signature_expiry_problem(JobSignature.from_dict(signed), kind, now=time.time())
 
 
 def _refusal(job: JobPayload) -> str | None:
@@ -227,12 +250,18 @@ def _differences_from_issued(job: JobPayload, issued: JobPayload) -> list[str]:
 
 
 def _refuse(
-    client: redis.Redis, effects: ReportedEffects, job: JobPayload, runner: str, reason: str
+    client: redis.Redis,
+    effects: ReportedEffects,
+    job: JobPayload,
+    runner: str,
+    reason: str,
+    *,
+    forged: bool = False,
 ) -> None:
     """Refuses a job that names commands this runner's config does not, or that is not the
     run carry issued: it runs nothing, and says so in the run's log, the history and, when
     the job is the run carry queued (this runner cannot run it), the run's verdict. A changed
-    copy of a run (a forgery) leaves the run as it is."""
+    copy of a run, or one the service did not sign (a forgery), leaves the run as it is."""
     log.warning("refused run %s: %s", job.run_id, reason)
     effects.history(
         job.series_id, HistoryKind.CI_REFUSED, run_id=job.run_id, runner=runner, reason=reason
@@ -244,7 +273,9 @@ def _refuse(
     runlog.close()
     run = load_run(client, job.run_id)
     active = (CiStatus.QUEUED, CiStatus.RUNNING)
-    if run is None or run.state not in active or _differences_from_issued(job, run.payload):
+    if forged or run is None or run.state not in active:
+        return
+    if _differences_from_issued(job, run.payload):
         return
     # A copy of a run that a runner is executing now leaves that execution alone.
     if not lease_holder(client, job.run_id):

@@ -12,6 +12,7 @@ import redis
 
 from bot.emulator import WebhookSink
 from harness.gitrepo import RepoBuilder
+from harness.job_keys import install_job_keys
 from harness.redis_server import PrivateRedis, answers
 
 MACHINE_REDIS = "redis://127.0.0.1:6379"
@@ -20,6 +21,8 @@ TEST_DB = 9
 # runners) accept that risk by name, as a developer's throwaway Redis would
 # (bot/queue/broker_auth.py; tests/integration/test_broker_auth.py checks the refusal).
 os.environ.setdefault("CARRY_ALLOW_OPEN_REDIS", "1")
+# The tests' deployment signs the jobs it hands to runners; the runners it starts verify them.
+install_job_keys()
 
 
 @pytest.fixture

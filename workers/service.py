@@ -17,6 +17,7 @@ from pathlib import Path
 import redis
 
 from bot import log as carry_log
+from bot.ci import job_keys, signing
 from bot.ci.runs import PACED_EVERY_S, PACED_TASK
 from bot.config import (
     CarryConfig,
@@ -106,6 +107,7 @@ def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
     from workers.tasks import apply_time_limits
 
     apply_time_limits(settings())
+    job_keys.service_signing_key(settings())  # the jobs it hands to runners are signed
     return run_worker(
         celery_app,
         [
@@ -279,6 +281,13 @@ def run(host: str, port: int) -> int:
             "carry: CARRY_WEBHOOK_SECRET is unset: webhooks are refused, polling keeps watch",
             file=sys.stderr,
         )
+    key_path = job_keys.private_key_path(checked)
+    key, _ = job_keys.ensure_key_pair(key_path)
+    print(
+        f"carry: jobs are signed with {key_path}; runners verify them with "
+        f"CARRY_JOB_PUBLIC_KEY={signing.public_key_text(key)} (`carry job-key` prints it)",
+        file=sys.stderr,
+    )
     if checked.github_auth == "none":
         print(
             "carry: no GitHub credentials: read-only mode (watch, rebase, show proposals; push nothing)",

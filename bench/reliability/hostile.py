@@ -713,7 +713,7 @@ def broker_user_row(root: Path) -> Row:
         + (f": {'; '.join(achieved)}" if achieved else ""),
         "-",
         "refused and recorded by the service (ci-report-refused), or waiting for /carry approve",
-        ok=not achieved and len(attempts) == 4,
+        ok=not achieved and len(attempts) == 5,
     )
 
 

@@ -236,6 +236,18 @@ class Settings(BaseSettings):
     runner_workdir: OptionalPath = Field(default=None, validation_alias="CARRY_RUNNER_WORKDIR")
     heartbeat_s: Seconds = Field(default=15.0, validation_alias="CARRY_HEARTBEAT_S")
     runner_pass_env: EnvNameList = Field(default=(), validation_alias="CARRY_RUNNER_PASS_ENV")
+    # Jobs are signed by the service and verified by the runner (bot/ci/job_keys.py): the
+    # service's Ed25519 private key (default <CARRY_CACHE_DIR>/job-signing/private.pem, made on
+    # first use), a runner's public key (the line `carry job-key` prints) or a file holding it,
+    # and how long a signed job stays valid (longer than a job waits, runs and is redelivered).
+    job_signing_key_path: OptionalPath = Field(
+        default=None, validation_alias="CARRY_JOB_SIGNING_KEY_PATH"
+    )
+    job_public_key: OptionalText = Field(default=None, validation_alias="CARRY_JOB_PUBLIC_KEY")
+    job_public_key_path: OptionalPath = Field(
+        default=None, validation_alias="CARRY_JOB_PUBLIC_KEY_PATH"
+    )
+    job_ttl_s: PositiveInt = Field(default=3 * 24 * 3600, validation_alias="CARRY_JOB_TTL_S")
     # The password `carry runner-user` gives a runner kind's Redis user.
     runner_password: SecretStr | None = Field(
         default=None, validation_alias="CARRY_RUNNER_PASSWORD"

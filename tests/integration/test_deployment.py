@@ -105,7 +105,11 @@ def test_runners_get_the_broker_but_none_of_the_services_secrets(
     for name in RUNNERS:
         runner = services(compose)[name]
         assert "env_file" not in runner, f"{name} must not load .env (GitHub credentials)"
-        assert set(runner["environment"]) == {"REDIS_URL", "CARRY_CONFIG"}
+        assert set(runner["environment"]) == {
+            "REDIS_URL",
+            "CARRY_CONFIG",
+            "CARRY_JOB_PUBLIC_KEY_PATH",
+        }
         # its kind's least-privilege Redis user, never Redis's own password
         user_url = (
             f"redis://carry-runner-{RUNNERS[name]}:${{RUNNER_{RUNNERS[name].upper()}_PASSWORD"
@@ -114,6 +118,30 @@ def test_runners_get_the_broker_but_none_of_the_services_secrets(
         assert "REDIS_PASSWORD" not in json.dumps(runner)
         needs = runner["depends_on"]["runner-users"]
         assert needs == {"condition": "service_completed_successfully"}, name
+
+
+def test_runners_get_the_public_half_of_the_job_signing_key_only(
+    compose: dict[str, Any],
+) -> None:
+    """The service signs every job; a runner verifies it with the public key and must never
+    hold the private one (issue 33): the key lives in carry-cache, which no runner mounts;
+    runner-users copies the public half, alone, to a volume the runners mount read-only."""
+    found = services(compose)
+    maker = found["runner-users"]
+    assert "carry job-key --public-out /var/lib/carry/job-key/public.key" in command_text(maker)
+    assert maker["environment"]["CARRY_CACHE_DIR"] == "/var/cache/carry"
+    assert {"carry-cache:/var/cache/carry", "job-key:/var/lib/carry/job-key"} <= set(
+        maker["volumes"]
+    )
+    for name in RUNNERS:
+        runner = found[name]
+        assert runner["environment"]["CARRY_JOB_PUBLIC_KEY_PATH"] == (
+            "/var/lib/carry/job-key/public.key"
+        )
+        assert "job-key:/var/lib/carry/job-key:ro" in runner["volumes"], name
+        assert not any(v.startswith("carry-cache:") for v in runner["volumes"]), name
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert "/var/lib/carry/job-key" in dockerfile  # made, and owned by carry, in the image
 
 
 def test_volumes_are_declared_and_the_mirror_cache_is_shared(compose: dict[str, Any]) -> None:

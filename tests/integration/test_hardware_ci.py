@@ -46,7 +46,9 @@ from celery.utils.nodenames import host_format
 
 from bench.reliability import HOSTILE_SCRIPT, RUNNER_PTH, RUNNER_SITE
 from bot.ci import runs as ci_runs
-from bot.ci.spec import LogLimits, StepSpec, TreeSpec
+from bot.ci import signing
+from bot.ci.job_keys import NO_PUBLIC_KEY
+from bot.ci.spec import JobPayload, LogLimits, StepSpec, TreeSpec
 from bot.core.ci_pacing import PacePolicy
 from bot.core.ci_plan import (
     ACTIVE_STATES,
@@ -65,6 +67,7 @@ from bot.store import runner_channel as channel
 from bot.store.runners import runlog, runners
 from bot.store.series import history, load_series
 from harness.gitrepo import RepoBuilder, git
+from harness.job_keys import service_signed
 from harness.pushes import push, trusted_push
 from harness.redis_server import PrivateRedis
 from runner import sandbox
@@ -1401,8 +1404,10 @@ def test_a_runner_that_cannot_run_its_steps_does_not_start(
 def test_a_forged_job_in_the_queue_runs_nothing(
     client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
-    """Whoever can write to the broker can queue any payload; the runner runs only what its
-    own config names. A forged job for a real run (one waiting for an approval) and one for
+    """Whoever can write to the broker can queue any payload; a job the service did not sign
+    runs nothing (tests/integration/test_job_signing.py). Even one signed with the service's
+    key (a key stolen, a service bug) runs only what the runner's own config names: signed
+    here, a forged job for a real run (one waiting for an approval) and one for
     a made-up run are both refused, visibly, with no command run; the real run is left as
     it was (a forgery could end it as an infra-error)."""
     start_runners(("gaudi", "gaudi1@%h"))
@@ -1417,7 +1422,9 @@ def test_a_forged_job_in_the_queue_runs_nothing(
     hijack = {**payload, "checks": [{**payload["checks"][0], "run": touch}]}
     made_up = {**payload, "run_id": "gaudi-forged", "checks": [{"name": "evil", "run": touch}]}
     for forged in (hijack, made_up):
-        celery_app.send_task(ci_runs.TASK_NAME, args=[forged], queue="hw.gaudi")
+        celery_app.send_task(
+            ci_runs.TASK_NAME, args=[forged], kwargs=service_signed(forged), queue="hw.gaudi"
+        )
 
     wait_for(lambda: pwned.exists() or len(events(client, "ci-refused")) == 2, "both jobs")
     assert not pwned.exists(), "a forged command ran"
@@ -1433,6 +1440,146 @@ def test_a_forged_job_in_the_queue_runs_nothing(
     # "gaudi-forged" is no run id carry issues: its log is not the runner's to write
     assert log_text(client, "gaudi-forged") == ""
     assert not events(client, "ci-started")
+
+
+def _forge_with_the_runners_password(
+    url: str, client: redis.Redis, world: World, check: StepSpec, head: str, **signed: Any
+) -> str:
+    """What a check that stole its runner's broker password can do (issue 33): write a run
+    record of its kind that carry never issued, for a head nobody approved, with only the
+    runner's configured commands, and queue its job; returns the forged run id."""
+    channel.set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
+    limited = url.replace("redis://", "redis://carry-runner-gaudi:runner-password@", 1)
+    attacker = redis.Redis.from_url(limited)
+    run_id = "gaudi-0123456789ab"  # the form of a run id carry issues for this kind
+    tree = world.tree(head)
+    job = JobPayload(run_id, SERIES, "gaudi", "hw.gaudi", "f" * 64, head, tree, (), (check,))
+    payload = job.to_dict()
+    record = {"payload": json.dumps(payload), "series": SERIES, "kind": "gaudi"}
+    record |= {"tree_key": "f" * 64, "head_sha": head, "state": "queued", "dispatched": "1"}
+    attacker.hset(f"carry:ci:run:{run_id}", mapping=record)
+    # The bytes a Celery client publishes for it (made here on a scratch queue), pushed onto
+    # the runner's queue as its broker user may.
+    make_app(url).send_task(
+        ci_runs.TASK_NAME, args=[payload], kwargs=signed, queue="forge", task_id=run_id
+    )
+    message = json.loads(client.rpop("forge") or b"")
+    message["properties"]["delivery_info"]["routing_key"] = "hw.gaudi"
+    attacker.lpush("hw.gaudi", json.dumps(message))
+    return run_id
+
+
+def test_a_job_forged_with_the_runners_broker_password_runs_nothing(
+    url: str, client: redis.Redis, world: World, marks: Path, start_runners: Any
+) -> None:
+    """A well-formed job carry never issued, for a stranger's head, with a run record its
+    kind's broker user may write: the runner ran it (the check ran on a head nobody
+    approved). A job carries the service's signature; this one has none, or one the service
+    made for another job: refused, nothing runs, the refusal is in the history."""
+    check = marking_check(marks)
+    world.runner_config.allow([target("gaudi", check)])
+    start_runners(("gaudi", "gaudi1@%h"))
+    stranger = world.head({"stranger.txt": "x\n"})
+    push(client, SERIES, stranger, "stranger", trusted=False)  # carry waits for an approval
+    run_id = _forge_with_the_runners_password(url, client, world, check, stranger)
+    wait_for(lambda: events(client, "ci-refused", run_id) or list(marks.iterdir()), "the job")
+    assert list(marks.iterdir()) == [], "the forged job ran"
+    (refused,) = events(client, "ci-refused", run_id)
+    assert refused["data"]["reason"] == (
+        "the job carries no signature from carry's service (forged, or queued by hand)"
+    )
+    assert not events(client, "ci-started")
+    # A signature the service made for another job does not carry over to this one.
+    borrowed = service_signed({"run_id": run_id, "kind": "gaudi", "checks": []})
+    client.delete(f"carry:ci:run:{run_id}")
+    _forge_with_the_runners_password(url, client, world, check, stranger, **borrowed)
+    wait_for(lambda: len(events(client, "ci-refused", run_id)) == 2, "the second job")
+    assert list(marks.iterdir()) == [], "the job with a borrowed signature ran"
+    reasons = [e["data"]["reason"] for e in events(client, "ci-refused", run_id)]
+    assert [r for r in reasons if r != refused["data"]["reason"]] == [
+        "the job's signature does not verify with this runner's job public key: not signed by "
+        "carry's service, or its payload changed since it was signed"
+    ]
+
+
+def test_an_expired_job_or_one_signed_for_another_kind_runs_nothing(
+    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+) -> None:
+    """The service's signature names the job's kind and when it expires: a real job whose
+    signature expired is refused (and its run ends, visibly: the runner cannot run it), and
+    a job signed for gb10 runs nothing on a gaudi runner."""
+    check = marking_check(marks)
+    head = world.head()
+    (queued,) = request(client, celery_app, world, head, [target("gaudi", check)])
+    info = ci.run_info(client, queued.run_id)
+    assert info is not None
+    payload = info["payload"]
+    # The service's delivery: the payload and its signature, never the key that made it.
+    (raw,) = client.lrange("hw.gaudi", 0, -1)
+    message = json.loads(raw)
+    body = base64.b64decode(message["body"])
+    args, kwargs, _ = json.loads(body)
+    assert args == [payload] and set(kwargs) == {"signed"}
+    key_text = Path(os.environ["CARRY_JOB_SIGNING_KEY_PATH"]).read_text()
+    key_body = [line for line in key_text.splitlines() if "-----" not in line]
+    assert key_body and not any(line.encode() in raw + body for line in key_body)
+    public = signing.public_key_from_text(Path(os.environ["CARRY_JOB_PUBLIC_KEY_PATH"]).read_text())
+    assert (
+        signing.verify_job(public, payload, kwargs["signed"], kind="gaudi", now=time.time()) is None
+    )
+    client.delete("hw.gaudi")  # this test sends its own copies
+    celery_app.send_task(
+        ci_runs.TASK_NAME,
+        args=[payload],
+        kwargs=service_signed(payload, ttl_s=-5),
+        queue="hw.gaudi",
+    )
+    elsewhere = {**payload, "run_id": "gb10-0123456789ab", "kind": "gb10", "queue": "hw.gb10"}
+    celery_app.send_task(
+        ci_runs.TASK_NAME, args=[elsewhere], kwargs=service_signed(elsewhere), queue="hw.gaudi"
+    )
+    start_runners(("gaudi", "gaudi1@%h"))
+    wait_for(lambda: len(events(client, "ci-refused")) == 2, "both jobs refused")
+    reasons = {e["data"]["run_id"]: e["data"]["reason"] for e in events(client, "ci-refused")}
+    assert reasons[queued.run_id].startswith("the job's signature expired")
+    assert reasons["gb10-0123456789ab"] == (
+        "the job is signed for runner kind 'gb10', this runner is 'gaudi'"
+    )
+    ended = finished(client, queued.run_id)
+    assert ended["state"] == "infra-error" and "signature expired" in ended["detail"]
+    assert list(marks.iterdir()) == []
+
+
+def test_a_runner_without_a_job_public_key_does_not_start(
+    url: str, client: redis.Redis, world: World, tmp_path: Path
+) -> None:
+    """A runner verifies every job with the service's public key: one that has none would
+    take jobs only to refuse them, so it does not start, and says why in one line."""
+    client.lpush("hw.gaudi", "a job for a gaudi runner that can verify it")
+    config = {"CARRY_CONFIG": str(world.runner_config.path)}
+    empty = tmp_path / "no-keys-here"
+    cases = {
+        "none": {
+            "CARRY_JOB_PUBLIC_KEY_PATH": "",
+            "CARRY_JOB_SIGNING_KEY_PATH": "",
+            "CARRY_CACHE_DIR": str(empty),
+        },
+        "a private key": {"CARRY_JOB_PUBLIC_KEY": "-----BEGIN PRIVATE KEY-----\nx\n"},
+    }
+    said = {}
+    for case, env in cases.items():
+        runner = _spawn("gaudi", f"gaudi-{len(said)}@%h", url, tmp_path, {**config, **env})
+        try:
+            assert runner.proc.wait(timeout=60) == 2, case
+        finally:
+            _stop(runner)
+        said[case] = [ln for ln in runner.log.read_text().splitlines() if ln.startswith("carry:")]
+    assert said["none"] == [f"carry: error: {NO_PUBLIC_KEY}"]
+    assert said["a private key"] == [
+        "carry: error: environment: CARRY_JOB_PUBLIC_KEY: that is a private key: a runner "
+        "holds only the public half"
+    ]
+    assert runners(client) == [] and client.llen("hw.gaudi") == 1
 
 
 def marking_check(marks: Path) -> StepSpec:
@@ -1461,7 +1608,9 @@ def test_a_copy_of_a_run_that_waits_for_approval_runs_nothing_until_it_is_approv
     pwned = marks / "pwned"
     option = {**payload["tree"], "upstream_url": f"--upload-pack=touch {pwned};"}
     for forged in (payload, {**payload, "tree": option}):
-        celery_app.send_task(ci_runs.TASK_NAME, args=[forged], queue="hw.gaudi")
+        celery_app.send_task(
+            ci_runs.TASK_NAME, args=[forged], kwargs=service_signed(forged), queue="hw.gaudi"
+        )
 
     wait_for(lambda: len(events(client, "ci-refused")) == 2, "both copies refused")
     assert sorted(p.name for p in marks.iterdir()) == []
@@ -1487,8 +1636,9 @@ def test_a_copy_of_a_queued_run_with_another_tree_runs_nothing(
     assert queued.state == "queued" and info is not None
     other = world.head({"stranger.txt": "x\n"})
     tree = {**info["payload"]["tree"], "upstream_sha": other}
+    copy = {**info["payload"], "tree": tree}
     celery_app.send_task(
-        ci_runs.TASK_NAME, args=[{**info["payload"], "tree": tree}], queue="hw.gaudi"
+        ci_runs.TASK_NAME, args=[copy], kwargs=service_signed(copy), queue="hw.gaudi"
     )
     start_runners(("gaudi", "gaudi1@%h"))
     assert finished(client, queued.run_id)["state"] == "success"
@@ -1563,7 +1713,9 @@ def test_a_runner_needs_no_more_than_its_least_privilege_broker_user(
     # A forged job with a made-up run id is refused without touching what is not the runner's.
     forged = {**info["payload"], "run_id": "gaudi-forged"}
     forged["checks"] = [{"name": "evil", "run": ["true"]}]
-    celery_app.send_task(ci_runs.TASK_NAME, args=[forged], queue="hw.gaudi")
+    celery_app.send_task(
+        ci_runs.TASK_NAME, args=[forged], kwargs=service_signed(forged), queue="hw.gaudi"
+    )
     wait_for(lambda: events(client, "ci-refused", "gaudi-forged"), "the forged job refused")
     assert client.execute_command("ACL", "LOG") == []
 

@@ -99,7 +99,8 @@ def test_every_attempt_of_hostile_check_code_is_blocked(tmp_path: Path, sandbox:
     how = {a.attempt: a.how for a in attempts}
     assert "no route out of the step's network namespace" in how["connect to the broker"], shown
     assert "/tmp is the job's own" in how[SHARED_TMP_ATTEMPT], shown
-    assert "of check 'hostile' differs from this runner's config" in how[ATTEMPTS[-8]], shown
+    # the forged job: carry's service did not sign it (issue 33)
+    assert "the job carries no signature from carry's service" in how[ATTEMPTS[-8]], shown
     # network: true: a network of its own with a way out, and no route to the broker
     assert "egress: default route via tap0" in how[BROKER_NET_ATTEMPT], shown
     assert "127.0.0.1: Connection refused" in how[BROKER_NET_ATTEMPT], shown
@@ -168,11 +169,12 @@ def test_a_runner_without_a_sandbox_is_refused_at_start(tmp_path: Path, step_use
 def test_the_runners_broker_user_decides_nothing(tmp_path: Path) -> None:
     """The hostile-check rows for a stolen runner broker password (issue 33): a forged run, a
     flipped waiting run, a planted verdict and a trusted push over a stranger's are each
-    refused or kept waiting for approval."""
+    refused or kept waiting for approval; a job forged with the password alone (no signing
+    key) is refused by the runner and runs nothing."""
     from bench.runner_broker import ATTACKS, run_broker_attempts
 
     attempts = run_broker_attempts(tmp_path)
-    assert len(attempts) == len(ATTACKS) == 4
+    assert len(attempts) == len(ATTACKS) == 5
     assert [a.attempt for a in attempts if a.achieved] == []
     assert all(a.how for a in attempts)
 

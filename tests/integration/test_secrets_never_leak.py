@@ -1,8 +1,9 @@
 """No secret value ever appears in a log line, an API answer, a dashboard page or the store.
 
-A real deployment: `carry web` and `carry worker` processes, a Redis that requires a password,
+A real deployment: `carry web`, `carry worker` and `carry runner` processes, a Redis that requires a password,
 the GitHub emulator holding the upstream and downstream repositories, and carry authenticated
-as a GitHub App (with a token and a runner-style HF_TOKEN in its environment too). The test
+as a GitHub App (with a token and a runner-style HF_TOKEN in its environment too) and signing
+the jobs it hands to its runner with its own key (issue 33). The test
 drives a webhook, a rebase, a publish that fails once and is retried, a rebase that fails, and
 refused deliveries; then it reads every byte the processes logged, every page and API answer
 (headers included) and every value in Redis, and looks for each secret in each.
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -79,7 +83,9 @@ def deployment(tmp_path: Path, private_redis: PrivateRedis) -> Iterator[Deployme
     git(env.downstream, "add", "-A")
     git(env.downstream, "commit", "-q", "-m", "carry the fix")
     private_key, public_key = generate_app_key()
+    job_key = Path(os.environ["CARRY_JOB_SIGNING_KEY_PATH"]).read_text()  # the service's
     values = {
+        "job signing key": job_key,
         "webhook secret": SECRET,
         "GitHub token": "ghp_" + secrets.token_hex(18),
         "App private key": private_key,
@@ -93,7 +99,14 @@ def deployment(tmp_path: Path, private_redis: PrivateRedis) -> Iterator[Deployme
         gh.add_app(APP_ID, public_key, slug="carry", installation_id=INSTALLATION_ID)
         gh.add_installation(APP_ID, INSTALLATION_ID, DOWN_OWNER)
         gh.add_token(values["GitHub token"], "maint")
-        env.write_config()
+        # A runner kind, so that the service signs a job and a runner verifies and runs it.
+        check = {"run": ["true"], "timeout_s": 60}
+        runner = {"queue": "hw.gaudi", "workdir": str(tmp_path / "runner"), "checks": {"ok": check}}
+        env.write_config(
+            runner_kinds={"gaudi": runner},
+            runners=["gaudi"],
+            checks=["ok"],
+        )
         env.config_path.write_text(
             env.config_path.read_text().replace(
                 str(env.upstream.path), gh.git_url(UP_OWNER, UP_NAME)
@@ -116,6 +129,7 @@ def deployment(tmp_path: Path, private_redis: PrivateRedis) -> Iterator[Deployme
         try:
             url = env.start_web()
             worker_log = env.start_carry_worker()
+            env.start_runner("gaudi")
             yield Deployment(env, gh, url, values, values["dashboard token"], worker_log)
         finally:
             env.stop()
@@ -130,6 +144,19 @@ def drive_everything(d: Deployment) -> None:
     assert d.deliver("push", env.push_payload(after, before)).status_code == 202
     wait_for(lambda: env.history("publish-failed"), 60, "the failed publish")
     wait_for(lambda: d.gh.pulls(DOWN_OWNER, DOWN_NAME), 60, "the PR, on the retry")
+    #    Its exact tree runs on the runner: a job the service signed, which the runner verified.
+    #    An operator approves the head for the hardware; its job, signed, runs on the runner.
+    wait_for(lambda: env.history("ci-wait-approval"), 60, "the run waiting for an approval")
+    approved = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "approve", "--series", SERIES, after, "--by", "maint"],
+        env=env.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    d.seen["carry approve"] = approved.stdout + approved.stderr
+    wait_for(lambda: env.history("ci-success"), 120, "the signed job, run")
     # 2. A head the upstream does not have: the rebase fails and says so on the dashboard.
     missing = secrets.token_hex(20)
     assert d.deliver("push", env.push_payload(missing, after)).status_code == 202
@@ -208,7 +235,11 @@ def test_no_secret_in_logs_api_dashboard_or_store(deployment: Deployment) -> Non
     assert installation_tokens, "carry authenticated as the App: it was given tokens"
     store = store_dump(d)
     d.env.stop()
-    logs = {p.name: p.read_text(errors="replace") for p in (d.env.root / "web.log", d.worker_log)}
+    runner_log = d.env.root / "runner-gaudi.log"
+    logs = {
+        p.name: p.read_text(errors="replace")
+        for p in (d.env.root / "web.log", d.worker_log, runner_log)
+    }
     json_lines(d.worker_log)  # every worker line is a JSON log line
 
     haystacks = {**d.seen, **{f"log {name}": text for name, text in logs.items()}}
@@ -226,3 +257,5 @@ def test_no_secret_in_logs_api_dashboard_or_store(deployment: Deployment) -> Non
     assert "publish failed" in logs["worker.log"] or "publish-failed" in store
     assert any("rebase-failed" in text or "rebase on" in text for text in haystacks.values())
     assert len(d.seen) >= 20
+    # A job was signed, handed over and verified: the signature travelled, the key did not.
+    assert d.env.history("ci-success") and not d.env.history("ci-refused")

@@ -26,6 +26,7 @@ from typing import Any
 import redis
 from celery import Celery
 
+from bot.ci import job_keys
 from bot.ci.runs import (
     TASK_NAME,
     Run,
@@ -34,6 +35,7 @@ from bot.ci.runs import (
     load_run,
     must_load,
 )
+from bot.ci.signing import sign_job
 from bot.ci.spec import (
     JobPayload,
     LogLimits,
@@ -377,9 +379,11 @@ def _dispatch(
     if job.purpose == "head":
         store.note_start(client, job.series_id, job.kind, job.run_id, time.time())
     try:
+        payload = job.to_dict()
         celery_app.send_task(
             TASK_NAME,
-            args=[job.to_dict()],
+            args=[payload],
+            kwargs={"signed": _signed(payload)},  # only the service can sign (issue 33)
             queue=job.queue,
             task_id=job.run_id,
             countdown=countdown if countdown > 0 else None,
@@ -392,6 +396,13 @@ def _dispatch(
             )
         raise
     return rows
+
+
+def _signed(payload: dict[str, Any]) -> dict[str, Any]:
+    """The service's signature of a job it hands to a runner (bot/ci/signing.py)."""
+    settings = load_settings()
+    key = job_keys.service_signing_key(settings)
+    return sign_job(key, payload, now=time.time(), ttl_s=settings.job_ttl_s).to_dict()
 
 
 def _reuse(
