@@ -28,8 +28,8 @@ import redis
 from celery.signals import worker_ready
 from celery.utils.nodenames import host_format
 
-from bot.ci.job_keys import runner_public_key
-from bot.ci.signing import public_key_text
+from bot.ci.job_keys import runner_public_keys
+from bot.ci.signing import public_keys_text
 from bot.config import (
     LOG_LEVELS,
     CarryConfig,
@@ -86,7 +86,7 @@ def main(
     settings = load_settings()
     _refuse_open_broker(settings)
     # No key to verify jobs with: it would take jobs only to refuse them.
-    public_key = public_key_text(runner_public_key(settings))
+    public_key = public_keys_text(runner_public_keys(settings))
     config = _config(config_path, settings)
     runner = _runner(config, kind)
     where = Path(workdir) if workdir else settings.runner_workdir or _config_workdir(runner)

@@ -13,7 +13,7 @@ from pathlib import Path
 import redis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from bot.ci.job_keys import runner_public_key
+from bot.ci.job_keys import runner_public_keys
 from bot.config import CarryConfig, ConfigError, Settings, load_config, load_settings
 
 DEFAULT_WORKDIR = Path("~/.cache/carry/runner")
@@ -24,7 +24,7 @@ class RunnerRuntime:
     settings: Settings
     _store: redis.Redis | None = field(default=None, repr=False)
     _store_pid: int = 0
-    _public_key: Ed25519PublicKey | None = field(default=None, repr=False)
+    _public_keys: tuple[Ed25519PublicKey, ...] | None = field(default=None, repr=False)
 
     @property
     def kind(self) -> str:
@@ -53,13 +53,14 @@ class RunnerRuntime:
             self._store_pid = os.getpid()
         return self._store
 
-    def job_public_key(self) -> Ed25519PublicKey:
-        """The service's public key this runner verifies every job with (CARRY_JOB_PUBLIC_KEY,
-        CARRY_JOB_PUBLIC_KEY_PATH, else the public.key of a service on this host); ConfigError
-        without one: the runner then refuses every job (and `carry runner` does not start)."""
-        if self._public_key is None:
-            self._public_key = runner_public_key(self.settings)
-        return self._public_key
+    def job_public_keys(self) -> tuple[Ed25519PublicKey, ...]:
+        """The service's public keys this runner verifies every job with (CARRY_JOB_PUBLIC_KEY,
+        CARRY_JOB_PUBLIC_KEY_PATH, else the public.key of a service on this host; several
+        during a rotation); ConfigError without one: the runner then refuses every job (and
+        `carry runner` does not start)."""
+        if self._public_keys is None:
+            self._public_keys = runner_public_keys(self.settings)
+        return self._public_keys
 
     def config(self) -> CarryConfig | None:
         """This runner host's own config (CARRY_CONFIG, else config/carry.yaml if there is

@@ -157,7 +157,7 @@ def _forgery(payload: dict[str, Any], signed: Any) -> str | None:
     this runner's public key over this very payload): whoever holds a broker password can
     queue a job, only the service can sign one."""
     try:
-        key = runner_runtime().job_public_key()
+        key = runner_runtime().job_public_keys()
     except ConfigError as err:
         return f"this runner cannot verify jobs: {'; '.join(err.problems)}"
     return signature_problem(key, payload, signed)

@@ -4,7 +4,8 @@ The service holds the private key: CARRY_JOB_SIGNING_KEY_PATH, by default
 <CARRY_CACHE_DIR>/job-signing/private.pem (mode 0600), made on first use with its public half
 beside it (public.key, one line). A runner holds only the public key: CARRY_JOB_PUBLIC_KEY
 (that line), or the file CARRY_JOB_PUBLIC_KEY_PATH, or else the public.key a service on the
-same host made; with none of them it refuses to start.
+same host made; with none of them it refuses to start. Either may hold several public keys
+(commas or one per line) while the service's key is rotated: docs/security.md says how.
 """
 
 from __future__ import annotations
@@ -112,11 +113,12 @@ def _cached_private(path: str, mtime_ns: int, size: int) -> Ed25519PrivateKey:
     return _read_private(Path(path))
 
 
-def runner_public_key(settings: Settings) -> Ed25519PublicKey:
-    """The public key a runner verifies its jobs with; ConfigError (one line) without one."""
+def runner_public_keys(settings: Settings) -> tuple[Ed25519PublicKey, ...]:
+    """The public keys a runner verifies its jobs with (one, or several during a rotation);
+    ConfigError (one line) without one."""
     if settings.job_public_key is not None:
         try:
-            return signing.public_key_from_text(settings.job_public_key)
+            return signing.public_keys_from_text(settings.job_public_key)
         except ValueError as err:
             raise ConfigError([f"environment: CARRY_JOB_PUBLIC_KEY: {err}"]) from None
     path = public_key_path(settings)
@@ -129,6 +131,6 @@ def runner_public_key(settings: Settings) -> Ed25519PublicKey:
     except OSError as err:
         raise ConfigError([f"job public key {path}: cannot read it: {err.strerror}"]) from None
     try:
-        return signing.public_key_from_text(text)
+        return signing.public_keys_from_text(text)
     except ValueError as err:
         raise ConfigError([f"job public key {path}: {err}"]) from None

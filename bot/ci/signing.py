@@ -15,7 +15,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,8 +112,12 @@ def sign_job(
     return JobSignature(run_id, kind, issued, expires, base64.b64encode(raw).decode())
 
 
+# The keys a runner accepts: one, or several while the service's key is being rotated.
+PublicKeys = Ed25519PublicKey | Sequence[Ed25519PublicKey]
+
+
 def verify_job(
-    key: Ed25519PublicKey,
+    key: PublicKeys,
     payload: Mapping[str, Any],
     signed: Any,
     *,
@@ -127,10 +132,11 @@ def verify_job(
     return signature_expiry_problem(JobSignature.from_dict(signed), kind, now=now)
 
 
-def signature_problem(key: Ed25519PublicKey, payload: Mapping[str, Any], signed: Any) -> str | None:
+def signature_problem(key: PublicKeys, payload: Mapping[str, Any], signed: Any) -> str | None:
     """Why the job is not one the holder of the private key signed (None when `signed` is a
     signature of this very payload, its run id and kind): no signature, a malformed one, one
-    by another key, or one of another payload."""
+    by another key, or one of another payload. With several keys (a rotation), a signature
+    by any of them is the service's."""
     if signed is None:
         return "the job carries no signature from carry's service (forged, or queued by hand)"
     try:
@@ -140,8 +146,9 @@ def signature_problem(key: Ed25519PublicKey, payload: Mapping[str, Any], signed:
         return f"the job's signature is malformed ({err})"
     try:
         text = signed_text(payload, sig.run_id, sig.kind, sig.issued_at, sig.expires_at)
-        key.verify(raw, text)
-    except (InvalidSignature, TypeError, ValueError):
+    except (TypeError, ValueError):
+        text = None
+    if text is None or not any(_verifies(one, raw, text) for one in _keys(key)):
         return (
             "the job's signature does not verify with this runner's job public key: "
             "not signed by carry's service, or its payload changed since it was signed"
@@ -149,6 +156,18 @@ def signature_problem(key: Ed25519PublicKey, payload: Mapping[str, Any], signed:
     if (sig.run_id, sig.kind) != (payload.get("run_id"), payload.get("kind")):
         return f"the signature is for run {sig.run_id!r} of kind {sig.kind!r}, not this job"
     return None
+
+
+def _keys(key: PublicKeys) -> tuple[Ed25519PublicKey, ...]:
+    return (key,) if isinstance(key, Ed25519PublicKey) else tuple(key)
+
+
+def _verifies(key: Ed25519PublicKey, raw: bytes, text: bytes) -> bool:
+    try:
+        key.verify(raw, text)
+    except InvalidSignature:
+        return False
+    return True
 
 
 def signature_expiry_problem(sig: JobSignature, kind: str, *, now: float) -> str | None:
@@ -208,3 +227,33 @@ def public_key_from_text(text: str) -> Ed25519PublicKey:
     if len(raw) != 32:
         raise ValueError(f"an Ed25519 public key has 32 bytes, this one {len(raw)}")
     return Ed25519PublicKey.from_public_bytes(raw)
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----", re.DOTALL)
+
+
+def public_keys_from_text(text: str) -> tuple[Ed25519PublicKey, ...]:
+    """One or more public keys: one-line forms separated by commas or new lines, or PEM
+    blocks (several while the service's key is rotated: the new one, then the old one until
+    the old key's jobs have expired). ValueError naming the key at fault; none is an error."""
+    if "PRIVATE KEY" in text:
+        raise ValueError("that is a private key: a runner holds only the public half")
+    parts = _PEM_BLOCK.findall(text)
+    rest = _PEM_BLOCK.sub(" ", text)
+    parts += [token.strip() for token in re.split(r"[,\n]", rest) if token.strip()]
+    if not parts:
+        raise ValueError("no public key in it")
+    keys = []
+    for number, part in enumerate(parts, start=1):
+        try:
+            keys.append(public_key_from_text(part))
+        except ValueError as err:
+            raise ValueError(
+                f"key {number} of {len(parts)}: {err}" if len(parts) > 1 else str(err)
+            ) from None
+    return tuple(keys)
+
+
+def public_keys_text(keys: Sequence[Ed25519PublicKey]) -> str:
+    """Several public keys as CARRY_JOB_PUBLIC_KEY holds them: one-line forms, commas between."""
+    return ",".join(public_key_text(key) for key in keys)

@@ -281,6 +281,18 @@ class Settings(BaseSettings):
             raise ValueError(f"{key_given[0]} is set but GITHUB_APP_ID is not")
         return self
 
+    @model_validator(mode="after")
+    def _signed_jobs_outlive_a_redelivery(self) -> Settings:
+        # Redis hands an unacknowledged job out again after the visibility timeout, and the
+        # runner verifies it again then: a shorter TTL refuses every redelivered job as expired.
+        if self.job_ttl_s <= self.visibility_timeout_s:
+            raise ValueError(
+                f"CARRY_JOB_TTL_S ({self.job_ttl_s}) must be longer than "
+                f"CARRY_VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}): a job handed out "
+                "again after the visibility timeout would be refused as expired"
+            )
+        return self
+
     @property
     def github_auth(self) -> Literal["app", "token", "none"]:
         if self.github_app_id is not None:

@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from bot.ci import job_keys, signing
 from bot.config import ConfigError, load_settings
@@ -69,16 +70,42 @@ def test_a_runner_reads_its_public_key_from_the_setting_a_file_or_beside_the_ser
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CARRY_CACHE_DIR", str(tmp_path / "data"))
     with pytest.raises(ConfigError) as none:
-        job_keys.runner_public_key(load_settings())
+        job_keys.runner_public_keys(load_settings())
     assert none.value.problems == [job_keys.NO_PUBLIC_KEY]
     key = job_keys.service_signing_key(load_settings())  # made on first use, beside its half
     text = signing.public_key_text(key)
-    assert signing.public_key_text(job_keys.runner_public_key(load_settings())) == text
+    assert signing.public_keys_text(job_keys.runner_public_keys(load_settings())) == text
     monkeypatch.setenv("CARRY_JOB_PUBLIC_KEY_PATH", str(tmp_path / "missing.key"))
     with pytest.raises(ConfigError, match="CARRY_JOB_PUBLIC_KEY_PATH: no file"):
-        job_keys.runner_public_key(load_settings())
+        job_keys.runner_public_keys(load_settings())
     monkeypatch.setenv("CARRY_JOB_PUBLIC_KEY", text)
-    assert signing.public_key_text(job_keys.runner_public_key(load_settings())) == text
+    assert signing.public_keys_text(job_keys.runner_public_keys(load_settings())) == text
     monkeypatch.setenv("CARRY_JOB_PUBLIC_KEY", "not a key")
     with pytest.raises(ConfigError, match="CARRY_JOB_PUBLIC_KEY: not base64"):
-        job_keys.runner_public_key(load_settings())
+        job_keys.runner_public_keys(load_settings())
+
+
+def test_during_a_rotation_a_runner_holds_both_keys_from_the_setting_or_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new public key and the old one, commas or one per line, PEM or one-line forms."""
+    for name in ("CARRY_JOB_SIGNING_KEY_PATH", "CARRY_JOB_PUBLIC_KEY_PATH", "CARRY_JOB_PUBLIC_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    old, new = (signing.private_key_from_pem(signing.new_private_key_pem()) for _ in range(2))
+    texts = [signing.public_key_text(new), signing.public_key_text(old)]
+    monkeypatch.setenv("CARRY_JOB_PUBLIC_KEY", f" {texts[0]} , {texts[1]} ")
+    held = job_keys.runner_public_keys(load_settings())
+    assert [signing.public_key_text(k) for k in held] == texts
+    pem = old.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+    listed = tmp_path / "public.keys"
+    listed.write_text(f"{texts[0]}\n{pem}")
+    monkeypatch.delenv("CARRY_JOB_PUBLIC_KEY")
+    monkeypatch.setenv("CARRY_JOB_PUBLIC_KEY_PATH", str(listed))
+    held = job_keys.runner_public_keys(load_settings())
+    assert sorted(signing.public_key_text(k) for k in held) == sorted(texts)
+    monkeypatch.setenv("CARRY_JOB_PUBLIC_KEY", f"{texts[0]},garbage")
+    with pytest.raises(ConfigError, match="CARRY_JOB_PUBLIC_KEY: key 2 of 2: not base64"):
+        job_keys.runner_public_keys(load_settings())
+    monkeypatch.setenv("CARRY_JOB_PUBLIC_KEY", " , ")
+    with pytest.raises(ConfigError, match="CARRY_JOB_PUBLIC_KEY: no public key in it"):
+        job_keys.runner_public_keys(load_settings())

@@ -261,3 +261,11 @@ def test_carry_run_names_the_redis_database_it_uses() -> None:
     assert redis_database("redis://127.0.0.1:6379/0") == "database 0 of redis://127.0.0.1:6379"
     assert redis_database("redis://:pw@redis:6379/3") == "database 3 of redis://:***@redis:6379"
     assert redis_database("redis://h") == "database 0 of redis://h"
+
+
+def test_a_job_ttl_shorter_than_the_visibility_timeout_is_refused(env: pytest.MonkeyPatch) -> None:
+    """A redelivered job is verified again: it must not have expired by then (issue 33)."""
+    said = problem(env, CARRY_JOB_TTL_S="3600", CARRY_VISIBILITY_TIMEOUT_S="7200")
+    assert "CARRY_JOB_TTL_S (3600) must be longer than CARRY_VISIBILITY_TIMEOUT_S (7200)" in said
+    env.setenv("CARRY_JOB_TTL_S", "7201")
+    assert load_settings().job_ttl_s == 7201

@@ -124,3 +124,18 @@ def test_the_signed_text_names_the_private_key_nowhere() -> None:
     travelling = json.dumps(signing.sign_job(key, JOB.to_dict(), now=NOW, ttl_s=1).to_dict())
     body = b"".join(line for line in pem.splitlines() if b"-----" not in line)
     assert body.decode() not in travelling + text.decode()
+
+
+def test_during_a_rotation_a_job_signed_with_either_key_verifies_and_no_other() -> None:
+    new, stranger = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    both = (new.public_key(), KEY.public_key())
+    payload = JOB.to_dict()
+    by_old = signed()
+    by_new = signing.sign_job(new, payload, now=NOW, ttl_s=3600).to_dict()
+    by_stranger = signing.sign_job(stranger, payload, now=NOW, ttl_s=3600).to_dict()
+    assert signing.verify_job(both, payload, by_old, kind="gaudi", now=NOW) is None
+    assert signing.verify_job(both, payload, by_new, kind="gaudi", now=NOW) is None
+    refused = signing.verify_job(both, payload, by_stranger, kind="gaudi", now=NOW)
+    assert refused is not None and "does not verify" in refused
+    # the new key alone once the rotation ended: a job the old key signed is refused
+    assert signing.verify_job((new.public_key(),), payload, by_old, kind="gaudi", now=NOW)
