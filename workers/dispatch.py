@@ -12,14 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.ci.runs import REPORT_TASK
+from bot.core import actions as act
 from bot.core import transitions as tr
-from bot.core.bisect import BISECT_TASK
+from bot.core.actions import Action, ActionKind
 from bot.core.history import HistoryKind
 from bot.core.notify import NOTIFY_TASK
-from bot.core.owners import RED_STREAK_TASK
-from bot.core.planner import Action, ActionKind
 from bot.core.state import Phase, SeriesState
-from bot.core.tree_branch import GOOD_REF_TASK
 from bot.core.trust import Push
 from bot.store import series as store
 from workers.ci import github as hardware
@@ -45,9 +43,9 @@ def carry_out(rt: Runtime, action: Action) -> None:
             reason="already done",
         )
         return
-    handler = _HANDLERS.get(action.kind)
+    handler = _HANDLERS.get(type(action))
     if handler is None:
-        raise ValueError(f"no adapter for action kind {action.kind!r}")
+        raise ValueError(f"no adapter for action {type(action).__name__} ({action.kind})")
     try:
         handler(rt, action)
     except Skipped as why:
@@ -94,25 +92,25 @@ def _note(rt: Runtime, action: Action) -> None:
 
 
 def _rebase(rt: Runtime, action: Action) -> None:
-    assert action.series_id
-    args = dict(action.args)
-    recheck = args.pop("recheck", False)  # after a command changed what the series decides
-    if args.get("force"):  # a re-check (`/carry rebase`) is of the newest head, never older
-        args["head_sha"] = _newest_head(rt, action.series_id, args["head_sha"])
+    assert isinstance(action, act.Rebase) and action.series_id
+    args = action.task_args()
+    if action.force:  # a re-check (`/carry rebase`) is of the newest head, never older
+        args["head_sha"] = _newest_head(rt, action.series_id, action.head_sha)
         state = store.load_series(rt.redis, action.series_id)
-        if not recheck and state is not None and state.phase == Phase.QUEUED:
+        if not action.recheck and state is not None and state.phase == Phase.QUEUED:
             # A burst of `/carry rebase` is one re-check: this head's is waiting already.
             raise Skipped(f"a check of {args['head_sha'][:12]} is already queued")
     else:
-        store.set_wanted(rt.redis, action.series_id, args["head_sha"])
-    head, replaced = args["head_sha"], args.pop("replaces", ())
+        store.set_wanted(rt.redis, action.series_id, action.head_sha)
+    head, replaced = args["head_sha"], action.replaces
 
     def queue(state: SeriesState) -> bool:
         moved = tr.move_past(state, head, replaced)
         return tr.queue_check(state) or moved
 
     store.update_series(rt.redis, action.series_id, queue)
-    rt.send("carry.rebase", {"series_id": action.series_id, **args})
+    assert action.TASK
+    rt.send(action.TASK, args)
 
 
 def _newest_head(rt: Runtime, series_id: str, known: str) -> str:
@@ -133,45 +131,40 @@ def _change(rt: Runtime, action: Action, change: Callable[[SeriesState], bool]) 
 
 
 def _record_pusher(rt: Runtime, action: Action) -> None:
-    args = action.args
-    _change(rt, action, lambda s: tr.record_pusher(s, args["head_sha"], args["actor"]))
+    assert isinstance(action, act.RecordPusher)
+    _change(rt, action, lambda s: tr.record_pusher(s, action.head_sha, action.actor))
 
 
 def _record_push(rt: Runtime, action: Action) -> None:
     """A push of the watched ref: recorded for the series' trust (bot.core.trust)."""
-    assert action.series_id
-    ci.record_push(rt.redis, action.series_id, _push(action.args))
+    assert isinstance(action, act.RecordPush) and action.series_id
+    push = Push(
+        before=action.before.lower(),
+        after=action.after.lower(),
+        pusher=action.actor,
+        trusted=action.trusted,
+        forced=action.forced,
+    )
+    ci.record_push(rt.redis, action.series_id, push)
 
 
 def _release_runs(rt: Runtime, action: Action) -> None:
     """The runs that waited for approval and that the recorded pushes now cover start."""
-    assert action.series_id
-    push = _push({**action.args, "before": "", "trusted": True})
+    assert isinstance(action, act.ReleaseRuns) and action.series_id
+    push = Push(before="", after=action.after.lower(), pusher=action.actor, trusted=True)
     ci.release_for_push(rt.redis, action.series_id, push)
-
-
-def _push(args: dict[str, Any]) -> Push:
-    return Push(
-        before=str(args["before"]).lower(),
-        after=str(args["after"]).lower(),
-        pusher=str(args["actor"]),
-        trusted=bool(args["trusted"]),
-        forced=bool(args.get("forced")),
-    )
 
 
 def _record_head(rt: Runtime, action: Action) -> None:
     """A head the series follows without checking it now (paused, waiting for import): it is
     the newest head, for a later re-check and for telling older heads from newer ones."""
-    args = action.args
-    assert action.series_id
-    store.set_wanted(rt.redis, action.series_id, args["head_sha"])
+    assert isinstance(action, act.RecordHead) and action.series_id
+    head = action.head_sha
+    store.set_wanted(rt.redis, action.series_id, head)
 
     def record(state: SeriesState) -> bool:
-        tr.move_past(state, args["head_sha"], args.get("replaces", ()))
-        return tr.record_head(
-            state, args["head_sha"], args["head_ref"], args.get("actor"), action.reason, rt.clock()
-        )
+        tr.move_past(state, head, action.replaces)
+        return tr.record_head(state, head, action.head_ref, action.actor, action.reason, rt.clock())
 
     _change(rt, action, record)
 
@@ -183,41 +176,44 @@ def _record_stale_head(rt: Runtime, action: Action) -> None:
 
 
 def _record_base_pr(rt: Runtime, action: Action) -> None:
-    _change(rt, action, lambda s: tr.record_base_pr(s, action.args["state"], action.reason))
+    assert isinstance(action, act.RecordBasePr)
+    _change(rt, action, lambda s: tr.record_base_pr(s, action.state, action.reason))
 
 
 def _retarget(rt: Runtime, action: Action) -> None:
-    base, words = action.args["base"], action.args["words"]
-    _change(rt, action, lambda s: tr.retarget(s, base, words))
+    assert isinstance(action, act.Retarget)
+    _change(rt, action, lambda s: tr.retarget(s, action.base, action.words))
 
 
 def _record_upstream_pr(rt: Runtime, action: Action) -> None:
-    assert action.series_id
-    entry = {k: action.args[k] for k in ("ref", "state", "merge_commit")}
+    assert isinstance(action, act.RecordUpstreamPr) and action.series_id
+    entry = {"ref": action.ref, "state": action.state, "merge_commit": action.merge_commit}
     links = rt.config.series_by_id(action.series_id).links
     _change(rt, action, lambda s: tr.record_upstream_pr(s, links, dict(entry), action.reason))
 
 
 def _record_carry_pr(rt: Runtime, action: Action) -> None:
-    args = action.args
-    by, person, at = args.get("by"), bool(args.get("person")), args.get("at")
-    _change(rt, action, lambda s: tr.record_carry_pr(s, args["state"], by, person=person, at=at))
+    assert isinstance(action, act.RecordCarryPr)
+    by, person, at = action.by, action.person, action.at
+    _change(rt, action, lambda s: tr.record_carry_pr(s, action.state, by, person=person, at=at))
 
 
 def _reopen(rt: Runtime, action: Action) -> None:
     """`/carry reopen`: the close stops no new PR (the planner's re-check then publishes)."""
-    if not _change(rt, action, lambda s: tr.reopen(s, action.args["by"])):
+    assert isinstance(action, act.Reopen)
+    if not _change(rt, action, lambda s: tr.reopen(s, action.by)):
         raise Skipped("no PR of carry's is closed by a person (reopened already?)")
 
 
 def _set_paused(rt: Runtime, action: Action) -> None:
-    by = action.args["by"] if action.args["paused"] else None
+    assert isinstance(action, act.SetPaused)
+    by = action.by if action.paused else None
     _change(rt, action, lambda s: tr.set_paused(s, by))
 
 
 def _pin(rt: Runtime, action: Action, *, keep: bool) -> None:
-    assert action.series_id
-    name, by = action.args["patch"], action.args["by"]
+    assert isinstance(action, act.PinPatch | act.RequestDrop) and action.series_id
+    name, by = action.patch, action.by
     auto_drop = rt.config.series_by_id(action.series_id).policy.auto_drop
     seen: list[SeriesState] = []
 
@@ -234,59 +230,59 @@ def _pin(rt: Runtime, action: Action, *, keep: bool) -> None:
 
 def _test_tree(rt: Runtime, action: Action) -> None:
     """Runs of the exact tree on the series' runners (workers.ci.github.test_tree)."""
-    assert action.series_id
+    assert isinstance(action, act.TestTree) and action.series_id
     hardware.test_tree(rt, action.series_id, **action.args)
 
 
 def _report_checks(rt: Runtime, action: Action) -> None:
     """Each row to GitHub, as a check run or commit status (workers.ci.github.report)."""
-    for row in action.args["rows"]:
+    assert isinstance(action, act.ReportChecks)
+    for row in action.rows:
         rt.send(REPORT_TASK, {"series_id": action.series_id, "row": row})
 
 
 def _notify(rt: Runtime, action: Action) -> None:
     """A change of verdict to the configured webhooks (workers.notify)."""
-    rt.send(NOTIFY_TASK, {"notice": action.args["notice"]})
+    assert isinstance(action, act.Notify)
+    rt.send(NOTIFY_TASK, {"notice": action.notice})
 
 
-def _send_task(task: str) -> Callable[[Runtime, Action], None]:
-    def handler(rt: Runtime, action: Action) -> None:
-        rt.send(task, {"series_id": action.series_id, **action.args})
+def _send_task(rt: Runtime, action: Action) -> None:
+    """The work is the action's task's (Action.TASK), with the action's own inputs."""
+    assert action.TASK is not None, f"{type(action).__name__} names no task"
+    rt.send(action.TASK, action.task_args())
 
-    return handler
 
-
-_HANDLERS: dict[ActionKind, Callable[[Runtime, Action], None]] = {
-    ActionKind.NOTE: _note,
-    ActionKind.REBASE: _rebase,
-    ActionKind.RECORD_HEAD: _record_head,
-    ActionKind.RECORD_STALE_HEAD: _record_stale_head,
-    ActionKind.RECORD_PUSHER: _record_pusher,
-    ActionKind.RECORD_PUSH: _record_push,
-    ActionKind.RECORD_BASE_PR: _record_base_pr,
-    ActionKind.RETARGET: _retarget,
-    ActionKind.FIND_SUCCESSOR: _send_task("carry.find_successor"),
-    ActionKind.RECORD_UPSTREAM_PR: _record_upstream_pr,
-    ActionKind.RECORD_CARRY_PR: _record_carry_pr,
-    ActionKind.REOPEN: _reopen,
-    ActionKind.SET_PAUSED: _set_paused,
-    ActionKind.PIN_PATCH: lambda rt, a: _pin(rt, a, keep=True),
-    ActionKind.REQUEST_DROP: lambda rt, a: _pin(rt, a, keep=False),
-    ActionKind.CHECK_PERMISSION: _send_task("carry.check_permission"),
-    ActionKind.REPLY: _send_task("carry.reply"),
-    ActionKind.PUBLISH: _send_task("carry.publish"),
-    ActionKind.APPROVE: _send_task("carry.approve"),
-    ActionKind.RETEST: _send_task("carry.retest"),
-    ActionKind.RECORD_CI: _note,
-    ActionKind.TEST_TREE: _test_tree,
-    ActionKind.REPORT_CHECKS: _report_checks,
-    ActionKind.NOTIFY: _notify,
-    ActionKind.BISECT: _send_task(BISECT_TASK),  # a notice starts one; without, its next step
-    ActionKind.MENTION_OWNERS: lambda rt, a: rt.send(RED_STREAK_TASK, dict(a.args)),
-    ActionKind.MOVE_GOOD_REF: _send_task(GOOD_REF_TASK),
-    ActionKind.POLL: lambda rt, a: rt.send("carry.poll", {}),
-    ActionKind.RELEASE_RUNS: _release_runs,
-    ActionKind.REFRESH_DASHBOARD_ISSUE: lambda rt, a: rt.send(
-        "carry.dashboard_issue", dict(a.args)
-    ),
+# One adapter per action class.
+_HANDLERS: dict[type[Action], Callable[[Runtime, Action], None]] = {
+    act.Note: _note,
+    act.Rebase: _rebase,
+    act.RecordHead: _record_head,
+    act.RecordStaleHead: _record_stale_head,
+    act.RecordPusher: _record_pusher,
+    act.RecordPush: _record_push,
+    act.RecordBasePr: _record_base_pr,
+    act.Retarget: _retarget,
+    act.FindSuccessor: _send_task,
+    act.RecordUpstreamPr: _record_upstream_pr,
+    act.RecordCarryPr: _record_carry_pr,
+    act.Reopen: _reopen,
+    act.SetPaused: _set_paused,
+    act.PinPatch: lambda rt, a: _pin(rt, a, keep=True),
+    act.RequestDrop: lambda rt, a: _pin(rt, a, keep=False),
+    act.CheckPermission: _send_task,
+    act.Reply: _send_task,
+    act.Publish: _send_task,
+    act.Approve: _send_task,
+    act.Retest: _send_task,
+    act.RecordCi: _note,
+    act.TestTree: _test_tree,
+    act.ReportChecks: _report_checks,
+    act.Notify: _notify,
+    act.Bisect: _send_task,  # a notice starts one; without, its next step
+    act.MentionOwners: _send_task,
+    act.MoveGoodRef: _send_task,
+    act.Poll: _send_task,
+    act.ReleaseRuns: _release_runs,
+    act.RefreshDashboardIssue: _send_task,
 }

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
+from bot.core import actions as act
 from bot.core import events as ev
+from bot.core.actions import Action, ActionKind
 from bot.core.commands import HELP, Command, may_command, parse_commands, retarget_base
 from bot.core.dashboard_issue import ticked
 from bot.core.owners import mention_due
@@ -66,56 +67,6 @@ class Facts:
     red_streak_mention: int | None = 3  # red heads in a row before a fix's owners are mentioned
 
 
-class ActionKind(StrEnum):
-    """What an action does; each kind has one adapter (workers.dispatch) and one history entry
-    of the same name (bot.core.history.HistoryKind)."""
-
-    NOTE = "note"
-    REBASE = "rebase"
-    RECORD_HEAD = "record_head"
-    RECORD_STALE_HEAD = "record_stale_head"
-    RECORD_PUSHER = "record_pusher"
-    RECORD_PUSH = "record_push"
-    RECORD_BASE_PR = "record_base_pr"
-    RETARGET = "retarget"
-    FIND_SUCCESSOR = "find_successor"
-    RECORD_UPSTREAM_PR = "record_upstream_pr"
-    RECORD_CARRY_PR = "record_carry_pr"
-    REOPEN = "reopen"
-    SET_PAUSED = "set_paused"
-    PIN_PATCH = "pin_patch"
-    REQUEST_DROP = "request_drop"
-    CHECK_PERMISSION = "check_permission"
-    REPLY = "reply"
-    PUBLISH = "publish"
-    APPROVE = "approve"
-    RETEST = "retest"
-    RECORD_CI = "record_ci"
-    REFRESH_DASHBOARD_ISSUE = "refresh_dashboard_issue"
-    TEST_TREE = "test_tree"
-    REPORT_CHECKS = "report_checks"
-    NOTIFY = "notify"
-    BISECT = "bisect"
-    MENTION_OWNERS = "mention_owners"
-    MOVE_GOOD_REF = "move_good_ref"
-    POLL = "poll"
-    RELEASE_RUNS = "release_runs"
-
-
-@dataclass(frozen=True)
-class Action:
-    """One thing to do. `kind` names the adapter; `args` are its inputs."""
-
-    kind: ActionKind
-    key: str
-    reason: str
-    series_id: str | None = None
-    args: dict[str, Any] = field(default_factory=dict)
-    # how long carry remembers it was done (None: the store's default, 90 days); an action
-    # whose key no later event can repeat needs only to outlive redeliveries
-    remember_s: int | None = None
-
-
 def plan(event: ev.Event, facts: Facts) -> list[Action]:
     handler = _HANDLERS.get(type(event))
     if handler is None:
@@ -155,7 +106,7 @@ _OWN_TREE = "{ref} is carry's own tree branch: not a head to check"
 
 
 def _note(event: ev.Event, reason: str, series_id: str | None = None) -> Action:
-    return Action(ActionKind.NOTE, f"note:{event.key}", reason, series_id)
+    return act.Note(key=f"note:{event.key}", reason=reason, series_id=series_id)
 
 
 def _head_moved(event: ev.Event, facts: Facts) -> list[Action]:
@@ -196,9 +147,13 @@ def _stale_head(series: SeriesFacts, event: ev.HeadMoved) -> Action:
         f"{event.ref} at {event.after[:12]} ({how}) is behind {newest[:12]}, the head the "
         "series is on: recorded, not checked or published"
     )
-    args = {"head_sha": event.after, "head_ref": event.ref, "newest": newest}
-    return Action(
-        ActionKind.RECORD_STALE_HEAD, f"stale:{series.id}:{event.key}", why, series.id, args
+    return act.RecordStaleHead(
+        key=f"stale:{series.id}:{event.key}",
+        reason=why,
+        series_id=series.id,
+        head_sha=event.after,
+        head_ref=event.ref,
+        newest=newest,
     )
 
 
@@ -216,15 +171,27 @@ def _record_push(
     """The push, recorded; a trusted one then releases the hardware runs that waited for
     approval and that the recorded pushes now cover (a poll saw the head first)."""
     trusted = actor.lower() in {a.lower() for a in series.trusted_authors}
-    args = {"before": before, "after": after, "actor": actor, "trusted": trusted}
-    args |= {"forced": forced}
     why = f"@{actor} pushed {after[:12]} onto {before[:12]}" + (" (forced)" if forced else "")
     key = f"push:{series.id}:{before}:{after}:{actor.lower()}"
-    actions = [Action(ActionKind.RECORD_PUSH, key, why, series.id, args)]
+    actions: list[Action] = [
+        act.RecordPush(
+            key=key,
+            reason=why,
+            series_id=series.id,
+            before=before,
+            after=after,
+            actor=actor,
+            trusted=trusted,
+            forced=forced,
+        )
+    ]
     if trusted:
         why = f"start the runs waiting for approval that @{actor}'s trusted push now covers"
-        release = {"after": after, "actor": actor}
-        actions.append(Action(ActionKind.RELEASE_RUNS, f"{key}:release", why, series.id, release))
+        actions.append(
+            act.ReleaseRuns(
+                key=f"{key}:release", reason=why, series_id=series.id, after=after, actor=actor
+            )
+        )
     return actions
 
 
@@ -235,10 +202,16 @@ def _late_pusher(series: SeriesFacts, event: ev.HeadMoved) -> Action | None:
     if event.actor is None or series.head_actor is not None:
         return None  # no pusher named, or the series' pushers come with their own events
     trusted = event.actor.lower() in {a.lower() for a in series.trusted_authors}
-    args = {"head_sha": event.after, "actor": event.actor, "trusted": trusted}
     why = f"@{event.actor} pushed {event.after[:12]}, which a poll saw first"
     key = f"pusher:{series.id}:{event.after}"
-    return Action(ActionKind.RECORD_PUSHER, key, why, series.id, args)
+    return act.RecordPusher(
+        key=key,
+        reason=why,
+        series_id=series.id,
+        head_sha=event.after,
+        actor=event.actor,
+        trusted=trusted,
+    )
 
 
 def _watching(event: ev.HeadMoved, facts: Facts) -> list[SeriesFacts]:
@@ -265,33 +238,30 @@ def _on_head(
     key_suffix: str = "",
     moved: ev.HeadMoved | None = None,
 ) -> Action:
-    args: dict[str, Any] = {"head_sha": head, "head_ref": ref, "actor": actor}
+    replaces: tuple[str, ...] = ()
     if moved is not None:
         # The heads this move leaves behind: a later delivery of one of them is stale.
         past = (moved.before, series.newest_head, series.head_sha)
-        args["replaces"] = sorted({h for h in past if h and h != ev.ZERO_SHA and h != head})
+        replaces = tuple(sorted({h for h in past if h and h != ev.ZERO_SHA and h != head}))
     key = f"rebase:{series.id}:{head}{key_suffix}"
+    head_fields: dict[str, Any] = {"head_sha": head, "head_ref": ref, "actor": actor}
+    head_fields |= {"replaces": replaces, "key": key, "series_id": series.id}
     if series.awaiting_import:
-        return Action(
-            ActionKind.RECORD_HEAD, key, f"{why}; series is waiting for import", series.id, args
-        )
+        return act.RecordHead(reason=f"{why}; series is waiting for import", **head_fields)
     if series.paused:
         who = f"by @{series.paused_by}" if series.paused_by else "by its policy"
-        return Action(
-            ActionKind.RECORD_HEAD, key, f"{why}; series is paused {who}", series.id, args
-        )
-    return Action(ActionKind.REBASE, key, why, series.id, args)
+        return act.RecordHead(reason=f"{why}; series is paused {who}", **head_fields)
+    return act.Rebase(reason=why, **head_fields)
 
 
 def _ref_deleted(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.RefDeleted)
     hits = [s for s in facts.series if s.upstream_repo == event.repo and s.watched_ref == event.ref]
     return [
-        Action(
-            ActionKind.NOTE,
-            f"refdel:{s.id}:{event.key}",
-            f"watched ref {event.ref} was deleted",
-            s.id,
+        act.Note(
+            key=f"refdel:{s.id}:{event.key}",
+            reason=f"watched ref {event.ref} was deleted",
+            series_id=s.id,
         )
         for s in hits
     ] or [_note(event, f"no series watches {event.repo} {event.ref}")]
@@ -319,32 +289,51 @@ def _carry_pr(series: SeriesFacts, event: ev.PrStateChanged, facts: Facts) -> Ac
         why += f" by @{event.actor}" if event.actor else " by a person"
         why += ": carry opens no new PR until upstream moves or `/carry reopen`"
     at = event.at.isoformat() if event.at is not None else None
-    args = {"number": event.number, "state": event.state, "by": event.actor, "person": person}
-    args |= {"at": at}
-    return Action(
-        ActionKind.RECORD_CARRY_PR, f"carrypr:{series.id}:{event.key}", why, series.id, args
+    return act.RecordCarryPr(
+        key=f"carrypr:{series.id}:{event.key}",
+        reason=why,
+        series_id=series.id,
+        number=event.number,
+        state=event.state,
+        by=event.actor,
+        person=person,
+        at=at,
     )
 
 
 def _base_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
-    args = {"state": event.state, "merge_commit": event.merge_commit_sha}
     why = f"base PR {event.repo}#{event.number} is {event.state.replace('_', ' ')}"
-    actions = [
-        Action(ActionKind.RECORD_BASE_PR, f"basepr:{series.id}:{event.key}", why, series.id, args)
+    actions: list[Action] = [
+        act.RecordBasePr(
+            key=f"basepr:{series.id}:{event.key}",
+            reason=why,
+            series_id=series.id,
+            state=event.state,
+            merge_commit=event.merge_commit_sha,
+        )
     ]
     if event.state == "merged":
         # Its work is on the branch it merged into now: the series follows it there.
-        base = {"branch": event.base_ref}
-        moved = {"base": base, "words": f"branch {event.base_ref}", "by": None}
-        key = f"retarget:{series.id}:{event.key}"
         actions.append(
-            Action(ActionKind.RETARGET, key, f"{why} into {event.base_ref}", series.id, moved)
+            act.Retarget(
+                key=f"retarget:{series.id}:{event.key}",
+                reason=f"{why} into {event.base_ref}",
+                series_id=series.id,
+                base={"branch": event.base_ref},
+                words=f"branch {event.base_ref}",
+                by=None,
+            )
         )
     elif event.state == "closed_unmerged":
-        look = {"repo": event.repo, "number": event.number}
-        key = f"successor:{series.id}:{event.key}"
-        why_look = f"{why}: look for the PR that carries its work on"
-        actions.append(Action(ActionKind.FIND_SUCCESSOR, key, why_look, series.id, look))
+        actions.append(
+            act.FindSuccessor(
+                key=f"successor:{series.id}:{event.key}",
+                reason=f"{why}: look for the PR that carries its work on",
+                series_id=series.id,
+                repo=event.repo,
+                number=event.number,
+            )
+        )
     if event.moves_head:
         if event.state == "open" and event.actor is not None:
             # whoever opens a PR pushed its branch: the head's first recorded push
@@ -367,10 +356,14 @@ def _pusher(series: SeriesFacts, event: ev.PrStateChanged) -> str | None:
 def _linked_pr(series: SeriesFacts, event: ev.PrStateChanged) -> list[Action]:
     ref = f"{event.repo}#{event.number}"
     why = f"linked upstream PR {ref} is {event.state.replace('_', ' ')}"
-    args = {"ref": ref, "state": event.state, "merge_commit": event.merge_commit_sha}
-    actions = [
-        Action(
-            ActionKind.RECORD_UPSTREAM_PR, f"linked:{series.id}:{event.key}", why, series.id, args
+    actions: list[Action] = [
+        act.RecordUpstreamPr(
+            key=f"linked:{series.id}:{event.key}",
+            reason=why,
+            series_id=series.id,
+            ref=ref,
+            state=event.state,
+            merge_commit=event.merge_commit_sha,
         )
     ]
     if series.head_sha and event.state in ("merged", "closed_unmerged", "reopened"):
@@ -392,17 +385,21 @@ def _comment(event: ev.Event, facts: Facts) -> list[Action]:
         return [_note(event, f"#{event.number} is not a carry pull request")]
     if not parse_commands(event.body):
         return [_note(event, "no /carry command in the comment", series.id)]
-    args = {
-        "number": event.number,
-        "comment_id": event.comment_id,
-        "author": event.author,
-        "body": event.body,
-        # The head the commenter could have seen: `/carry approve` without a SHA means this
-        # one, not whatever head is current once the permission lookup comes back.
-        "head_at_comment": series.head_sha,
-    }
     why = f"@{event.author} commented a /carry command; look up their permission"
-    return [Action(ActionKind.CHECK_PERMISSION, f"perm:{event.key}", why, series.id, args)]
+    return [
+        act.CheckPermission(
+            key=f"perm:{event.key}",
+            reason=why,
+            series_id=series.id,
+            number=event.number,
+            comment_id=event.comment_id,
+            author=event.author,
+            body=event.body,
+            # The head the commenter could have seen: `/carry approve` without a SHA means
+            # this one, not whatever head is current once the permission lookup comes back.
+            head_at_comment=series.head_sha,
+        )
+    ]
 
 
 def _issue_edited(event: ev.Event, facts: Facts) -> list[Action]:
@@ -423,18 +420,18 @@ def _issue_edited(event: ev.Event, facts: Facts) -> list[Action]:
         if series is None:
             actions.append(_note(event, f"a ticked box names series {series_id!r}, not configured"))
             continue
-        args = {
-            "number": event.number,
-            "comment_id": 0,
-            "author": event.actor,
-            "body": "\n".join(commands),
-            "head_at_comment": series.head_sha,
-            "source": f"dashboard:{event.delivery_id}:{series.id}",
-        }
         why = f"@{event.actor} ticked {', '.join(commands)} on the dashboard issue"
         actions.append(
-            Action(
-                ActionKind.CHECK_PERMISSION, f"perm:{event.key}:{series.id}", why, series.id, args
+            act.CheckPermission(
+                key=f"perm:{event.key}:{series.id}",
+                reason=why,
+                series_id=series.id,
+                number=event.number,
+                comment_id=0,
+                author=event.actor,
+                body="\n".join(commands),
+                head_at_comment=series.head_sha,
+                source=f"dashboard:{event.delivery_id}:{series.id}",
             )
         )
     if not by_series:
@@ -444,9 +441,7 @@ def _issue_edited(event: ev.Event, facts: Facts) -> list[Action]:
 
 
 def _refresh_dashboard(key: str, why: str) -> Action:
-    return Action(
-        ActionKind.REFRESH_DASHBOARD_ISSUE, f"dashboard:{key}", why, None, {"force": True}
-    )
+    return act.RefreshDashboardIssue(key=f"dashboard:{key}", reason=why, force=True)
 
 
 def _authorized(event: ev.Event, facts: Facts) -> list[Action]:
@@ -492,19 +487,16 @@ def _command_action(
             return None, "Nothing to rebase yet: carry has not seen the upstream head."
         head_ref = series.head_ref or series.watched_ref or ""
         return (
-            Action(
-                ActionKind.REBASE,
-                f"rebase:{series.id}:{series.head_sha}:{key}",
-                f"/carry rebase by @{who}",
-                series.id,
-                {
-                    "head_sha": series.head_sha,
-                    "head_ref": head_ref,
-                    # The head's pusher stays its pusher: asking for a rebase confers no trust.
-                    "actor": series.head_actor,
-                    "force": True,
-                    "trigger": key,
-                },
+            act.Rebase(
+                key=f"rebase:{series.id}:{series.head_sha}:{key}",
+                reason=f"/carry rebase by @{who}",
+                series_id=series.id,
+                head_sha=series.head_sha,
+                head_ref=head_ref,
+                # The head's pusher stays its pusher: asking for a rebase confers no trust.
+                actor=series.head_actor,
+                force=True,
+                trigger=key,
             ),
             f"Re-checking the series on {series.head_sha[:12]}.",
         )
@@ -514,32 +506,28 @@ def _command_action(
         return _retarget(series, command, key, who)
     if command.verb == "reopen":
         return _reopen(series, key, who)
-    simple: dict[str, tuple[ActionKind, dict[str, Any], str]] = {
-        "pause": (
-            ActionKind.SET_PAUSED,
-            {"paused": True, "by": who},
-            "Paused: carry will not act on its own.",
-        ),
-        "resume": (ActionKind.SET_PAUSED, {"paused": False, "by": who}, "Resumed."),
-        "keep": (
-            ActionKind.PIN_PATCH,
-            {"patch": command.arg, "by": who},
-            f"Pinned {command.arg}: it will never be dropped automatically.",
-        ),
-        "drop": (
-            ActionKind.REQUEST_DROP,
-            {"patch": command.arg, "by": who},
-            f"Dropping {command.arg} was requested; the next proposal removes it.",
-        ),
-        "retest": (
-            ActionKind.RETEST,
-            {"runner": command.arg, "by": who},
-            f"Hardware CI will run again on {command.arg or 'every runner'}.",
-        ),
-    }
-    if command.verb in simple:
-        kind, args, line = simple[command.verb]
-        return Action(kind, key, f"/carry {command.verb} by @{who}", series.id, args), line
+    reason = f"/carry {command.verb} by @{who}"
+    if command.verb in ("pause", "resume"):
+        paused = command.verb == "pause"
+        line = "Paused: carry will not act on its own." if paused else "Resumed."
+        return act.SetPaused(
+            key=key, reason=reason, series_id=series.id, paused=paused, by=who
+        ), line
+    if command.verb in ("keep", "drop") and command.arg is not None:
+        if command.verb == "keep":
+            line = f"Pinned {command.arg}: it will never be dropped automatically."
+            return act.PinPatch(
+                key=key, reason=reason, series_id=series.id, patch=command.arg, by=who
+            ), line
+        line = f"Dropping {command.arg} was requested; the next proposal removes it."
+        return act.RequestDrop(
+            key=key, reason=reason, series_id=series.id, patch=command.arg, by=who
+        ), line
+    if command.verb == "retest":
+        line = f"Hardware CI will run again on {command.arg or 'every runner'}."
+        return act.Retest(
+            key=key, reason=reason, series_id=series.id, runner=command.arg, by=who
+        ), line
     return _approve(series, event, command, key)
 
 
@@ -552,18 +540,21 @@ def _follow_ups(series: SeriesFacts, action: Action) -> list[Action]:
     before the series' first head), or the new base's head polled now rather than at the next
     interval."""
     if action.kind in _RECHECKED and series.head_sha is not None:
-        args = {
-            "head_sha": series.head_sha,  # the dispatcher takes the newest head asked for
-            "head_ref": series.head_ref or "",
-            "force": True,
-            "trigger": action.key,
-            "recheck": True,  # never folded into a check already queued: it must publish
-        }
-        why = f"re-decide the series after {action.kind}"
-        return [Action(ActionKind.REBASE, f"{action.key}:recheck", why, series.id, args)]
+        return [
+            act.Rebase(
+                key=f"{action.key}:recheck",
+                reason=f"re-decide the series after {action.kind}",
+                series_id=series.id,
+                head_sha=series.head_sha,  # the dispatcher takes the newest head asked for
+                head_ref=series.head_ref or "",
+                force=True,
+                trigger=action.key,
+                recheck=True,  # never folded into a check already queued: it must publish
+            )
+        ]
     if action.kind is ActionKind.RETARGET:
         why = "the new base's head, now rather than at the next poll"
-        return [Action(ActionKind.POLL, f"{action.key}:poll", why, series.id, {})]
+        return [act.Poll(key=f"{action.key}:poll", reason=why, series_id=series.id)]
     return []
 
 
@@ -573,12 +564,15 @@ def _retarget(
     base, words = retarget_base(command.arg or "", series.upstream_repo)
     if base is None:
         return None, f"Not done: {words}."
-    args = {"base": base, "words": words, "by": who}
     line = (
         f"Retargeted: the series now sits on {words} of {series.upstream_repo}; carry checks "
         "it on that head at its next poll."
     )
-    return Action(ActionKind.RETARGET, key, f"/carry retarget by @{who}", series.id, args), line
+    reason = f"/carry retarget by @{who}"
+    action = act.Retarget(
+        key=key, reason=reason, series_id=series.id, base=base, words=words, by=who
+    )
+    return action, line
 
 
 def _reopen(series: SeriesFacts, key: str, who: str) -> tuple[Action | None, str]:
@@ -588,8 +582,11 @@ def _reopen(series: SeriesFacts, key: str, who: str) -> tuple[Action | None, str
         f"Re-checking the series: carry opens a new PR in place of #{series.closed_pr}, "
         "which links it."
     )
-    args = {"by": who, "closed_pr": series.closed_pr}
-    return Action(ActionKind.REOPEN, key, f"/carry reopen by @{who}", series.id, args), line
+    reason = f"/carry reopen by @{who}"
+    action = act.Reopen(
+        key=key, reason=reason, series_id=series.id, by=who, closed_pr=series.closed_pr
+    )
+    return action, line
 
 
 def _unknown_patch(series: SeriesFacts, command: Command) -> str:
@@ -619,7 +616,6 @@ def _approve(
     if len(sha) < 40 and not any(head.startswith(sha) for head in known):
         shown = ", ".join(sorted(h[:12] for h in known)) or "none yet"
         return None, f"Not approved: no upstream head carry knows starts with {sha} ({shown})."
-    args = {"sha": sha, "by": event.author}
     line = f"Approved {sha[:12]} for the hardware runners."
     if not any(head.startswith(sha.lower()) for head in known):  # a full SHA, of no known head
         current = f"the upstream head is {series.head_sha[:12]}" if series.head_sha else "none yet"
@@ -632,15 +628,14 @@ def _approve(
             f" The upstream head has moved since your comment, to {series.head_sha[:12]}: "
             f"it is not approved (`/carry approve {series.head_sha[:12]}` approves it)."
         )
-    return Action(
-        ActionKind.APPROVE, key, f"/carry approve by @{event.author}", series.id, args
-    ), line
+    reason = f"/carry approve by @{event.author}"
+    return act.Approve(key=key, reason=reason, series_id=series.id, sha=sha, by=event.author), line
 
 
 def _reply(
     series: SeriesFacts, event: ev.CommandAuthorized, body: str, key: str, why: str
 ) -> Action:
-    return Action(ActionKind.REPLY, key, why, series.id, {"number": event.number, "body": body})
+    return act.Reply(key=key, reason=why, series_id=series.id, number=event.number, body=body)
 
 
 def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
@@ -665,15 +660,18 @@ def _rebase_finished(event: ev.Event, facts: Facts) -> list[Action]:
     if test:
         why += "; then test the exact tree on " + ", ".join(runners)
         why += " (every head)" if every_head else " (when a PR proposes it)"
-    args = {
-        "head_sha": event.head_sha,
-        "digest": event.digest,
-        "changed": event.changed,
-        "tree": event.result_tree if test else None,
-        "every_head": every_head,
-    }
-    key = f"publish:{event.key.removeprefix('rebased:')}"
-    return [Action(ActionKind.PUBLISH, key, why, event.series_id, args)]
+    return [
+        act.Publish(
+            key=f"publish:{event.key.removeprefix('rebased:')}",
+            reason=why,
+            series_id=event.series_id,
+            head_sha=event.head_sha,
+            digest=event.digest,
+            changed=event.changed,
+            tree=event.result_tree if test else None,
+            every_head=every_head,
+        )
+    ]
 
 
 def _tree_ready(event: ev.Event, facts: Facts) -> list[Action]:
@@ -689,27 +687,28 @@ def _tree_ready(event: ev.Event, facts: Facts) -> list[Action]:
         f"test the exact tree {event.tree[:12]} of {event.head_sha[:12]} "
         f"({event.branch} at {event.branch_sha[:12]}) on {', '.join(series.runners)}"
     )
-    args = {
-        "head_sha": event.head_sha,
-        "tree": event.tree,
-        "branch": event.branch,
-        "branch_sha": event.branch_sha,
-        "series_sha": event.series_sha,
-        "patches_dir": event.patches_dir,
-    }
-    key = f"test:{event.key.removeprefix('tree-ready:')}"
-    return [Action(ActionKind.TEST_TREE, key, why, event.series_id, args)]
+    return [
+        act.TestTree(
+            key=f"test:{event.key.removeprefix('tree-ready:')}",
+            reason=why,
+            series_id=event.series_id,
+            head_sha=event.head_sha,
+            tree=event.tree,
+            branch=event.branch,
+            branch_sha=event.branch_sha,
+            series_sha=event.series_sha,
+            patches_dir=event.patches_dir,
+        )
+    ]
 
 
 def _ci_result(event: ev.Event, facts: Facts) -> list[Action]:
     assert isinstance(event, ev.CiResultReceived)
     return [
-        Action(
-            ActionKind.RECORD_CI,
-            f"ci-result:{event.key}",
-            f"{event.ci_kind} {event.name} {event.conclusion or event.status}",
-            None,
-            {"event": ev.event_to_dict(event)},
+        act.RecordCi(
+            key=f"ci-result:{event.key}",
+            reason=f"{event.ci_kind} {event.name} {event.conclusion or event.status}",
+            event=ev.event_to_dict(event),
         )
     ]
 
@@ -720,27 +719,31 @@ def _checks_recorded(event: ev.Event, facts: Facts) -> list[Action]:
     owners of a failing fix mentioned once its red streak is long enough; carry/good/<series>
     moved to the new last good head; a bisection's next step once a probe of it ended."""
     assert isinstance(event, ev.ChecksRecorded)
-    sid, actions = event.series_id, []
+    sid, actions, once = event.series_id, list[Action](), event.remember_s
     if event.probe:
         why = f"a bisection probe of {event.head_sha[:12]} ended: take the next step"
-        key = f"bisect:{event.key}"
-        actions.append(Action(ActionKind.BISECT, key, why, sid, {}, event.remember_s))
+        actions.append(
+            act.Bisect(key=f"bisect:{event.key}", reason=why, series_id=sid, remember_s=once)
+        )
     if event.rows:
         said = ", ".join(f"{row.runner}: {row.state}" for row in event.rows)
-        rows = [dataclasses.asdict(row) for row in event.rows]
-        key, why = f"report:{event.key}", f"show on GitHub: {said}"
+        rows = tuple(dataclasses.asdict(row) for row in event.rows)
         actions.append(
-            Action(ActionKind.REPORT_CHECKS, key, why, sid, {"rows": rows}, event.remember_s)
+            act.ReportChecks(
+                key=f"report:{event.key}",
+                reason=f"show on GitHub: {said}",
+                series_id=sid,
+                remember_s=once,
+                rows=rows,
+            )
         )
     for notice in event.notices:
-        summary = notice.summary()
         actions.append(
-            Action(
-                ActionKind.NOTIFY,
-                f"notify:{notice.key}",
-                summary,
-                sid,
-                {"notice": notice.to_dict()},
+            act.Notify(
+                key=f"notify:{notice.key}",
+                reason=notice.summary(),
+                series_id=sid,
+                notice=notice.to_dict(),
             )
         )
         if notice.change is Change.WENT_RED and notice.last_good is not None:
@@ -748,8 +751,11 @@ def _checks_recorded(event: ev.Event, facts: Facts) -> list[Action]:
                 f"explain it: bisect upstream between the last good head "
                 f"{notice.last_good[:12]} and {notice.head[:12]}"
             )
-            args = {"notice": notice.to_dict()}
-            actions.append(Action(ActionKind.BISECT, f"bisect:{notice.key}", why, sid, args))
+            actions.append(
+                act.Bisect(
+                    key=f"bisect:{notice.key}", reason=why, series_id=sid, notice=notice.to_dict()
+                )
+            )
     streak = event.streak
     if streak is not None and mention_due(streak.heads, facts.red_streak_mention):
         why = (
@@ -757,11 +763,11 @@ def _checks_recorded(event: ev.Event, facts: Facts) -> list[Action]:
             "mention the failing fix's owners (once per streak)"
         )
         key = f"mention:{sid}:{streak.streak_head}:{streak.head}"
-        actions.append(Action(ActionKind.MENTION_OWNERS, key, why, sid, {"grew": streak.to_dict()}))
+        actions.append(act.MentionOwners(key=key, reason=why, series_id=sid, grew=streak.to_dict()))
     if event.good_head is not None:
         why = f"the last good head is now {event.good_head[:12]}: carry/good/{sid} follows"
         key = f"good-ref:{sid}:{event.good_head}"
-        actions.append(Action(ActionKind.MOVE_GOOD_REF, key, why, sid, {}))
+        actions.append(act.MoveGoodRef(key=key, reason=why, series_id=sid))
     return actions or [_note(event, "nothing to show or tell", sid)]
 
 

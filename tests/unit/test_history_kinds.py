@@ -6,10 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from bot.core.actions import ACTIONS, ActionKind
 from bot.core.attention import Attention
 from bot.core.ci_plan import FINAL_STATES, RunVerb
 from bot.core.history import RUN_KINDS, UNKNOWN_RUN_KINDS, HistoryKind, ci_kind
-from bot.core.planner import ActionKind
 from bot.core.verified import Change
 from bot.web.timeline import known_kind, outcome_of
 from tests.support.paths import REPO_ROOT as ROOT
@@ -18,8 +18,9 @@ from workers import dispatch
 WRITERS = ("append_history", "queue_history")
 
 
-def test_each_action_kind_has_one_adapter_and_its_own_history_kind() -> None:
-    assert set(dispatch._HANDLERS) == set(ActionKind)
+def test_each_action_kind_has_one_class_one_adapter_and_its_own_history_kind() -> None:
+    assert sorted(cls.KIND for cls in ACTIONS) == sorted(ActionKind)  # one class per kind
+    assert set(dispatch._HANDLERS) == set(ACTIONS)
     for kind in ActionKind:
         assert HistoryKind(kind.value).value == kind.value
 

@@ -213,8 +213,10 @@ def test_reopen_of_a_closed_pr_lifts_the_close_and_answers() -> None:
     assert actions[1].args == {
         "head_sha": OLD,
         "head_ref": "",
+        "actor": None,
         "force": True,
         "trigger": actions[0].key,
+        "replaces": (),
         "recheck": True,
     }
     assert actions[2].args["body"] == (

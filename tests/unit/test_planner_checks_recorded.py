@@ -86,7 +86,7 @@ def test_owners_are_mentioned_when_the_streak_reaches_the_configured_length() ->
 def test_a_probe_that_ended_asks_for_the_bisections_next_step() -> None:
     probe = ev.ChecksRecorded(series_id="s1", head_sha=HEAD, at="t1", probe=True)
     (action,) = plan(probe, Facts(downstream_repo="acme/carry"))
-    assert action.kind is ActionKind.BISECT and action.args == {}
+    assert action.kind is ActionKind.BISECT and action.args == {"notice": None}
     assert "next step" in action.reason
 
 
@@ -135,8 +135,10 @@ def test_a_pin_or_drop_is_re_decided_on_the_newest_head_at_once() -> None:
         assert recheck.args == {
             "head_sha": HEAD,
             "head_ref": "refs/heads/main",
+            "actor": None,
             "force": True,
             "trigger": change.key,
+            "replaces": (),
             "recheck": True,
         }
 

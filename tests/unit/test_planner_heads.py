@@ -37,7 +37,7 @@ def test_a_head_behind_the_series_is_recorded_not_checked() -> None:
 def test_a_head_that_is_not_behind_is_checked_and_replaces_the_heads_before_it() -> None:
     (action,) = plan(moved(B, A), facts(head_sha=B, newest_head=C))
     assert action.kind == "rebase" and action.args["head_sha"] == A
-    assert action.args["replaces"] == [B, C]
+    assert action.args["replaces"] == (B, C)
 
 
 def test_a_move_from_the_series_own_head_is_followed_even_backwards() -> None:
