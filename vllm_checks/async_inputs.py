@@ -282,10 +282,10 @@ def _unmeasured(measured: Mapping[str, int] | None) -> str | None:
         return (
             f"no decode row missed a step under this load ({measured['sat_out']} sat-out decodes, "
             f"{measured['preempted']} preemptions, {measured.get('resumed', 0)} resumed requests "
-            f"none of which came back as a decode row, "
-            f"{measured.get('resumed_tokens', 0)} tokens computed on resuming): the scheduler "
-            "kept every running decode in every step and computed every resumed request's "
-            "evicted tokens again, so the bug could not show"
+            f"none of which came back as a decode row: the prefix cache gave them back "
+            f"{measured.get('resumed_cached', 0)} tokens, their first rows computed "
+            f"{measured.get('resumed_tokens', 0)}): the scheduler kept every running decode in "
+            "every step and prefilled every resumed request again, so the bug could not show"
         )
     return None
 

@@ -6,7 +6,7 @@ wraps the V1 scheduler's ``schedule()``, writes ``{"loaded": PID}``, then one JS
 step in which something the async-inputs bug needs happened:
 
     {"step": 812, "sat_out": 3, "uncarried": 1, "preempted": 0, "resumed": 0,
-     "resumed_decode": 0, "resumed_tokens": 0}
+     "resumed_decode": 0, "resumed_cached": 0, "resumed_tokens": 0}
 
 ``uncarried`` counts decode rows (one token, the prompt already computed) of running requests
 that sampled no token in the previous step (absent from it, or only a non-final prompt chunk
@@ -14,8 +14,9 @@ there), so their input id cannot come from that step's sampled tokens: the rows 
 stale. ``sat_out`` counts decoding requests left out of a step (the usual cause), ``preempted``
 requests the scheduler preempted. ``resumed`` counts preempted requests scheduled again, and
 ``resumed_decode`` those among them whose first row after preemption is a decode row (the other
-way a row misses the step before its own); ``resumed_tokens`` is what those first rows computed
-(a resumed request that the prefix cache did not give back is prefilled again). The check reads
+way a row misses the step before its own); ``resumed_cached`` is the tokens the prefix cache gave
+those requests back and ``resumed_tokens`` the tokens their first rows back computed (what the
+cache no longer held is prefilled again, in chunks of at most the budget). The check reads
 the file to say how often it happened. What a step counts is decided by ``count_step``, from
 plain facts the wrapper reads off the scheduler. This module imports nothing from carry and
 nothing from vLLM until the plugin is enabled.
@@ -32,7 +33,15 @@ from pathlib import Path
 from typing import Any
 
 ENV = "CARRY_VLLM_PROBE"
-COUNTS = ("sat_out", "uncarried", "preempted", "resumed", "resumed_decode", "resumed_tokens")
+COUNTS = (
+    "sat_out",
+    "uncarried",
+    "preempted",
+    "resumed",
+    "resumed_decode",
+    "resumed_cached",
+    "resumed_tokens",
+)
 _lock = threading.Lock()
 
 
@@ -83,6 +92,7 @@ class Counts:
     preempted: int = 0
     resumed: int = 0
     resumed_decode: int = 0
+    resumed_cached: int = 0
     resumed_tokens: int = 0
 
     def __bool__(self) -> bool:
@@ -108,6 +118,7 @@ def count_step(step: Step, memory: Memory) -> tuple[Counts, Memory]:
         preempted=len(step.preempted),
         resumed=len(resumed),
         resumed_decode=sum(1 for row in resumed.values() if row.decode),
+        resumed_cached=sum(row.start for row in resumed.values()),
         resumed_tokens=sum(row.tokens for row in resumed.values()),
     )
     after = Memory(

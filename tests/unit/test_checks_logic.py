@@ -142,11 +142,11 @@ def test_a_preempted_request_resumed_as_a_decode_row_is_a_row_that_missed_a_step
     long0 = _obs("r0-long-0", ["l"], 2.0, 3.0)
     both, alone = [dec, long0], _alone(dec, long0)
     preempted = {**MISSED, "sat_out": 0, "uncarried": 0, "preempted": 2, "resumed": 2}
-    recomputed = {**preempted, "resumed_decode": 0, "resumed_tokens": 63}
+    recomputed = {**preempted, "resumed_decode": 0, "resumed_cached": 352, "resumed_tokens": 63}
     never = async_inputs.verdict(Plan(budget=128), both, alone, {}, recomputed)
     assert (never.status, never.error_kind) == (Status.ERROR, "inconclusive")
     assert "2 preemptions, 2 resumed requests none of which came back" in never.summary
-    assert "63 tokens computed on resuming" in never.summary
+    assert "gave them back 352 tokens, their first rows computed 63" in never.summary
     resumed = {**recomputed, "resumed_decode": 1}
     ok = async_inputs.verdict(Plan(budget=128), both, alone, {}, resumed)
     assert ok.status is Status.PASSED

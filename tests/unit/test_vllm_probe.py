@@ -89,7 +89,7 @@ def test_resumed_rows_as_the_scheduler_names_them() -> None:
     }
     resume = _step(rows, before={"a"}, resumed={"b", "c"})
     counts, memory = count_step(resume, memory)
-    assert counts == Counts(resumed=2, resumed_decode=1, resumed_tokens=63)
+    assert counts == Counts(resumed=2, resumed_decode=1, resumed_cached=288, resumed_tokens=63)
     assert counts.uncarried == 0  # b was waiting, not running: counted as resumed only
     assert memory.sampled == {"a", "b"}
 
@@ -102,7 +102,7 @@ def test_resumed_rows_are_tracked_where_the_scheduler_does_not_name_them() -> No
     assert counts == Counts() and memory.awaiting_resume == {"b"}
     resume = _step({"a": _decode(), "b": Row(tokens=57, start=352, prompt_tokens=95)})
     counts, memory = count_step(resume, memory)
-    assert counts == Counts(resumed=1, resumed_tokens=57)
+    assert counts == Counts(resumed=1, resumed_cached=352, resumed_tokens=57)
     assert memory.awaiting_resume == frozenset()
     counts, _ = count_step(_step({"a": _decode(), "b": _decode(410)}), memory)
     assert counts == Counts()  # resumed once, not again on every later row
@@ -122,7 +122,7 @@ def test_totals_over_a_probe_file_and_since(tmp_path: Path) -> None:
         {"loaded": 11},
         {"loaded": 12},
         {"step": 208, **Counts(preempted=1).as_dict()},
-        {"step": 322, **Counts(resumed=2, resumed_decode=1, resumed_tokens=63).as_dict()},
+        {"step": 322, **Counts(resumed=2, resumed_decode=1, resumed_cached=288).as_dict()},
         {"step": 9, "sat_out": 3, "uncarried": 1, "preempted": 0},  # an older probe's line
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -135,7 +135,8 @@ def test_totals_over_a_probe_file_and_since(tmp_path: Path) -> None:
         "preempted": 1,
         "resumed": 2,
         "resumed_decode": 1,
-        "resumed_tokens": 63,
+        "resumed_cached": 288,
+        "resumed_tokens": 0,
     }
     later = {**got, "event_steps": 4, "resumed": 3}
     assert since(got, later) == {
