@@ -8,9 +8,10 @@ greedy tokens is a mismatch. The concurrent pass runs first so a prefix cache ca
 prompts already computed.
 
 Whether any decode row did miss a step is measured, not assumed: carry's scheduler probe
-(``vllm_checks.vllm_probe``, a vLLM plugin) counts the decode rows that were not in the
-previous step. ``--serve`` turns it on; with ``--base-url`` give the file the server's
-``CARRY_VLLM_PROBE`` names as ``--probe-file``. No such row, or no probe: INCONCLUSIVE.
+(``vllm_checks.vllm_probe``, a vLLM plugin) counts the decode rows of running requests that were
+not in the previous step, and the preempted requests whose first row when resumed is a decode row.
+``--serve`` turns it on; with ``--base-url`` give the file the server's ``CARRY_VLLM_PROBE`` names
+as ``--probe-file``. No such row, or no probe: INCONCLUSIVE.
 
     python -m vllm_checks.async_inputs --base-url http://127.0.0.1:8000 --model M \
         --budget 128 --probe-file /tmp/probe.jsonl [--json OUT]
@@ -252,10 +253,17 @@ def verdict(
     assert measured is not None
     summary = (
         f"{len(concurrent)} greedy outputs identical alone and under load "
-        f"({measured['uncarried']} decode rows missed the step before theirs, "
-        f"{measured['sat_out']} sat-out decodes; budget {plan.budget})"
+        f"({missed_rows(measured)} decode rows missed the step before theirs, "
+        f"{measured['sat_out']} sat-out decodes, "
+        f"{measured.get('resumed_decode', 0)} resumed as decode rows; budget {plan.budget})"
     )
     return passed(NAME, summary, info)
+
+
+def missed_rows(measured: Mapping[str, int]) -> int:
+    """Decode rows whose request sampled nothing in the step before: running ones that sat out
+    or followed a prompt chunk, and preempted ones resumed straight into a decode row."""
+    return measured["uncarried"] + measured.get("resumed_decode", 0)
 
 
 def _unmeasured(measured: Mapping[str, int] | None) -> str | None:
@@ -270,11 +278,14 @@ def _unmeasured(measured: Mapping[str, int] | None) -> str | None:
             "the scheduler probe never started in vLLM: install carry in vLLM's environment "
             f"(its vllm.general_plugins entry point) and set {vllm_probe.ENV}"
         )
-    if measured["uncarried"] == 0:
+    if missed_rows(measured) == 0:
         return (
             f"no decode row missed a step under this load ({measured['sat_out']} sat-out decodes, "
-            f"{measured['preempted']} preemptions): the scheduler kept every running decode in "
-            "every step, so the bug could not show"
+            f"{measured['preempted']} preemptions, {measured.get('resumed', 0)} resumed requests "
+            f"none of which came back as a decode row: the prefix cache gave them back "
+            f"{measured.get('resumed_cached', 0)} tokens, their first rows computed "
+            f"{measured.get('resumed_tokens', 0)}): the scheduler kept every running decode in "
+            "every step and prefilled every resumed request again, so the bug could not show"
         )
     return None
 

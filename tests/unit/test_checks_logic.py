@@ -137,6 +137,26 @@ def test_verdict_passes_only_when_the_probe_saw_decode_rows_miss_a_step() -> Non
     assert "no scheduler probe" in unprobed.summary and unprobed.exit_code == 77
 
 
+def test_a_preempted_request_resumed_as_a_decode_row_is_a_row_that_missed_a_step() -> None:
+    dec = _obs("r0-decoder-0", ["a", "b"], 0.0, 5.0)
+    long0 = _obs("r0-long-0", ["l"], 2.0, 3.0)
+    both, alone = [dec, long0], _alone(dec, long0)
+    preempted = {**MISSED, "sat_out": 0, "uncarried": 0, "preempted": 2, "resumed": 2}
+    recomputed = {**preempted, "resumed_decode": 0, "resumed_cached": 352, "resumed_tokens": 63}
+    never = async_inputs.verdict(Plan(budget=128), both, alone, {}, recomputed)
+    assert (never.status, never.error_kind) == (Status.ERROR, "inconclusive")
+    assert "2 preemptions, 2 resumed requests none of which came back" in never.summary
+    assert "gave them back 352 tokens, their first rows computed 63" in never.summary
+    resumed = {**recomputed, "resumed_decode": 1}
+    ok = async_inputs.verdict(Plan(budget=128), both, alone, {}, resumed)
+    assert ok.status is Status.PASSED
+    assert "1 decode rows missed" in ok.summary and "1 resumed as decode rows" in ok.summary
+    changed = _alone(dec, long0, r0_decoder_0=["a", "c"])
+    assert async_inputs.verdict(Plan(budget=128), both, changed, {}, resumed).status is (
+        Status.FAILED
+    )
+
+
 def test_verdict_is_inconclusive_when_long_prompts_fit_in_the_budget() -> None:
     dec = _obs("r0-decoder-0", ["a", "b"], 0.0, 5.0)
     long0 = _obs("r0-long-0", ["l"], 2.0, 3.0)  # 300 prompt tokens
