@@ -932,6 +932,7 @@ def build_parser(*, only_check: bool = False) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar=listed)
     _add_check(sub)
     if only_check:
+        _add_log_level(sub.choices["check"], argparse.SUPPRESS)  # as the loop below does
         return parser
 
     replay = sub.add_parser(

@@ -72,6 +72,9 @@ def test_the_check_parser_lists_every_sub_command_in_its_usage():
     full = cli.build_parser()
     (commands,) = [a for a in full._actions if a.dest == "command"]
     assert tuple(commands.choices) == cli.COMMANDS  # type: ignore[arg-type]
-    assert cli.build_parser(only_check=True).format_usage() == full.format_usage()
+    alone = cli.build_parser(only_check=True)
+    assert alone.format_usage() == full.format_usage()
+    (checks,) = [a for a in alone._actions if a.dest == "command"]
+    assert checks.choices["check"].format_help() == commands.choices["check"].format_help()  # type: ignore[index]
     only = cli.build_parser(only_check=True).parse_args(["check", "--head", "a", "--json"])
     assert only.func is cli.cmd_check and only.head == ["a"] and only.json
