@@ -19,6 +19,8 @@ check, against (b)'s fetch + checkout + am. Both fetch from a local path, so bot
 head's objects on the same file system: (b)'s clone hard-linked the upstream's packs, and
 carry's mirror links them as it fetches.
 Usage: python bench/engine.py [--files 3000] [--commits 40000] [--layout nested|flat]
+       python bench/engine.py --processes 3 [--baseline-tree DIR]   (the whole-process rows
+       alone, interleaved with (b); DIR: another revision's `bot`, measured in the same rounds)
 """
 
 from __future__ import annotations
@@ -294,15 +296,24 @@ def foreign_series(patch_files: list[Path], out: Path) -> list[Path]:
 
 
 def process_table(
-    upstream: Path, workdir: Path, patch_files: list[Path], old: str, heads: list[str], rounds: int
+    upstream: Path,
+    workdir: Path,
+    patch_files: list[Path],
+    old: str,
+    heads: list[str],
+    rounds: int,
+    baseline_tree: Path | None = None,
 ) -> None:
     """The whole-process rows alone, interleaved with (b) head by head and round by round, so
     that a busy machine slows every row alike: wall time and CPU time (the process and its git
-    children, which other work on the machine does not inflate), medians and ratios to (b)."""
+    children, which other work on the machine does not inflate), medians and ratios to (b).
+    `baseline_tree`: a directory holding another revision's `bot` package (`git archive REV
+    bot | tar -x -C DIR`), whose rows run in the same rounds: before and after in one run."""
     import resource
 
     cache = workdir / "cache"
     shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(workdir / "baseline-cache", ignore_errors=True)
     publish_heads(upstream, heads)
     env = {k: v for k, v in ENV.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
@@ -321,9 +332,18 @@ def process_table(
         "  the same, no --base": command(patch_files, False),
         "  no --base, From unknown": command(foreign, False),
     }
-    for line in rows.values():  # warm: the mirror, its index, the bytecode
+    envs = {name: env for name in rows}
+    if baseline_tree is not None:
+        # Its own mirror: an index or mirror layout of another revision is not shared.
+        other = {**env, "PYTHONPATH": str(baseline_tree.resolve())}
+        for name, line in list(rows.items()):
+            at = line.index("--cache-dir") + 1
+            label = f"{name.rstrip()} [{baseline_tree.name}]"
+            rows[label] = [*line[:at], str(workdir / "baseline-cache"), *line[at + 1 :]]
+            envs[label] = other
+    for name, line in rows.items():  # warm: the mirror, its index, the bytecode
         for head in heads:
-            run(*line, "--head", head, env=env)
+            run(*line, "--head", head, env=envs[name])
     worktree = workdir / "worktree"
     shutil.rmtree(worktree, ignore_errors=True)
     run("git", "clone", "-q", "--no-checkout", str(upstream), str(worktree))
@@ -347,13 +367,13 @@ def process_table(
     for _ in range(rounds):
         for head in heads:
             for name, line in rows.items():
-                measure(name, functools.partial(run, *line, "--head", head, env=env))
+                measure(name, functools.partial(run, *line, "--head", head, env=envs[name]))
             measure(baseline, functools.partial(checkout_am, head))
     print(
         f"\nwhole processes, interleaved with (b): {rounds} rounds of {len(heads)} heads "
         f"(medians; CPU: the process and its git children)"
     )
-    print(f"{'per new head':26}{'wall ms':>9}{'(b) / this':>12}{'CPU ms':>9}{'(b) / this':>12}")
+    print(f"{'per new head':36}{'wall ms':>9}{'(b) / this':>12}{'CPU ms':>9}{'(b) / this':>12}")
     base_wall = statistics.median(wall[baseline])
     base_cpu = statistics.median(cpu[baseline])
     for name in wall:
@@ -443,6 +463,11 @@ def main() -> int:
         metavar="ROUNDS",
         help="only the whole-process rows, interleaved with (b) for ROUNDS rounds of the heads",
     )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="with --processes: also the rows of the `bot` package in this directory",
+    )
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "carry-bench")
     args = parser.parse_args()
     LAYOUT[0] = args.layout
@@ -453,7 +478,9 @@ def main() -> int:
         return 0
     patch_files, old_head, heads = make_series(upstream, args.workdir, args.ahead, args.heads)
     if args.processes:
-        process_table(upstream, args.workdir, patch_files, old_head, heads, args.processes)
+        process_table(
+            upstream, args.workdir, patch_files, old_head, heads, args.processes, args.baseline_tree
+        )
         return 0
     patches = [PatchInput(p.name, p.read_bytes()) for p in patch_files]
 
