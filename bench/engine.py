@@ -373,13 +373,17 @@ def process_table(
         f"\nwhole processes, interleaved with (b): {rounds} rounds of {len(heads)} heads "
         f"(medians; CPU: the process and its git children)"
     )
-    print(f"{'per new head':36}{'wall ms':>9}{'(b) / this':>12}{'CPU ms':>9}{'(b) / this':>12}")
+    width = max(len(name) for name in wall) + 2
+    print(
+        f"{'per new head':{width}}{'wall ms':>9}{'(b) / this':>12}{'CPU ms':>9}{'(b) / this':>12}"
+    )
     base_wall = statistics.median(wall[baseline])
     base_cpu = statistics.median(cpu[baseline])
     for name in wall:
         w, c = statistics.median(wall[name]), statistics.median(cpu[name])
         print(
-            f"{name:26}{w * 1000:>9.1f}{base_wall / w:>12.2f}{c * 1000:>9.1f}{base_cpu / c:>12.2f}"
+            f"{name:{width}}{w * 1000:>9.1f}{base_wall / w:>12.2f}"
+            f"{c * 1000:>9.1f}{base_cpu / c:>12.2f}"
         )
 
 
