@@ -7,6 +7,8 @@ takes each new head once, in order, as the service does. In the same run it time
   carry check            Engine.check as the worker calls it: apply, classify, evidence, result tree
   carry check + commits  the same, also writing a commit per patch (`commit_result=True`)
   carry check (process)  the whole `carry check` command, one process per head, warm mirror
+                         (and the same without --base: each patch anchored at its own From
+                         commit, which the mirror holds, and with From commits it lacks)
   (a)                    git clone + git am -3 of the series
   (b)                    an existing work tree: checkout of the new head + git am -3
 and prints a ratio table against (b). A last table times one large, distant patch (--distant-files
@@ -17,12 +19,15 @@ check, against (b)'s fetch + checkout + am. Both fetch from a local path, so bot
 head's objects on the same file system: (b)'s clone hard-linked the upstream's packs, and
 carry's mirror links them as it fetches.
 Usage: python bench/engine.py [--files 3000] [--commits 40000] [--layout nested|flat]
+       python bench/engine.py --processes 3 [--baseline-tree DIR]   (the whole-process rows
+       alone, interleaved with (b); DIR: another revision's `bot`, measured in the same rounds)
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import os
 import shutil
@@ -274,6 +279,114 @@ def process_run(
     return times
 
 
+def foreign_series(patch_files: list[Path], out: Path) -> list[Path]:
+    """The series as a downstream repository of its own would write it: each From line names
+    a commit the upstream (and so the mirror) has never had, so no patch has an anchor and
+    every check asks the upstream for its branches and tags (the mirror's widening)."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    written = []
+    for n, patch in enumerate(patch_files):
+        first, rest = patch.read_bytes().split(b"\n", 1)
+        unknown = hashlib.sha1(b"downstream %d" % n).hexdigest().encode()
+        target = out / patch.name
+        target.write_bytes(b"From " + unknown + first[45:] + b"\n" + rest)
+        written.append(target)
+    return written
+
+
+def process_table(
+    upstream: Path,
+    workdir: Path,
+    patch_files: list[Path],
+    old: str,
+    heads: list[str],
+    rounds: int,
+    baseline_tree: Path | None = None,
+) -> None:
+    """The whole-process rows alone, interleaved with (b) head by head and round by round, so
+    that a busy machine slows every row alike: wall time and CPU time (the process and its git
+    children, which other work on the machine does not inflate), medians and ratios to (b).
+    `baseline_tree`: a directory holding another revision's `bot` package (`git archive REV
+    bot | tar -x -C DIR`), whose rows run in the same rounds: before and after in one run."""
+    import resource
+
+    cache = workdir / "cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(workdir / "baseline-cache", ignore_errors=True)
+    publish_heads(upstream, heads)
+    env = {k: v for k, v in ENV.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    foreign = foreign_series(patch_files, workdir / "foreign")
+
+    def command(files: list[Path], anchored: bool) -> list[str]:
+        line = [*carry_command(), "check", "--repo", str(upstream), "--json"]
+        line += ["--base", old] if anchored else []
+        line += ["--cache-dir", str(cache)]
+        for patch in files:
+            line += ["--patch", str(patch)]
+        return line
+
+    rows = {
+        "carry check (process)": command(patch_files, True),
+        "  the same, no --base": command(patch_files, False),
+        "  no --base, From unknown": command(foreign, False),
+    }
+    envs = {name: env for name in rows}
+    if baseline_tree is not None:
+        # Its own mirror: an index or mirror layout of another revision is not shared.
+        other = {**env, "PYTHONPATH": str(baseline_tree.resolve())}
+        for name, line in list(rows.items()):
+            at = line.index("--cache-dir") + 1
+            label = f"{name.rstrip()} [{baseline_tree.name}]"
+            rows[label] = [*line[:at], str(workdir / "baseline-cache"), *line[at + 1 :]]
+            envs[label] = other
+    for name, line in rows.items():  # warm: the mirror, its index, the bytecode
+        for head in heads:
+            run(*line, "--head", head, env=envs[name])
+    worktree = workdir / "worktree"
+    shutil.rmtree(worktree, ignore_errors=True)
+    run("git", "clone", "-q", "--no-checkout", str(upstream), str(worktree))
+    names = list(map(str, patch_files))
+
+    def checkout_am(head: str) -> None:
+        run("git", "checkout", "-q", "-f", head, cwd=worktree)
+        run("git", "am", "-q", "-3", *names, cwd=worktree)
+
+    checkout_am(old)
+    baseline = "(b) work tree + am -3"
+    wall: dict[str, list[float]] = {name: [] for name in [*rows, baseline]}
+    cpu: dict[str, list[float]] = {name: [] for name in wall}
+
+    def measure(name: str, fn: Callable[[], object]) -> None:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall[name].append(timed(fn))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+
+    for _ in range(rounds):
+        for head in heads:
+            for name, line in rows.items():
+                measure(name, functools.partial(run, *line, "--head", head, env=envs[name]))
+            measure(baseline, functools.partial(checkout_am, head))
+    print(
+        f"\nwhole processes, interleaved with (b): {rounds} rounds of {len(heads)} heads "
+        f"(medians; CPU: the process and its git children)"
+    )
+    width = max(len(name) for name in wall) + 2
+    print(
+        f"{'per new head':{width}}{'wall ms':>9}{'(b) / this':>12}{'CPU ms':>9}{'(b) / this':>12}"
+    )
+    base_wall = statistics.median(wall[baseline])
+    base_cpu = statistics.median(cpu[baseline])
+    for name in wall:
+        w, c = statistics.median(wall[name]), statistics.median(cpu[name])
+        print(
+            f"{name:{width}}{w * 1000:>9.1f}{base_wall / w:>12.2f}"
+            f"{c * 1000:>9.1f}{base_cpu / c:>12.2f}"
+        )
+
+
 def distant_patch(upstream: Path, workdir: Path, files: int, behind: int) -> tuple[Path, str]:
     """One patch of `files` files made `behind` commits before `imported`: half its hunks edit
     the line next to the `REVISION` line every upstream commit rewrites (they conflict), half
@@ -347,6 +460,18 @@ def main() -> int:
     parser.add_argument("--distant-files", type=int, default=40)
     parser.add_argument("--distant-behind", type=int, default=20000)
     parser.add_argument("--only-distant", action="store_true", help="skip the series tables")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="only the whole-process rows, interleaved with (b) for ROUNDS rounds of the heads",
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="with --processes: also the rows of the `bot` package in this directory",
+    )
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "carry-bench")
     args = parser.parse_args()
     LAYOUT[0] = args.layout
@@ -356,6 +481,11 @@ def main() -> int:
         print_distant(upstream, args)
         return 0
     patch_files, old_head, heads = make_series(upstream, args.workdir, args.ahead, args.heads)
+    if args.processes:
+        process_table(
+            upstream, args.workdir, patch_files, old_head, heads, args.processes, args.baseline_tree
+        )
+        return 0
     patches = [PatchInput(p.name, p.read_bytes()) for p in patch_files]
 
     fetch_index, carry_check, statuses = carry_run(
@@ -367,6 +497,14 @@ def main() -> int:
     carry_process = process_run(upstream, args.workdir / "cache", patch_files, old_head, heads)
     unanchored = process_run(
         upstream, args.workdir / "cache", patch_files, old_head, heads, anchored=False
+    )
+    foreign = process_run(
+        upstream,
+        args.workdir / "cache",
+        foreign_series(patch_files, args.workdir / "foreign"),
+        old_head,
+        heads,
+        anchored=False,
     )
     names = list(map(str, patch_files))
 
@@ -408,6 +546,7 @@ def main() -> int:
         "carry check + commits": carry_commits,
         "carry check (process)": carry_process,
         "  the same, no --base": unanchored,
+        "  no --base, From unknown": foreign,
         "(a) clone + am -3": [timed(functools.partial(clone_am, h)) for h in heads],
         "(b) work tree + am -3": worktree_am,
     }

@@ -867,14 +867,27 @@ def _add_log_level(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="carry", description=__doc__)
-    _add_log_level(parser, "WARNING")
-    parser.add_argument(
-        "--version", action=_VersionAction, help="print carry's version and its dependencies'"
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+# Every sub-command, in the order `carry --help` lists them (test_cli checks the parser's).
+COMMANDS = (
+    "check",
+    "replay",
+    "fixes",
+    "import",
+    "new",
+    "init",
+    "web",
+    "worker",
+    "beat",
+    "runner",
+    "runner-user",
+    "job-key",
+    "approve",
+    "run",
+    "demo",
+)
 
+
+def _add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = sub.add_parser("check", help="re-apply patches on an upstream head and classify them")
     check.add_argument("--repo", help="upstream repository: local path (bare or not) or URL")
     check.add_argument(
@@ -903,6 +916,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--write-refreshed", action="store_true", help="rewrite patch files whose context moved"
     )
     check.set_defaults(func=cmd_check)
+
+
+def build_parser(*, only_check: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; `only_check`: with the `check` sub-command alone (what
+    `carry check ...` parses: the other sub-commands' options cost a short process more
+    than nothing)."""
+    parser = argparse.ArgumentParser(prog="carry", description=__doc__)
+    _add_log_level(parser, "WARNING")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print carry's version and its dependencies'"
+    )
+    # Built for `check` alone, its usage line still lists every sub-command, as argparse would.
+    listed = f"{{{','.join(COMMANDS)}}}" if only_check else None
+    sub = parser.add_subparsers(dest="command", required=True, metavar=listed)
+    _add_check(sub)
+    if only_check:
+        _add_log_level(sub.choices["check"], argparse.SUPPRESS)  # as the loop below does
+        return parser
 
     replay = sub.add_parser(
         "replay", help="what carry would have done over an upstream's past (no GitHub writes)"
@@ -1137,7 +1168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # carry's own options; a --log-level among them is the demo's default level
         before = build_parser().parse_args(argv[: len(argv) - len(demo_argv)])
         return int(demo.main(demo_argv, prog="carry demo", log_level=before.log_level))
-    args = build_parser().parse_args(argv)
+    args = build_parser(only_check=argv[:1] == ["check"]).parse_args(argv)
     try:
         _setup_logging(args.log_level, args.func not in (cmd_check, cmd_fixes, cmd_replay))
         code = int(args.func(args))

@@ -18,8 +18,13 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from bot.core.classify import Decision, HunkPresence, HunkState, Status, Verdict
-from bot.core.fixpage import FixPage
 from bot.core.landing import pr_number
+
+# typing.TYPE_CHECKING without importing typing: the fix page parser (and the Markdown library
+# under it) is only needed for annotations here, and `carry check` imports this module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from bot.core.fixpage import FixPage
 
 MAX_REASON_DIFF_LINES = 8  # a differences diff longer than this is left to the evidence
 

@@ -233,6 +233,9 @@ class _Chain:
 
 
 RECENT_CACHE_ENTRIES = 4096  # (head, path) answers kept for conflict reports
+# Commits of an anchor's ancestry walked through the object reader to find where it meets
+# the head's history (Engine._indexed_fork); a longer walk asks `git merge-base`.
+MAX_FORK_WALK = 1000
 
 
 class Engine:
@@ -629,14 +632,62 @@ class Engine:
         """The range base for an anchor, and whether the touch index knows the range (linear,
         every commit indexed); otherwise git answers. The answer is remembered (commit ids:
         it never changes) for _own_commits_in."""
-        if self.in_process and self.touches.linear_range(anchor, head) is not None:
-            fork, indexed = anchor, True
+        known = self._indexed_fork(anchor, head) if self.in_process else None
+        if known is not None:
+            fork, indexed = known, True
         else:
             fork, indexed = self.git.run("merge-base", anchor, head, check=False).text, False
         if len(self._forks) >= RECENT_CACHE_ENTRIES:
             self._forks.clear()
         self._forks[(anchor, head)] = fork
         return fork, indexed
+
+    def _indexed_fork(self, anchor: str, head: str) -> str | None:
+        """The merge base of `anchor` and `head` without a git process, when the touch index
+        places head's history and the range from it to head is linear; None otherwise (git
+        answers). The anchor's ancestry is walked through the object reader (one long-lived
+        `cat-file`) until every path reaches head's history: a patch's own parent is usually
+        a downstream commit the index does not hold, a few commits above upstream. When all
+        paths stop at one commit, that commit is the merge base: any common ancestor lies
+        below the first commit of head's history on its path from the anchor."""
+        boundary: set[str] = set()
+        seen: set[str] = set()
+        todo = [anchor]
+        while todo:
+            sha = todo.pop()
+            if sha in seen:
+                continue
+            seen.add(sha)
+            placed = self.touches.reaches(head, sha)
+            if placed is None:  # head's history is not placed (a merge below it, unindexed)
+                return None
+            if placed:
+                boundary.add(sha)
+                continue
+            parents = self._parents(sha) if len(seen) <= MAX_FORK_WALK else None
+            if not parents:  # unreadable, a root or a walk too long: git answers
+                return None
+            todo.extend(parents)
+        if len(boundary) != 1:
+            return None
+        (fork,) = boundary
+        return fork if self.touches.linear_range(fork, head) is not None else None
+
+    def _parents(self, sha: str) -> tuple[str, ...] | None:
+        """A commit's parents, read from its object; None when it cannot be read."""
+        try:
+            found = self.reader.read(sha)
+        except OSError:
+            return None
+        if found is None or found.kind != "commit":
+            return None
+        parents = []
+        for line in found.content.split(b"\n"):
+            if not line:
+                break  # the headers end at the first empty line
+            if line.startswith(b"parent "):
+                parents.append(line[7:].decode("ascii"))
+        return tuple(parents)
 
     def recent_history(self, head: str, path: str) -> list[CommitHunks]:
         """The newest commits touching `path` at commit `head`, oldest first, with their

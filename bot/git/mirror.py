@@ -163,7 +163,10 @@ class Mirror:
                     ) from again
 
     def _fetch(self, *refspecs: str) -> None:
-        if not self._fetch_by_links(refspecs):
+        linked = self._fetch_by_links(refspecs)
+        if linked is None:
+            return  # every ref is where the source has it: nothing to fetch or index
+        if not linked:
             self.git.run("fetch", "--quiet", "--no-tags", "--force", "--", self.source, *refspecs)
         touchindex.update(self.git, self.path)
 
@@ -174,9 +177,11 @@ class Mirror:
             with self.locked():
                 touchindex.update(self.git, self.path)
 
-    def _fetch_by_links(self, refspecs: tuple[str, ...]) -> bool:
+    def _fetch_by_links(self, refspecs: tuple[str, ...]) -> bool | None:
         """The local fetch (see the module doc); False when it does not apply or did not
-        complete, and `git fetch` does the work."""
+        complete, and `git fetch` does the work; None when the mirror already holds every
+        ref where the source has it (a repeated widening, as `carry check` asks for patches
+        whose commits upstream lacks): nothing is linked, written or indexed."""
         objects = _local_objects(self.source)
         if objects is None:
             return False
@@ -185,6 +190,8 @@ class Mirror:
         except GitError:
             return False
         updates = _ref_updates(refspecs, advertised)
+        if updates is not None and all(self._holds(ref, sha) for ref, sha in updates.items()):
+            return None
         if updates is None or not _link_objects(objects, self.path / "objects"):
             return False
         if not self.has_objects(*updates.values()):

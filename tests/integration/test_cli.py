@@ -146,7 +146,12 @@ def test_bad_config_stops_the_service_with_a_precise_message(tmp_path):
     )
 
 
-HEAVY_MODULES = ("redis", "celery", "fastapi", "git", "pydantic_settings", "workers.service")
+# The service's stack, and the parsers of what a check does not read (fix pages' Markdown; the
+# email package, which a plain format-patch header does not need: issue 35).
+HEAVY_MODULES = (
+    *("redis", "celery", "fastapi", "git", "pydantic", "pydantic_settings", "workers.service"),
+    *("bot.config", "bot.core.fixpage", "markdown_it", "email"),
+)
 IMPORTED_BY_CHECK = """
 import sys
 from bot.cli import main

@@ -443,6 +443,36 @@ def test_local_fetch_links_objects_and_a_url_fetch_gets_the_same(up, mirror, tmp
     )
 
 
+def test_widening_again_with_every_ref_held_writes_nothing(up, tmp_path):
+    """`carry check` of patches whose commits upstream lacks widens the mirror in every
+    process: when the source's branches and tags are where the mirror holds them, that is one
+    ls-remote, with no link, ref update or index update; a branch that moved is fetched."""
+    trace = tmp_path / "git-trace"
+    mirror = Mirror(str(up.path), tmp_path / "cache", env={"GIT_TRACE": str(trace)})
+    mirror.resolve("main")
+    mirror.widen()
+    assert git(mirror.path, "rev-parse", "refs/carry/heads/main") == up.head()
+
+    def commands() -> list[str]:
+        lines = trace.read_text().splitlines()
+        trace.write_text("")
+        return [
+            line.split("trace: built-in: git ", 1)[1].split()[0]
+            for line in lines
+            if "trace: built-in: git " in line
+        ]
+
+    commands()
+    mirror.widen()
+    assert commands() == ["ls-remote", "upload-pack"]
+    moved = up.commit("upstream moves on", {CORE: "moved\n"})
+    mirror.widen()
+    ran = commands()
+    assert "update-ref" in ran and "for-each-ref" in ran  # the new head, and its indexing
+    assert git(mirror.path, "rev-parse", "refs/carry/heads/main") == moved
+    assert loaded(mirror).get(moved) is not None
+
+
 def test_an_index_opened_in_one_thread_answers_in_another(up, mirror, caplog):
     """Its SQLite reader was bound to the thread that first read it: a worker thread asking
     next got 'objects created in a thread can only be used in that same thread', and the

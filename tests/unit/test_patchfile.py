@@ -123,3 +123,65 @@ def test_a_context_line_without_its_space_is_accepted_only_as_a_bare_newline():
     with pytest.raises(PatchFileError) as caught:
         parse_patch(good.replace(b" a\n\n", b" a\n\r\n"))
     assert caught.value.line == 5
+
+
+# The header block of a mail patch: (block, whether the plain reader takes it). Every row is
+# read by the plain reader and by the email package; where the plain reader takes a block, both
+# must read the same fields, and a block it does not take goes to the email package.
+HEADER_ROWS = [
+    (
+        b"From: Ada Lovelace <ada@example.com>\nDate: Thu, 1 Jan 2026 10:00:00 +0200\n"
+        b"Subject: [PATCH 1/2] Fix the loader\n",
+        True,
+    ),
+    (b"From: ada@example.com\nSubject: [PATCH] One\n", True),
+    (
+        b"From: Ada <ada@example.com>\nSubject: [PATCH v2 2/3] Reset the semaphore\n"
+        b" before launch\n\tand after\nX-Mailer: hand\n",
+        True,
+    ),
+    (
+        b"from: O'Neil Smith-Jones <o.neil+tag@mail.example.org>\nsubject:   two   spaces  \n"
+        b"date:  Fri,  2 Jan 2026 10:00:00 +0000\n",
+        True,
+    ),
+    (b"Subject: only a subject\n", True),
+    (b"From: Ada <ada@example.com>\n", True),
+    (b"X-Other: no sender, no subject\n", True),
+    (b"From: Ada <ada@example.com>\nFrom: Bob <bob@example.com>\nSubject: first wins\n", True),
+    (b"From: Ada <ada@example.com>\nSubject: [PATCH]\n", True),
+    (b"From: Ada <ada@example.com>\nSubject:\n", True),
+    (b"From: =?UTF-8?q?J=C3=BCrgen?= <j@example.com>\nSubject: encoded name\n", False),
+    (b"From: Ada <ada@example.com>\nSubject: =?UTF-8?q?caf=C3=A9?=\n", False),
+    (b'From: "Lovelace, Ada" <ada@example.com>\nSubject: quoted\n', False),
+    (b"From: A. Lovelace <ada@example.com>\nSubject: a dot\n", False),
+    (b"From: ada@example.com (Ada)\nSubject: a comment\n", False),
+    (b"From: Ada <ada@example.com>\r\nSubject: CRLF\r\n", False),
+    (b"From: J\xc3\xbcrgen <j@example.com>\nSubject: raw UTF-8\n", False),
+    (b"From: Ada <ada@example.com>\nSubject: caf\xc3\xa9\n", False),
+    (b"From: Ada  Lovelace <ada@example.com>\nSubject: two spaces in the name\n", True),
+    (b"From: Ada\n Lovelace <ada@example.com>\nSubject:x\nDate:d\n", True),
+    (b"From: <ada@example.com>\nSubject: angle brackets alone\n", True),
+    (b"From: undisclosed-recipients:;\nSubject: a group\n", False),
+]
+
+
+@pytest.mark.parametrize(("block", "plain"), HEADER_ROWS)
+def test_the_plain_header_reader_reads_what_the_email_package_reads(block, plain):
+    from bot.core.patchfile import _mail_headers, _plain_headers
+
+    fast = _plain_headers(block)
+    assert (fast is not None) == plain
+    if fast is not None:
+        assert fast == _mail_headers(block)
+    # and the whole parse of a patch with that header is the same either way
+    lines = (
+        b"From 1234567890abcdef1234567890abcdef12345678 Mon Sep 17 00:00:00 2001\n"
+        + block
+        + b"\nBody.\n---\n"
+        + HUNK
+    )
+    meta = parse_patch(lines).meta
+    expected = _mail_headers(block.replace(b"\r\n", b"\n"))
+    if expected[0]:
+        assert (meta.author_name, meta.author_email) == expected[1:3]
