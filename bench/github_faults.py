@@ -16,6 +16,8 @@ carry copes) and whether carry's state and GitHub agree at the end (ok / WRONG):
   403 and Retry-After while a run's rows change on four checks, with two workers reporting:
   every refused report and PR table edit is sent again until it lands, none is sent inside a
   wait GitHub asked for (the hold is the installation's, in Redis), none is sent twice;
+- deliveries answered 503: carry web's Redis is down as a `/carry pause` comment is delivered;
+  GitHub never redelivers by itself, carry's `carry.redeliver` asks it to once Redis is back;
 - a rename and a transfer of the downstream repository: webhooks carry the new name with the
   same id; `/carry` commands, a publish and a person's close still reach the series.
 """
@@ -23,6 +25,7 @@ carry copes) and whether carry's state and GitHub agree at the end (ok / WRONG):
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -35,6 +38,7 @@ import httpx
 from bench.reliability.common import tasks_sent_to
 from bot.core.state import CiState, CiStatus
 from bot.emulator import GitHubEmulator
+from bot.local_redis import free_port
 from bot.queue.celery_app import app as celery_app
 from harness.carry_env import BODY, SECRET, SERIES, CarryEnv
 from harness.gitrepo import git
@@ -108,6 +112,7 @@ class Deployment:
     owner: str = DOWN_OWNER
     name: str = DOWN_NAME
     heads: int = 0
+    port: int = 0  # carry web's, where the hook delivers
 
     def move_upstream(self) -> str:
         """Upstream main moves (a push on the emulated GitHub, delivered to carry)."""
@@ -191,7 +196,17 @@ def deployment(root: Path) -> Iterator[Deployment]:
             env.write_config()
             config = env.config_path.read_text()
             upstream_url = gh.git_url(UP_OWNER, UP_NAME)
-            env.config_path.write_text(config.replace(str(env.upstream.path), upstream_url))
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            # a hook on each repository, as an owner sets them up (a repository hook's failed
+            # deliveries can be listed and redelivered by its id)
+            gh.add_webhook(f"{url}/webhooks/github", SECRET, owner=UP_OWNER, repo=UP_NAME)
+            hook = gh.add_webhook(
+                f"{url}/webhooks/github", SECRET, owner=DOWN_OWNER, repo=DOWN_NAME
+            )
+            written = json.loads(config.replace(str(env.upstream.path), upstream_url))
+            written["web"] = {"hook_id": hook}  # carry asks GitHub to redeliver its failures
+            env.config_path.write_text(json.dumps(written, indent=2))
             env.extra_env.update(
                 {
                     "GITHUB_TOKEN": "carry-token",
@@ -200,10 +215,9 @@ def deployment(root: Path) -> Iterator[Deployment]:
                     "CARRY_BOT_LOGIN": "carry[bot]",
                 }
             )
-            url = env.start_web()
+            env.start_web(port)
             env.start_worker()
-            gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
-            yield Deployment(env, gh)
+            yield Deployment(env, gh, port=port)
     finally:
         env.stop()
         server.stop(kill=True)
@@ -306,6 +320,51 @@ def protected_branch(d: Deployment) -> Outcome:
         duplicated,
         wrong,
         f"refused ({code}) once, said in {len(said or [])} PR comment, not retried",
+    )
+
+
+def answered_503(d: Deployment) -> Outcome:
+    """carry's web process loses its Redis and answers a `/carry pause` comment's delivery 503
+    (GitHub records the failure and never redelivers it by itself); once Redis is back, carry's
+    `carry.redeliver` task (the beat's, run at once here) asks GitHub for it again."""
+    number = next(p for p in d.pulls() if p["state"] == "open")["number"]
+    before = len(d.gh.deliveries)
+    d.env.stop_web()
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there: Redis is down
+    d.env.start_web(d.port, env={"REDIS_URL": dead})
+    d.gh.add_comment(d.owner, d.name, number, "/carry pause", user="maint")
+    failed = within(lambda: [x for x in d.gh.deliveries[before:] if x.status_code == 503], 30) or []
+    d.env.stop_web()
+    d.env.start_web(d.port)
+    # GitHub shows a repository hook's deliveries to admins only (README, step 4)
+    d.gh.set_permission(d.owner, d.name, "carry[bot]", "admin")
+    started = time.monotonic()
+    with tasks_sent_to(d.env.redis_url):
+        celery_app.send_task("carry.redeliver")
+    paused = within(lambda: (s := d.env.state()) and s.paused_by == "maint")
+    seconds = time.monotonic() - started
+    d.gh.set_permission(d.owner, d.name, "carry[bot]", "write")
+    lost, duplicated, wrong = [], [], []
+    if not failed:
+        wrong.append("no delivery was answered 503")
+    if paused is None:
+        lost.append("the /carry pause answered 503")
+    time.sleep(2)  # a second redelivery or answer would have come by now
+    replies = [a for a in d.carry_comments(number) if a.startswith("Paused:")]
+    if len(replies) > 1:
+        duplicated.append(f"'Paused:' answered {len(replies)} times")
+    asked = len([x for x in d.gh.deliveries[before:] if x.redelivery])
+    d.gh.add_comment(d.owner, d.name, number, "/carry resume", user="maint")
+    within(lambda: (s := d.env.state()) and s.paused_by is None, 30)
+    return Outcome(
+        "deliveries answered 503",
+        f"carry web's Redis down: a `/carry pause` delivery answered "
+        f"{failed[0].status_code if failed else '?'}; Redis back, the beat's carry.redeliver run",
+        lost,
+        duplicated,
+        wrong,
+        f"GitHub asked for {asked} redelivery; the pause taken "
+        f"{seconds:.1f} s after the run was queued, answered {len(replies)} time(s)",
     )
 
 
@@ -461,6 +520,7 @@ FAULTS: tuple[Callable[[Deployment], Outcome], ...] = (
     out_of_order_pushes,
     protected_branch,
     ci_report_storm,
+    answered_503,
     rename_and_transfer,
 )
 
