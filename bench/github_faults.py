@@ -12,6 +12,12 @@ carry copes) and whether carry's state and GitHub agree at the end (ok / WRONG):
   recorded as behind, never rebased or published over the newer;
 - a protected branch: an organization ruleset blocks force pushes to carry's branches
   (GitHub's GH013): the refresh is refused, said once, not retried, the branch left alone;
+- a secondary-limit storm on CI reports: GitHub refuses the installation's next writes with
+  403 and Retry-After while a run's rows change on four checks, with two workers reporting:
+  every refused report and PR table edit is sent again until it lands, none is sent inside a
+  wait GitHub asked for (the hold is the installation's, in Redis), none is sent twice;
+- deliveries answered 503: carry web's Redis is down as a `/carry pause` comment is delivered;
+  GitHub never redelivers by itself, carry's `carry.redeliver` asks it to once Redis is back;
 - a rename and a transfer of the downstream repository: webhooks carry the new name with the
   same id; `/carry` commands, a publish and a person's close still reach the series.
 """
@@ -19,7 +25,9 @@ carry copes) and whether carry's state and GitHub agree at the end (ok / WRONG):
 from __future__ import annotations
 
 import contextlib
+import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,10 +35,15 @@ from typing import Any, TypeVar
 
 import httpx
 
+from bench.reliability.common import tasks_sent_to
+from bot.core.state import CiState, CiStatus
 from bot.emulator import GitHubEmulator
+from bot.local_redis import free_port
+from bot.queue.celery_app import app as celery_app
 from harness.carry_env import BODY, SECRET, SERIES, CarryEnv
 from harness.gitrepo import git
 from harness.redis_server import PrivateRedis
+from workers.ci.rows import publish_rows
 
 UP_OWNER, UP_NAME = "upstream-org", "engine"
 DOWN_OWNER, DOWN_NAME = "downstream-org", "carry"
@@ -40,6 +53,12 @@ REFUSED_MARKER = "<!-- carry:publish-refused -->"
 WAIT_S = 90.0  # for one step of carry's (a rebase and a publish on a loaded machine)
 OWNER_TOKEN = "owner-token"  # the downstream owner's: an admin may rename and transfer
 NEW_NAME, NEW_OWNER = "carry-renamed", "new-home"
+
+STORM_CHECKS = ("gaudi/has-fix", "gaudi/serve", "gb10/has-fix", "gb10/serve")
+STORM_REFUSALS = 10  # GitHub's secondary limit refuses the installation's next 10 writes
+STORM_RETRY_AFTER_S = 2  # each with Retry-After: 2
+STORM_STATES = (CiStatus.QUEUED, CiStatus.RUNNING, CiStatus.SUCCESS)
+IN_FLIGHT_S = 0.1  # a write this soon after a refusal was sent before its answer came
 
 T = TypeVar("T")
 
@@ -93,6 +112,7 @@ class Deployment:
     owner: str = DOWN_OWNER
     name: str = DOWN_NAME
     heads: int = 0
+    port: int = 0  # carry web's, where the hook delivers
 
     def move_upstream(self) -> str:
         """Upstream main moves (a push on the emulated GitHub, delivered to carry)."""
@@ -176,7 +196,17 @@ def deployment(root: Path) -> Iterator[Deployment]:
             env.write_config()
             config = env.config_path.read_text()
             upstream_url = gh.git_url(UP_OWNER, UP_NAME)
-            env.config_path.write_text(config.replace(str(env.upstream.path), upstream_url))
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            # a hook on each repository, as an owner sets them up (a repository hook's failed
+            # deliveries can be listed and redelivered by its id)
+            gh.add_webhook(f"{url}/webhooks/github", SECRET, owner=UP_OWNER, repo=UP_NAME)
+            hook = gh.add_webhook(
+                f"{url}/webhooks/github", SECRET, owner=DOWN_OWNER, repo=DOWN_NAME
+            )
+            written = json.loads(config.replace(str(env.upstream.path), upstream_url))
+            written["web"] = {"hook_id": hook}  # carry asks GitHub to redeliver its failures
+            env.config_path.write_text(json.dumps(written, indent=2))
             env.extra_env.update(
                 {
                     "GITHUB_TOKEN": "carry-token",
@@ -185,10 +215,9 @@ def deployment(root: Path) -> Iterator[Deployment]:
                     "CARRY_BOT_LOGIN": "carry[bot]",
                 }
             )
-            url = env.start_web()
+            env.start_web(port)
             env.start_worker()
-            gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
-            yield Deployment(env, gh)
+            yield Deployment(env, gh, port=port)
     finally:
         env.stop()
         server.stop(kill=True)
@@ -294,6 +323,51 @@ def protected_branch(d: Deployment) -> Outcome:
     )
 
 
+def answered_503(d: Deployment) -> Outcome:
+    """carry's web process loses its Redis and answers a `/carry pause` comment's delivery 503
+    (GitHub records the failure and never redelivers it by itself); once Redis is back, carry's
+    `carry.redeliver` task (the beat's, run at once here) asks GitHub for it again."""
+    number = next(p for p in d.pulls() if p["state"] == "open")["number"]
+    before = len(d.gh.deliveries)
+    d.env.stop_web()
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there: Redis is down
+    d.env.start_web(d.port, env={"REDIS_URL": dead})
+    d.gh.add_comment(d.owner, d.name, number, "/carry pause", user="maint")
+    failed = within(lambda: [x for x in d.gh.deliveries[before:] if x.status_code == 503], 30) or []
+    d.env.stop_web()
+    d.env.start_web(d.port)
+    # GitHub shows a repository hook's deliveries to admins only (README, step 4)
+    d.gh.set_permission(d.owner, d.name, "carry[bot]", "admin")
+    started = time.monotonic()
+    with tasks_sent_to(d.env.redis_url):
+        celery_app.send_task("carry.redeliver")
+    paused = within(lambda: (s := d.env.state()) and s.paused_by == "maint")
+    seconds = time.monotonic() - started
+    d.gh.set_permission(d.owner, d.name, "carry[bot]", "write")
+    lost, duplicated, wrong = [], [], []
+    if not failed:
+        wrong.append("no delivery was answered 503")
+    if paused is None:
+        lost.append("the /carry pause answered 503")
+    time.sleep(2)  # a second redelivery or answer would have come by now
+    replies = [a for a in d.carry_comments(number) if a.startswith("Paused:")]
+    if len(replies) > 1:
+        duplicated.append(f"'Paused:' answered {len(replies)} times")
+    asked = len([x for x in d.gh.deliveries[before:] if x.redelivery])
+    d.gh.add_comment(d.owner, d.name, number, "/carry resume", user="maint")
+    within(lambda: (s := d.env.state()) and s.paused_by is None, 30)
+    return Outcome(
+        "deliveries answered 503",
+        f"carry web's Redis down: a `/carry pause` delivery answered "
+        f"{failed[0].status_code if failed else '?'}; Redis back, the beat's carry.redeliver run",
+        lost,
+        duplicated,
+        wrong,
+        f"GitHub asked for {asked} redelivery; the pause taken "
+        f"{seconds:.1f} s after the run was queued, answered {len(replies)} time(s)",
+    )
+
+
 def rename_and_transfer(d: Deployment) -> Outcome:
     """The downstream is renamed over REST, then transferred to another organization; webhooks
     carry the new names with the same id. Commands, a publish and a person's close follow."""
@@ -338,10 +412,115 @@ def rename_and_transfer(d: Deployment) -> Outcome:
     )
 
 
+def _table_states(body: str) -> dict[str, str]:
+    """The CI table of a PR body: check -> state."""
+    cells = [line.split("|") for line in body.splitlines() if line.startswith("| ")]
+    return {
+        c[1].strip(): c[2].strip() for c in cells if len(c) > 3 and c[1].strip() in STORM_CHECKS
+    }
+
+
+def _storm_agreement(d: Deployment, sha: str, number: int) -> list[str]:
+    """Where GitHub does not show carry's word for the storm's checks: each check's newest
+    commit status, the PR's CI table, and carry's own record that GitHub has it."""
+    wrong = []
+    newest: dict[str, str] = {}
+    for status in sorted(d.gh.statuses(d.owner, d.name, sha), key=lambda s: s["id"]):
+        newest[status["context"]] = status["state"]
+    table = _table_states(d.gh.pull(d.owner, d.name, number)["body"])
+    state = d.env.state()
+    for check in STORM_CHECKS:
+        if newest.get(f"carry/{check}") != "success":
+            wrong.append(f"{check}: GitHub's status {newest.get(f'carry/{check}')}")
+        if table.get(check) != "success":
+            wrong.append(f"{check}: the PR's CI table says {table.get(check)}")
+        row = state.ci.get(check) if state else None
+        if row is None or not row.on_github:
+            wrong.append(f"{check}: carry still owes GitHub its row")
+    if state is None or state.pr is None or state.pr.ci_table_owed:
+        wrong.append("carry still owes the PR's CI table an edit")
+    return wrong
+
+
+def ci_report_storm(d: Deployment) -> Outcome:
+    """GitHub's secondary limit refuses the installation's next writes (403, Retry-After) while
+    a run's rows change on four checks; a second worker reports beside the first."""
+    pull = next(p for p in d.pulls() if p["state"] == "open")
+    number, sha = pull["number"], pull["head"]["sha"]
+    state = d.env.state()
+    head = (state.checked_head if state else None) or ""
+    second = d.env.start_worker("w2")  # another worker of the same installation
+    first_seq = len(d.gh.requests)
+    d.gh.secondary_limit(next_n_writes=STORM_REFUSALS, retry_after_s=STORM_RETRY_AFTER_S)
+    started = time.monotonic()
+    with tasks_sent_to(d.env.redis_url):
+        for word in STORM_STATES:
+            rows = [
+                CiState(runner=c, state=word, run_id=f"storm-{c}", head_sha=head, commit_sha=sha)
+                for c in STORM_CHECKS
+            ]
+            publish_rows(
+                d.env.client, celery_app, SERIES, rows, replace_rows=word is CiStatus.QUEUED
+            )
+    agreed = within(lambda: not _storm_agreement(d, sha, number), 120)
+    seconds = time.monotonic() - started
+    time.sleep(2)  # a report sent again for nothing would have come by now
+    second.terminate()  # the next faults run on the deployment's one worker
+    second.wait(30)
+    sent = [r for r in d.gh.requests[first_seq:] if r.kind == "api" and r.method != "GET"]
+    refused = [r for r in sent if r.fault == "secondary_rate_limit"]
+    # a write sent inside a wait GitHub asked for (GitHub refuses it too, and warns that an
+    # integration that goes on may be banned); one that reached GitHub within IN_FLIGHT_S of a
+    # refusal was on its way before the refusal's answer reached any worker
+    landed = [w for w in sent if w.fault is None]
+    inside = [
+        w
+        for w in landed
+        if any(r.at + IN_FLIGHT_S < w.at < r.at + STORM_RETRY_AFTER_S - 0.05 for r in refused)
+    ]
+    in_flight = [w for w in landed if any(r.at < w.at <= r.at + IN_FLIGHT_S for r in refused)]
+    landed_statuses = Counter(
+        (r.path, (r.json or {}).get("context"), (r.json or {}).get("description"))
+        for r in sent
+        if r.fault is None and r.path.startswith(f"/repos/{d.owner}/{d.name}/statuses/")
+    )
+    lost, duplicated, wrong = [], [], _storm_agreement(d, sha, number)
+    if not agreed:
+        lost.append("GitHub never showed every check's last word")
+    duplicated += [
+        f"{ctx} {words!r} sent {n} times"
+        for (_p, ctx, words), n in landed_statuses.items()
+        if n > 1
+    ]
+    if inside:
+        first = inside[0]
+        into = first.at - max(r.at for r in refused if r.at < first.at)
+        wrong.append(
+            f"{len(inside)} writes sent inside GitHub's Retry-After (the first, "
+            f"{first.method} {first.path.rsplit('/', 1)[0]}/..., {into:.2f} s into it)"
+        )
+    edits = [r for r in sent if r.fault is None and r.method == "PATCH" and "/pulls/" in r.path]
+    return Outcome(
+        "secondary-limit storm on CI reports",
+        f"{len(STORM_CHECKS)} checks through {len(STORM_STATES)} states, 2 workers; the "
+        f"installation's next {STORM_REFUSALS} writes refused (403, Retry-After: "
+        f"{STORM_RETRY_AFTER_S})",
+        lost,
+        duplicated,
+        wrong,
+        f"{len(refused)} refused and sent again after the installation's hold; "
+        f"{len(inside)} sent inside it ({len(in_flight)} on their way as GitHub refused); "
+        f"{sum(landed_statuses.values())} statuses and "
+        f"{len(edits)} table edits landed; agree after {seconds:.1f} s",
+    )
+
+
 FAULTS: tuple[Callable[[Deployment], Outcome], ...] = (
     after_the_effect,
     out_of_order_pushes,
     protected_branch,
+    ci_report_storm,
+    answered_503,
     rename_and_transfer,
 )
 

@@ -18,7 +18,7 @@ from bot.github.forge import Forge, ForgeCaches
 from bot.github.port import ForgePort
 from bot.store.metrics import record_rate_limit
 from bot.store.series import now_iso
-from bot.store.write_budget import take_write
+from bot.store.write_budget import hold_writes, take_write
 
 BoardKey = tuple[str, str, bool | None, str]  # downstream repo, API, configured, credentials
 Sender = Callable[[str, dict[str, Any]], None]  # (task name, kwargs) -> enqueued
@@ -60,9 +60,15 @@ class Runtime:
             self.config.downstream.repo,
             caches=self.forge_caches,
             on_rate_limit=functools.partial(record_rate_limit, self.redis),
-            write_gate=functools.partial(
-                take_write, self.redis, self.github_writer, limits=self.write_limits
-            ),
+            write_gate=self.take_write,
+            write_hold=functools.partial(hold_writes, self.redis, self.github_writer),
+        )
+
+    def take_write(self, waited_until: float | None = None) -> float:
+        """A content-creating request's turn in the installation's write budget (0.0), or the
+        seconds to wait for it (bot.store.write_budget.take_write)."""
+        return take_write(
+            self.redis, self.github_writer, limits=self.write_limits, waited_until=waited_until
         )
 
     @property

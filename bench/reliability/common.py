@@ -289,6 +289,17 @@ def _carry_in_this_process(env: CarryEnv) -> Iterator[Runtime]:
         runtime_module.reset()
 
 
+@contextlib.contextmanager
+def tasks_sent_to(broker: str) -> Iterator[None]:
+    """carry's Celery app in this process sends its tasks to `broker` meanwhile."""
+    saved = celery_app.conf.broker_url
+    _send_tasks_to(broker)
+    try:
+        yield
+    finally:
+        _send_tasks_to(saved)
+
+
 def _send_tasks_to(broker: str) -> None:
     """Points carry's Celery app at another broker. Its producer pool keeps the connection it
     was made for, so it is dropped too (as Celery itself does after a fork)."""

@@ -1,6 +1,7 @@
 """What a CI row's report does on GitHub (pure): which row a report speaks for, whether GitHub
 still has to be told, whether a refused report is still worth sending, and how many content-
-creating requests GitHub's secondary limit leaves room for.
+creating requests GitHub's secondary limit leaves room for (and how long a refusal holds them
+all), and whether the PR's CI table owes GitHub an edit it refused.
 
 One check run per run and check: created at the run's first report (its id is kept with the
 row, CiState.check_run_id) and updated through queued, in progress and completed."""
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from bot.core.state import CiState
+from bot.core.state import CiState, SeriesState
 
 
 class CheckRunCall(StrEnum):
@@ -77,6 +78,32 @@ def carry_over(existing: CiState | None, row: CiState) -> CiState:
     return row
 
 
+# --------------------------------------------------------------------------- the PR's CI table
+
+
+def table_owed(state: SeriesState | None) -> bool:
+    """Whether the CI table of carry's open PR (in its body) owes GitHub an edit that did not
+    land: a report sends it again until it does (or a publish rewrites the body)."""
+    pr = state.pr if state is not None else None
+    return pr is not None and pr.state == "open" and pr.ci_table_owed
+
+
+def edits_table(state: SeriesState | None, *, sent: bool, first: bool) -> bool:
+    """Whether a report edits the PR's CI table: its first attempt does, whatever became of its
+    row (the table shows carry's word); a retry only when it sent its row now or the table is
+    still owed (an edit sent again for nothing would spend the writes a storm has left)."""
+    if state is None or state.pr is None or state.pr.state != "open":
+        return False
+    return first or sent or table_owed(state)
+
+
+def owes_table(stored_body: str, sent_body: str | None) -> bool:
+    """Whether the table is still owed after an edit: `sent_body` None (GitHub refused it), or
+    the body as carry renders it now differs from what landed (a newer row came meanwhile and
+    its own edit may have been refused before this older one landed)."""
+    return sent_body is None or sent_body != stored_body
+
+
 # --------------------------------------------------------------------------- the write budget
 
 
@@ -93,11 +120,24 @@ CONTENT_LIMITS: tuple[WriteLimit, ...] = (WriteLimit(60.0, 80), WriteLimit(3600.
 
 
 def write_wait(
-    recent: Sequence[float], now: float, limits: Sequence[WriteLimit] = CONTENT_LIMITS
+    recent: Sequence[float],
+    now: float,
+    limits: Sequence[WriteLimit] = CONTENT_LIMITS,
+    held_until: float | None = None,
+    waited_until: float | None = None,
 ) -> float:
     """Seconds until one more content-creating request fits GitHub's limits, given the times of
-    the installation's recent ones (0.0: it fits now)."""
+    the installation's recent ones and the end of a hold GitHub asked for (0.0: it fits now).
+
+    A hold: GitHub refused one of the installation's requests with a rate limit and said how
+    long to wait (Retry-After); its docs ("Best practices for using the REST API") ask for no
+    more requests until then, so every write of the installation waits, not just the refused
+    one (continuing may get the integration banned). A hold that ends by `waited_until` was
+    sat out by the writer already (the wait its own refusal asked for) and holds it no longer;
+    one that ends later (another worker was refused since) does."""
     wait = 0.0
+    if held_until is not None and (waited_until is None or held_until > waited_until):
+        wait = max(held_until - now, 0.0)
     for limit in limits:
         inside = sorted(t for t in recent if now - limit.window_s < t <= now)
         if len(inside) >= limit.limit:

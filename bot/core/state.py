@@ -226,6 +226,9 @@ class PrInfo:
     state: str = "open"  # open | closed | merged
     draft: bool = False
     head_sha: str = ""
+    # GitHub refused the last edit of the PR's CI table (in its body): a report sends it again
+    # until it lands (bot.core.ci_report.table_owed); a publish writes a new body and clears it
+    ci_table_owed: bool = False
 
 
 @dataclass

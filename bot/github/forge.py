@@ -104,14 +104,19 @@ class CappedRetry(GithubRetry):
     """PyGithub's retry (5xx, 429 with Retry-After and rate-limit 403s, for idempotent methods)
     with no wait over MAX_WAIT_S, and its waits through `wait` (ForgeCaches.sleep). PyGithub's own
     cap (max_rate_limit_wait) covers the reset of a primary limit and the wait for a secondary
-    one; a Retry-After over the cap is refused here, as urllib3 would sleep it out."""
+    one; a Retry-After over the cap is refused here, as urllib3 would sleep it out. A rate limit's
+    Retry-After also holds the installation's writes (`hold`, as Forge._hold)."""
 
-    def __init__(self, wait: Sleep = time.sleep, **kwargs: Any) -> None:
+    def __init__(
+        self, wait: Sleep = time.sleep, hold: Callable[[float], object] | None = None, **kwargs: Any
+    ) -> None:
         self.wait = wait
+        self.hold = hold
         super().__init__(**kwargs)
 
     def new(self, **kw: Any) -> CappedRetry:
         kw["wait"] = self.wait
+        kw["hold"] = self.hold
         return cast(CappedRetry, super().new(**kw))
 
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
@@ -130,6 +135,8 @@ class CappedRetry(GithubRetry):
             raise Redirected(response.status, response.headers.get("Location", ""))
         if response is not None and response.status in (403, 429):
             wait = _retry_after(response.headers.get("Retry-After"))
+            if wait is not None and wait > 0 and self.hold is not None:
+                self.hold(wait)
             if wait is not None and wait > MAX_WAIT_S:
                 raise RateLimitExceededExceedsMaxWait(
                     response.status, None, dict(response.headers), wait=wait
@@ -147,9 +154,10 @@ class CappedRetry(GithubRetry):
             self.wait(backoff)
 
 
-def _retry(wait: Sleep) -> GithubRetry:
+def _retry(wait: Sleep, hold: Callable[[float], object] | None = None) -> GithubRetry:
     return CappedRetry(
         wait,
+        hold,
         total=5,
         backoff_factor=0.5,
         allowed_methods=IDEMPOTENT,
@@ -334,7 +342,13 @@ class ForgeCaches:
 
 
 RateLimitSink = Callable[[int | None], None]  # told the remaining REST quota after each call
-WriteGate = Callable[[], float]  # takes a content-creating request's turn; else seconds to wait
+# takes a content-creating request's turn; else seconds to wait. Its argument: the epoch second
+# up to which this Forge has already waited out a hold (None: none), so that a hold it sat out is
+# not waited again while one another worker set later is
+WriteGate = Callable[[float | None], float]
+# told how long GitHub asked the installation to wait after a rate-limit refusal: every write
+# of the installation, in every worker, waits it out (bot.store.write_budget.hold_writes)
+WriteHold = Callable[[float], object]
 
 
 class Forge:
@@ -347,6 +361,7 @@ class Forge:
         budget: int | None = None,
         write_gate: WriteGate | None = None,
         caches: ForgeCaches | None = None,
+        write_hold: WriteHold | None = None,
     ):
         self.github = github
         self.caches = caches or ForgeCaches()
@@ -359,6 +374,8 @@ class Forge:
         # asked before each content-creating request: seconds to wait for room in GitHub's
         # secondary limits, shared by every worker of the installation (bot.store.write_budget)
         self._write_gate = write_gate
+        self._write_hold = write_hold
+        self._waited_until: float | None = None  # the holds this Forge has sat out end by then
         self.calls = 0
         self._repo: Repository | None = None
         self.renamed_from: str | None = None  # the configured name, once GitHub moved it
@@ -373,6 +390,7 @@ class Forge:
         *,
         on_rate_limit: RateLimitSink | None = None,
         write_gate: WriteGate | None = None,
+        write_hold: WriteHold | None = None,
         caches: ForgeCaches,
     ) -> Forge:
         base_url = settings.github_base_url.rstrip("/")
@@ -380,7 +398,7 @@ class Forge:
         github = Github(
             base_url=base_url,
             auth=auth,
-            retry=_retry(caches.sleep),
+            retry=_retry(caches.sleep, write_hold),
             seconds_between_requests=None,
             seconds_between_writes=settings.github_write_pause_s or None,
             timeout=30,
@@ -391,7 +409,14 @@ class Forge:
         )
         known = caches.renames.get((github.requester.base_url, repo_name.lower()), repo_name)
         forge = cls(
-            github, known, auth, on_rate_limit, settings.github_request_budget, write_gate, caches
+            github,
+            known,
+            auth,
+            on_rate_limit,
+            settings.github_request_budget,
+            write_gate,
+            caches,
+            write_hold,
         )
         forge.configured_name = repo_name
         if settings.github_auth == "app":
@@ -422,6 +447,7 @@ class Forge:
         try:
             result = self._moving(what, lambda: self._limited(what, fn, *args, **kwargs))
         except RateLimitExceededExceedsMaxWait as err:
+            self._hold(err.wait or MAX_WAIT_S)
             raise _too_long(what, err.wait or MAX_WAIT_S) from err
         except GithubException as err:
             raise ForgeError(f"GitHub: {what} failed ({err.status}): {err.data}") from err
@@ -432,19 +458,33 @@ class Forge:
         return result
 
     def _write(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """A content-creating request (POST, PATCH, PUT, DELETE): sent once the installation's
-        write budget has room (a short wait is sat out; a longer one is RateLimited, so that the
-        task is retried then instead of GitHub refusing it)."""
-        while self._write_gate is not None and (wait := self._write_gate()) > 0:
+        """A content-creating request (POST, PATCH, PUT, DELETE): each send of it, a send again
+        after a rate limit included, waits for the installation's turn (bot.store.write_budget:
+        room in the write budget, no hold from a refusal); a short wait is sat out, a longer one
+        is RateLimited, so that the task is retried then instead of GitHub refusing it."""
+
+        def in_turn(*a: Any, **kw: Any) -> Any:
+            self._take_turn(what)
+            return fn(*a, **kw)
+
+        return self._call(what, in_turn, *args, **kwargs)
+
+    def _take_turn(self, what: str) -> None:
+        while self._write_gate is not None and (wait := self._write_gate(self._waited_until)) > 0:
             if wait > MAX_WRITE_GATE_WAIT_S:
                 raise RateLimited(
                     f"GitHub: {what} not sent: carry's budget of content-creating requests "
-                    f"(GitHub's secondary limits: 80 a minute, 500 an hour) is spent for "
-                    f"{wait:.0f} s",
+                    f"(GitHub's secondary limits: 80 a minute, 500 an hour, and the waits it "
+                    f"asks for) is spent for {wait:.0f} s",
                     wait,
                 )
-            self.caches.sleep(wait)
-        return self._call(what, fn, *args, **kwargs)
+            self._sit_out(wait)
+
+    def _sit_out(self, wait: float) -> None:
+        """Waits `wait` seconds; a hold that ends by then has been waited out."""
+        until = time.time() + wait
+        self.caches.sleep(wait)
+        self._waited_until = max(self._waited_until or 0.0, until)
 
     def _spend(self, what: str) -> None:
         self.calls += 1
@@ -500,10 +540,18 @@ class Forge:
             except RateLimitExceededExceedsMaxWait:
                 raise
             except GithubException as err:
+                self._hold(rate_limit_wait(err))
                 wait = self._wait_for_limit(what, err, retries)
             log.warning("GitHub: %s hit a rate limit; retrying in %gs", what, wait)
-            self.caches.sleep(wait)
+            self._sit_out(wait)
             retries += 1
+
+    def _hold(self, wait: float | None) -> None:
+        """A rate limit refused a call and GitHub asked to wait `wait` seconds: the writes of
+        the whole installation are held that long, in every worker (None: not a rate limit)."""
+        if wait is not None and wait > 0 and self._write_hold is not None:
+            log.warning("GitHub: a rate limit holds this installation's writes for %gs", wait)
+            self._write_hold(wait)
 
     @staticmethod
     def _wait_for_limit(what: str, err: GithubException, retries: int) -> float:

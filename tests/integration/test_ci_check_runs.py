@@ -4,8 +4,9 @@ carry's real CI-row and report code (workers.ci.rows.publish_rows, the `carry.ci
 in this process, against the GitHub emulator as a GitHub App, with real git, Redis and
 PyGithub: one check run per run and check, created once and updated; a refused final report
 retried after GitHub's Retry-After until it lands; the dashboard's API saying "not yet on
-GitHub" meanwhile; the emulator's own secondary limit on content creation (80 a minute, 500 an
-hour, as GitHub documents) and carry's write budget that keeps under it."""
+GitHub" meanwhile; a refused edit of the PR's CI table sent again until it lands; the emulator's
+own secondary limit on content creation (80 a minute, 500 an hour, as GitHub documents) and
+carry's write budget that keeps under it."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from bot.github.forge import RateLimited
 from bot.queue.celery_app import SERVICE_QUEUES
 from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
-from bot.store.write_budget import take_write
+from bot.store.write_budget import HOLDS_PREFIX, take_write
 from bot.web.app import create_app
 from harness.carry_env import SERIES, queued_tasks
 from tests.support.asgi import serve
@@ -82,6 +83,35 @@ def _changes(d: Deployment, *rows: CiState, new_run: bool = False) -> None:
     first rows take the place of the older run's)."""
     for row in rows:
         publish_rows(d.rt.redis, celery_app, SERIES, [row], replace_rows=new_run)
+
+
+def _hold_over(d: Deployment) -> None:
+    """The time GitHub asked for (Retry-After) has passed: the installation's writes are no
+    longer held. celery's apply runs a retry at once, where a worker would run it then."""
+    d.rt.redis.delete(HOLDS_PREFIX + d.rt.github_writer)
+
+
+def _apply_counting_retries(d: Deployment, report: dict[str, Any]) -> list[Retry]:
+    """Runs a report task as celery's apply does; each retry it asks for runs once its
+    countdown is over (the hold GitHub's Retry-After put on the installation's writes too)."""
+    retries: list[Retry] = []
+
+    def on_retry(reason: Retry, **_: Any) -> None:
+        retries.append(reason)
+        _hold_over(d)
+
+    task_retry.connect(on_retry)
+    try:
+        hardware.report.apply(kwargs=report)
+    finally:
+        task_retry.disconnect(on_retry)
+    return retries
+
+
+def _table(d: Deployment, number: int) -> str:
+    """The CI table's row of the check, as GitHub's copy of the PR body shows it."""
+    body = d.gh.pull(DOWN_OWNER, DOWN_NAME, number)["body"]
+    return next(line for line in body.splitlines() if line.startswith(f"| {CHECK} |"))
 
 
 def _runs(d: Deployment, sha: str) -> list[dict[str, Any]]:
@@ -176,19 +206,11 @@ def test_a_refused_final_report_is_retried_after_retry_after_until_it_lands(
     # The task asks to run again after GitHub's Retry-After; celery's apply runs the retry at
     # once (the fault is spent by then), and the conclusion lands.
     d.gh.clear_faults()
+    _hold_over(d)
     d.gh.secondary_limit(
         next_n_writes=1, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs/*"
     )
-    retries: list[Retry] = []
-
-    def on_retry(reason: Retry, **_: Any) -> None:
-        retries.append(reason)
-
-    task_retry.connect(on_retry)
-    try:
-        hardware.report.apply(kwargs=report)
-    finally:
-        task_retry.disconnect(on_retry)
+    retries = _apply_counting_retries(d, report)
     assert [r.when for r in retries] == [600]
     (run,) = _runs(d, sha)
     assert (run["status"], run["conclusion"]) == ("completed", "success")
@@ -196,6 +218,52 @@ def test_a_refused_final_report_is_retried_after_retry_after_until_it_lands(
     assert shown["on_github"] is True
     assert not shown["page_says_not_on_github"] and not shown["overview_says_not_on_github"]
     assert len(d.gh.api_requests("POST", f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs")) == 1
+
+
+def test_a_refused_edit_of_the_ci_table_is_sent_again_until_it_lands(deploy: Deploy) -> None:
+    """The check run lands but GitHub refuses the PR body's edit that shows it in the CI table:
+    the edit is recorded as owed and the report task comes back for it after GitHub's
+    Retry-After (on main it was only a history entry, and the table said `running` for good)."""
+    d = deploy(auth="app")
+    state = d.propose(MOVED, "Add a header")
+    number, sha = pr(state).number, pr(state).head_sha
+    _changes(d, _row(sha, CiStatus.RUNNING))
+    _run_reports(d)
+    assert _table(d, number).startswith(f"| {CHECK} | running |")
+    d.gh.clear_requests()
+    d.gh.secondary_limit(
+        next_n_writes=1, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls/*"
+    )
+    _changes(d, _row(sha, CiStatus.SUCCESS, detail="passed in 3 s"))
+    (report,) = _report_tasks(d)
+    retries = _apply_counting_retries(d, report)
+    assert [r.when for r in retries] == [600]  # fails on main: no retry, the edit is lost
+    assert _table(d, number) == f"| {CHECK} | success | passed in 3 s |"
+    (run,) = _runs(d, sha)
+    assert (run["status"], run["conclusion"]) == ("completed", "success")
+    stored = store.load_series(d.rt.redis, SERIES)
+    assert stored is not None and stored.pr is not None and not stored.pr.ci_table_owed
+    assert len(d.history("ci-table-failed")) == 1
+    edits = d.gh.api_requests("PATCH", f"/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls/{number}")
+    # the refused edit and the one that landed; the retry did not send the check run again
+    assert len(edits) == 2
+    (check_run_id,) = {r["id"] for r in _runs(d, sha)}
+    path = f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs/{check_run_id}"
+    assert len(d.gh.api_requests("PATCH", path)) == 1
+
+
+def test_a_retry_with_nothing_owed_does_not_edit_the_table_again(deploy: Deploy) -> None:
+    """A retry whose row and table have both landed (another report sent them) sends nothing:
+    in a storm of refusals, edits sent again for nothing spend what the limit leaves."""
+    d = deploy(auth="app")
+    sha = pr(d.propose(MOVED, "Add a header")).head_sha
+    _changes(d, _row(sha, CiStatus.SUCCESS))
+    (report,) = _report_tasks(d)
+    assert hardware.report_on_github(SERIES, CiState.from_dict(report["row"])) is None
+    writes = len([r for r in d.gh.api_requests() if r.method != "GET"])
+    row = CiState.from_dict(report["row"])
+    assert hardware.report_on_github(SERIES, row, first=False) is None
+    assert len([r for r in d.gh.api_requests() if r.method != "GET"]) == writes
 
 
 def test_a_refused_report_stops_once_a_newer_run_owns_the_commit(deploy: Deploy) -> None:

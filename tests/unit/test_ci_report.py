@@ -1,5 +1,6 @@
 """bot.core.ci_report: which row a CI report sends, when GitHub still has to be told, and the
-write budget under GitHub's content-creation limits (issue 34, item 2)."""
+write budget under GitHub's content-creation limits and the hold a refusal puts on it, and when
+the PR's CI table owes GitHub an edit (issue 34, item 2)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from bot.core.ci_report import (
     WriteLimit,
     carry_over,
     check_run_call,
+    edits_table,
     landed,
     needs_sending,
+    owes_table,
     report_target,
     shown_on_github,
+    table_owed,
     write_wait,
 )
-from bot.core.state import CiState, CiStatus
+from bot.core.state import CiState, CiStatus, PrInfo, SeriesState
 
 A, B = "a" * 40, "b" * 40
 
@@ -85,3 +89,44 @@ def test_the_write_budget_follows_githubs_minute_and_hour() -> None:
 
 def test_a_smaller_budget_can_be_given() -> None:
     assert write_wait([1.0, 2.0], 3.0, (WriteLimit(10.0, 2),)) == pytest.approx(8.0)
+
+
+def test_a_hold_makes_every_write_wait_until_it_ends() -> None:
+    assert write_wait([], 100.0, held_until=130.0) == 30.0
+    assert write_wait([], 100.0, held_until=90.0) == 0.0  # over
+    # the longer of the hold and the budget's own wait
+    full = [50.0 + i * 0.1 for i in range(80)]  # the minute's 80, the first leaving at 110
+    assert write_wait(full, 100.0, held_until=101.0) == pytest.approx(10.0)
+    assert write_wait(full, 100.0, held_until=200.0) == 100.0
+    # a hold the writer has sat out already (its own refusal's wait) holds it no longer; one
+    # another worker's refusal set later still does
+    assert write_wait([], 100.0, held_until=130.0, waited_until=130.0) == 0.0
+    assert write_wait([], 100.0, held_until=131.0, waited_until=130.0) == 31.0
+
+
+def with_pr(owed: bool = False, state: str = "open") -> SeriesState:
+    series = SeriesState(id="s")
+    series.pr = PrInfo(1, "u", "carry/s", state, ci_table_owed=owed)
+    return series
+
+
+def test_the_table_is_owed_only_on_an_open_pr_whose_edit_was_refused() -> None:
+    assert table_owed(with_pr(owed=True))
+    assert not table_owed(with_pr())
+    assert not table_owed(with_pr(owed=True, state="closed"))
+    assert not table_owed(SeriesState(id="s")) and not table_owed(None)
+
+
+def test_a_retry_edits_the_table_only_for_a_new_row_or_an_owed_edit() -> None:
+    assert edits_table(with_pr(), sent=False, first=True)  # a report's first attempt
+    assert not edits_table(with_pr(), sent=False, first=False)  # nothing new, nothing owed
+    assert edits_table(with_pr(), sent=True, first=False)
+    assert edits_table(with_pr(owed=True), sent=False, first=False)
+    assert not edits_table(SeriesState(id="s"), sent=True, first=True)  # no PR to edit
+    assert not edits_table(with_pr(state="merged"), sent=True, first=True)
+
+
+def test_a_landed_edit_pays_the_table_only_if_it_still_shows_carrys_word() -> None:
+    assert owes_table("body", None)  # refused
+    assert not owes_table("body", "body")
+    assert owes_table("newer body", "body")  # a newer row came while it was sent

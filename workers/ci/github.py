@@ -19,8 +19,10 @@ from bot.core.ci_plan import check_run_status
 from bot.core.ci_report import (
     CheckRunCall,
     check_run_call,
+    edits_table,
     landed,
     needs_sending,
+    owes_table,
     report_target,
 )
 from bot.core.history import HistoryKind
@@ -197,9 +199,12 @@ LOCK_S = 120  # one report of a check at a time: two must not both create its ch
 def report(self: Task, series_id: str, row: dict[str, Any]) -> None:
     """workers.ci.rows sends this task for every change of a CI row, on the service and on
     runners. A report GitHub refused or that failed is sent again (after GitHub's Retry-After
-    when it gave one) until it lands or a newer run owns its check."""
+    when it gave one) until it lands or a newer run owns its check; so is an edit of the PR's CI
+    table that GitHub refused, until it lands."""
     # the row as it changed: what GitHub has of its run is read from the store, not from it
-    failed = report_on_github(series_id, CiState.from_dict(row).word())
+    failed = report_on_github(
+        series_id, CiState.from_dict(row).word(), first=self.request.retries == 0
+    )
     if failed is None:
         return
     if self.request.retries >= REPORT_RETRIES:
@@ -217,7 +222,7 @@ def report(self: Task, series_id: str, row: dict[str, Any]) -> None:
     )
 
 
-def report_on_github(series_id: str, row: CiState) -> ForgeError | None:
+def report_on_github(series_id: str, row: CiState, *, first: bool = True) -> ForgeError | None:
     """What the `carry.ci.report` task does for a changed CI row: the row's result on the
     commit its run tested (a check run as an App, a commit status with a token: GitHub lets
     only Apps write check runs), then the PR's CI table, whatever became of the first. Without
@@ -228,7 +233,11 @@ def report_on_github(series_id: str, row: CiState) -> ForgeError | None:
     (after a restart, or an answer lost, it is found by name and run before one is created),
     then updated. Reports can arrive late and out of order (runner hosts forward theirs as
     tasks): a report sends the newest word of its run that GitHub does not show yet, and nothing
-    for a commit a newer run owns (bot.core.ci_report)."""
+    for a commit a newer run owns (bot.core.ci_report).
+
+    The PR's CI table is edited at a report's `first` attempt; a retry edits it only when it
+    sent its row now or an earlier edit was refused (recorded as owed, PrInfo.ci_table_owed),
+    so that a storm of refusals is not made worse by edits sent again for nothing."""
     rt = runtime()
     state = store.load_series(rt.redis, series_id)
     if rt.settings.github_auth == "none" or state is None or not reported_on(state, row):
@@ -240,13 +249,15 @@ def report_on_github(series_id: str, row: CiState) -> ForgeError | None:
     if not lock.acquire():
         return ForgeError(f"the report of {row.runner} waited {LOCK_S} s for another one")
     try:
-        failed = _send_owed(rt, forge, series_id, row)
+        failed, sent = _send_owed(rt, forge, series_id, row)
     finally:
         with contextlib.suppress(redis.RedisError):
             lock.release()
-    _update_table(rt, forge, series_id, row.runner)
+    table_failed = None
+    if edits_table(store.load_series(rt.redis, series_id), sent=sent, first=first):
+        table_failed = _update_table(rt, forge, series_id, row.runner)
     note_rename(rt, series_id, forge)
-    return failed
+    return failed or table_failed
 
 
 _RECHECKS = 3
@@ -260,19 +271,23 @@ def reported_on(state: SeriesState, row: CiState) -> bool:
     )
 
 
-def _send_owed(rt: Runtime, forge: ForgePort, series_id: str, row: CiState) -> ForgeError | None:
+def _send_owed(
+    rt: Runtime, forge: ForgePort, series_id: str, row: CiState
+) -> tuple[ForgeError | None, bool]:
     """Sends what GitHub does not show yet of `row`'s run, checking the store again after each
-    send in case a newer word came meanwhile."""
+    send in case a newer word came meanwhile. Returns the error of a send that failed, and
+    whether anything landed."""
+    sent = False
     for _ in range(_RECHECKS):
         state = store.load_series(rt.redis, series_id)
         if state is None or not reported_on(state, row):
-            return None
+            return None, sent
         target = report_target(state.ci.get(row.runner), row)
         if target is None or not needs_sending(target):
-            return None
+            return None, sent
         sha = target.commit_sha or (state.pr.head_sha if state.pr else "")
         if not sha:
-            return None
+            return None, sent
         try:
             check_run_id = _send(rt, forge, sha, series_id, target)
         except ForgeError as err:
@@ -283,10 +298,11 @@ def _send_owed(rt: Runtime, forge: ForgePort, series_id: str, row: CiState) -> F
                 runner=target.runner,
                 error=str(err),
             )
-            return err
+            return err, sent
         row = replace(target, check_run_id=check_run_id, reported=target.state)
         _mark_landed(rt, series_id, row)
-    return None
+        sent = True
+    return None, sent
 
 
 def _send(rt: Runtime, forge: ForgePort, sha: str, series_id: str, row: CiState) -> int:
@@ -311,18 +327,34 @@ def _mark_landed(rt: Runtime, series_id: str, sent: CiState) -> None:
     store.update_series(rt.redis, series_id, update)
 
 
-def _update_table(rt: Runtime, forge: ForgePort, series_id: str, runner: str) -> None:
+def _update_table(rt: Runtime, forge: ForgePort, series_id: str, runner: str) -> ForgeError | None:
+    """Edits the PR's body to show the CI table as carry has it now. A refused edit is recorded
+    as owed (and its error returned: the report task comes back for it); one that lands clears
+    that, unless the table changed meanwhile (bot.core.ci_report.owes_table)."""
     state = store.load_series(rt.redis, series_id)
     if state is None or state.pr is None:
-        return
+        return None
+    number, body = state.pr.number, pr_body(state, state.version)
+    failed: ForgeError | None = None
     try:
-        forge.update_pull(
-            state.pr.number, pr_title(state), pr_body(state, state.version), series=state.id
-        )
+        forge.update_pull(number, pr_title(state), body, series=state.id)
     except ForgeError as err:
+        failed = err
         store.append_history(
             rt.redis, series_id, HistoryKind.CI_TABLE_FAILED, runner=runner, error=str(err)
         )
+
+    def owed(fresh: SeriesState) -> bool:
+        if fresh.pr is None or fresh.pr.number != number:
+            return False
+        now_owed = owes_table(pr_body(fresh, fresh.version), body if failed is None else None)
+        if fresh.pr.ci_table_owed == now_owed:
+            return False
+        fresh.pr.ci_table_owed = now_owed
+        return True
+
+    store.update_series(rt.redis, series_id, owed)
+    return failed
 
 
 def _check_run(forge: ForgePort, sha: str, series_id: str, row: CiState) -> int:
