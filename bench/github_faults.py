@@ -19,7 +19,9 @@ carry copes) and whether carry's state and GitHub agree at the end (ok / WRONG):
 - deliveries answered 503: carry web's Redis is down as a `/carry pause` comment is delivered;
   GitHub never redelivers by itself, carry's `carry.redeliver` asks it to once Redis is back;
 - a rename and a transfer of the downstream repository: webhooks carry the new name with the
-  same id; `/carry` commands, a publish and a person's close still reach the series.
+  same id; `/carry` commands, a publish and a person's close still reach the series;
+- a person's close: a re-check of the same head opens no new PR and the series needs
+  attention; `/carry reopen` opens one that links the closed PR.
 """
 
 from __future__ import annotations
@@ -412,6 +414,66 @@ def rename_and_transfer(d: Deployment) -> Outcome:
     )
 
 
+def persons_close(d: Deployment) -> Outcome:
+    """A person closed carry's PR (the row before ends so): a `/carry rebase` of the same head
+    opens no new PR and the series needs attention; `/carry reopen` opens one, linking the
+    closed PR."""
+    lost, duplicated, wrong = [], [], []
+    state = d.env.state()
+    closed = state.closed_pr if state else None
+    if state is None or closed is None:
+        return Outcome(
+            "a person's close",
+            "no close recorded by the row before",
+            ["the person's close"],
+            [],
+            [],
+            "nothing to check",
+        )
+    head = state.checked_head
+    d.gh.add_comment(d.owner, d.name, closed.number, "/carry rebase", user="maint")
+
+    def held() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in d.env.history("published")
+            if e["data"].get("head") == head and e["data"].get("step") == "held"
+        ]
+
+    if within(held) is None:
+        lost.append("the re-check of the same head was never held back")
+    time.sleep(2)  # a PR opened despite the close would be there by now
+    opened = [p for p in d.pulls() if p["number"] != closed.number]
+    if opened:
+        wrong.append(f"PR #{opened[0]['number']} opened although a person closed #{closed.number}")
+    attention = (d.env.state() or state).needs_attention
+    if not any(f"PR #{closed.number} was closed by @{closed.by}" in a for a in attention):
+        lost.append("the close is not under Needs attention")
+    d.gh.add_comment(d.owner, d.name, closed.number, "/carry reopen", user="maint")
+    new = within(lambda: [p for p in d.pulls() if p["number"] != closed.number])
+    if not new:
+        lost.append("/carry reopen opened no PR")
+    time.sleep(2)  # a second PR would be there by now
+    new = [p for p in d.pulls() if p["number"] != closed.number]
+    if len(new) > 1:
+        duplicated.append(f"{len(new)} PRs opened after one /carry reopen")
+    linked = bool(new) and f"Replaces #{closed.number}, closed by @{closed.by}." in new[0]["body"]
+    if new and not linked:
+        wrong.append(f"PR #{new[0]['number']} does not link the closed #{closed.number}")
+    if new:
+        wrong += d.agreement()
+    return Outcome(
+        "a person's close",
+        f"PR #{closed.number} closed by @{closed.by}; `/carry rebase` of the same head, "
+        "then `/carry reopen`",
+        lost,
+        duplicated,
+        wrong,
+        f"held back on the same head ({len(held())} entry), under Needs attention; "
+        f"{len(new)} new PR after /carry reopen, linking the closed one: {linked}",
+    )
+
+
 def _table_states(body: str) -> dict[str, str]:
     """The CI table of a PR body: check -> state."""
     cells = [line.split("|") for line in body.splitlines() if line.startswith("| ")]
@@ -522,6 +584,7 @@ FAULTS: tuple[Callable[[Deployment], Outcome], ...] = (
     ci_report_storm,
     answered_503,
     rename_and_transfer,
+    persons_close,
 )
 
 

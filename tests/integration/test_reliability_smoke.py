@@ -141,7 +141,7 @@ def test_an_intake_abuse_row_fails_when_a_bound_does_not_hold() -> None:
 
 def test_github_faults_lose_duplicate_and_leave_wrong_nothing(tmp_path: Path) -> None:
     """Issue 34: faults after the effect, out-of-order pushes, a protected branch, a secondary-
-    limit storm on CI reports, deliveries answered 503, a rename and a transfer; each row counts what was lost, duplicated or left wrong on GitHub, and ends ok
+    limit storm on CI reports, deliveries answered 503, a rename and a transfer, a person's close; each row counts what was lost, duplicated or left wrong on GitHub, and ends ok
     or WRONG."""
     rows = scenario_github_faults(tmp_path, QUICK)
     assert [row.scenario for row in rows] == [
@@ -151,6 +151,7 @@ def test_github_faults_lose_duplicate_and_leave_wrong_nothing(tmp_path: Path) ->
         "secondary-limit storm on CI reports",
         "deliveries answered 503",
         "downstream renamed, then transferred",
+        "a person's close",
     ]
     for row in rows:
         assert (row.lost, row.duplicated) == ("0", "0"), row
