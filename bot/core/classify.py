@@ -371,6 +371,10 @@ class Signals:
     linked_merged_in_head: bool = False  # a linked PR's merge commit is an ancestor of head
     matched_commit: bool = False  # an upstream commit in range matches (patch-id or subject)
     matched_reverted: bool = False  # ... and a later upstream commit reverted it
+    landed_same_diff: bool = False  # an upstream commit has the patch's very diff (patch id),
+    # and nothing found undid it
+    removals_readded: bool = False  # a commit after that landing adds back lines the patch removes
+    added_all_in_head: bool = False  # every substantive line the patch adds is in the head
     reverts: tuple[tuple[str, str], ...] = ()  # (landing, the commit that undid it) pairs
 
 
@@ -399,7 +403,7 @@ def decide(sig: Signals) -> Verdict:
             "the head holds both the patch's pre-image and post-image (duplicated code): drop "
             "if the head's copy is the change, keep if the patch must still change the other",
         )
-    if not sig.forward and sig.reverse and sig.removals_remain:
+    if not sig.forward and sig.reverse and sig.removals_remain and not _landed_as_is(sig):
         return Verdict(
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
@@ -425,6 +429,15 @@ def decide(sig: Signals) -> Verdict:
                 "was only ever for older heads"
             )
         return Verdict(Status.CONTAINED, Decision.REVIEW, reason)
+    if not sig.forward and sig.reverse and sig.removals_remain:
+        return Verdict(
+            Status.CONTAINED,
+            Decision.DROP,
+            "upstream took the patch's very diff (same patch id) and nothing undid it: the patch "
+            "reverse-applies, a 3-way apply changes nothing and every line it adds is in the "
+            "head; the code it removes that the head still has elsewhere was not added back "
+            "after upstream took it",
+        )
     if not sig.forward and sig.reverse:
         return Verdict(
             Status.CONTAINED, Decision.DROP, "the patch reverse-applies: the head has every change"
@@ -442,6 +455,19 @@ def decide(sig: Signals) -> Verdict:
     if sig.forward or sig.three_way == "clean":
         return _applied_verdict(sig, present)
     return _failed_verdict(sig, states, present)
+
+
+def _landed_as_is(sig: Signals) -> bool:
+    """Upstream took this very diff and the head shows it in every way the engine looks: code
+    the patch removes that still exists elsewhere in the head is then upstream's own copy, not
+    the patch's code moved, unless a later commit added it back."""
+    return (
+        sig.landed_same_diff
+        and not sig.removals_readded
+        and sig.reverse
+        and sig.three_way_unchanged
+        and sig.added_all_in_head
+    )
 
 
 def _applied_verdict(sig: Signals, present: int) -> Verdict:

@@ -29,6 +29,13 @@ APPLIED, PENDING, SIMILAR, ABSENT = (
     HunkState.ABSENT,
 )
 KEEP, DROP, REVIEW = Decision.KEEP, Decision.DROP, Decision.REVIEW
+# Upstream took the patch's very diff and the head shows it every way (the INT8 loader of issue 35)
+LANDED = {
+    "three_way": "clean",
+    "three_way_unchanged": True,
+    "landed_same_diff": True,
+    "added_all_in_head": True,
+}
 
 ROWS = [
     # (case, signals, status, decision)
@@ -41,6 +48,43 @@ ROWS = [
         "reverse applies, removed code lingers elsewhere",
         Signals(reverse=True, removals_remain=True),
         Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing, reverse applies, 3-way unchanged, every added line in the head: "
+        "code it removes lingering elsewhere is upstream's own copy",
+        Signals(reverse=True, removals_remain=True, **LANDED),
+        Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "same-diff landing, but a later commit added removed lines back",
+        Signals(reverse=True, removals_remain=True, **{**LANDED, "removals_readded": True}),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing, but not every added line is in the head",
+        Signals(reverse=True, removals_remain=True, **{**LANDED, "added_all_in_head": False}),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing, but a 3-way apply would change the tree",
+        Signals(reverse=True, removals_remain=True, **{**LANDED, "three_way_unchanged": False}),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "lingering removals, every other fact holds but no same-diff landing",
+        Signals(reverse=True, removals_remain=True, **{**LANDED, "landed_same_diff": False}),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing with lingering removals, but the range base already looked like that",
+        Signals(reverse=True, removals_remain=True, state_predates_range=True, **LANDED),
+        Status.CONTAINED,
         REVIEW,
     ),
     (
