@@ -414,7 +414,8 @@ def decide(sig: Signals) -> Verdict:
     all_present = (
         bool(sig.hunks) and not sig.forward and states[HunkState.APPLIED] == len(sig.hunks)
     )
-    if sig.state_predates_range and (sig.reverse or sig.three_way_unchanged or all_present):
+    predates = sig.state_predates_range and not _landed_in_range(sig)
+    if predates and (sig.reverse or sig.three_way_unchanged or all_present):
         if sig.no_base:
             reason = (
                 "the head is in the state the patch produces, but the patch mostly removes code "
@@ -455,6 +456,24 @@ def decide(sig: Signals) -> Verdict:
     if sig.forward or sig.three_way == "clean":
         return _applied_verdict(sig, present)
     return _failed_verdict(sig, states, present)
+
+
+def _landed_in_range(sig: Signals) -> bool:
+    """Upstream took this very diff and no later commit added back what it removes: whatever
+    the range base looked like, the head's state is upstream's taking of the patch."""
+    return sig.landed_same_diff and not sig.removals_readded
+
+
+def _landed_then_edited(sig: Signals, present: int) -> bool:
+    """Upstream took this very diff, then edited the code further (the patch no longer
+    reverse-applies), and the head still has every hunk in some version, every line the patch
+    adds, and none it removes added back: nothing is left for the patch to do."""
+    return (
+        _landed_in_range(sig)
+        and sig.added_all_in_head
+        and bool(sig.hunks)
+        and present == len(sig.hunks)
+    )
 
 
 def _landed_as_is(sig: Signals) -> bool:
@@ -546,6 +565,15 @@ def _in_another_version(states: Counter[HunkState], total: int) -> str:
 def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> Verdict:
     total = len(sig.hunks)
     missing = tuple(h for h in sig.hunks if h.state not in (HunkState.APPLIED, HunkState.SIMILAR))
+    if _landed_then_edited(sig, present):
+        return Verdict(
+            Status.CONTAINED,
+            Decision.DROP,
+            "upstream took the patch's very diff (same patch id) and nothing undid it; later "
+            f"upstream edits left {states[HunkState.SIMILAR]} of its {total} hunks in another "
+            "version, but every line the patch adds is still in the head and none it removes "
+            "came back: nothing is left for the patch to do",
+        )
     if total and present == total:
         return Verdict(
             Status.UPSTREAM_VERSION,

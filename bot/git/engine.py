@@ -911,15 +911,8 @@ class _PatchCheck:
             linked_merged_in_head=self._linked_prs(),
             **self._match_signals(),
         )
-        if signals.removals_remain and signals.landed_same_diff:
-            added, total = self._line_counts(
-                head_files, classify.duplicated_additions, lambda f: f.is_new
-            )
-            signals = replace(
-                signals,
-                added_all_in_head=total > 0 and added == total,
-                removals_readded=self._removals_readded(),
-            )
+        if signals.landed_same_diff:
+            signals = self._same_diff_facts(signals, head_files)
         all_present = bool(hunks) and all(h.state == HunkState.APPLIED for h in hunks)
         if (reverse.ok and not forward.ok) or after == before or all_present:
             signals = replace(signals, state_predates_range=self._state_predates_range())
@@ -1231,6 +1224,17 @@ class _PatchCheck:
     def _same_diff_landings(self) -> list[str]:
         """Upstream commits with the patch's very diff (patch id) that nothing undid."""
         return [m.commit.sha for m in self.matches if m.how == "patch-id" and not m.reverted_by]
+
+    def _same_diff_facts(self, signals: Signals, files: dict[str, HeadFile]) -> Signals:
+        """What the head kept of a same-diff landing: every line the patch adds, and none of
+        the lines it removes added back later."""
+        added, total = self._line_counts(files, classify.duplicated_additions, lambda f: f.is_new)
+        self.evidence.append({"signal": "added-lines-kept", "present": added, "added": total})
+        return replace(
+            signals,
+            added_all_in_head=total > 0 and added == total,
+            removals_readded=self._removals_readded(),
+        )
 
     def _removals_readded(self) -> bool:
         """A commit newer than the oldest same-diff landing adds back a line the patch removes

@@ -82,9 +82,55 @@ ROWS = [
         REVIEW,
     ),
     (
-        "same-diff landing with lingering removals, but the range base already looked like that",
+        "same-diff landing with lingering removals, the range base already looked like that: "
+        "the landing in range shows upstream took it",
         Signals(reverse=True, removals_remain=True, state_predates_range=True, **LANDED),
         Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "reverse applies, the range base already looked like that, but the range took the "
+        "same diff and nothing added its removed lines back",
+        Signals(reverse=True, state_predates_range=True, landed_same_diff=True),
+        Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "the range base looked like that and the range took the same diff, but a later "
+        "commit added removed lines back",
+        Signals(
+            reverse=True, state_predates_range=True, landed_same_diff=True, removals_readded=True
+        ),
+        Status.CONTAINED,
+        REVIEW,
+    ),
+    (
+        "same-diff landing edited later: every hunk in some version, every added line kept",
+        Signals(hunks=hunks(APPLIED, SIMILAR), landed_same_diff=True, added_all_in_head=True),
+        Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "same-diff landing edited later, but an added line is gone",
+        Signals(hunks=hunks(APPLIED, SIMILAR), landed_same_diff=True),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing edited later, but a removed line came back",
+        Signals(
+            hunks=hunks(APPLIED, SIMILAR),
+            landed_same_diff=True,
+            added_all_in_head=True,
+            removals_readded=True,
+        ),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing edited later, but a hunk is missing: never a drop",
+        Signals(hunks=hunks(APPLIED, ABSENT), landed_same_diff=True, added_all_in_head=True),
+        Status.PARTIAL,
         REVIEW,
     ),
     (
@@ -172,11 +218,18 @@ def test_decision_table(case: str, signals: Signals, status: Status, decision: D
 
 
 def test_no_row_drops_without_content_evidence() -> None:
-    """A drop always rests on reverse-apply, an unchanged 3-way tree or every hunk present."""
+    """A drop always rests on reverse-apply, an unchanged 3-way tree, every hunk present, or
+    upstream's same diff with every hunk in some version and every added line kept."""
     for _, signals, _, decision in ROWS:
         if decision == DROP:
             all_present = bool(signals.hunks) and all(h.state == APPLIED for h in signals.hunks)
-            assert signals.reverse or signals.three_way_unchanged or all_present
+            kept = (
+                signals.landed_same_diff
+                and signals.added_all_in_head
+                and bool(signals.hunks)
+                and all(h.state in (APPLIED, SIMILAR) for h in signals.hunks)
+            )
+            assert signals.reverse or signals.three_way_unchanged or all_present or kept
 
 
 HUNK = (
