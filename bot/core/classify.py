@@ -371,6 +371,10 @@ class Signals:
     linked_merged_in_head: bool = False  # a linked PR's merge commit is an ancestor of head
     matched_commit: bool = False  # an upstream commit in range matches (patch-id or subject)
     matched_reverted: bool = False  # ... and a later upstream commit reverted it
+    landed_same_diff: bool = False  # an upstream commit has the patch's very diff (patch id),
+    # and nothing found undid it
+    removals_readded: bool = False  # a commit after that landing adds back lines the patch removes
+    added_all_in_head: bool = False  # every substantive line the patch adds is in the head
     reverts: tuple[tuple[str, str], ...] = ()  # (landing, the commit that undid it) pairs
 
 
@@ -399,7 +403,7 @@ def decide(sig: Signals) -> Verdict:
             "the head holds both the patch's pre-image and post-image (duplicated code): drop "
             "if the head's copy is the change, keep if the patch must still change the other",
         )
-    if not sig.forward and sig.reverse and sig.removals_remain:
+    if not sig.forward and sig.reverse and sig.removals_remain and not _landed_as_is(sig):
         return Verdict(
             Status.UPSTREAM_VERSION,
             Decision.REVIEW,
@@ -410,7 +414,8 @@ def decide(sig: Signals) -> Verdict:
     all_present = (
         bool(sig.hunks) and not sig.forward and states[HunkState.APPLIED] == len(sig.hunks)
     )
-    if sig.state_predates_range and (sig.reverse or sig.three_way_unchanged or all_present):
+    predates = sig.state_predates_range and not _landed_in_range(sig)
+    if predates and (sig.reverse or sig.three_way_unchanged or all_present):
         if sig.no_base:
             reason = (
                 "the head is in the state the patch produces, but the patch mostly removes code "
@@ -425,6 +430,15 @@ def decide(sig: Signals) -> Verdict:
                 "was only ever for older heads"
             )
         return Verdict(Status.CONTAINED, Decision.REVIEW, reason)
+    if not sig.forward and sig.reverse and sig.removals_remain:
+        return Verdict(
+            Status.CONTAINED,
+            Decision.DROP,
+            "upstream took the patch's very diff (same patch id) and nothing undid it: the patch "
+            "reverse-applies, a 3-way apply changes nothing and every line it adds is in the "
+            "head; the code it removes that the head still has elsewhere was not added back "
+            "after upstream took it",
+        )
     if not sig.forward and sig.reverse:
         return Verdict(
             Status.CONTAINED, Decision.DROP, "the patch reverse-applies: the head has every change"
@@ -442,6 +456,37 @@ def decide(sig: Signals) -> Verdict:
     if sig.forward or sig.three_way == "clean":
         return _applied_verdict(sig, present)
     return _failed_verdict(sig, states, present)
+
+
+def _landed_in_range(sig: Signals) -> bool:
+    """Upstream took this very diff and no later commit added back what it removes: whatever
+    the range base looked like, the head's state is upstream's taking of the patch."""
+    return sig.landed_same_diff and not sig.removals_readded
+
+
+def _landed_then_edited(sig: Signals, present: int) -> bool:
+    """Upstream took this very diff, then edited the code further (the patch no longer
+    reverse-applies), and the head still has every hunk in some version, every line the patch
+    adds, and none it removes added back: nothing is left for the patch to do."""
+    return (
+        _landed_in_range(sig)
+        and sig.added_all_in_head
+        and bool(sig.hunks)
+        and present == len(sig.hunks)
+    )
+
+
+def _landed_as_is(sig: Signals) -> bool:
+    """Upstream took this very diff and the head shows it in every way the engine looks: code
+    the patch removes that still exists elsewhere in the head is then upstream's own copy, not
+    the patch's code moved, unless a later commit added it back."""
+    return (
+        sig.landed_same_diff
+        and not sig.removals_readded
+        and sig.reverse
+        and sig.three_way_unchanged
+        and sig.added_all_in_head
+    )
 
 
 def _applied_verdict(sig: Signals, present: int) -> Verdict:
@@ -520,6 +565,15 @@ def _in_another_version(states: Counter[HunkState], total: int) -> str:
 def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> Verdict:
     total = len(sig.hunks)
     missing = tuple(h for h in sig.hunks if h.state not in (HunkState.APPLIED, HunkState.SIMILAR))
+    if _landed_then_edited(sig, present):
+        return Verdict(
+            Status.CONTAINED,
+            Decision.DROP,
+            "upstream took the patch's very diff (same patch id) and nothing undid it; later "
+            f"upstream edits left {states[HunkState.SIMILAR]} of its {total} hunks in another "
+            "version, but every line the patch adds is still in the head and none it removes "
+            "came back: nothing is left for the patch to do",
+        )
     if total and present == total:
         return Verdict(
             Status.UPSTREAM_VERSION,

@@ -962,6 +962,8 @@ class _PatchCheck:
             linked_merged_in_head=self._linked_prs(),
             **self._match_signals(),
         )
+        if signals.landed_same_diff:
+            signals = self._same_diff_facts(signals, head_files)
         all_present = bool(hunks) and all(h.state == HunkState.APPLIED for h in hunks)
         if (reverse.ok and not forward.ok) or after == before or all_present:
             signals = replace(signals, state_predates_range=self._state_predates_range())
@@ -1266,8 +1268,55 @@ class _PatchCheck:
             "no_base": self.range is None,
             "matched_commit": any(m.reverted_by is None for m in self.matches),
             "matched_reverted": bool(self.matches) and len(reverts) == len(self.matches),
+            "landed_same_diff": bool(self._same_diff_landings()),
             "reverts": reverts,
         }
+
+    def _same_diff_landings(self) -> list[str]:
+        """Upstream commits with the patch's very diff (patch id) that nothing undid."""
+        return [m.commit.sha for m in self.matches if m.how == "patch-id" and not m.reverted_by]
+
+    def _same_diff_facts(self, signals: Signals, files: dict[str, HeadFile]) -> Signals:
+        """What the head kept of a same-diff landing: every line the patch adds, and none of
+        the lines it removes added back later."""
+        added, total = self._line_counts(files, classify.duplicated_additions, lambda f: f.is_new)
+        self.evidence.append({"signal": "added-lines-kept", "present": added, "added": total})
+        return replace(
+            signals,
+            added_all_in_head=total > 0 and added == total,
+            removals_readded=self._removals_readded(),
+        )
+
+    def _removals_readded(self) -> bool:
+        """A commit newer than the oldest same-diff landing adds back a line the patch removes
+        (in the files the history was read for): upstream then undid the removal, maybe in
+        another place, so a copy the head still has is not necessarily upstream's own."""
+        order = [c.sha for c in self.range_commits]  # newest first
+        landed = [order.index(sha) for sha in self._same_diff_landings() if sha in order]
+        removed = {
+            n
+            for f in self.parsed.files
+            for h in f.hunks
+            for b in classify.removed_blocks(h)
+            for n in b
+        }
+        newer = self.range_commits[: max(landed)] if landed else []
+        readded = [
+            c.sha
+            for c in newer
+            if any(n in removed for s in c.sections.values() for n in history.added_lines(s))
+        ]
+        self.evidence.append(
+            {
+                "signal": "removed-lines-added-back",
+                "result": bool(readded) or not landed,
+                "commits": readded,
+                "detail": "after upstream took the same diff"
+                if landed
+                else "the landing is not in the history read",
+            }
+        )
+        return bool(readded) or not landed
 
     def _taken_by_patch_id(self) -> bool:
         """Without a base: a commit in the head's history has the patch's very diff."""

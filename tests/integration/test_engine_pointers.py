@@ -186,10 +186,18 @@ WRAP = (
 )
 
 
-def test_a_review_of_a_patch_upstream_took_by_patch_id_names_the_commit_and_pr(up, tmp_path):
+@pytest.mark.parametrize(
+    ("readded", "verdict"),
+    [
+        (False, (Status.CONTAINED, Decision.DROP)),
+        (True, (Status.UPSTREAM_VERSION, Decision.REVIEW)),
+    ],
+)
+def test_a_patch_upstream_took_by_patch_id_names_the_commit_and_pr(up, tmp_path, readded, verdict):
     """Shaped like the INT8 loader of issue 35 (vllm-gaudi 88eab1e9, #1659): upstream has the
-    patch's very diff, but the lines it removes still exist elsewhere in the head, so it goes
-    to review; the review names the commit and its PR."""
+    patch's very diff, and the lines it removes still exist elsewhere in the head. Dropped (the
+    copy was upstream's own before it took the diff), or, once a later commit adds those lines
+    back, a review; either way the decision names the commit and its PR."""
     loader = (
         "def load_int8(layer, weights):\n"
         + WRAP
@@ -212,8 +220,11 @@ def test_a_review_of_a_patch_upstream_took_by_patch_id_names_the_commit_and_pr(u
     landed = up.commit(
         "Fix #1612: don't wrap INT8 loader with FP8-only wrapper (#1659)", {"loader.py": fixed}
     )
+    if readded:
+        helper = "\n\ndef prepare_int8(layer, weights):\n" + WRAP + "    return weights\n"
+        up.commit("Wrap INT8 weights again", {"loader.py": fixed + helper})
     p = check(up, patches, tmp_path, base=base)
-    assert (p.status, p.decision) == (Status.UPSTREAM_VERSION, Decision.REVIEW)
+    assert (p.status, p.decision) == verdict
     assert p.upstream_commits == [
         {
             "sha": landed,

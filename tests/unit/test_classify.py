@@ -29,6 +29,13 @@ APPLIED, PENDING, SIMILAR, ABSENT = (
     HunkState.ABSENT,
 )
 KEEP, DROP, REVIEW = Decision.KEEP, Decision.DROP, Decision.REVIEW
+# Upstream took the patch's very diff and the head shows it every way (the INT8 loader of issue 35)
+LANDED = {
+    "three_way": "clean",
+    "three_way_unchanged": True,
+    "landed_same_diff": True,
+    "added_all_in_head": True,
+}
 
 ROWS = [
     # (case, signals, status, decision)
@@ -41,6 +48,89 @@ ROWS = [
         "reverse applies, removed code lingers elsewhere",
         Signals(reverse=True, removals_remain=True),
         Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing, reverse applies, 3-way unchanged, every added line in the head: "
+        "code it removes lingering elsewhere is upstream's own copy",
+        Signals(reverse=True, removals_remain=True, **LANDED),
+        Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "same-diff landing, but a later commit added removed lines back",
+        Signals(reverse=True, removals_remain=True, **{**LANDED, "removals_readded": True}),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing, but not every added line is in the head",
+        Signals(reverse=True, removals_remain=True, **{**LANDED, "added_all_in_head": False}),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing, but a 3-way apply would change the tree",
+        Signals(reverse=True, removals_remain=True, **{**LANDED, "three_way_unchanged": False}),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "lingering removals, every other fact holds but no same-diff landing",
+        Signals(reverse=True, removals_remain=True, **{**LANDED, "landed_same_diff": False}),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing with lingering removals, the range base already looked like that: "
+        "the landing in range shows upstream took it",
+        Signals(reverse=True, removals_remain=True, state_predates_range=True, **LANDED),
+        Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "reverse applies, the range base already looked like that, but the range took the "
+        "same diff and nothing added its removed lines back",
+        Signals(reverse=True, state_predates_range=True, landed_same_diff=True),
+        Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "the range base looked like that and the range took the same diff, but a later "
+        "commit added removed lines back",
+        Signals(
+            reverse=True, state_predates_range=True, landed_same_diff=True, removals_readded=True
+        ),
+        Status.CONTAINED,
+        REVIEW,
+    ),
+    (
+        "same-diff landing edited later: every hunk in some version, every added line kept",
+        Signals(hunks=hunks(APPLIED, SIMILAR), landed_same_diff=True, added_all_in_head=True),
+        Status.CONTAINED,
+        DROP,
+    ),
+    (
+        "same-diff landing edited later, but an added line is gone",
+        Signals(hunks=hunks(APPLIED, SIMILAR), landed_same_diff=True),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing edited later, but a removed line came back",
+        Signals(
+            hunks=hunks(APPLIED, SIMILAR),
+            landed_same_diff=True,
+            added_all_in_head=True,
+            removals_readded=True,
+        ),
+        Status.UPSTREAM_VERSION,
+        REVIEW,
+    ),
+    (
+        "same-diff landing edited later, but a hunk is missing: never a drop",
+        Signals(hunks=hunks(APPLIED, ABSENT), landed_same_diff=True, added_all_in_head=True),
+        Status.PARTIAL,
         REVIEW,
     ),
     (
@@ -128,11 +218,18 @@ def test_decision_table(case: str, signals: Signals, status: Status, decision: D
 
 
 def test_no_row_drops_without_content_evidence() -> None:
-    """A drop always rests on reverse-apply, an unchanged 3-way tree or every hunk present."""
+    """A drop always rests on reverse-apply, an unchanged 3-way tree, every hunk present, or
+    upstream's same diff with every hunk in some version and every added line kept."""
     for _, signals, _, decision in ROWS:
         if decision == DROP:
             all_present = bool(signals.hunks) and all(h.state == APPLIED for h in signals.hunks)
-            assert signals.reverse or signals.three_way_unchanged or all_present
+            kept = (
+                signals.landed_same_diff
+                and signals.added_all_in_head
+                and bool(signals.hunks)
+                and all(h.state in (APPLIED, SIMILAR) for h in signals.hunks)
+            )
+            assert signals.reverse or signals.three_way_unchanged or all_present or kept
 
 
 HUNK = (

@@ -1,0 +1,264 @@
+"""Issue 35, more safe automatic drops, all resting on a patch upstream took as its very diff
+(same patch id, nothing undid it) with no later commit adding back a line the patch removes:
+
+- dropped although lines it removes still exist elsewhere in the head, when everything else
+  shows the head has it (reverse-apply, a 3-way apply that changes nothing, every added line).
+  Shaped like the INT8 loader of vllm-gaudi (88eab1e9, #1659): the FP8 loader beside it keeps
+  the wrapper the fix removes;
+- dropped although the range base was already in the patch's state, when the range added the
+  code and then took the patch (vllm-gaudi 90b9ce51ee on releases/v0.24.0: an OOM workaround
+  the branch ported and then removed with the same diff);
+- dropped when later upstream edits changed its hunks but left every line it adds in the head
+  (vllm-gaudi 22dc879b67 "Separate conv1d for Granite 4.0" on releases/v0.19.0).
+
+Each has its counter-case that stays a review."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.core.classify import Decision, Status
+from bot.git.engine import Engine, PatchInput
+from bot.git.mirror import Mirror
+from harness.gitrepo import RepoBuilder
+
+WRAP = (
+    "    weights = gaudi_weight_wrapper(weights)\n"
+    "    weights = convert_to_fp8_layout(weights)\n"
+    "    scales = collect_fp8_scales(weights)\n"
+    "    apply_fp8_scales(layer, scales)\n"
+)
+LOADER = (
+    "def load_int8(layer, weights):\n"
+    + WRAP
+    + "    return layer.finish(weights)\n\n"
+    + "def load_fp8(layer, weights):\n"
+    + WRAP
+    + "    return layer.finish(weights)\n"
+)
+FIXED = LOADER.replace(
+    WRAP, "    weights = keep_int8_layout(weights)\n    layer.int8_weights = weights\n", 1
+)
+TEST = "def test_int8_loader():\n    assert load_int8(Layer(), int8_weights()) is not None\n"
+TITLE = "Fix #1612: don't wrap INT8 loader with FP8-only wrapper"
+
+
+def check(repo: RepoBuilder, patches: list[PatchInput], tmp_path: Path, **kw):
+    engine = Engine(Mirror(str(repo.path), tmp_path / "cache"))
+    try:
+        (report,) = engine.check("main", patches, **kw).patches
+    finally:
+        engine.close()
+    return report
+
+
+def signals(report) -> dict[str, dict]:
+    return {e["signal"]: e for e in report.evidence}
+
+
+@pytest.fixture
+def landed(make_repo, tmp_path) -> tuple[RepoBuilder, list[PatchInput], str, str]:
+    """Upstream with the loaders; a downstream fix of the INT8 one; upstream takes the very same
+    diff as its PR. Returns the repository, the patch, the base and the landing commit."""
+    up = make_repo("upstream")
+    up.commit("Add loaders", {"loader.py": LOADER, "test_loader.py": "import loader\n"})
+    base = up.head("main")
+    up.checkout("main", new_branch="down")
+    up.commit(TITLE, {"loader.py": FIXED, "test_loader.py": "import loader\n\n\n" + TEST})
+    out = tmp_path / "patches"
+    patches = [PatchInput(str(p), p.read_bytes()) for p in up.format_patch("main..down", out)]
+    up.checkout("main")
+    landing = up.commit(
+        f"{TITLE} (#1659)", {"loader.py": FIXED, "test_loader.py": "import loader\n\n\n" + TEST}
+    )
+    up.commit("Unrelated upstream work", {"other.py": "alpha = first_value()\n"})
+    return up, patches, base, landing
+
+
+def without_from(patches: list[PatchInput]) -> list[PatchInput]:
+    """The patch with no `From <sha>` line: nothing anchors its history."""
+    return [PatchInput(p.name, p.data.split(b"\n", 1)[1]) for p in patches]
+
+
+@pytest.mark.parametrize("anchor", ["base", "from-line", "none"])
+def test_a_same_diff_landing_is_dropped_although_its_removed_lines_remain_elsewhere(
+    landed, tmp_path, anchor
+):
+    up, patches, base, landing = landed
+    kw = {"base": base} if anchor == "base" else {}
+    p = check(up, without_from(patches) if anchor == "none" else patches, tmp_path, **kw)
+    found = signals(p)
+    assert found["removed-lines-still-in-head"]["suspicious"] is True  # the old review's cause
+    assert found["patch-id-match"]["commit"] == landing
+    assert found["removed-lines-added-back"]["result"] is False
+    assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
+    assert "same patch id" in p.reason
+    assert p.upstream_commits is not None and p.upstream_commits[0]["sha"] == landing
+
+
+@pytest.mark.parametrize("anchor", ["base", "none"])
+def test_removed_lines_added_back_after_the_landing_keep_it_a_review(landed, tmp_path, anchor):
+    """Upstream took the same diff, then a later commit put the removed wrapper back in another
+    place (a revert of the touched lines in another form): the copy the head has may be the
+    patch's own code moved, so carry never drops it on its own."""
+    up, patches, base, landing = landed
+    helper = "\n\ndef prepare_int8(layer, weights):\n" + WRAP + "    return weights\n"
+    again = up.commit("Wrap INT8 weights again (#1700)", {"loader.py": FIXED + helper})
+    kw = {"base": base} if anchor == "base" else {}
+    p = check(up, without_from(patches) if anchor == "none" else patches, tmp_path, **kw)
+    found = signals(p)
+    assert found["patch-id-match"]["commit"] == landing
+    assert found["removed-lines-added-back"]["commits"] == [again]
+    assert (p.status, p.decision) == (Status.UPSTREAM_VERSION, Decision.REVIEW)
+    assert "still exists elsewhere" in p.reason
+
+
+def test_without_a_same_diff_landing_lingering_removals_stay_a_review(make_repo, tmp_path):
+    """Upstream reached the patch's state with a different commit (another diff, no patch-id
+    match): the lingering copy still sends the patch to review."""
+    up = make_repo("upstream")
+    up.commit("Add loaders", {"loader.py": LOADER})
+    base = up.head("main")
+    up.checkout("main", new_branch="down")
+    up.commit(TITLE, {"loader.py": FIXED})
+    out = tmp_path / "patches"
+    patches = [PatchInput(str(p), p.read_bytes()) for p in up.format_patch("main..down", out)]
+    up.checkout("main")
+    up.commit("Rework the loaders (#1800)", {"loader.py": FIXED + "\n# loaders reworked here\n"})
+    p = check(up, patches, tmp_path, base=base)
+    assert "patch-id-match" not in signals(p)
+    assert signals(p)["removed-lines-still-in-head"]["suspicious"] is True
+    assert (p.status, p.decision) == (Status.UPSTREAM_VERSION, Decision.REVIEW)
+
+
+WORKAROUND = (
+    "    if blocks > warmup_cap_blocks:\n"
+    "        logger.warning_once('capping warmup context to %s blocks', warmup_cap_blocks)\n"
+    "        blocks = warmup_cap_blocks\n"
+)
+RUNNER = "def warmup(self, blocks):\n    prepared = self.prepare(blocks)\n    return prepared\n"
+WITH_WORKAROUND = RUNNER.replace("    prepared", WORKAROUND + "    prepared")
+
+
+def check_on(repo: RepoBuilder, head: str, patches: list[PatchInput], tmp_path: Path):
+    engine = Engine(Mirror(str(repo.path), tmp_path / "cache"))
+    try:
+        (report,) = engine.check(head, patches).patches
+    finally:
+        engine.close()
+    return report
+
+
+@pytest.mark.parametrize("ported", [True, False])
+def test_a_removal_the_branch_ported_after_porting_the_code_is_dropped(make_repo, tmp_path, ported):
+    """main adds a workaround and then removes it; the patch is the removal, checked on a
+    release branch forked before both (its range base never had the workaround). A branch that
+    ported both has taken the patch: drop. A branch that ported neither never had what the
+    patch removes: review, as before."""
+    up = make_repo("upstream")
+    up.commit("Add the runner", {"runner.py": RUNNER})
+    up.checkout("main", new_branch="release")
+    up.checkout("main")
+    up.commit("Cap the warmup context (#1500)", {"runner.py": WITH_WORKAROUND})
+    up.commit("Remove the warmup OOM workaround (#1575)", {"runner.py": RUNNER})
+    patches = [
+        PatchInput(str(p), p.read_bytes())
+        for p in up.format_patch("HEAD~1..HEAD", tmp_path / "patches")
+    ]
+    up.checkout("release")
+    if ported:
+        up.commit("Cap the warmup context (#1500) (#1510)", {"runner.py": WITH_WORKAROUND})
+        landing = up.commit("Remove the warmup OOM workaround (#1576)", {"runner.py": RUNNER})
+    up.commit("Release notes", {"NOTES.md": "release\n"})
+    p = check_on(up, "release", patches, tmp_path)
+    assert "post-image-at-range-base" in signals(p)
+    if ported:
+        assert signals(p)["patch-id-match"]["commit"] == landing
+        assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP)
+    else:
+        assert "patch-id-match" not in signals(p)
+        assert (p.status, p.decision) == (Status.CONTAINED, Decision.REVIEW)
+
+
+CONV = (
+    "def build(layer, config):\n"
+    "    width = config.width\n"
+    "    layer.conv = make_conv(width)\n"
+    "    return layer\n\n\n"
+    "def forward(layer, hidden):\n"
+    "    mixed = layer.conv(hidden)\n"
+    "    return mixed\n"
+)
+SPLIT = CONV.replace(
+    "    layer.conv = make_conv(width)\n",
+    "    layer.conv_x = make_conv(width)\n    layer.conv_bc = make_conv(width * 2)\n",
+).replace(
+    "    mixed = layer.conv(hidden)\n",
+    "    mixed = layer.conv_x(hidden) + layer.conv_bc(hidden)\n",
+)
+
+
+@pytest.fixture
+def split_landed(make_repo, tmp_path) -> tuple[RepoBuilder, list[PatchInput], str, str]:
+    """A downstream patch splits a convolution in two; upstream takes the very same diff."""
+    up = make_repo("upstream")
+    up.commit("Add the layer", {"layer.py": CONV})
+    base = up.head("main")
+    up.checkout("main", new_branch="down")
+    up.commit("Separate conv1d", {"layer.py": SPLIT})
+    out = tmp_path / "patches"
+    patches = [PatchInput(str(p), p.read_bytes()) for p in up.format_patch("main..down", out)]
+    up.checkout("main")
+    landing = up.commit("Separate conv1d (#1322)", {"layer.py": SPLIT})
+    return up, patches, base, landing
+
+
+@pytest.mark.parametrize(
+    ("later", "verdict"),
+    [
+        # upstream renames the context lines around the split: every added line stays
+        (
+            lambda text: (
+                text.replace("    width = config.width\n", "    width = config.dim\n")
+                .replace("    return layer\n", "    return layer.finalize()\n")
+                .replace("    return mixed\n", "    return mixed.contiguous()\n")
+            ),
+            (Status.CONTAINED, Decision.DROP),
+        ),
+        # ... and also rewrites one of the lines the patch adds: a human looks
+        (
+            lambda text: (
+                text.replace("    width = config.width\n", "    width = config.dim\n")
+                .replace("    return layer\n", "    return layer.finalize()\n")
+                .replace("make_conv(width * 2)", "make_grouped_conv(width, groups=2)")
+            ),
+            (Status.UPSTREAM_VERSION, Decision.REVIEW),
+        ),
+        # ... or brings back a line the patch removes, beside the split: a human looks
+        (
+            lambda text: (
+                text.replace("    width = config.width\n", "    width = config.dim\n")
+                .replace("    return layer\n", "    return layer.finalize()\n")
+                .replace(
+                    "    return mixed\n",
+                    "    return mixed\n\n\ndef legacy(layer, width):\n"
+                    "    layer.conv = make_conv(width)\n",
+                )
+            ),
+            (Status.UPSTREAM_VERSION, Decision.REVIEW),
+        ),
+    ],
+    ids=["context-edited", "added-line-rewritten", "removed-line-back"],
+)
+def test_a_same_diff_landing_edited_later_is_dropped_while_every_added_line_stays(
+    split_landed, tmp_path, later, verdict
+):
+    up, patches, base, landing = split_landed
+    up.commit("Rework the layer (#1400)", {"layer.py": later(SPLIT)})
+    p = check(up, patches, tmp_path, base=base)
+    found = signals(p)
+    assert found["reverse-apply"]["result"] == "failed"  # upstream's later edits
+    assert found["patch-id-match"]["commit"] == landing
+    assert (p.status, p.decision) == verdict
