@@ -74,8 +74,21 @@ def _repository_moved(rt: Runtime, event: ev.RepositoryMoved) -> None:
 
 def tell(rt: Runtime, move: ri.Move, by: str | None = None) -> None:
     """Said once per move, in the history of each series on the repository, with what to
-    change in the config; carry goes on under the new name meanwhile."""
-    if store.is_claimed(rt.redis, move.key):
+    change in the config; carry goes on under the new name meanwhile. The entries and the
+    move's claim commit together, so workers telling one move at once say it once."""
+    said = {
+        "how": move.action,
+        "was": move.was,
+        "now": move.now,
+        "repo_id": move.repo_id,
+        "by": by or "",
+        "action": move.action_words,
+    }
+    entries = [
+        (series_id, H.REPOSITORY_MOVED, said)
+        for series_id in _series_on(rt.config, move.configured)
+    ]
+    if not store.append_history_once(rt.redis, move.key, entries):
         return
     log.warning(
         "GitHub: %s was %s to %s; carry follows it by id (%s)",
@@ -84,19 +97,6 @@ def tell(rt: Runtime, move: ri.Move, by: str | None = None) -> None:
         move.now,
         move.action_words,
     )
-    for series_id in _series_on(rt.config, move.configured):
-        store.append_history(
-            rt.redis,
-            series_id,
-            H.REPOSITORY_MOVED,
-            how=move.action,
-            was=move.was,
-            now=move.now,
-            repo_id=move.repo_id,
-            by=by or "",
-            action=move.action_words,
-        )
-    store.claim(rt.redis, move.key)
 
 
 def _series_on(config: CarryConfig, repo: str) -> list[str]:

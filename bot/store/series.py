@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -313,6 +313,30 @@ def wanted(client: redis.Redis, series_id: str) -> str | None:
 def claim(client: redis.Redis, key: str, ttl_s: int = DONE_TTL_S) -> bool:
     """True the first time `key` is claimed: the idempotency check for an action."""
     return bool(client.set(f"{PREFIX}done:{key}", str(time.time()), nx=True, ex=ttl_s))
+
+
+def append_history_once(
+    client: redis.Redis,
+    key: str,
+    entries: Iterable[tuple[str | None, HistoryKind, dict[str, Any]]],
+) -> bool:
+    """Appends the history entries and claims `key` in one transaction, unless `key` is
+    claimed already: of callers racing on one key exactly one writes, and a caller that dies
+    before committing leaves the key unclaimed for the next. True when this call wrote."""
+    done = f"{PREFIX}done:{key}"
+    with client.pipeline() as pipe:
+        try:
+            pipe.watch(done)
+            if pipe.exists(done):
+                return False
+            pipe.multi()
+            for series_id, kind, fields in entries:
+                queue_history(pipe, series_id, kind, **fields)
+            pipe.set(done, str(time.time()), ex=DONE_TTL_S)
+            pipe.execute()
+        except redis.WatchError:  # another caller claimed it meanwhile: it said it
+            return False
+    return True
 
 
 def release_claim(client: redis.Redis, key: str) -> None:

@@ -4,12 +4,14 @@ GitHub is asked, and answers by the old name with a redirect that names the id."
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bot.core import events as ev
+from bot.core import repo_identity as ri
 from bot.store import repo_ids
 from tests.support.deployment import DOWN_NAME, DOWN_OWNER, UP_NAME, UP_OWNER, Deploy, deployments
 from workers import repo_identity
@@ -63,3 +65,34 @@ def test_ids_are_learned_from_github_once_even_by_an_old_name(deploy: Deploy) ->
         comment_id=6,
     )
     assert repo_identity.resolve(d.rt, stranger) is None
+
+
+def test_a_move_told_by_several_workers_at_once_is_said_once(deploy: Deploy) -> None:
+    """The github-faults bench saw `renamed` twice in the history with two worker processes:
+    the `repository` delivery and an event under the new name each told the move, both having
+    seen it untold before either marked it told. Eight threads tell one move at once."""
+    d = deploy(auth="token")
+    move = ri.Move(
+        configured=f"{DOWN_OWNER}/{DOWN_NAME}",
+        field="downstream.repo",
+        was=f"{DOWN_OWNER}/{DOWN_NAME}",
+        now=f"{DOWN_OWNER}/carry-renamed",
+        action="renamed",
+        repo_id=4242,
+    )
+    start = threading.Barrier(8)
+
+    def tell() -> None:
+        start.wait()
+        repo_identity.tell(d.rt, move)
+
+    threads = [threading.Thread(target=tell) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (said,) = d.history("repository-moved")
+    assert said["data"]["now"] == f"{DOWN_OWNER}/carry-renamed"
+
+    repo_identity.tell(d.rt, move)  # told already: nothing more
+    assert len(d.history("repository-moved")) == 1
