@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bot.core.classify import Decision, Status
-from bot.git.engine import Engine, PatchInput
-from bot.git.mirror import Mirror
+from bot.git.engine import PatchInput
 from harness.gitrepo import RepoBuilder
+from tests.support.engine import check
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
 FUNC = (
@@ -25,15 +25,6 @@ PINS = "".join(f"release_{i} = pinned({i})\n" for i in range(10))
 
 def patches_of(repo: RepoBuilder, rev_range: str, out: Path) -> list[PatchInput]:
     return [PatchInput(str(p), p.read_bytes()) for p in repo.format_patch(rev_range, out)]
-
-
-def check(repo: RepoBuilder, patches: list[PatchInput], tmp_path: Path, **kw):
-    engine = Engine(Mirror(str(repo.path), tmp_path / "cache"))
-    try:
-        (report,) = engine.check("main", patches, **kw).patches
-    finally:
-        engine.close()
-    return report
 
 
 @pytest.fixture

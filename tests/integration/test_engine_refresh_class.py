@@ -12,6 +12,7 @@ from bot.core.classify import Status
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
 from harness.gitrepo import RepoBuilder
+from tests.support.engine import check
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 61))
 FUNC = "def frobnicate(widget):\n    return widget.scale(level=2, mode='strict')\n"
@@ -36,15 +37,6 @@ def carried(up: RepoBuilder, tmp_path: Path) -> tuple[list[PatchInput], str]:
     (made,) = up.format_patch("main..down", tmp_path / "patches")
     up.checkout("main")
     return [PatchInput(str(made), made.read_bytes())], up.head("main")
-
-
-def check(up: RepoBuilder, patches, tmp_path: Path, **kw):
-    engine = Engine(Mirror(str(up.path), tmp_path / "cache"))
-    try:
-        (report,) = engine.check("main", patches, **kw).patches
-    finally:
-        engine.close()
-    return report
 
 
 @pytest.mark.parametrize("in_process", [True, False])

@@ -15,14 +15,12 @@ Each has its counter-case that stays a review."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from bot.core.classify import Decision, Status
-from bot.git.engine import Engine, PatchInput
-from bot.git.mirror import Mirror
+from bot.git.engine import PatchInput
 from harness.gitrepo import RepoBuilder
+from tests.support.engine import check
 
 WRAP = (
     "    weights = gaudi_weight_wrapper(weights)\n"
@@ -43,15 +41,6 @@ FIXED = LOADER.replace(
 )
 TEST = "def test_int8_loader():\n    assert load_int8(Layer(), int8_weights()) is not None\n"
 TITLE = "Fix #1612: don't wrap INT8 loader with FP8-only wrapper"
-
-
-def check(repo: RepoBuilder, patches: list[PatchInput], tmp_path: Path, **kw):
-    engine = Engine(Mirror(str(repo.path), tmp_path / "cache"))
-    try:
-        (report,) = engine.check("main", patches, **kw).patches
-    finally:
-        engine.close()
-    return report
 
 
 def signals(report) -> dict[str, dict]:
@@ -142,15 +131,6 @@ RUNNER = "def warmup(self, blocks):\n    prepared = self.prepare(blocks)\n    re
 WITH_WORKAROUND = RUNNER.replace("    prepared", WORKAROUND + "    prepared")
 
 
-def check_on(repo: RepoBuilder, head: str, patches: list[PatchInput], tmp_path: Path):
-    engine = Engine(Mirror(str(repo.path), tmp_path / "cache"))
-    try:
-        (report,) = engine.check(head, patches).patches
-    finally:
-        engine.close()
-    return report
-
-
 @pytest.mark.parametrize("ported", [True, False])
 def test_a_removal_the_branch_ported_after_porting_the_code_is_dropped(make_repo, tmp_path, ported):
     """main adds a workaround and then removes it; the patch is the removal, checked on a
@@ -172,7 +152,7 @@ def test_a_removal_the_branch_ported_after_porting_the_code_is_dropped(make_repo
         up.commit("Cap the warmup context (#1500) (#1510)", {"runner.py": WITH_WORKAROUND})
         landing = up.commit("Remove the warmup OOM workaround (#1576)", {"runner.py": RUNNER})
     up.commit("Release notes", {"NOTES.md": "release\n"})
-    p = check_on(up, "release", patches, tmp_path)
+    p = check(up, patches, tmp_path, head="release")
     assert "post-image-at-range-base" in signals(p)
     if ported:
         assert signals(p)["patch-id-match"]["commit"] == landing
