@@ -126,7 +126,7 @@ class ActiveRun:
     """A run of the same series and runner kind that has not finished."""
 
     run_id: str
-    state: str  # waiting-approval | queued | running
+    state: CiStatus  # one of ACTIVE_STATES
     tree_key: str
     head_sha: str
     dispatched: bool = True  # handed to the broker (counts against the budget)
@@ -137,7 +137,7 @@ class StoredResult:
     """A finished, reusable result for the same runner kind and tree key."""
 
     run_id: str
-    state: str  # success | failure
+    state: CiStatus  # one of REUSABLE
     head_sha: str = ""
 
 
@@ -206,10 +206,10 @@ def plan_run(request: RunRequest, facts: RunFacts) -> tuple[RunAction, ...]:
 def _outcome(
     request: RunRequest, facts: RunFacts, same: list[ActiveRun], stale: list[ActiveRun]
 ) -> RunAction:
-    waiting = next((run for run in same if run.state == "waiting-approval"), None)
-    running = next((run for run in same if run.state != "waiting-approval"), None)
+    waiting = next((run for run in same if run.state is CiStatus.WAITING_APPROVAL), None)
+    running = next((run for run in same if run.state is not CiStatus.WAITING_APPROVAL), None)
     # a retest of a tree whose run is held back (paced, or over budget) releases that run
-    held = running is not None and running.state == "queued" and not running.dispatched
+    held = running is not None and running.state is CiStatus.QUEUED and not running.dispatched
     if running is not None and not (held and request.force):
         why = f"same tree already {running.state} in run {running.run_id}"
         return RunAction(RunVerb.JOIN, why, (running.run_id,), request.key)

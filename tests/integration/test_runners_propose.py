@@ -209,6 +209,25 @@ def test_a_verdict_of_an_issued_run_is_reused_for_a_trusted_head(
     assert waits.state == "waiting-approval"
 
 
+@pytest.mark.parametrize("state", ["green", "cancelled", "infra-error", None])
+def test_a_verdict_whose_state_carry_does_not_reuse_lets_the_tree_run(
+    service: redis.Redis, app: Celery, state: str | None
+) -> None:
+    """The run is carry's, but the state stored with it is not a verdict that says anything
+    about the code (a runner's broker user wrote junk, or a cancel or infra error): the tree
+    runs instead of being answered with it."""
+    trusted_push(service, "s1", HEAD)
+    (first,) = ci.request_ci(service, app, "s1", [TARGET], TREE, debounce_s=0)
+    tree_key = ci.job_tree_key(TARGET, TREE)
+    verdict = {"run_id": first.run_id, "state": state, "head_sha": HEAD, "checks": {}}
+    service.set(f"carry:ci:result:gaudi:{tree_key}", json.dumps(verdict))
+
+    trusted_push(service, "s2", HEAD)
+    (ran,) = ci.request_ci(service, app, "s2", [TARGET], TREE, debounce_s=0)
+    assert ran.state == "queued" and ran.run_id != first.run_id
+    assert [e["kind"] for e in history(service, "s2") if e["kind"] == "ci-reuse"] == []
+
+
 def test_a_run_record_a_runner_garbled_is_refused_and_the_applier_goes_on(
     service: redis.Redis, app: Celery, gaudi: redis.Redis
 ) -> None:

@@ -33,6 +33,7 @@ from bot.core.ci_plan import (
     tree_key,
 )
 from bot.core.policy import series_digest
+from bot.core.state import CiStatus
 
 A = "a" * 40
 B = "b" * 40
@@ -129,10 +130,10 @@ def request(trusted: bool = True, force: bool = False) -> RunRequest:
 
 
 def run(run_id: str, state: str, key: str = KEY_OLD, dispatched: bool = True) -> ActiveRun:
-    return ActiveRun(run_id, state, key, A, dispatched)
+    return ActiveRun(run_id, CiStatus(state), key, A, dispatched)
 
 
-DONE = StoredResult("r-done", "success", B)
+DONE = StoredResult("r-done", CiStatus.SUCCESS, B)
 NOW = 1_800_000_000.0
 FULL = Budget(queued=1, running=1)
 

@@ -48,6 +48,7 @@ from bot.core.ci_pacing import Pace, PacePolicy
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
+    REUSABLE,
     ActiveRun,
     Budget,
     RetryPolicy,
@@ -272,12 +273,31 @@ def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> RunFacts
     raw = stored_result(client, job.kind, job.tree_key)
     result = None
     if raw and _verdict_of_issued_run(client, job, raw):
-        result = StoredResult(raw["run_id"], raw["state"], raw.get("head_sha", ""))
+        state = _reusable_state(raw.get("state"))
+        if state is not None:
+            result = StoredResult(raw["run_id"], state, raw.get("head_sha", ""))
+        else:
+            log.warning(
+                "%s: the stored %s verdict for tree %s is %r, not one carry reuses; the tree runs",
+                job.series_id,
+                job.kind,
+                job.tree_key,
+                raw.get("state"),
+            )
     pace = Pace(pacing)
     if pacing.limits:
         now = time.time()
         pace = Pace(pacing, now, store.starts(client, job.series_id, job.kind, now))
     return RunFacts(result, active, in_flight(client, job.kind), job.budget, pace)
+
+
+def _reusable_state(value: object) -> CiStatus | None:
+    """A stored verdict's state, when it is one a tree's result may be reused with."""
+    try:
+        state = CiStatus(str(value))
+    except ValueError:
+        return None
+    return state if state in REUSABLE else None
 
 
 def _verdict_of_issued_run(client: redis.Redis, job: JobPayload, raw: Mapping[str, Any]) -> bool:
