@@ -12,6 +12,7 @@ from bot.core.classify import Decision, Status
 from bot.git.engine import PatchInput
 from harness.gitrepo import RepoBuilder
 from tests.support.engine import check
+from tests.support.int8_loader import FIXED, LOADER, READDED, TITLE
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
 FUNC = (
@@ -169,14 +170,6 @@ def test_a_patch_that_applies_names_no_upstream_commits(up, tmp_path):
     assert p.upstream_commits is None and "upstream_commits" not in p.as_dict()
 
 
-WRAP = (
-    "    weights = gaudi_weight_wrapper(weights)\n"
-    "    weights = convert_to_fp8_layout(weights)\n"
-    "    scales = collect_fp8_scales(weights)\n"
-    "    apply_fp8_scales(layer, scales)\n"
-)
-
-
 @pytest.mark.parametrize(
     ("readded", "verdict"),
     [
@@ -189,37 +182,21 @@ def test_a_patch_upstream_took_by_patch_id_names_the_commit_and_pr(up, tmp_path,
     patch's very diff, and the lines it removes still exist elsewhere in the head. Dropped (the
     copy was upstream's own before it took the diff), or, once a later commit adds those lines
     back, a review; either way the decision names the commit and its PR."""
-    loader = (
-        "def load_int8(layer, weights):\n"
-        + WRAP
-        + "    return layer.finish(weights)\n\n"
-        + "def load_fp8(layer, weights):\n"
-        + WRAP
-        + "    return layer.finish(weights)\n"
-    )
-    up.commit("Add loaders", {"loader.py": loader})
+    up.commit("Add loaders", {"loader.py": LOADER})
     base = up.head("main")
-    fixed = loader.replace(
-        WRAP,
-        "    weights = keep_int8_layout(weights)\n    layer.int8_weights = weights\n",
-        1,
-    )
     up.checkout("main", new_branch="down")
-    up.commit("Fix #1612: don't wrap INT8 loader with FP8-only wrapper", {"loader.py": fixed})
+    up.commit(TITLE, {"loader.py": FIXED})
     patches = patches_of(up, "main..down", tmp_path / "patches")
     up.checkout("main")
-    landed = up.commit(
-        "Fix #1612: don't wrap INT8 loader with FP8-only wrapper (#1659)", {"loader.py": fixed}
-    )
+    landed = up.commit(f"{TITLE} (#1659)", {"loader.py": FIXED})
     if readded:
-        helper = "\n\ndef prepare_int8(layer, weights):\n" + WRAP + "    return weights\n"
-        up.commit("Wrap INT8 weights again", {"loader.py": fixed + helper})
+        up.commit("Wrap INT8 weights again", {"loader.py": FIXED + READDED})
     p = check(up, patches, tmp_path, base=base)
     assert (p.status, p.decision) == verdict
     assert p.upstream_commits == [
         {
             "sha": landed,
-            "subject": "Fix #1612: don't wrap INT8 loader with FP8-only wrapper (#1659)",
+            "subject": f"{TITLE} (#1659)",
             "pr": 1659,
             "how": "patch-id",
         }

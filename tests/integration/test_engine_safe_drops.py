@@ -21,26 +21,9 @@ from bot.core.classify import Decision, Status
 from bot.git.engine import PatchInput
 from harness.gitrepo import RepoBuilder
 from tests.support.engine import check
+from tests.support.int8_loader import FIXED, LOADER, READDED, TITLE
 
-WRAP = (
-    "    weights = gaudi_weight_wrapper(weights)\n"
-    "    weights = convert_to_fp8_layout(weights)\n"
-    "    scales = collect_fp8_scales(weights)\n"
-    "    apply_fp8_scales(layer, scales)\n"
-)
-LOADER = (
-    "def load_int8(layer, weights):\n"
-    + WRAP
-    + "    return layer.finish(weights)\n\n"
-    + "def load_fp8(layer, weights):\n"
-    + WRAP
-    + "    return layer.finish(weights)\n"
-)
-FIXED = LOADER.replace(
-    WRAP, "    weights = keep_int8_layout(weights)\n    layer.int8_weights = weights\n", 1
-)
 TEST = "def test_int8_loader():\n    assert load_int8(Layer(), int8_weights()) is not None\n"
-TITLE = "Fix #1612: don't wrap INT8 loader with FP8-only wrapper"
 
 
 def signals(report) -> dict[str, dict]:
@@ -93,8 +76,7 @@ def test_removed_lines_added_back_after_the_landing_keep_it_a_review(landed, tmp
     place (a revert of the touched lines in another form): the copy the head has may be the
     patch's own code moved, so carry never drops it on its own."""
     up, patches, base, landing = landed
-    helper = "\n\ndef prepare_int8(layer, weights):\n" + WRAP + "    return weights\n"
-    again = up.commit("Wrap INT8 weights again (#1700)", {"loader.py": FIXED + helper})
+    again = up.commit("Wrap INT8 weights again (#1700)", {"loader.py": FIXED + READDED})
     kw = {"base": base} if anchor == "base" else {}
     p = check(up, without_from(patches) if anchor == "none" else patches, tmp_path, **kw)
     found = signals(p)
