@@ -14,7 +14,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -536,10 +537,42 @@ def test_a_step_user_that_cannot_be_used_is_refused_by_name(user: str, said: str
         sandbox.resolve_user(user)
 
 
-@pytest.mark.skipif(ROOT, reason="a runner that is not root")
+def as_runner_that_is_not_root(check: Callable[[], None]) -> None:
+    """Run `check` as a runner that is not root: here when the tests are not root, else in a
+    forked child that became nobody for good (a root CI still runs the case). The child's
+    failure comes back as its traceback."""
+    if not ROOT:
+        check()
+        return
+    nobody = pwd.getpwnam("nobody")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(read)
+        said = b""
+        try:
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            check()
+        except BaseException:  # everything goes back to the parent
+            said = traceback.format_exc().encode()
+        os.write(write, said or b"ok")
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert said == "ok", said
+
+
 def test_a_step_user_needs_a_root_runner() -> None:
-    with pytest.raises(SandboxError, match="needs a runner started as root"):
-        sandbox.resolve_user("nobody")
+    def check() -> None:
+        assert os.geteuid() != 0
+        with pytest.raises(SandboxError, match="needs a runner started as root"):
+            sandbox.resolve_user("nobody")
+
+    as_runner_that_is_not_root(check)
 
 
 # ---------------------------------------------------------------- step_user: auto
@@ -633,6 +666,9 @@ def test_a_root_runner_says_why_its_steps_run_as_root(tmp_path: Path) -> None:
     assert box.summary().startswith(f"none (the runner's config says sandbox: none), {said}")
 
 
-@pytest.mark.skipif(ROOT, reason="a runner that is not root")
 def test_auto_on_a_runner_that_is_not_root_is_its_own_user(tmp_path: Path) -> None:
-    assert sandbox.choose_user("auto", tmp_path) == (None, "")
+    def check() -> None:
+        assert os.geteuid() != 0
+        assert sandbox.choose_user("auto", tmp_path) == (None, "")
+
+    as_runner_that_is_not_root(check)
