@@ -37,7 +37,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.scale import Size, World, pct, upstream_file
+from bench.scale import pct
 from bot.core import transitions as tr
 from bot.core.policy import series_digest
 from bot.core.state import CiState, PrInfo, SeriesState
@@ -47,6 +47,7 @@ from bot.local_redis import free_port
 from bot.store.series import load_series, save_series
 from harness.carry_env import REPO_ROOT, SECRET, wait_for
 from harness.redis_server import PrivateRedis
+from harness.scale_world import Size, World, upstream_file
 
 UP_REPO = "upstream-org/up0"
 DOWN_REPO = "downstream-org/carry"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.scale import Size, World
 from bot.config import CarryConfig
 from bot.series_loader import LoadedSeries
 from bot.web.views import FixPages
+from harness.scale_world import Size, World
 
 
 def pages(tmp_path: Path) -> tuple[FixPages, Path]:
