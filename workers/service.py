@@ -28,6 +28,7 @@ from bot.config import (
 )
 from bot.core.notify import STUCK_EVERY_S, STUCK_TASK
 from bot.local_redis import LocalRedis, LocalRedisError, stored_password
+from workers.requeue import REQUEUE_EVERY_S, REQUEUE_TASK
 
 
 class ServiceError(RuntimeError):
@@ -149,6 +150,8 @@ def beat_schedule(config: CarryConfig, env: Settings) -> dict[str, dict[str, obj
             "task": "carry.redeliver",
             "schedule": float(config.polling.redeliver_every_s),
         }
+    # an acknowledged delivery whose message the broker lost is queued again (workers/requeue)
+    schedule["requeue-lost-deliveries"] = {"task": REQUEUE_TASK, "schedule": REQUEUE_EVERY_S}
     if config.notify.stuck_hours is not None:
         # a series waiting for a human is told it is stuck when hours pass, heads or not
         schedule["tell-stuck-series"] = {"task": STUCK_TASK, "schedule": STUCK_EVERY_S}

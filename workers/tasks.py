@@ -27,9 +27,10 @@ from bot.git.runner import GitError, GitOutOfMemory
 from bot.github.forge import Forge, ForgeError, RateLimited, retry_delay
 from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
+from bot.store import deliveries
 from bot.store import series as store
 from bot.store.metrics import count_event, record_rate_limit
-from workers import attention, dashboard_issue, poller, publish, redelivery, repo_identity
+from workers import attention, dashboard_issue, poller, publish, redelivery, repo_identity, requeue
 from workers import bisect as bisect  # registers carry.bisect
 from workers import mention as mention  # registers carry.red_streak
 from workers import notify as notify  # registers carry.notify
@@ -74,10 +75,14 @@ def handle_event(rt: Runtime, event: ev.Event) -> None:
 @app.task(name="carry.ingest", bind=True, acks_late=True, max_retries=10)
 def ingest(self: Task, event: dict[str, Any]) -> None:
     with correlated(task_id=self.request.id):
+        rt = runtime()
+        handled = ev.event_from_dict(event)
         try:
-            handle_event(runtime(), ev.event_from_dict(event))
+            handle_event(rt, handled)
         except (ConnectionError, OSError) as err:
             raise self.retry(exc=err, countdown=min(60, 2**self.request.retries)) from err
+        if handled.delivery_id:  # the sweep (workers/requeue.py) need not queue it again
+            deliveries.settle(rt.redis, handled.delivery_id)
 
 
 @app.task(name="carry.rebase", bind=True, acks_late=True, max_retries=None)
@@ -509,6 +514,14 @@ def redeliver(self: Task) -> None:
             log.warning("failed deliveries not read: %s", err)
             count_event(rt.redis, "redeliver_failed")
             store.append_history(rt.redis, None, HistoryKind.REDELIVER_FAILED, error=str(err))
+
+
+@app.task(name=requeue.REQUEUE_TASK, bind=True, acks_late=True)
+def requeue_lost(self: Task) -> None:
+    """Queues again the acknowledged deliveries whose message the broker lost (the beat runs
+    it every requeue.REQUEUE_EVERY_S)."""
+    with correlated(task_id=self.request.id):
+        requeue.requeue_lost(runtime(), app)
 
 
 @app.task(name=ci_runs.PACED_TASK, bind=True, acks_late=True)

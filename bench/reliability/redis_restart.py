@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import redis
+from celery import Celery
 
 from bench.reliability.common import (
     OTHER_REPO,
@@ -23,8 +25,11 @@ from bench.reliability.common import (
     signed_headers,
     stored,
 )
+from bot.core.history import HistoryKind
+from bot.store import deliveries
 from bot.store import series as store
 from harness.carry_env import CarryEnv, lanes_empty, wait_for
+from workers.requeue import REQUEUE_TASK
 
 
 class Sender(threading.Thread):
@@ -84,6 +89,7 @@ class RestartResult:
 def scenario_redis_restart(root: Path, scale: Scale, *, aof: bool = True) -> Row:
     server = RedisServer(root / "redis", aof=aof).start()
     extra = {"CARRY_VISIBILITY_TIMEOUT_S": "10", "CARRY_LOCK_TTL_S": "5"}
+    extra["CARRY_REQUEUE_AFTER_S"] = str(REQUEUE_AFTER_S)
     results: list[RestartResult] = []
     try:
         with carry_env(root / "carry", server.url, **extra) as env:
@@ -96,13 +102,15 @@ def scenario_redis_restart(root: Path, scale: Scale, *, aof: bool = True) -> Row
             sender.stop_at = time.monotonic()
             sender.join(timeout=10)
             sender.redeliver_pending(30)
+            _processed(env, list(sender.acked))  # drained, as far as the broker kept messages
+            requeued = _sweep(env)
             unprocessed, drained = _processed(env, list(sender.acked))
             why = _why_unprocessed(env, unprocessed)
             recovered_head = _fresh_head_rebased(env, url) if aof else None
             duplicates = _duplicate_events(env.client)
     finally:
         server.kill()
-    outcome = Outcome(unprocessed, why, drained, recovered_head, duplicates)
+    outcome = Outcome(unprocessed, why, drained, recovered_head, duplicates, requeued)
     return _restart_row(results, sender, outcome, aof)
 
 
@@ -113,6 +121,7 @@ class Outcome:
     drained: bool
     recovered_head: float | None
     duplicates: int
+    requeued: int  # acknowledged deliveries whose message the broker lost, queued again
 
 
 def _restart_once(server: RedisServer, env: CarryEnv, sender: Sender, burst: int) -> RestartResult:
@@ -130,6 +139,28 @@ def _restart_once(server: RedisServer, env: CarryEnv, sender: Sender, burst: int
     outage = Counter(sender.answers)
     outage.subtract(answers_before)
     return RestartResult(len(before), missing, keys_before, int(client.dbsize()), outage)
+
+
+REQUEUE_AFTER_S = 3.0  # CARRY_REQUEUE_AFTER_S here (default 300)
+
+
+def _sweep(env: CarryEnv) -> int:
+    """What the beat's `carry.requeue_lost` does every minute, run once the queue drained and
+    every open delivery is overdue: queue again the deliveries whose message the broker lost
+    (kombu pops a message, then records it as unacknowledged: a kill in between loses it).
+    Returns how many it queued again."""
+    time.sleep(REQUEUE_AFTER_S + 0.5)
+    client = env.client
+
+    def requeued() -> int:
+        entries = store.history(client, None, limit=20_000)
+        return sum(1 for e in entries if e["kind"] == HistoryKind.DELIVERY_REQUEUED)
+
+    before = requeued()
+    Celery(broker=env.redis_url).send_task(REQUEUE_TASK, queue="carry")
+    with contextlib.suppress(AssertionError):  # what stays open is counted as unprocessed
+        wait_for(lambda: not deliveries.open_since(client, 1e18), 60, "the sweep")
+    return requeued() - before
 
 
 def _processed(env: CarryEnv, acked: list[str]) -> tuple[list[str], bool]:
@@ -215,7 +246,9 @@ def _restart_row(results: list[RestartResult], sender: Sender, out: Outcome, aof
         f"{len(results)} restarts under a steady stream of webhooks "
         f"({len(sender.acked)} acknowledged in all)",
         f"{lost_each} acknowledged deliveries missing from the store after each restart; "
-        f"{len(out.unprocessed)} acknowledged but never processed{out.why}"
+        f"{len(out.unprocessed)} acknowledged but never processed{out.why}; "
+        f"{out.requeued} whose message the broker lost (popped, then killed before kombu "
+        "recorded it as unacknowledged) queued again by the carry.requeue_lost sweep"
         + ("" if out.drained else " (the queue did not drain)"),
         f"0 effects doubled; {out.duplicates} redelivered ingest jobs skipped as duplicate events",
         f"during the ~1 s outages the web answered {answers or 'nothing else'} (GitHub "

@@ -227,6 +227,9 @@ class Settings(BaseSettings):
         default=4096, validation_alias="CARRY_TASK_MEMORY_MB"
     )
     busy_retry_s: Seconds = Field(default=2.0, validation_alias="CARRY_BUSY_RETRY_S")
+    # An acknowledged delivery no worker has finished this long after its message was queued
+    # is queued again (its message can be lost in the broker: bot/core/requeue.py).
+    requeue_after_s: Seconds = Field(default=300.0, validation_alias="CARRY_REQUEUE_AFTER_S")
     ci_debounce_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = Field(
         default=30.0, validation_alias="CARRY_CI_DEBOUNCE_S"
     )

@@ -52,6 +52,8 @@ class HistoryKind(StrEnum):
     REF_APPEARED = "ref-appeared"
     DELIVERY_REDELIVERED = "delivery-redelivered"
     REDELIVER_FAILED = "redeliver-failed"
+    DELIVERY_REQUEUED = "delivery-requeued"  # an acknowledged event's lost message queued again
+    DELIVERY_FAILED = "delivery-failed"  # ... and still not handled after MAX_REQUEUES runs
     COMMAND_NOT_CHECKED = "command-not-checked"
 
     # the rebase

@@ -7,6 +7,8 @@ Layout (all keys prefixed `carry:`):
                         redelivery window.
   carry:deliveries      stream, newest last: one entry per delivery attempt, duplicates included,
                         without the body. Capped near STREAM_MAXLEN entries.
+  carry:deliveries:open sorted set: the queued deliveries no worker has finished yet, scored by
+                        when their message was last queued (bot/core/requeue.py says why).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ OUTCOMES: Final = frozenset(get_args(Outcome))
 STREAM_KEY: Final = "carry:deliveries"
 STREAM_MAXLEN: Final = 10_000
 DELIVERY_PREFIX: Final = "carry:delivery:"
+OPEN_KEY: Final = "carry:deliveries:open"
 # GitHub's redelivery window is 3 days on github.com and up to 30 in its docs' sources.
 DEFAULT_RETENTION_S: Final = 35 * 24 * 3600
 # A stored body that starts so is zlib-compressed (a JSON body never starts with a NUL byte);
@@ -58,7 +61,8 @@ def sent_body(stored: bytes) -> bytes:
 
 
 # One round trip, atomic: either this id is new (store it, log "accepted"/..., and queue its
-# task when one is given: KEYS[3] the queue's list, ARGV[15] the message) or it was seen (log
+# task when one is given: KEYS[3] the queue's list, ARGV[15] the message, and mark it open in
+# KEYS[4] until a worker settles it) or it was seen (log
 # "duplicate" with a pointer to the first outcome). Concurrent deliveries of one id cannot
 # both see it as new, and a delivery is never stored without its task or queued twice.
 _RECORD = """
@@ -85,6 +89,7 @@ redis.call('HSET', KEYS[1],
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 if KEYS[3] then
   redis.call('LPUSH', KEYS[3], ARGV[15])
+  redis.call('ZADD', KEYS[4], ARGV[12], ARGV[3])
 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*',
   'delivery_id', ARGV[3], 'event', ARGV[4], 'action', ARGV[5], 'outcome', ARGV[6],
@@ -182,7 +187,7 @@ class NewDelivery:
             raise ValueError(f"only an accepted delivery has a task to queue, not {self.outcome!r}")
         keys = [_delivery_key(self.delivery_id), STREAM_KEY]
         if task is not None:
-            keys.append(task.queue)
+            keys += [task.queue, OPEN_KEY]
         pending = self.outcome == "accepted" and task is None
         args = [
             STREAM_MAXLEN,
@@ -275,6 +280,32 @@ def forget_delivery(
         stored.event_key or "",
     )
     return bool(result)
+
+
+def settle(client: redis.Redis, delivery_id: str) -> None:
+    """A worker finished the delivery's event (or found it handled before): no longer open."""
+    client.zrem(OPEN_KEY, delivery_id)
+
+
+def open_since(client: redis.Redis, before: float, limit: int = 100) -> list[str]:
+    """The open deliveries whose message was last queued before `before`, oldest first."""
+    found = client.zrangebyscore(OPEN_KEY, "-inf", before, start=0, num=limit)
+    return [text(member) for member in found]
+
+
+def requeued(client: redis.Redis, delivery_id: str) -> int:
+    """How often a sweep queued the delivery's event again."""
+    return int(client.hget(_delivery_key(delivery_id), "requeued") or 0)
+
+
+def requeue(client: redis.Redis, delivery_id: str, task: QueuedTask, now: float) -> int:
+    """Queue the delivery's event again, count it, and keep it open from `now`: one atomic
+    step, so a message is never queued without the count. Returns the new count."""
+    pipe = client.pipeline(transaction=True)
+    pipe.lpush(task.queue, task.message)
+    pipe.hincrby(_delivery_key(delivery_id), "requeued", 1)
+    pipe.zadd(OPEN_KEY, {delivery_id: now})
+    return int(pipe.execute()[1])
 
 
 def get_delivery(client: redis.Redis, delivery_id: str) -> StoredDelivery | None:

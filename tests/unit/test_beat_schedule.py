@@ -92,3 +92,9 @@ def test_the_dashboard_issue_is_refreshed_by_default_unless_configured_false(
     (tmp_path / "patches").mkdir(exist_ok=True)
     config = load_config(off, patches_root=tmp_path / "patches", check_dirs=False)
     assert "refresh-dashboard-issue" not in beat_schedule(config, token)
+
+
+def test_lost_deliveries_are_swept_every_minute_whatever_the_config(tmp_path: Path) -> None:
+    token = Settings(**(NO_GITHUB | {"github_token": "t"}))
+    entry = schedule(tmp_path, token)["requeue-lost-deliveries"]
+    assert entry == {"task": "carry.requeue_lost", "schedule": 60.0}
