@@ -508,8 +508,15 @@ def hidden_home() -> list[str]:
     root's HOME, or as root by the runner's own choice; they see it."""
     if os.geteuid() == 0:
         return []
-    home = os.path.realpath(os.path.expanduser("~"))
-    return [home] if home != "/" and os.path.isdir(home) else []
+    home = Path(os.path.realpath(os.path.expanduser("~")))
+    if home == Path("/") or not home.is_dir():
+        return []
+    # A HOME in or around a temporary directory (HOME=/tmp on a CI host) is not the runner's
+    # own: steps share those on purpose, and under namespaces get a /tmp of their own.
+    scratch = [Path(os.path.realpath(path)) for path in scratch_dirs()]
+    if any(home.is_relative_to(tmp) or tmp.is_relative_to(home) for tmp in scratch):
+        return []
+    return [str(home)]
 
 
 @cache
