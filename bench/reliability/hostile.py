@@ -261,7 +261,8 @@ def run_hostile_check(
         (RUNNER_SITE / RUNNER_PTH).unlink(missing_ok=True)  # if a check got that far
         env.stop()
         if served is not None:
-            served.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(served.pid, signal.SIGKILL)
             served.wait()
         server.kill()
         server.wait()
@@ -293,6 +294,7 @@ def _git_daemon(base: Path) -> tuple[subprocess.Popen[bytes], str]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # `git daemon` runs git-daemon as its child: killpg ends both
     )
 
     def listening() -> bool:
