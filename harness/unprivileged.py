@@ -31,6 +31,9 @@ from pathlib import Path
 
 # The dedicated user the hostile-check scenario starts runners as (created on first use).
 RUNNER_USER = "carry-hostile"
+# How user_namespaces_unavailable's reason starts: the one reason a mode of a runner that is
+# not root may go unrun (a kernel setting, a container's seccomp or AppArmor profile).
+NO_USER_NAMESPACES = "user namespaces are not allowed to an unprivileged user here"
 
 
 def ensure_user(name: str = RUNNER_USER) -> pwd.struct_passwd:
@@ -88,7 +91,7 @@ def user_namespaces_unavailable(name: str = RUNNER_USER) -> str | None:
     )
     if done.returncode != 0:
         said = (done.stderr or done.stdout).decode(errors="replace").strip()[-200:]
-        return f"user namespaces are not allowed to an unprivileged user here: {said}"
+        return f"{NO_USER_NAMESPACES}: {said}"
     return None
 
 

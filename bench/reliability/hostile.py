@@ -62,6 +62,7 @@ from bot.store import series as store
 from harness.carry_env import SERIES, CarryEnv, wait_for
 from harness.gitrepo import RepoBuilder, git
 from harness.unprivileged import (
+    NO_USER_NAMESPACES,
     RUNNER_USER,
     ensure_user,
     unavailable,
@@ -782,9 +783,6 @@ def scenario_hostile_check_every_mode(root: Path, scale: Scale) -> list[Row]:
 # The modes of a runner that is not root (compose's runners, as the unprivileged `carry`): its
 # steps run as its own uid, in a user namespace.
 UNPRIVILEGED_MODES = ("auto", "bwrap")
-# The one reason such a row may be "not run": the host gives unprivileged users no user
-# namespaces (a kernel setting, a container's seccomp or AppArmor profile).
-NO_USER_NAMESPACES = "user namespaces are not allowed to an unprivileged user here"
 
 
 def unprivileged_unavailable() -> str | None:
