@@ -782,7 +782,7 @@ def scenario_hostile_check_every_mode(root: Path, scale: Scale) -> list[Row]:
 
 # The modes of a runner that is not root (compose's runners, as the unprivileged `carry`): its
 # steps run as its own uid, in a user namespace.
-UNPRIVILEGED_MODES = ("auto", "bwrap")
+UNPRIVILEGED_MODES = ("auto", "namespaces", "bwrap")  # compose's comment names namespaces
 
 
 def unprivileged_unavailable() -> str | None:

@@ -209,6 +209,7 @@ UNPRIVILEGED_ATTEMPTS = [*ATTEMPTS[:7], *RUNNER_HOME_ATTEMPTS, *ATTEMPTS[7:]]
     "sandbox",
     [
         "auto",
+        "namespaces",
         pytest.param(
             "bwrap",
             marks=pytest.mark.skipif(
