@@ -228,13 +228,20 @@ class CarryEnv:
 
     # -- processes ---------------------------------------------------------------------
     def spawn(
-        self, argv: list[str], log_name: str, *, env: dict[str, str] | None = None
+        self,
+        argv: list[str],
+        log_name: str,
+        *,
+        env: dict[str, str] | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
     ) -> tuple[subprocess.Popen[bytes], Path]:
-        """Starts one carry process in its own session, logging to root/<log_name>."""
+        """Starts one carry process in its own session, logging to root/<log_name>; `wrap`
+        turns its command line into the one started (harness/unprivileged.py's, as a user)."""
         log_path = self.root / log_name
         log = open(log_path, "wb")  # noqa: SIM115
+        line = [sys.executable, "-m", *argv]
         proc = subprocess.Popen(
-            [sys.executable, "-m", *argv],
+            wrap(line) if wrap else line,
             env=env or self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -280,9 +287,11 @@ class CarryEnv:
         self.wait_logged(proc, log_path, b"ready.")
         return log_path
 
-    def start_runner(self, kind: str) -> subprocess.Popen[bytes]:
+    def start_runner(
+        self, kind: str, *, wrap: Callable[[list[str]], list[str]] | None = None
+    ) -> subprocess.Popen[bytes]:
         argv = ["bot.cli", "runner", "--kind", kind, "--name", f"{kind}@carry-test"]
-        proc, log_path = self.spawn(argv, f"runner-{kind}.log")
+        proc, log_path = self.spawn(argv, f"runner-{kind}.log", wrap=wrap)
         self.wait_logged(proc, log_path, b"ready")
         return proc
 

@@ -13,15 +13,19 @@ carry's code (`runner_files`), which are read-only in the step's mount namespace
 cannot leave code there (a .pth, a patched module) for the next job or for the runner itself.
 The step itself starts in a user namespace of its own with every id mapped to itself
 (`sandbox_init.py --confine`): root there is root over nothing of the host's, so it cannot
-take those read-only mounts away, make device nodes or load modules. A root runner's steps
-(uid 0, to whatever checks the uid alone) get the host's whole file system read-only but for
-their tree, home and Python, the temporary directories (SCRATCH) and the directories that
-variables passed to them name (a model cache); kernel settings and sysfs are read-only too
-(KERNEL_INTERFACES), and they get a /dev of their own: the standard nodes, the
-accelerators', a private /dev/shm and ptys, none of the host's disks. In every step's view the host's unix sockets
-where daemons keep them (/run, /tmp) are covered: a network namespace does not keep a step
-from a socket in the file system. Elsewhere, what the step may read or write is what the
-runner's user may.
+take those read-only mounts away, make device nodes or load modules. Every runner's steps get
+the host's whole file system read-only but for their tree, home and Python, the temporary
+directories (SCRATCH) and the directories that variables passed to them name (a model
+cache). A root runner's steps (uid 0, to whatever checks the uid alone) also get kernel
+settings and sysfs read-only (KERNEL_INTERFACES) and a /dev of their own: the standard nodes,
+the accelerators', a private /dev/shm and ptys, none of the host's disks. A runner that is not
+root runs its steps as its own uid, so its HOME (an env file, credentials, dotfiles) is
+covered with an empty read-only tmpfs in their view, under namespaces and bwrap alike
+(`hidden_home`; the runner's Python and the step's own paths in it are bound again). In every
+step's view the host's unix sockets where daemons keep them (/run, /tmp) are covered: a
+network namespace does not keep a step from a socket in the file system (bwrap covers them
+itself: where the runner is not root, its init holds no capability to). Elsewhere, what the
+step may read is what the runner's user may.
 
 In every mode a step starts under sandbox_init.py, a child subreaper: when the step ends, every
 process it started ends too (a double-forked `setsid` daemon included), namespaces or not.
@@ -69,6 +73,7 @@ from functools import cache
 from pathlib import Path
 
 from runner.cgroup import CgroupRoot
+from runner.sandbox_init import host_sockets
 
 INIT = Path(__file__).with_name("sandbox_init.py")
 NET = Path(__file__).with_name("sandbox_net.py")
@@ -471,6 +476,8 @@ def _init(
     private_tmp: Path | None = None,
     memory_mb: int | None = None,
     net_wait: bool = False,
+    hidden: Sequence[str] = (),
+    hide_sockets: bool = True,
 ) -> list[str]:
     init = [sys.executable, "-I", "-S", str(INIT)]
     if loopback:
@@ -480,7 +487,7 @@ def _init(
     if memory_mb is not None:
         init.append(f"--memory-mb={memory_mb}")
     if confine:  # root in the step's namespaces holds no power over the host's
-        init += ["--confine", "--hide-sockets"]
+        init += ["--confine", *(["--hide-sockets"] if hide_sockets else [])]
     if devices is not None:  # a /dev of the step's own, with these of the host's nodes
         init += ["--private-dev", *(f"--device={device}" for device in devices)]
     if user is not None:  # the init stays who it is; the step runs as the user
@@ -490,7 +497,26 @@ def _init(
     init += [f"--scratch={path.resolve()}" for path in scratch]
     if private_tmp is not None:
         init.append(f"--private-tmp={private_tmp.resolve()}")
+    init += [f"--hide={path}" for path in hidden]
     return init
+
+
+def hidden_home() -> list[str]:
+    """What a step must not see of the runner's: the HOME of a runner that is not root (its
+    steps run as its own uid, so its env files, credentials and dotfiles there would be
+    theirs to read and write). A root runner's steps run as a step user that cannot read
+    root's HOME, or as root by the runner's own choice; they see it."""
+    if os.geteuid() == 0:
+        return []
+    home = Path(os.path.realpath(os.path.expanduser("~")))
+    if home == Path("/") or not home.is_dir():
+        return []
+    # A HOME in or around a temporary directory (HOME=/tmp on a CI host) is not the runner's
+    # own: steps share those on purpose, and under namespaces get a /tmp of their own.
+    scratch = [Path(os.path.realpath(path)) for path in scratch_dirs()]
+    if any(home.is_relative_to(tmp) or tmp.is_relative_to(home) for tmp in scratch):
+        return []
+    return [str(home)]
 
 
 @cache
@@ -557,12 +583,14 @@ def _unshare_argv(
         flags.insert(0, "--map-root-user")
     if not network:  # with net_wait: a network namespace that sandbox_net.py gives a way out
         flags.append("--net")
-    read_only, scratch, devices = [*runner_files()], [], None
-    if os.geteuid() == 0:  # the host read-only but for the step's own and scratch, a /dev
-        read_only = ["/", *read_only, *kernel_interfaces()]
-        scratch, devices = scratch_dirs(), accelerator_devices()
+    # The host read-only but for the step's own and scratch, for every runner: a runner that is
+    # not root runs its steps as its own uid, which may write all that user's files (its HOME,
+    # its other clones); a root runner's steps also get a /dev of their own.
+    read_only = ["/", *runner_files(), *kernel_interfaces()]
+    scratch, devices = scratch_dirs(), accelerator_devices() if os.geteuid() == 0 else None
     init = _init(
         user,
+        hidden=hidden_home(),
         loopback=not network and not net_wait,
         read_only=[*read_only, *_existing(protected)],
         writable=[*writable, *([private_tmp] if private_tmp else [])],
@@ -637,7 +665,18 @@ def _bwrap_argv(
     flags += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for device in accelerator_devices():
         flags += ["--dev-bind", device, device]
+    hidden = hidden_home()
+    for home in hidden:  # an empty tmpfs, but for the runner's Python and code in it
+        flags += ["--tmpfs", home]
+        for kept in runner_files():
+            if Path(kept).is_relative_to(home):
+                flags += ["--ro-bind", kept, kept]
     flags += ["--perms", "1777", "--tmpfs", "/tmp", "--setenv", "TMPDIR", "/tmp"]
+    # The host's sockets, covered by bwrap itself: its init holds no capability to mount
+    # where the runner is not root (those under /tmp are gone with the host's /tmp).
+    own_paths = [str(p.resolve()) for p in [*writable, *([tree] if tree else [])]]
+    for socket_path in host_sockets(["/tmp", *own_paths]):
+        flags += ["--ro-bind", "/dev/null", socket_path]
     for kept in _hidden_by_private_tmp():
         flags += ["--ro-bind", kept, kept]
     for path in writable:
@@ -646,8 +685,15 @@ def _bwrap_argv(
         flags += ["--bind", str(tree), str(tree), "--chdir", str(tree)]
     for kept in _existing(protected):  # after the tree's bind: read-only inside it
         flags += ["--ro-bind", kept, kept]
+    for home in hidden:  # after the binds that made their mount points in it
+        flags += ["--remount-ro", home]
     own = [*([tree] if tree else []), *writable]  # the step's: its sockets stay its own
     init = _init(
-        user, loopback=False, read_only=kernel_interfaces(), writable=own, memory_mb=memory_mb
+        user,
+        loopback=False,
+        read_only=kernel_interfaces(),
+        writable=own,
+        memory_mb=memory_mb,
+        hide_sockets=False,
     )
     return [bwrap, *flags, "--", *init, "--", *argv]

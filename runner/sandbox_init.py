@@ -1,7 +1,7 @@
 """The first process of a step's PID namespace (see sandbox.py); standard library only, run as
 `python -I -S sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets]
 [--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--scratch=PATH]... [--device=PATH]...
-[--private-tmp=PATH] -- ARGV...`.
+[--private-tmp=PATH] [--hide=PATH]... -- ARGV...`.
 
 It is the step's init in every mode, namespaces or not: a child subreaper (PR_SET_CHILD_SUBREAPER),
 so every process the step starts, a double-forked `setsid` daemon included, is re-parented to
@@ -21,6 +21,8 @@ itself, so it reads and writes the files it could before): root there holds no c
 any namespace the runner's files, the host's kernel or the host's network belong to, so the
 step can neither remount nor unmount what was made read-only (the kernel locks mounts handed
 to a less privileged namespace), nor make device nodes, load modules or reconfigure the host.
+Each --hide path (a runner's HOME) is covered with an empty read-only tmpfs, but for the
+read-only, writable and scratch paths below it.
 With --private-dev it gets a /dev of its own with only the standard nodes and each --device.
 With --hide-sockets the host's unix sockets where daemons keep them (/run, /tmp) are covered:
 a network namespace keeps no step from a socket in the file system, and through Docker's,
@@ -70,7 +72,8 @@ _OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \0
 USAGE = (
     "usage: sandbox_init.py [--loopback] [--confine] [--private-dev] [--hide-sockets] "
     "[--user=UID:GID] [--read-only=PATH]... [--writable=PATH]... [--scratch=PATH]... "
-    "[--device=PATH]... [--private-tmp=PATH] [--net-wait] [--memory-mb=N] -- ARGV..."
+    "[--device=PATH]... [--private-tmp=PATH] [--hide=PATH]... [--net-wait] [--memory-mb=N] "
+    "-- ARGV..."
 )
 # statvfs flag -> the mount flag a remount must keep (in a user namespace these are locked)
 _KEPT = {0x2: 0x2, 0x4: 0x4, 0x8: 0x8, 0x400: 0x400, 0x800: 0x800, 0x1000: 0x200000}
@@ -154,6 +157,31 @@ def private_tmp(own: str, kept: list[str]) -> None:
             os.close(handle)
 
 
+def hide(hidden: list[str], kept: list[str]) -> None:
+    """Cover each path of `hidden` (a runner's HOME, where a runner that is not root keeps its
+    secrets: its steps are its own uid) with an empty read-only tmpfs. The paths of `kept`
+    under it (the runner's Python, the step's tree and home) are bound again at their places,
+    from handles opened before it is covered, each as it was (read-only or writable)."""
+    for path in hidden:
+        under = [k for k in kept if _within(k, path) and k != path and os.path.exists(k)]
+        outermost = [p for p in under if not any(_within(p, o) and p != o for o in under)]
+        handles = {k: os.open(k, os.O_PATH) for k in dict.fromkeys(outermost)}
+        try:
+            _mount("carry-hidden", path, _MS_NOSUID | _MS_NODEV, "tmpfs", "mode=0755,size=64k")
+            for kept_path, handle in handles.items():
+                if os.path.isdir(f"/proc/self/fd/{handle}"):
+                    os.makedirs(kept_path, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(kept_path), exist_ok=True)
+                    os.close(os.open(kept_path, os.O_CREAT | os.O_WRONLY, 0o600))
+                _mount(f"/proc/self/fd/{handle}", kept_path, _MS_BIND | _MS_REC)
+            flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+            _mount(path, path, flags)
+        finally:
+            for handle in handles.values():
+                os.close(handle)
+
+
 def become_subreaper() -> None:
     """Orphans of the step's processes are re-parented to this process, not to the host's init."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -220,11 +248,20 @@ def _reap_exited() -> None:
 def hide_sockets(exempt: list[str]) -> None:
     """Cover each unix socket of the host's in _SOCKET_DIRS (but those under `exempt`, the
     step's own) with /dev/null: a step's connect() to it is then refused."""
+    for path in host_sockets(exempt):
+        _mount("/dev/null", path, _MS_BIND)
+
+
+def host_sockets(exempt: list[str]) -> list[str]:
+    """The host's unix sockets in _SOCKET_DIRS but those under `exempt` (bwrap covers them
+    itself: its init holds no capability to mount)."""
     tops = dict.fromkeys(os.path.realpath(top) for top in _SOCKET_DIRS)  # /var/run is /run
-    for top in tops:
-        for path in _sockets(top, _SOCKET_DIRS.get(top, 2)):
-            if not any(_within(path, kept) for kept in exempt):
-                _mount("/dev/null", path, _MS_BIND)
+    return [
+        path
+        for top in tops
+        for path in _sockets(top, _SOCKET_DIRS.get(top, 2))
+        if not any(_within(path, kept) for kept in exempt)
+    ]
 
 
 def _sockets(directory: str, depth: int) -> Iterator[str]:
@@ -320,6 +357,7 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
         "--writable": [],
         "--scratch": [],
         "--device": [],
+        "--hide": [],
     }
     flags = ("--loopback", "--confine", "--private-dev", "--hide-sockets", "--net-wait")
     while args and args[0] != "--":
@@ -346,6 +384,7 @@ def parse(args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
         writable=paths["--writable"],  # the step's own
         scratch=paths["--scratch"],  # writable too, and shared with the host
         devices=paths["--device"],
+        hidden=paths["--hide"],
     )
     return options, args[1:]
 
@@ -364,6 +403,14 @@ def main(args: list[str]) -> int:
             True,
             "make the runner's files read-only for the step",
             lambda: protect(options["read_only"], [*options["writable"], *options["scratch"]]),
+        ),
+        (
+            bool(options["hidden"]),
+            "hide the runner's HOME from the step",
+            lambda: hide(
+                options["hidden"],
+                [*options["writable"], *options["scratch"], *options["read_only"]],
+            ),
         ),
         (
             options["private-tmp"] is not None,

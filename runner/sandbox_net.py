@@ -39,6 +39,7 @@ NETNS_FD, GO_FD = 3, 4  # in the sandbox's process: where it says "ready" and wa
 READY_TIMEOUT_S = 20
 USAGE = "usage: sandbox_net.py --slirp=PATH --via=unshare|bwrap [--block=IPV4]... -- ARGV..."
 _CLONE_NEWNET, _CLONE_NEWUSER = 0x40000000, 0x10000000
+_NS_GET_USERNS = 0xB701  # ioctl on a namespace: the user namespace that owns it
 _SIOCGIFFLAGS, _IFF_UP = 0x8913, 0x1
 _PR_SET_PDEATHSIG = 1
 # rtnetlink: RTM_NEWROUTE of type RTN_UNREACHABLE for one IPv4 address
@@ -154,9 +155,29 @@ def _in_netns_of(pid: int, action: Callable[[], None]) -> bool:
 
 def _enter(pid: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
-    if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
-        _setns(libc, f"/proc/{pid}/ns/user", _CLONE_NEWUSER)
+    owner = netns_owner(pid)
+    if owner is not None:
+        _setns(libc, f"/proc/self/fd/{owner}", _CLONE_NEWUSER)
+        os.close(owner)
     _setns(libc, f"/proc/{pid}/ns/net", _CLONE_NEWNET)
+
+
+def netns_owner(pid: int) -> int | None:
+    """A descriptor of the user namespace that owns the network namespace of `pid`, None
+    where that is ours. It is not always the user namespace of `pid`: bwrap started by a user
+    that is not root runs the step in a user namespace nested in the one that owns its
+    network namespace, and entering the step's own then gives no power over its network."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        owner = fcntl.ioctl(net, _NS_GET_USERNS)
+    except OSError:  # a kernel before 4.9: the process's own
+        owner = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
+    finally:
+        os.close(net)
+    if os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino:
+        os.close(owner)
+        return None
+    return owner
 
 
 def _setns(libc: ctypes.CDLL, path: str, kind: int) -> None:
@@ -211,21 +232,30 @@ def _die_with_us() -> None:
 
 def _slirp(slirp: str, pid: int, deadline: float) -> subprocess.Popen[bytes]:
     ready_r, ready_w = os.pipe()
-    proc = subprocess.Popen(
-        [
-            slirp,
-            "--configure",
-            "--disable-host-loopback",
-            f"--ready-fd={ready_w}",
-            str(pid),
-            "tap0",
-        ],
-        pass_fds=(ready_w,),
-        preexec_fn=_die_with_us,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    owner = netns_owner(pid)  # slirp4netns would enter the user namespace of `pid`
+    where = [str(pid)]
+    if owner is not None:
+        where = [f"--userns-path=/proc/self/fd/{owner}", "--netns-type=path"]
+        where.append(f"/proc/{pid}/ns/net")
+    try:
+        proc = subprocess.Popen(
+            [
+                slirp,
+                "--configure",
+                "--disable-host-loopback",
+                f"--ready-fd={ready_w}",
+                *where,
+                "tap0",
+            ],
+            pass_fds=(ready_w, *([owner] if owner is not None else [])),
+            preexec_fn=_die_with_us,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+    finally:
+        if owner is not None:
+            os.close(owner)
     os.close(ready_w)
     try:
         _read_some(ready_r, deadline, b"1")

@@ -44,6 +44,7 @@ from bench.reliability.hostile_script import (
     HOSTILE_NET_SCRIPT,
     HOSTILE_SCRIPT,
     LINGER_ATTEMPT,
+    RUNNER_ENV_FILE,
     RUNNER_PTH,
     SHARED_TMP_ATTEMPT,
     SOCKET_ATTEMPT,
@@ -60,6 +61,14 @@ from bot.store import runners
 from bot.store import series as store
 from harness.carry_env import SERIES, CarryEnv, wait_for
 from harness.gitrepo import RepoBuilder, git
+from harness.unprivileged import (
+    NO_USER_NAMESPACES,
+    RUNNER_USER,
+    ensure_user,
+    unavailable,
+    unprivileged_argv,
+    user_namespaces_unavailable,
+)
 from runner.sandbox import ACCEPTED_RISK, bwrap_unavailable, namespaces_unavailable
 from runner.sandbox_net import host_addresses
 from workers.ci import requests as ci
@@ -98,6 +107,7 @@ def run_hostile_check(
     sandbox: str | dict[str, str] = "auto",
     step_user: str = "auto",
     shipped: bool = False,
+    unprivileged: bool = False,
 ) -> list[Attempt]:
     """A runner process (as `carry runner` starts it, sandbox: auto) runs a check whose code
     tries everything check code could want with carry: the broker's password and a GitHub token
@@ -112,7 +122,10 @@ def run_hostile_check(
     Gaudi runner as is (config/carry.yaml: its sandbox and step user, its setup step and check
     with network: true), the network attempts run as its setup step (`pip install -e .` runs
     upstream's build backend) and the others as its check; only the commands, the queue and the
-    workdir are the scenario's."""
+    workdir are the scenario's. `unprivileged`: the runner runs as a user that is not root, as
+    compose's do (a root scenario starts it as RUNNER_USER, harness/unprivileged.py; else it is
+    this process's own user), with PYTHONNOUSERSITE as compose sets it and an env file holding
+    its broker URL in its HOME; the check also tries that HOME (RUNNER_HOME_ATTEMPTS)."""
     password = secrets.token_hex(12)
     port = free_port()
     (root / "redis").mkdir(parents=True)
@@ -145,6 +158,7 @@ def run_hostile_check(
     outside_tmp.chmod(0o711)
     marks = outside_tmp / "marks"
     marks.mkdir()
+    owner = ensure_user(RUNNER_USER) if unprivileged and os.geteuid() == 0 else None
     script = outside_tmp / "hostile.py"
     script.write_text(HOSTILE_SCRIPT)
     # The runner's broker user, as the README sets it up: its own keys, its queue, nothing else.
@@ -155,6 +169,24 @@ def run_hostile_check(
     env = CarryEnv(root / "carry", url)
     env.carry_patches([FIX])
     victim, common = _planted_repositories(outside_tmp, marks)
+    # The runner's HOME, where its own Python would find a .pth; an unprivileged runner's where
+    # a deployment keeps it (compose's `carry` has /home/carry), not under /tmp, which steps
+    # get a private one of.
+    runner_home = root / "runner-home"
+    if unprivileged:
+        runner_home = Path(tempfile.mkdtemp(prefix="carry-hostile-home-", dir=_home_parent()))
+    runner_home.mkdir(mode=0o700, exist_ok=True)
+    if unprivileged:  # the runner's own env file, as a careful admin keeps it
+        env_file = runner_home / RUNNER_ENV_FILE
+        env_file.parent.mkdir(parents=True)
+        env_file.write_text(f"REDIS_URL={runner_url}\n")
+        env_file.chmod(0o600)
+    if owner is not None:  # what is the runner's user's: its HOME, its workdir, the marks
+        # that code it runs would leave, and the repositories its git could be turned on
+        for path in (runner_home, marks, victim, common, outside_tmp / "runner"):
+            path.mkdir(exist_ok=True)
+            for below in [path, *path.rglob("*")]:
+                os.chown(below, owner.pw_uid, owner.pw_gid, follow_symlinks=False)
     check = StepSpec(
         HOSTILE_CHECK,
         (HOSTILE_PYTHON, "-I", str(script)),
@@ -166,6 +198,7 @@ def run_hostile_check(
             "VICTIM": str(victim),
             "COMMON": str(common),
             "TMP_NAME": f"carry-hostile-left-{secrets.token_hex(6)}",
+            **({"RUNNER_HOME": str(runner_home)} if unprivileged else {}),
         },
     )
     # What the runner holds: its broker password and (here, to show it is not passed on) a token.
@@ -188,32 +221,90 @@ def run_hostile_check(
     else:
         _hostile_config(env, [check, net_check], sandbox, step_user, outside_tmp / "runner")
         checks = [check, net_check]
+    served: subprocess.Popen[bytes] | None = None
+    if owner is not None:  # the repositories over git's protocol, as GitHub serves them: the
+        # runner's user may not fetch root's from their paths (git's safe.directory)
+        served, remote = _git_daemon(env.root)
+        config = json.loads(env.config_path.read_text())
+        config["upstreams"]["engine"]["url"] = f"{remote}/upstream"
+        env.config_path.write_text(json.dumps(config, indent=2))
+        env.extra_env["CARRY_DOWNSTREAM_GIT_URL"] = f"{remote}/downstream"  # the runner's
     env.extra_env["GITHUB_TOKEN"] = HOSTILE_TOKEN
-    runner_home = root / "runner-home"  # where the runner's own Python would find a .pth
-    runner_home.mkdir()
     env.extra_env["HOME"] = str(runner_home)
+    home_before = _snapshot(runner_home)
+    wrap = None
+    if unprivileged:
+        env.extra_env["PYTHONNOUSERSITE"] = "1"  # as compose's image sets it
+    if owner is not None:
+        public_key = Path(os.environ["CARRY_JOB_PUBLIC_KEY_PATH"])
+        reach = [Path(sys.base_prefix), ROOT, env.root, runner_home, public_key]
+
+        def wrap(line: list[str]) -> list[str]:
+            return unprivileged_argv(line, reach, RUNNER_USER)
+
     daemon = _stand_in_daemon()
     try:
         env.extra_env["REDIS_URL"] = runner_url
         try:
-            env.start_runner(HOSTILE_KIND)
+            env.start_runner(HOSTILE_KIND, wrap=wrap)
         except AssertionError as err:  # it exited before it was ready: its log says why
             raise RefusedAtStart(_refusal(str(err))) from None
         del env.extra_env["REDIS_URL"]
+        env.extra_env.pop("PYTHONNOUSERSITE", None)
+        env.extra_env.pop("CARRY_DOWNSTREAM_GIT_URL", None)
         with _carry_in_this_process(env) as rt:
             applier = ReportApplier(rt.redis, celery_app, [HOSTILE_KIND], block_ms=200).start()
             try:
-                return _hostile_attempts(env, rt, checks, marks, runner_home, setup)
+                return _hostile_attempts(env, rt, checks, marks, runner_home, home_before, setup)
             finally:
                 applier.stop()
     finally:
         (RUNNER_SITE / RUNNER_PTH).unlink(missing_ok=True)  # if a check got that far
         env.stop()
+        if served is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(served.pid, signal.SIGKILL)
+            served.wait()
         server.kill()
         server.wait()
         shutil.rmtree(Path(daemon.getsockname()).parent, ignore_errors=True)
         daemon.close()
         shutil.rmtree(outside_tmp, ignore_errors=True)
+        if unprivileged:
+            shutil.rmtree(runner_home, ignore_errors=True)
+
+
+def _home_parent() -> str:
+    """Where a runner user's HOME is made: /var/lib (as root), else this user's HOME."""
+    return "/var/lib" if os.access("/var/lib", os.W_OK) else str(Path.home())
+
+
+def _git_daemon(base: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`git daemon` serving the repositories under `base` read-only on 127.0.0.1; its URL."""
+    port = free_port()
+    daemon = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            f"--base-path={base}",
+            "--export-all",
+            "--informative-errors",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # `git daemon` runs git-daemon as its child: killpg ends both
+    )
+
+    def listening() -> bool:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return True
+        return False
+
+    wait_for(listening, 20, "git daemon")
+    return daemon, f"git://127.0.0.1:{port}"
 
 
 def _planted_repositories(where: Path, marks: Path) -> tuple[Path, Path]:
@@ -372,6 +463,7 @@ def _hostile_attempts(
     checks: list[StepSpec],
     marks: Path,
     runner_home: Path,
+    home_before: dict[str, bytes],
     setup: tuple[StepSpec, ...] = (),
 ) -> list[Attempt]:
     check = checks[0]
@@ -406,7 +498,7 @@ def _hostile_attempts(
         )
     )
     next_job = _hostile_lines(rt, second)
-    attempts.append(_home_attempt(next_job, runner_home))
+    attempts.append(_home_attempt(next_job, runner_home, home_before))
     attempts.append(_forged_job(rt, marks, first))
     attempts.append(_blob_bomb(env.root / "blob-bomb"))
     attempts += _next_job_attempts(next_job, marks, victim, common, before, left)
@@ -501,11 +593,14 @@ def _hostile_lines(rt: Runtime, run_id: str) -> list[Attempt]:
     return _reported_attempts(lines)
 
 
-def _home_attempt(second_job: list[Attempt], runner_home: Path) -> Attempt:
+def _home_attempt(
+    second_job: list[Attempt], runner_home: Path, before: dict[str, bytes]
+) -> Attempt:
     """The first job planted a .pth in its HOME's user site: the second job's check says
     whether it found it there, and the runner's own HOME must have stayed as it was."""
     (found,) = [a for a in second_job if a.attempt == HOME_ATTEMPT]
-    planted = sorted(str(p.relative_to(runner_home)) for p in runner_home.rglob("*"))
+    after = _snapshot(runner_home)
+    planted = sorted(name for name in {*before, *after} if before.get(name) != after.get(name))
     how = found.how if found.achieved else "the next job's HOME was its own, made anew"
     return Attempt(
         "leave code in HOME (a user site .pth) for the next job or the runner",
@@ -524,6 +619,10 @@ def _reported_attempts(lines: list[str]) -> list[Attempt]:
 
 
 def _hostile_tree(env: CarryEnv) -> TreeSpec:
+    """The job's tree, from the repositories where the runner's config says they are (a path,
+    or `git daemon`'s URL for a runner that may not read root's repositories by path)."""
+    upstream_url = json.loads(env.config_path.read_text())["upstreams"]["engine"]["url"]
+    served = upstream_url.startswith("git://")
     head = git(env.upstream.path, "rev-parse", "main")
     scratch = RepoBuilder(env.root / "scratch")
     scratch.git("fetch", "-q", str(env.upstream.path), head)
@@ -534,9 +633,11 @@ def _hostile_tree(env: CarryEnv) -> TreeSpec:
     git(env.downstream, "add", "-A")
     git(env.downstream, "commit", "-q", "--allow-empty", "-m", "carry the series")
     return TreeSpec(
-        upstream_url=str(env.upstream.path),
+        upstream_url=upstream_url,
         upstream_sha=head,
-        downstream_url=str(env.downstream),
+        downstream_url=upstream_url.rsplit("/", 1)[0] + "/downstream"
+        if served
+        else str(env.downstream),
         downstream_ref="refs/heads/main",
         downstream_sha=git(env.downstream, "rev-parse", "HEAD"),
         patches_dir=f"patches/{SERIES}",
@@ -649,8 +750,10 @@ HOSTILE_MODES: tuple[tuple[str, str], ...] = (
 
 
 def scenario_hostile_check_every_mode(root: Path, scale: Scale) -> list[Row]:
-    """The hostile check under each of HOSTILE_MODES, one table per mode: every row blocked,
-    or the runner refused to start and the table says so."""
+    """The hostile check under each of HOSTILE_MODES (a root runner) and UNPRIVILEGED_MODES (a
+    runner started as an unprivileged user), one table per mode: every row blocked, or the
+    runner refused to start and the table says so (or, for a runner that is not root, the
+    host gives unprivileged users no user namespaces)."""
     rows = []
     for index, (mode, step_user) in enumerate(HOSTILE_MODES):
         title = f"sandbox: {mode}, step_user: {step_user}"
@@ -670,9 +773,53 @@ def scenario_hostile_check_every_mode(root: Path, scale: Scale) -> list[Row]:
             continue
         print(render_attempts(attempts), flush=True)
         rows.append(_hostile_row(name, attempts, ()))
+    for index, mode in enumerate(UNPRIVILEGED_MODES):
+        rows.append(unprivileged_row(root / f"unprivileged-{index}", mode))
     rows.append(shipped_row(root / "shipped"))
     rows.append(broker_user_row(root / "broker"))
     return rows
+
+
+# The modes of a runner that is not root (compose's runners, as the unprivileged `carry`): its
+# steps run as its own uid, in a user namespace.
+UNPRIVILEGED_MODES = ("auto", "namespaces", "bwrap")  # compose's comment names namespaces
+
+
+def unprivileged_unavailable() -> str | None:
+    """Why a runner cannot run here as a user that is not root with its steps in a user
+    namespace (None when it can). As root: a dedicated user, RUNNER_USER; else this process's
+    own user, which is not root already."""
+    if os.geteuid() != 0:
+        refused = namespaces_unavailable()
+        return f"{NO_USER_NAMESPACES}: {refused}" if refused else None
+    return unavailable(RUNNER_USER) or user_namespaces_unavailable(RUNNER_USER)
+
+
+def unprivileged_title(mode: str) -> str:
+    who = RUNNER_USER if os.geteuid() == 0 else f"uid {os.geteuid()}"
+    return f"not root: as {who}, sandbox: {mode}, step_user: auto"
+
+
+def unprivileged_row(root: Path, mode: str) -> Row:
+    """The hostile check against a runner started as an unprivileged user (issue 33), with
+    the attempts on its HOME: every row blocked, or not run where the host gives that user no
+    user namespaces (and only then)."""
+    title = unprivileged_title(mode)
+    print(f"\n### {title}\n", flush=True)
+    name = f"hostile check code on a runner ({title})"
+    reason = unprivileged_unavailable() or (bwrap_unavailable() if mode == "bwrap" else None)
+    if reason is not None:
+        print(f"not run: {reason}", flush=True)
+        return Row(
+            name, f"not run: {reason}", "-", "-", "-", ok=reason.startswith(NO_USER_NAMESPACES)
+        )
+    try:
+        attempts = run_hostile_check(root, sandbox=mode, unprivileged=True)
+    except RefusedAtStart as refused:
+        print(render_refusal(str(refused)), flush=True)
+        return Row(name, f"refused at start: {refused}", "-", "-", "-", ok=False)
+    print(render_attempts(attempts), flush=True)
+    return _hostile_row(name, attempts, ())
 
 
 def shipped_row(root: Path) -> Row:

@@ -24,6 +24,13 @@ GIT_LINK_ATTEMPT = "make .git a link, for the next job's clean-up to delete or w
 LINGER_ATTEMPT = "leave a process running after the job (a double-forked setsid daemon)"
 SHARED_TMP_ATTEMPT = "leave a file in /tmp for the next job (or on the host)"
 BROKER_NET_ATTEMPT = "reach the broker over the network with network: true"
+# A runner that is not root (compose's, as `carry`): its steps run as its own uid, so what is
+# the runner's user's is theirs unless the sandbox keeps it out. Tried where the scenario says
+# where the runner's HOME is (RUNNER_HOME): it holds an env file with the broker's URL (0600).
+RUNNER_HOME_READ_ATTEMPT = "read the runner's secrets in its HOME (an env file, mode 600)"
+RUNNER_HOME_WRITE_ATTEMPT = "write the runner's HOME (a .pth in its user site, a ~/.gitconfig)"
+RUNNER_ENV_FILE = ".config/carry/runner.env"
+RUNNER_HOME_ATTEMPTS = (RUNNER_HOME_READ_ATTEMPT, RUNNER_HOME_WRITE_ATTEMPT)
 HOSTILE_NET_CHECK = "hostile-net"
 # A check with network: true: it tries the runner's Redis on loopback and on each of the host's
 # own addresses (where the scenario's Redis listens too), and says what way out it has.
@@ -58,6 +65,9 @@ UNDO_ATTEMPT, MKNOD_ATTEMPT, SYSCTL_ATTEMPT = {UNDO_ATTEMPT!r}, {MKNOD_ATTEMPT!r
 DISK_ATTEMPT, SOCKET_ATTEMPT = {DISK_ATTEMPT!r}, {SOCKET_ATTEMPT!r}
 HOST_FILE_ATTEMPT, POISON_ATTEMPT = {HOST_FILE_ATTEMPT!r}, {POISON_ATTEMPT!r}
 POISON = {POISON!r}
+RUNNER_HOME_READ_ATTEMPT = {RUNNER_HOME_READ_ATTEMPT!r}
+RUNNER_HOME_WRITE_ATTEMPT = {RUNNER_HOME_WRITE_ATTEMPT!r}
+RUNNER_ENV_FILE = {RUNNER_ENV_FILE!r}
 """
     + r"""
 import json, os, socket, sys, urllib.parse
@@ -146,6 +156,37 @@ try:
         out.write(f"import os; open(os.path.join({marks!r}, 'pth-ran'), 'w')\n")
 except OSError as err:
     print(f"could not plant {left}: {err}", flush=True)
+
+# The runner's own HOME, where it runs as a user that is not root (the step is that user):
+# its env file, and code for its next start or its git.
+runner_home = os.environ.get("RUNNER_HOME")
+if runner_home:
+    env_file = os.path.join(runner_home, RUNNER_ENV_FILE)
+    try:
+        with open(env_file, "rb") as found:
+            data = found.read()
+        say(RUNNER_HOME_READ_ATTEMPT, secrets["password"] in data,
+            f"read {env_file}: " + ("the broker's password" if secrets["password"] in data
+                                    else "no password in it"))
+    except OSError as err:
+        say(RUNNER_HOME_READ_ATTEMPT, False, f"{err.strerror or err}: {env_file}")
+    home_site = os.path.join(runner_home, ".local", "lib", "python3.11", "site-packages")
+    wrote = []
+    for path, text in (
+        (os.path.join(home_site, "carry_hostile_home.pth"),
+         f"import os; open(os.path.join({marks!r}, 'home-pth-ran'), 'w')\n"),
+        (os.path.join(runner_home, ".gitconfig"),
+         f"[core]\n\tfsmonitor = touch {marks}/home-gitconfig-ran\n"),
+    ):
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "a") as out:
+                out.write(text)
+            wrote.append(path)
+        except OSError as err:
+            refusal = f"{err.strerror or err}: {path}"
+    say(RUNNER_HOME_WRITE_ATTEMPT, bool(wrote), f"wrote {', '.join(wrote)}" if wrote
+        else f"{refusal}: the runner's HOME is not the step's")
 
 # Code for the runner's own Python: a .pth in its site-packages runs in every later
 # process of that interpreter, the next job's steps and the runner itself (with its broker

@@ -27,7 +27,11 @@ from bench.reliability import (
     LINGER_ATTEMPT,
     MKNOD_ATTEMPT,
     NEEDS_NAMESPACES,
+    NO_USER_NAMESPACES,
     POISON_ATTEMPT,
+    RUNNER_HOME_ATTEMPTS,
+    RUNNER_HOME_READ_ATTEMPT,
+    RUNNER_HOME_WRITE_ATTEMPT,
     RUNNER_PYTHON_ATTEMPT,
     SHARED_TMP_ATTEMPT,
     SOCKET_ATTEMPT,
@@ -37,6 +41,7 @@ from bench.reliability import (
     render_attempts,
     run_hostile_check,
     shipped_runner,
+    unprivileged_unavailable,
 )
 from runner.sandbox import ACCEPTED_RISK, bwrap_unavailable, namespaces_unavailable
 
@@ -192,5 +197,46 @@ def test_the_shipped_configuration_as_is_blocks_every_attempt(tmp_path: Path) ->
     assert [a.attempt for a in attempts] == ATTEMPTS, shown
     assert [a.attempt for a in attempts if a.achieved] == [], shown
     how = {a.attempt: a.how for a in attempts}
+    assert "egress: default route via tap0" in how[BROKER_NET_ATTEMPT], shown
+    assert "No route to host" in how[BROKER_NET_ATTEMPT], shown
+
+
+# A runner that is not root also has its HOME tried: the step is its own uid.
+UNPRIVILEGED_ATTEMPTS = [*ATTEMPTS[:7], *RUNNER_HOME_ATTEMPTS, *ATTEMPTS[7:]]
+
+
+@pytest.mark.parametrize(
+    "sandbox",
+    [
+        "auto",
+        "namespaces",
+        pytest.param(
+            "bwrap",
+            marks=pytest.mark.skipif(
+                bwrap_unavailable() is not None, reason=str(bwrap_unavailable())
+            ),
+        ),
+    ],
+)
+def test_a_runner_that_is_not_root_blocks_every_attempt(tmp_path: Path, sandbox: str) -> None:
+    """Issue 33: compose's runners run as the unprivileged `carry`, their steps as that uid in
+    a user namespace. A root test starts a real `carry runner` as its own unprivileged user
+    (harness/unprivileged.py); its HOME holds an env file with its broker URL (mode 600). Every
+    attempt is blocked, the runner's HOME included: it was read and written by the step under
+    namespaces, and bwrap refused to start (a host socket it could not cover) or gave no
+    network to a step with network: true. The only reason not to run: no user namespaces for
+    an unprivileged user on this host."""
+    reason = unprivileged_unavailable()
+    if reason is not None:
+        assert reason.startswith(NO_USER_NAMESPACES), reason
+        pytest.skip(reason)
+    attempts = run_hostile_check(tmp_path, sandbox=sandbox, unprivileged=True)
+    shown = render_attempts(attempts)
+    assert [a.attempt for a in attempts] == UNPRIVILEGED_ATTEMPTS, shown
+    assert [a.attempt for a in attempts if a.achieved] == [], shown
+    how = {a.attempt: a.how for a in attempts}
+    assert "No such file or directory" in how[RUNNER_HOME_READ_ATTEMPT], shown
+    assert "the runner's HOME is not the step's" in how[RUNNER_HOME_WRITE_ATTEMPT], shown
+    assert "not in the step's PID namespace" in how["see or signal the runner process"], shown
     assert "egress: default route via tap0" in how[BROKER_NET_ATTEMPT], shown
     assert "No route to host" in how[BROKER_NET_ATTEMPT], shown

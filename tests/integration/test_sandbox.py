@@ -672,3 +672,31 @@ def test_auto_on_a_runner_that_is_not_root_is_its_own_user(tmp_path: Path) -> No
         assert sandbox.choose_user("auto", tmp_path) == (None, "")
 
     as_runner_that_is_not_root(check)
+
+
+def test_a_runner_that_is_not_root_hides_its_home_from_its_steps() -> None:
+    """Its steps run as its own uid (issue 33): its HOME (an env file, dotfiles) is covered in
+    their view. A HOME that is a temporary directory (HOME=/tmp on a CI host) is not: steps
+    share those on purpose. A root runner's steps run as a step user, or as root on purpose."""
+    parent = "/var/lib" if ROOT else str(Path.home())
+    home = tempfile.mkdtemp(prefix="carry-runner-home-", dir=parent)
+    os.chmod(home, 0o755)
+    try:
+        if ROOT:
+            assert sandbox.hidden_home() == []  # root's own HOME stays in its steps' view
+
+        def check() -> None:
+            assert os.geteuid() != 0
+            before = os.environ.get("HOME")
+            try:
+                os.environ["HOME"] = home
+                assert sandbox.hidden_home() == [os.path.realpath(home)]
+                os.environ["HOME"] = tempfile.gettempdir()
+                assert sandbox.hidden_home() == []
+            finally:
+                if before is not None:
+                    os.environ["HOME"] = before
+
+        as_runner_that_is_not_root(check)
+    finally:
+        os.rmdir(home)
