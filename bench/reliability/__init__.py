@@ -5,7 +5,7 @@ all. common.py holds what the scenarios share (the result row, the scale, privat
 redis-servers, a carry deployment, signed deliveries, an emulated GitHub); each scenario has
 its module: load, worker_kill, redis_restart, github_errors (github-5xx, github-429,
 github-faults), mirror, full_disk (disk-full), fuzz_webhooks, fuzz_parser, override_race,
-hostile (hostile-check and its modes; hostile_script.py is the check's code), intake_abuse and
+hostile (hostile-check and its modes; harness/hostile_script.py is the check's code), intake_abuse and
 every_head. This package re-exports the names the tests import from it.
 """
 
@@ -61,7 +61,6 @@ from bench.reliability.hostile import (
     BLOB_BOMB_ATTEMPT,
     NEEDS_NAMESPACES,
     NO_USER_NAMESPACES,
-    RUNNER_SITE,
     UNPRIVILEGED_MODES,
     RefusedAtStart,
     render_attempts,
@@ -73,7 +72,19 @@ from bench.reliability.hostile import (
     unprivileged_row,
     unprivileged_unavailable,
 )
-from bench.reliability.hostile_script import (
+from bench.reliability.intake_abuse import (
+    Attack,
+    Footprint,
+    LogWritten,
+    run_intake_abuse,
+    scenario_intake_abuse,
+)
+from bench.reliability.load import scenario_load
+from bench.reliability.mirror import scenario_mirror
+from bench.reliability.override_race import run_override_race, scenario_override_race
+from bench.reliability.redis_restart import scenario_redis_restart
+from bench.reliability.worker_kill import scenario_worker_kill
+from harness.hostile_script import (
     BROKER_NET_ATTEMPT,
     COMMONDIR_ATTEMPT,
     DISK_ATTEMPT,
@@ -89,23 +100,12 @@ from bench.reliability.hostile_script import (
     RUNNER_HOME_WRITE_ATTEMPT,
     RUNNER_PTH,
     RUNNER_PYTHON_ATTEMPT,
+    RUNNER_SITE,
     SHARED_TMP_ATTEMPT,
     SOCKET_ATTEMPT,
     SYSCTL_ATTEMPT,
     UNDO_ATTEMPT,
 )
-from bench.reliability.intake_abuse import (
-    Attack,
-    Footprint,
-    LogWritten,
-    run_intake_abuse,
-    scenario_intake_abuse,
-)
-from bench.reliability.load import scenario_load
-from bench.reliability.mirror import scenario_mirror
-from bench.reliability.override_race import run_override_race, scenario_override_race
-from bench.reliability.redis_restart import scenario_redis_restart
-from bench.reliability.worker_kill import scenario_worker_kill
 
 __all__ = [
     "BLOB_BOMB_ATTEMPT",

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import uuid
@@ -35,20 +34,6 @@ from bench.reliability.common import (
     free_port,
     run_engine,
 )
-from bench.reliability.hostile_script import (
-    BROKER_NET_ATTEMPT,
-    COMMONDIR_ATTEMPT,
-    GIT_LINK_ATTEMPT,
-    GIT_SWAP_ATTEMPT,
-    HOSTILE_NET_CHECK,
-    HOSTILE_NET_SCRIPT,
-    HOSTILE_SCRIPT,
-    LINGER_ATTEMPT,
-    RUNNER_ENV_FILE,
-    RUNNER_PTH,
-    SHARED_TMP_ATTEMPT,
-    SOCKET_ATTEMPT,
-)
 from bot.ci import runs as ci_runs
 from bot.ci.spec import StepSpec, TreeSpec
 from bot.core.ci_plan import FINAL_STATES, RetryPolicy
@@ -61,6 +46,21 @@ from bot.store import runners
 from bot.store import series as store
 from harness.carry_env import SERIES, CarryEnv, wait_for
 from harness.gitrepo import RepoBuilder, git
+from harness.hostile_script import (
+    BROKER_NET_ATTEMPT,
+    COMMONDIR_ATTEMPT,
+    GIT_LINK_ATTEMPT,
+    GIT_SWAP_ATTEMPT,
+    HOSTILE_NET_CHECK,
+    HOSTILE_NET_SCRIPT,
+    HOSTILE_SCRIPT,
+    LINGER_ATTEMPT,
+    RUNNER_ENV_FILE,
+    RUNNER_PTH,
+    RUNNER_SITE,
+    SHARED_TMP_ATTEMPT,
+    SOCKET_ATTEMPT,
+)
 from harness.unprivileged import (
     NO_USER_NAMESPACES,
     RUNNER_USER,
@@ -79,7 +79,6 @@ HOSTILE_KIND, HOSTILE_CHECK = "gaudi", "hostile"
 # The check's code needs only the standard library: the host's own Python runs it, which a
 # step user can (this host's runner Python may sit under root's 0700 home).
 HOSTILE_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
-RUNNER_SITE = Path(sysconfig.get_paths()["purelib"])  # the runner's: it runs this interpreter
 HOSTILE_TOKEN = "ghp_hostile" + "7" * 29  # in the runner host's environment, as a careless host has
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from bench.scale import Size, World
 from bot.git.downstream import Downstream
 from bot.git.swap import replace_dir
 from harness.gitrepo import git
+from harness.scale_world import Size, World
 
 SERIES = 200
 

@@ -43,7 +43,6 @@ import pytest
 import redis
 from celery import Celery
 
-from bench.reliability import HOSTILE_SCRIPT, RUNNER_PTH, RUNNER_SITE
 from bot.ci import runs as ci_runs
 from bot.ci import signing
 from bot.ci.job_keys import NO_PUBLIC_KEY
@@ -62,6 +61,7 @@ from bot.store import runner_channel as channel
 from bot.store.runners import runlog, runners
 from bot.store.series import history, load_series
 from harness.gitrepo import RepoBuilder
+from harness.hostile_script import HOSTILE_SCRIPT, RUNNER_PTH, RUNNER_SITE
 from harness.job_keys import service_signed
 from harness.pushes import push, trusted_push
 from harness.redis_server import PrivateRedis

@@ -1,6 +1,12 @@
-"""The hostile check's code: what it tries, as the text the runner runs."""
+"""The hostile check's code: what it tries, as the text the runner runs (bench/reliability's
+hostile-check scenario and tests/integration/test_hardware_ci.py run it)."""
 
 from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+RUNNER_SITE = Path(sysconfig.get_paths()["purelib"])  # the runner's: it runs this interpreter
 
 # What the hostile check's code tries; it prints one "|"-separated line per attempt:
 #   attempt | achieved or blocked | what happened
