@@ -216,6 +216,8 @@ def run(argv: list[str]) -> int | None:
     except (OSError, ValueError) as err:
         _say(f"not using the resident engine at {path}: {err}")
         return None
+    except KeyboardInterrupt:  # Ctrl-C, as in-process: 128 + SIGINT (the server ends its check)
+        return 130
     finally:
         sock.close()
     if reply[:1] == [SIGPIPE]:
