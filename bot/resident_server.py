@@ -16,6 +16,7 @@ lines are run; a client of another carry (see bot.resident.fingerprint) is refus
 from __future__ import annotations
 
 import array
+import codecs
 import collections
 import contextlib
 import logging
@@ -129,13 +130,18 @@ def serve(cache: Path) -> int:
     engines = Engines()
     cli.RESIDENT_ENGINES = engines
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     own = _Own()
     print(f"carry: resident engine serving {path} (pid {os.getpid()})", file=sys.stderr)
     try:
-        while True:
+        while not _STOPPING:
             connection, _ = server.accept()
             with connection:
-                _handle(connection, mine, own)
+                try:
+                    _handle(connection, mine, own)
+                except Exception:  # a bug of the server's own: said, and the next one served
+                    log.exception("the resident engine failed on a request")
+        return 0
     except KeyboardInterrupt:
         return 0
     finally:
@@ -148,7 +154,13 @@ def serve(cache: Path) -> int:
         print(f"carry: resident engine at {path} stopped", file=sys.stderr)
 
 
+# Set by SIGINT or SIGTERM. A check it interrupts ends as a Ctrl-C'd one would (exit status
+# 130 to its client); the server stops after it.
+_STOPPING: list[int] = []
+
+
 def _stop(signum: int, frame: object) -> None:
+    _STOPPING.append(signum)
     raise KeyboardInterrupt
 
 
@@ -246,6 +258,14 @@ def _refusal(head: list[bytes], argv: list[bytes], fds: list[int], mine: bytes) 
         return "it runs `carry check` alone"
     if not os.path.isdir(head[2]):
         return "the working directory is gone"
+    try:
+        int(head[3], 8)
+        for stream in head[4:6]:
+            encoding, errors = stream.decode().split(":", 1)
+            codecs.lookup(encoding)
+            codecs.lookup_error(errors)
+    except (ValueError, LookupError):
+        return "the request's umask or encodings are not valid"
     return None
 
 
@@ -259,39 +279,41 @@ def _run(
         os.chdir(os.fsdecode(head[2]))
     except OSError as err:
         return [resident.REFUSED, f"cannot enter the working directory: {err.strerror}".encode()]
-    os.environ.clear()
-    for item in env:
-        key, _, value = item.partition(b"=")
-        os.environ[os.fsdecode(key)] = os.fsdecode(value)
     umask = os.umask(int(head[3], 8))
-    for fd, target in zip(fds, (0, 1, 2), strict=True):
-        os.dup2(fd, target)
-    # As Python opens them: stdout buffered, stderr line-buffered.
-    sys.stdout = open(1, "w", encoding=out_encoding, errors=out_errors, closefd=False)  # noqa: SIM115
-    sys.stderr = open(  # noqa: SIM115
-        2, "w", encoding=err_encoding, errors=err_errors, closefd=False, buffering=1
-    )
-    sys.argv = ["carry", *argv]
-    _forget_secrets()
     outcome = [resident.OK]
     try:
-        code = cli.run_command(argv)
-    except SystemExit as stop:  # argparse: --help, bad arguments
-        code = _exit_status(stop)
-    except BrokenPipeError:
-        outcome, code = [resident.SIGPIPE], 0
-    except KeyboardInterrupt:
-        raise
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        outcome = [resident.SIGPIPE]
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.flush()
-    _put_back(own, umask)
+        os.environ.clear()
+        for item in env:
+            key, _, value = item.partition(b"=")
+            os.environ[os.fsdecode(key)] = os.fsdecode(value)
+        for fd, target in zip(fds, (0, 1, 2), strict=True):
+            os.dup2(fd, target)
+        # As Python opens them: stdout buffered, stderr line-buffered.
+        sys.stdout = open(1, "w", encoding=out_encoding, errors=out_errors, closefd=False)  # noqa: SIM115
+        sys.stderr = open(  # noqa: SIM115
+            2, "w", encoding=err_encoding, errors=err_errors, closefd=False, buffering=1
+        )
+        sys.argv = ["carry", *argv]
+        _forget_secrets()
+        try:
+            code = cli.run_command(argv)
+        except SystemExit as stop:  # argparse: --help, bad arguments
+            code = _exit_status(stop)
+        except BrokenPipeError:
+            outcome, code = [resident.SIGPIPE], 0
+        except KeyboardInterrupt:  # SIGTERM or SIGINT outside the command's own handler
+            code = 130
+        except Exception:
+            traceback.print_exc()
+            code = 1
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            outcome = [resident.SIGPIPE]
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+    finally:
+        _put_back(own, umask)
     return [*outcome, str(code).encode()] if outcome == [resident.OK] else outcome
 
 
@@ -306,8 +328,9 @@ def _exit_status(stop: SystemExit) -> int:
 
 def _put_back(own: _Own, umask: int) -> None:
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.close()  # not the descriptor (closefd=False): it is the client's
+        if stream not in (own.stdout, own.stderr):  # the request's (closefd=False: not its fd)
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()
     sys.stdout, sys.stderr = own.stdout, own.stderr
     for fd, target in zip(own.fds, (0, 1, 2), strict=True):
         os.dup2(fd, target)

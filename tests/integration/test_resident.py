@@ -264,6 +264,20 @@ def test_the_server_survives_malformed_and_foreign_requests(work, cache, server)
         probe.settimeout(30)
         reply = probe.recv(1000)
     assert resident.REFUSED in reply and b"it runs `carry check` alone" in reply
+    # So is a check whose stdout encoding or umask is not one.
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(server.socket))
+        fields = resident.request(["check", "--help"])
+        head, _ = resident.unpack(fields[0])
+        fields[0] = resident.pack([*head[:4], b"no-such-codec:strict", head[5]])
+        body = resident.pack(fields)
+        probe.sendmsg(
+            [len(body).to_bytes(4, "big") + body],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fds(0, 1, 2))],
+        )
+        probe.settimeout(30)
+        reply = probe.recv(1000)
+    assert resident.REFUSED in reply and b"umask or encodings are not valid" in reply
     result = carry(*cases(repo, cache)["clean"], cwd=patches.parent)
     assert result.returncode == 0 and b"applies" in result.stdout
     assert server.served() == 1
