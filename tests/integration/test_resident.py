@@ -321,3 +321,31 @@ def test_pack_and_unpack_refuse_truncated_data():
     for cut in range(len(packed)):
         with pytest.raises(ValueError, match="truncated"):
             resident.unpack(packed[:cut])
+
+
+@pytest.mark.parametrize("json_output", [True, False])
+def test_a_closed_pipe_ends_a_served_check_as_it_ends_one_in_process(
+    work, cache, server, json_output
+):
+    """`carry check ... | head -c 300` with the reader gone: the server writes into the closed
+    pipe, and the client stops killed by SIGPIPE with nothing on stderr, as in-process; the
+    server goes on serving."""
+    repo, patches = work
+    argv = cases(repo, cache)["clean json" if json_output else "clean"]
+    script = "import sys; from bot.resident import main; sys.exit(main())"
+    for env in ({resident.OPT_OUT_VARIABLE: "1"}, {}):
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=patches.parent,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **env},
+        )
+        os.close(write_end)
+        _, stderr = proc.communicate(timeout=120)
+        assert (proc.returncode, stderr) == (-signal.SIGPIPE, b""), env
+    assert server.served() == 1 and "sigpipe" in server.log.read_text()
+    assert carry(*argv, cwd=patches.parent).returncode == 0
+    assert server.served() == 2
