@@ -21,6 +21,12 @@ from bot import resident
 from tests.support.paths import REPO_ROOT
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
+FUNC = (
+    "def frobnicate(widget, level):\n"
+    "    checked = validate_widget(widget)\n"
+    "    scaled = checked.scale(level * 2)\n"
+    "    return scaled.finish(mode='strict')\n"
+)
 
 
 def carry(
@@ -86,7 +92,7 @@ def server(cache, tmp_path) -> Iterator[Server]:
 @pytest.fixture
 def work(make_repo, tmp_path) -> tuple[Path, Path]:
     """(upstream repository, directory of patches): a patch that applies, one that conflicts,
-    one upstream already has, one that is no patch at all."""
+    one upstream already has, one upstream took in another form, one that is no patch at all."""
     up = make_repo("upstream")
     up.commit("base", {"mod.py": BODY})
     up.checkout("main", new_branch="carried")
@@ -99,8 +105,20 @@ def work(make_repo, tmp_path) -> tuple[Path, Path]:
     patches = tmp_path / "patches"
     up.format_patch("main..carried", patches)
     up.checkout("main")
+    up.checkout("main", new_branch="other")
+    up.commit("Add frobnicate", {"mod.py": BODY.replace("(10)\n", "(10)\n" + FUNC)})
+    up.format_patch("main..other", patches)
+    up.checkout("main")
     up.commit("upstream moves", {"mod.py": "import os\n" + BODY.replace("(30)", "other(30)")})
     up.commit("Taken upstream (as is)", {"new.py": "VALUE = 1\n"})
+    theirs = FUNC.replace("level * 2", "level * 3")
+    up.commit(
+        "Add frobnicate, scaled by 3 (#123)",
+        {
+            "mod.py": "import os\n"
+            + BODY.replace("(30)", "other(30)").replace("(10)\n", "(10)\n" + theirs)
+        },
+    )
     (patches / "9999-not-a-patch.patch").write_bytes(b"hello\n\x00\xff not a patch\n")
     return up.path, patches
 
@@ -113,6 +131,7 @@ def cases(repo: Path, cache: Path) -> dict[str, list[str]]:
         "patches/0002-Conflicting-change.patch",
         "patches/0003-Taken-upstream.patch",
     )
+    other = "patches/0001-Add-frobnicate.patch"
     return {
         "clean": ["check", *common, "--patch", clean],
         "clean json": ["check", *common, "--patch", clean, "--json"],
@@ -120,6 +139,8 @@ def cases(repo: Path, cache: Path) -> dict[str, list[str]]:
         "conflict json": ["check", *common, "--patch", clean, conflict, "--json", "--exit-code"],
         "upstream has it": ["check", *common, "--patch", taken],
         "upstream has it json": ["check", *common, "--patch", taken, "--json", "--exit-code"],
+        "upstream's version": ["check", *common, "--patch", other, "--exit-code"],
+        "upstream's version json": ["check", *common, "--patch", other, "--json"],
         "invalid": ["check", *common, "--patch", "patches/9999-not-a-patch.patch", "--exit-code"],
         "no such patch": ["check", *common, "--patch", "patches/none.patch"],
         "no such head": ["check", *common, "--patch", clean, "--head", "nope"],
@@ -149,6 +170,9 @@ def test_server_and_in_process_agree_byte_for_byte(work, cache, server):
     shown = carry(*lines["upstream has it"], cwd=patches.parent).stdout.decode()
     assert "contained        drop" in shown and "upstream's version:" in shown, shown
     assert "conflict" in carry(*lines["conflict"], cwd=patches.parent).stdout.decode()
+    other = carry(*lines["upstream's version"], cwd=patches.parent)
+    assert other.returncode == 1 and b"upstream-version" in other.stdout, other.stdout
+    assert b"Add frobnicate, scaled by 3 (#123)" in other.stdout
 
 
 def test_the_client_imports_none_of_carrys_check_before_the_socket_answers(work, cache, server):
