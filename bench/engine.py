@@ -9,6 +9,9 @@ takes each new head once, in order, as the service does. In the same run it time
   carry check (process)  the whole `carry check` command, one process per head, warm mirror
                          (and the same without --base: each patch anchored at its own From
                          commit, which the mirror holds, and with From commits it lacks)
+  carry check (resident) the same command with a resident engine (`carry check --serve`) on
+                         the cache dir: the process sends its command line to it; CPU counts
+                         the client's and the server's (with its git children)
   (a)                    git clone + git am -3 of the series
   (b)                    an existing work tree: checkout of the new head + git am -3
 and prints a ratio table against (b). A last table times one large, distant patch (--distant-files
@@ -263,6 +266,7 @@ def process_run(
     publish_heads(upstream, heads)
     env = {k: v for k, v in ENV.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(cache.parent / "pycache")
+    env["CARRY_NO_RESIDENT"] = "1"  # in-process, even where a resident engine serves `cache`
     command = [*carry_command(), "check", "--repo", str(upstream), "--json"]
     command += ["--base", old] if anchored else []
     command += ["--cache-dir", str(cache)]
@@ -277,6 +281,42 @@ def process_run(
         decisions = [patch["decision"] for patch in json.loads(out)["patches"]]
         assert decisions == ["keep"] * len(patch_files), out
     return times
+
+
+def start_resident(cache: Path, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """`carry check --serve` on `cache`, once its socket is there."""
+    with log.open("wb") as out:
+        server = subprocess.Popen(
+            [*carry_command(), "check", "--serve", "--cache-dir", str(cache)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 60
+    while not (cache / "check.sock").exists():
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise SystemExit(f"the resident engine did not start: {log.read_text()}")
+        time.sleep(0.05)
+    return server
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds process `pid` used, with its children's: those it waited for and those still
+    running (the engine's `git cat-file` reader)."""
+
+    def ticks(process: int, fields: slice) -> int:
+        try:
+            stat = Path(f"/proc/{process}/stat").read_text()
+        except FileNotFoundError:
+            return 0  # ended meanwhile: counted in the parent's cutime once waited for
+        return sum(int(f) for f in stat.rsplit(")", 1)[1].split()[fields])
+
+    total = ticks(pid, slice(11, 15))  # utime, stime, cutime, cstime
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += ticks(int(child), slice(11, 13))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def foreign_series(patch_files: list[Path], out: Path) -> list[Path]:
@@ -327,20 +367,36 @@ def process_table(
             line += ["--patch", str(patch)]
         return line
 
+    in_process = {**env, "CARRY_NO_RESIDENT": "1"}  # these rows never ask the resident engine
     rows = {
         "carry check (process)": command(patch_files, True),
         "  the same, no --base": command(patch_files, False),
         "  no --base, From unknown": command(foreign, False),
+        "carry check (resident, no --base)": command(patch_files, False),
+        "  resident, From unknown": command(foreign, False),
     }
-    envs = {name: env for name in rows}
+    envs = {name: in_process for name in rows}
+    resident_rows = [name for name in rows if "resident" in name]
+    for name in resident_rows:
+        envs[name] = env
     if baseline_tree is not None:
-        # Its own mirror: an index or mirror layout of another revision is not shared.
-        other = {**env, "PYTHONPATH": str(baseline_tree.resolve())}
+        # Its own mirror: an index or mirror layout of another revision is not shared. Started
+        # as the console script of that revision did (`from bot.cli import main`).
+        other = {**in_process, "PYTHONPATH": str(baseline_tree.resolve())}
+        launcher = [sys.executable, "-c", "import sys; from bot.cli import main; sys.exit(main())"]
         for name, line in list(rows.items()):
+            if name in resident_rows:
+                continue
             at = line.index("--cache-dir") + 1
             label = f"{name.rstrip()} [{baseline_tree.name}]"
-            rows[label] = [*line[:at], str(workdir / "baseline-cache"), *line[at + 1 :]]
+            rows[label] = [
+                *launcher,
+                *line[len(carry_command()) : at],
+                str(workdir / "baseline-cache"),
+                *line[at + 1 :],
+            ]
             envs[label] = other
+    server = start_resident(cache, env, workdir / "resident.log")
     for name, line in rows.items():  # warm: the mirror, its index, the bytecode
         for head in heads:
             run(*line, "--head", head, env=envs[name])
@@ -360,15 +416,27 @@ def process_table(
 
     def measure(name: str, fn: Callable[[], object]) -> None:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        served = server_cpu(server.pid)
         wall[name].append(timed(fn))
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu[name].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        # A resident row's CPU: the client's and what the server (and its git) spent meanwhile.
+        cpu[name].append(used + server_cpu(server.pid) - served)
 
-    for _ in range(rounds):
-        for head in heads:
-            for name, line in rows.items():
-                measure(name, functools.partial(run, *line, "--head", head, env=envs[name]))
-            measure(baseline, functools.partial(checkout_am, head))
+    try:
+        for _ in range(rounds):
+            for head in heads:
+                for name, line in rows.items():
+                    measure(name, functools.partial(run, *line, "--head", head, env=envs[name]))
+                measure(baseline, functools.partial(checkout_am, head))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    # Every resident row's check went through the server (one line each), none in-process.
+    served = (workdir / "resident.log").read_text().count(" served ")
+    expected = len(resident_rows) * len(heads) * (rounds + 1)
+    if served != expected:
+        raise SystemExit(f"the resident engine served {served} checks, not {expected}")
     print(
         f"\nwhole processes, interleaved with (b): {rounds} rounds of {len(heads)} heads "
         f"(medians; CPU: the process and its git children)"

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import functools
-
 FALLBACK_VERSION = "0.1.0+unknown"
+# Read once. Not functools.cache: importing functools (and collections) costs the resident
+# engine's client (bot.resident), which imports this package and nothing else, a few ms.
+_VERSION: list[str] = []
 
 
-@functools.cache
 def _installed_version() -> str:
-    from importlib import metadata
+    if not _VERSION:
+        from importlib import metadata
 
-    try:
-        return metadata.version("carry")
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return FALLBACK_VERSION
+        try:
+            _VERSION.append(metadata.version("carry"))
+        except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+            _VERSION.append(FALLBACK_VERSION)
+    return _VERSION[0]
 
 
 def __getattr__(name: str) -> str:

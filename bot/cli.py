@@ -17,6 +17,7 @@ from pathlib import Path
 # typing.TYPE_CHECKING without importing typing (mypy and ruff treat the name the same way).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from bot.config import Series
@@ -26,13 +27,18 @@ if TYPE_CHECKING:
     from bot.core.report import PatchReport, SeriesReport
     from bot.core.state import SeriesState
     from bot.fixes import Carrier
-    from bot.git.engine import PatchInput
+    from bot.git.engine import Engine, PatchInput
 
 DEFAULT_BASE_BRANCH = "main"  # bot.importer.DEFAULT_BASE_BRANCH, without importing it
 CACHE_HELP = "mirror cache (default $CARRY_CACHE_DIR, else ~/.cache/carry)"
 # Shown by `carry --version`, read from the installed metadata (none of them is imported).
 KEY_DEPENDENCIES = ("fastapi", "celery", "redis", "PyGithub", "GitPython", "pydantic")
 OPTIONAL_DEPENDENCIES = ("vllm",)  # listed only where installed
+
+
+# Set in a resident engine (bot.resident_server): the Engine to check with, for (source, cache
+# dir, largest blob), kept from one check to the next. None: a new one per check.
+RESIDENT_ENGINES: Callable[[str, Path | None, int], Engine] | None = None
 
 
 class UsageError(Exception):
@@ -105,6 +111,8 @@ def _configured_upstream(series_dir: str) -> tuple[str, str, Series, str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.serve:
+        return _serve(args)
     configured: tuple[Series, str] | None = None
     if args.series and not (args.repo and args.head):
         repo, head, series, upstream_repo = _configured_upstream(args.series)
@@ -140,15 +148,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     paths = {patch.name: str(Path(patch.name).resolve()) for patch in patches}
     try:
         cache = Path(args.cache_dir).resolve() if args.cache_dir else None
-        mirror = Mirror(normalize_source(args.repo), cache, max_blob_bytes=_max_blob_bytes())
+        source, max_blob = normalize_source(args.repo), _max_blob_bytes()
+        if RESIDENT_ENGINES is not None:
+            engine = RESIDENT_ENGINES(source, cache, max_blob)
+        else:
+            engine = Engine(Mirror(source, cache, max_blob_bytes=max_blob))
         if len(heads) > 1:
-            evidence = Engine(mirror).check_heads(
+            evidence = engine.check_heads(
                 heads, patches, base=base, patch_paths=paths, declared=declared
             )
             return _print_presence(args, evidence)
-        report = Engine(mirror).check(
-            heads[0], patches, base=base, patch_paths=paths, declared=declared
-        )
+        report = engine.check(heads[0], patches, base=base, patch_paths=paths, declared=declared)
     except MirrorError as err:
         raise UsageError(str(err)) from err
     if args.write_refreshed:
@@ -162,6 +172,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write(render_table(report))
     needs_human = any(_needs_human(p) for p in report.patches)
     return CHECK_NEEDS_HUMAN if args.exit_code and needs_human else 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """`carry check --serve`: the resident engine, until SIGINT or SIGTERM."""
+    given = [name for name in ("repo", "head", "patch", "series", "base") if getattr(args, name)]
+    if given:
+        raise UsageError(f"--serve takes no --{given[0]}: the checks come from later commands")
+    from bot.resident_server import ServeError, serve
+
+    cache = Path(args.cache_dir).resolve() if args.cache_dir else _cache_dir().absolute()
+    try:
+        return serve(cache)
+    except ServeError as err:
+        raise UsageError(str(err)) from err
 
 
 def _declared(
@@ -915,6 +939,12 @@ def _add_check(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     check.add_argument(
         "--write-refreshed", action="store_true", help="rewrite patch files whose context moved"
     )
+    check.add_argument(
+        "--serve",
+        action="store_true",
+        help="run as a resident engine: later `carry check`s with the same cache dir are "
+        "answered by this process (on a socket in the cache dir) until it is stopped",
+    )
     check.set_defaults(func=cmd_check)
 
 
@@ -1160,7 +1190,24 @@ def _die_of_sigpipe() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """The command line. Run as a process (no `argv`), `carry check` goes to a resident engine
+    where one listens (bot.resident), and runs here otherwise."""
+    if argv is None:
+        from bot import resident
+
+        code = resident.run(sys.argv[1:])
+        if code is not None:
+            return code
+    try:
+        return run_command(sys.argv[1:] if argv is None else list(argv))
+    except BrokenPipeError:
+        _die_of_sigpipe()
+        raise
+
+
+def run_command(argv: list[str]) -> int:
+    """One command line's exit status; a closed stdout raises BrokenPipeError (main stops as
+    SIGPIPE would, the resident engine tells its client to)."""
     demo_argv = _demo_argv(argv)
     if demo_argv is not None:
         from bot import demo
@@ -1174,9 +1221,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = int(args.func(args))
         sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code
-    except BrokenPipeError:
-        _die_of_sigpipe()
-        raise
     except KeyboardInterrupt:  # Ctrl-C: the user knows why; 128 + SIGINT, as a shell says
         return 130
     except UsageError as err:
