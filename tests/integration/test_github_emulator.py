@@ -387,9 +387,22 @@ def test_every_webhook_matches_octokit_schemas_and_is_signed(
     assert all(d.status_code == 200 for d in deliveries)
     assert {d.hook_id for d in deliveries} == {repo_hook, app_hook}
 
-    by_guid = {item.headers["x-github-delivery"]: item for item in received}
+    # One GUID per event, shared by both hooks (GitHub's REST docs: "Unique identifier for the
+    # event (shared with all deliveries for all webhooks that subscribe to this event)"); each
+    # delivery has its own numeric id.
+    per_guid: dict[str, list[int]] = {}
     for delivery in deliveries:
-        item = by_guid[delivery.guid]
+        per_guid.setdefault(delivery.guid, []).append(delivery.hook_id)
+    shared = [hooks for hooks in per_guid.values() if len(hooks) > 1]
+    assert shared and all(sorted(hooks) == sorted({repo_hook, app_hook}) for hooks in shared)
+    assert len({d.id for d in deliveries}) == len(deliveries)
+    by_guid = {
+        (item.headers["x-github-delivery"], item.headers["x-github-hook-id"]): item
+        for item in received
+    }
+    assert len(by_guid) == len(received)
+    for delivery in deliveries:
+        item = by_guid[delivery.guid, str(delivery.hook_id)]
         headers = item.headers
         expected = signature_256(SECRET, item.body)
         assert hmac.compare_digest(headers["x-hub-signature-256"], expected)
