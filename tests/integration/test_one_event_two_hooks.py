@@ -10,6 +10,9 @@ The emulator's hooks deliver over real HTTP to carry's web app (uvicorn), with a
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import functools
 import json
 import threading
 from collections.abc import Iterator
@@ -24,8 +27,11 @@ from bot.config import CarryConfig, Settings
 from bot.core.events import Event, HeadMoved
 from bot.emulator import GitHubEmulator, generate_app_key
 from bot.github.forge import Forge, ForgeCaches
+from bot.queue.celery_app import app as celery_app
+from bot.queue.task_message import ingest_message
 from bot.web.app import create_app
 from harness.gitrepo import RepoBuilder
+from harness.redis_server import PrivateRedis
 from tests.support.asgi import serve
 from workers import redelivery
 
@@ -93,12 +99,13 @@ class TwoHooks:
         )
 
 
-@pytest.fixture
-def hooks(tmp_path: Path, make_repo: Any, client: redis.Redis) -> Iterator[TwoHooks]:
+@contextlib.contextmanager
+def two_hooks(tmp_path: Path, make_repo: Any, client: redis.Redis, app: Any) -> Iterator[TwoHooks]:
     work: RepoBuilder = make_repo("widget")
     work.commit("init", {"README.md": "hello\n"})
     handed = Handed()
-    app = create_app(CONFIG, Settings(webhook_secret=SECRET), client, on_event=handed)
+    if app is None:  # the hand-off through on_event, which can fail (see Handed)
+        app = create_app(CONFIG, Settings(webhook_secret=SECRET), client, on_event=handed)
     private_key, public_key = generate_app_key()
     with GitHubEmulator(tmp_path / "github") as gh, serve(app) as url:
         gh.create_repo(OWNER, NAME, from_path=work.path)
@@ -117,6 +124,25 @@ def hooks(tmp_path: Path, make_repo: Any, client: redis.Redis) -> Iterator[TwoHo
         gh.add_webhook(f"{url}/webhooks/github", SECRET, app_id=APP_ID)
         yield TwoHooks(gh, work, handed, repo_hook, private_key, client)
         assert gh.errors == []
+
+
+@pytest.fixture
+def hooks(tmp_path: Path, make_repo: Any, client: redis.Redis) -> Iterator[TwoHooks]:
+    with two_hooks(tmp_path, make_repo, client, None) as running:
+        yield running
+
+
+@pytest.fixture
+def service_hooks(
+    tmp_path: Path, make_repo: Any, private_redis: PrivateRedis
+) -> Iterator[TwoHooks]:
+    """As `carry web` runs: the delivery stored and its carry.ingest task queued in one Lua
+    script (bot.queue.task_message)."""
+    client = redis.Redis.from_url(private_redis.url)
+    queue_task = functools.partial(ingest_message, celery_app)
+    app = create_app(CONFIG, Settings(webhook_secret=SECRET), client, queue_task=queue_task)
+    with two_hooks(tmp_path, make_repo, client, app) as running:
+        yield running
 
 
 def _answers(gh: GitHubEmulator, guid: str) -> list[tuple[int, int | None, str]]:
@@ -178,3 +204,21 @@ def test_a_failed_event_of_two_hooks_is_redelivered_and_acted_on_once(hooks: Two
     assert len(hooks.handed.events) == 1  # acted on once
     # every event has a 2xx attempt on each hook now: nothing more is asked for
     assert redelivery.redeliver_failed(hooks.client, hooks.app_forge(), None) == []
+
+
+def test_the_service_intake_queues_one_task_for_an_event_through_two_hooks(
+    service_hooks: TwoHooks,
+) -> None:
+    """The service's intake (record and queue in one script): the push's carry.ingest task is
+    queued once, whichever hook's delivery came first."""
+    sha = service_hooks.push("second")
+    pushed = next(d for d in service_hooks.gh.deliveries if d.event == "push")
+    assert sorted(s for _h, s, _w in _answers(service_hooks.gh, pushed.guid)) == [200, 202]
+    queued = []
+    for raw in service_hooks.client.lrange("carry", 0, -1):
+        message = json.loads(raw)
+        if message["headers"]["task"] == "carry.ingest":
+            args, kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+            queued.append(kwargs.get("event") or args[0])
+    # fails on the old emulator: two GUIDs, two tasks for one push
+    assert [(e["delivery_id"], e["after"]) for e in queued] == [(pushed.guid, sha)]
