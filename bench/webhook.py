@@ -133,6 +133,20 @@ async def fire(url: str, rate: int, seconds: float) -> tuple[list[float], list[s
     return latencies, acked, failed
 
 
+def full_collections(url: str) -> int | None:
+    """The garbage collector's full (generation 2) collections so far in the carry process
+    behind `url`, from its /metrics (prometheus_client's python_gc_collections_total); each
+    walks every object the process tracks while the event loop waits."""
+    try:
+        text = httpx.get(url.replace("/webhooks/github", "/metrics"), timeout=10).text
+    except httpx.HTTPError:
+        return None
+    for line in text.splitlines():
+        if line.startswith('python_gc_collections_total{generation="2"}'):
+            return int(float(line.split()[-1]))
+    return None
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc): less sensitive than latency
     to what else runs on a shared machine."""
@@ -216,11 +230,15 @@ def main() -> int:
         for run, rate in enumerate(runs):
             for name, url in targets.items():
                 queued_before = client.llen(QUEUE)
+                gc_before = full_collections(url) if name in carries else None
                 time.sleep(1)  # the previous endpoint's connections and work wind down
                 cpu_before = cpu_seconds(pids[name])
                 latencies, acked, failed = asyncio.run(fire(url, rate, args.seconds))
                 cpu_ms = (cpu_seconds(pids[name]) - cpu_before) * 1000 / max(1, len(latencies))
-                lost = "-"
+                lost, full_gc = "-", "-"
+                gc_after = full_collections(url) if name in carries else None
+                if gc_before is not None and gc_after is not None:
+                    full_gc = str(gc_after - gc_before)
                 if name in carries:  # acknowledged, but not stored or its task not queued
                     stored = sum(1 for d in acked if client.exists(f"carry:delivery:{d}"))
                     queued = int(client.llen(QUEUE)) - int(queued_before)
@@ -236,16 +254,17 @@ def main() -> int:
                         percentile(latencies, 0.99),
                         lost,
                         cpu_ms,
+                        full_gc,
                     )
                 )
         print(
-            f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}{'cpu ms/req':>12}"
+            f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}{'cpu ms/req':>12}{'full gc':>9}"
         )
         bare: dict[int, float] = {r[0]: r[6] for r in rows if r[2] not in carries}
-        for run, rate, name, sent, failed, p50, p99, lost, cpu_ms in rows:
+        for run, rate, name, sent, failed, p50, p99, lost, cpu_ms, full_gc in rows:
             ratio = p99 / bare[run] if bare.get(run) else float("nan")
             print(
-                f"{rate:>7} {name:24}{sent:>7}{failed:>8}{p50:>9.1f}{p99:>9.1f}{lost:>6}{ratio:>12.1f}{cpu_ms:>12.2f}"
+                f"{rate:>7} {name:24}{sent:>7}{failed:>8}{p50:>9.1f}{p99:>9.1f}{lost:>6}{ratio:>12.1f}{cpu_ms:>12.2f}{full_gc:>9}"
             )
         if FAILURES:
             print("errors:", ", ".join(f"{n} x {kind}" for kind, n in FAILURES.most_common()))

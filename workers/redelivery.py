@@ -6,8 +6,10 @@ on GitHub's side. Heads and PR states come back through polling, but a `/carry` 
 tick on the dashboard issue would be lost. So the beat runs this every
 `polling.redeliver_every_s`: read the hook's recent deliveries (newest first, until past
 GitHub's 3-day retention), choose the events with no 2xx attempt (bot/core/redelivery.py), and
-ask for each once. The intake deduplicates by X-GitHub-Delivery, which a redelivery keeps, so
-an event is acted on once however often it arrives.
+ask for each once (by the hook's own numeric delivery id). The intake deduplicates by
+X-GitHub-Delivery, the event's GUID, which a redelivery keeps and every hook of the event
+shares, so an event is acted on once however often, and through however many hooks, it arrives
+(tests/integration/test_one_event_two_hooks.py).
 """
 
 from __future__ import annotations

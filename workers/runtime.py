@@ -55,6 +55,11 @@ class Runtime:
         """The downstream repository on GitHub; the rate limit it sees goes to the metrics."""
         if self.connect_forge is not None:
             return self.connect_forge(self)
+        return self.github()
+
+    def github(self) -> Forge:
+        """The real adapter for the downstream repository, its writes (redelivery requests
+        included) through the installation's write budget and holds (bot.store.write_budget)."""
         return Forge.connect(
             self.settings,
             self.config.downstream.repo,

@@ -6,7 +6,6 @@ series content it has checked, and each action carries an idempotency key.
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
@@ -24,12 +23,12 @@ from bot.core.notify import STUCK_TASK
 from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError, GitOutOfMemory
-from bot.github.forge import Forge, ForgeError, RateLimited, retry_delay
+from bot.github.forge import ForgeError, RateLimited, retry_delay
 from bot.log import correlated
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
 from bot.store import deliveries
 from bot.store import series as store
-from bot.store.metrics import count_event, record_rate_limit
+from bot.store.metrics import count_event
 from workers import attention, dashboard_issue, poller, publish, redelivery, repo_identity, requeue
 from workers import bisect as bisect  # registers carry.bisect
 from workers import mention as mention  # registers carry.red_streak
@@ -503,13 +502,9 @@ def redeliver(self: Task) -> None:
             log.info("no webhook to read failed deliveries of: set web.hook_id")
             return
         try:
-            github = Forge.connect(
-                rt.settings,
-                rt.config.downstream.repo,
-                caches=rt.forge_caches,
-                on_rate_limit=functools.partial(record_rate_limit, rt.redis),
-            )
-            redelivery.redeliver_failed(rt.redis, github, hook)
+            # its POSTs wait for the installation's write budget and holds, and a refusal holds
+            # the installation's other writes, as every write does
+            redelivery.redeliver_failed(rt.redis, rt.github(), hook)
         except ForgeError as err:
             log.warning("failed deliveries not read: %s", err)
             count_event(rt.redis, "redeliver_failed")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from bot.core.state import CiState, SeriesState
+from bot.core.state import CiState, PrInfo, SeriesState
 
 
 class CheckRunCall(StrEnum):
@@ -85,7 +85,13 @@ def table_owed(state: SeriesState | None) -> bool:
     """Whether the CI table of carry's open PR (in its body) owes GitHub an edit that did not
     land: a report sends it again until it does (or a publish rewrites the body)."""
     pr = state.pr if state is not None else None
-    return pr is not None and pr.state == "open" and pr.ci_table_owed
+    return pr is not None and not table_shown_on_github(pr)
+
+
+def table_shown_on_github(pr: PrInfo) -> bool:
+    """What the dashboard says of the PR's CI table: False ("not yet on GitHub") while GitHub
+    refused its latest edit and carry owes it one (sent again after GitHub's Retry-After)."""
+    return not (pr.state == "open" and pr.ci_table_owed)
 
 
 def edits_table(state: SeriesState | None, *, sent: bool, first: bool) -> bool:

@@ -618,10 +618,16 @@ class GitHubEmulator:
         `newest_first` (GitHub does not promise an order)."""
         return self.dispatcher.deliver_pending(newest_first=newest_first)
 
-    def redeliver(self, delivery: Delivery | str) -> Delivery:
-        """Redelivers a past delivery (by object or GUID) with the same GUID and body."""
+    def redeliver(self, delivery: Delivery | str, *, hook_id: int | None = None) -> Delivery:
+        """Redelivers a past delivery (by object, or by GUID: the event's first delivery, to
+        `hook_id` if given, as one GUID is shared by every hook the event went to) with the
+        same GUID and body."""
         if isinstance(delivery, str):
-            delivery = next(d for d in self.dispatcher.deliveries if d.guid == delivery)
+            delivery = next(
+                d
+                for d in self.dispatcher.deliveries
+                if d.guid == delivery and hook_id in (None, d.hook_id)
+            )
         return self.dispatcher.redeliver(delivery)
 
     def _on_event(self, event: str, payload: dict[str, Any], repo: Repo | None) -> None:

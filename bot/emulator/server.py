@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import threading
 import time
 import traceback
@@ -501,3 +502,11 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], service: Service) -> None:
         self.service = service
         super().__init__(address, _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (it reset a kept-alive connection, e.g. after a redirect whose
+        body it did not read) is no error of the server's, as on GitHub: nothing is printed.
+        Anything else is, with socketserver's traceback."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)

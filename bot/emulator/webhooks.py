@@ -53,7 +53,8 @@ class Hook:
 
 @dataclass
 class Delivery:
-    """One POST of one event to one hook (a redelivery is a new Delivery with the same guid)."""
+    """One POST of one event to one hook: its own `id`, the event's `guid` (shared by every
+    hook the event went to, and kept by a redelivery, which is a new Delivery)."""
 
     id: int
     guid: str
@@ -122,6 +123,7 @@ class Dispatcher:
         self._busy = False
         self._stopped = False
         self._next_hook = 1
+        self._last_id = 0  # the numeric id of the last delivery made
         self._manual = manual
         self._holding = False  # deliveries wait in the queue (held())
         self._client = httpx.Client(timeout=DELIVERY_TIMEOUT, transport=transport)
@@ -151,19 +153,35 @@ class Dispatcher:
         hooks: list[Hook],
         target: Callable[[Hook], tuple[str, int]],
     ) -> list[Delivery]:
-        """Queues a delivery of this event for each hook; target(hook) -> (target type, id)."""
+        """Queues a delivery of this event for each hook; target(hook) -> (target type, id).
+        They share one GUID (X-GitHub-Delivery): GitHub's REST docs for a hook's deliveries call
+        `guid` the "Unique identifier for the event (shared with all deliveries for all webhooks
+        that subscribe to this event)"; each delivery has its own numeric `id`."""
         made = []
+        guid = str(uuid.uuid4())
         with self._cond:
             for hook in hooks:
                 target_type, target_id = target(hook)
-                made.append(self._build(hook, event, payload, target_type, target_id))
+                made.append(self._build(hook, event, payload, target_type, target_id, guid))
             self._queue.extend(made)
             self.deliveries.extend(made)
             self._cond.notify_all()
         return made
 
+    def _new_id(self) -> int:
+        """A delivery's own numeric id (called under the lock): the deliveries of one event to
+        several hooks each get one, as on GitHub."""
+        self._last_id += 1
+        return self._last_id
+
     def _build(
-        self, hook: Hook, event: str, payload: dict[str, Any], target_type: str, target_id: int
+        self,
+        hook: Hook,
+        event: str,
+        payload: dict[str, Any],
+        target_type: str,
+        target_id: int,
+        guid: str,
     ) -> Delivery:
         body_json = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         if hook.content_type == "form":
@@ -171,7 +189,6 @@ class Dispatcher:
             content_type = "application/x-www-form-urlencoded"
         else:
             body, content_type = body_json, "application/json"
-        guid = str(uuid.uuid4())
         headers = {
             "Accept": "*/*",
             "Content-Type": content_type,
@@ -188,7 +205,7 @@ class Dispatcher:
             )
             headers["X-Hub-Signature-256"] = signature_256(hook.secret, body)
         return Delivery(
-            id=len(self.deliveries) + 1,
+            id=self._new_id(),
             guid=guid,
             hook_id=hook.id,
             event=event,
@@ -203,7 +220,7 @@ class Dispatcher:
         """Sends a past delivery again: same GUID, same body and signature."""
         with self._cond:
             again = Delivery(
-                id=len(self.deliveries) + 1,
+                id=self._new_id(),
                 guid=original.guid,
                 hook_id=original.hook_id,
                 event=original.event,

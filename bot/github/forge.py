@@ -420,7 +420,7 @@ class Forge:
         )
         forge.configured_name = repo_name
         if settings.github_auth == "app":
-            forge._app_github = _app_github(settings, base_url, caches.sleep)
+            forge._app_github = _app_github(settings, base_url, caches.sleep, write_hold)
         return forge
 
     @property
@@ -1009,7 +1009,8 @@ class Forge:
         return list(data or []), _next_cursor(headers)
 
     def redeliver(self, hook_id: int | None, delivery_id: int) -> None:
-        """Asks GitHub to deliver `delivery_id` again (same X-GitHub-Delivery; 202)."""
+        """Asks GitHub to deliver `delivery_id` again (same X-GitHub-Delivery; 202). A POST:
+        it takes its turn in the write budget and waits out a hold like any other write."""
 
         def post() -> Any:
             requester, path = self._hook_requester(hook_id)
@@ -1017,7 +1018,7 @@ class Forge:
                 "POST", f"{path}/deliveries/{int(delivery_id)}/attempts"
             )
 
-        self._call(f"redeliver {delivery_id} of {self._hook_name(hook_id)}", post)
+        self._write(f"redeliver {delivery_id} of {self._hook_name(hook_id)}", post)
 
     def _hook_name(self, hook_id: int | None) -> str:
         return f"hook {hook_id} of {self.repo_name}" if hook_id else "the App's hook"
@@ -1131,15 +1132,18 @@ def _auth(settings: Settings, base_url: str, caches: ForgeCaches) -> Auth.Auth:
     raise ConfigError(["environment: no GitHub credentials (GITHUB_TOKEN or a GitHub App)"])
 
 
-def _app_github(settings: Settings, base_url: str, wait: Sleep) -> Github | None:
-    """The App itself, authenticated with its JWT (PyGithub signs a new one as needed)."""
+def _app_github(
+    settings: Settings, base_url: str, wait: Sleep, hold: WriteHold | None = None
+) -> Github | None:
+    """The App itself, authenticated with its JWT (PyGithub signs a new one as needed); a rate
+    limit's Retry-After on its hook's requests holds the installation's writes too (`hold`)."""
     key = settings.app_private_key()
     if key is None or settings.github_app_id is None:
         return None
     return Github(
         base_url=base_url,
         auth=Auth.AppAuth(int(settings.github_app_id), key.get_secret_value()),
-        retry=_retry(wait),
+        retry=_retry(wait, hold),
         seconds_between_requests=None,
         seconds_between_writes=settings.github_write_pause_s or None,
         timeout=30,

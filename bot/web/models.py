@@ -85,6 +85,9 @@ class PrOut(ApiModel):
     state: str
     draft: bool
     head_sha: str
+    # False while the CI table in the PR's body is behind carry's (GitHub refused its edit; carry
+    # sends it again after GitHub's Retry-After)
+    ci_table_on_github: bool = True
 
 
 class AttentionOut(ApiModel):

@@ -17,7 +17,7 @@ import redis
 from bot.config import BaseSpec, CarryConfig
 from bot.core.bisect import Bisection, pr_of
 from bot.core.ci_plan import FINAL_STATES
-from bot.core.ci_report import shown_on_github
+from bot.core.ci_report import shown_on_github, table_shown_on_github
 from bot.core.fixpage import FixPage, UpstreamEntry
 from bot.core.state import CiState, CiStatus, PatchState, PrInfo, SeriesState
 from bot.fixes import carrier_of, release_line
@@ -369,6 +369,7 @@ def pr_out(pr: PrInfo | None) -> PrOut | None:
         state=pr.state,
         draft=pr.draft,
         head_sha=pr.head_sha,
+        ci_table_on_github=table_shown_on_github(pr),
     )
 
 

@@ -252,6 +252,45 @@ def test_a_refused_edit_of_the_ci_table_is_sent_again_until_it_lands(deploy: Dep
     assert len(d.gh.api_requests("PATCH", path)) == 1
 
 
+def _table_shown(d: Deployment) -> tuple[bool, bool]:
+    """The PR's CI table as carry's web process shows it, over HTTP: whether the API says it is
+    on GitHub, and whether the series page says it is not yet."""
+    with serve(create_app(d.rt.config, d.rt.settings, d.rt.redis)) as url:
+        answer = requests.get(f"{url}/api/v1/series/{SERIES}", timeout=10)
+        assert answer.status_code == 200, answer.text
+        page = requests.get(f"{url}/series/{SERIES}", timeout=10)
+        assert page.status_code == 200, page.text
+    says_behind = "CI table in the description of" in page.text and "not yet on GitHub" in page.text
+    return answer.json()["pr"]["ci_table_on_github"], says_behind
+
+
+def test_the_dashboard_says_a_refused_ci_table_edit_is_not_yet_on_github(deploy: Deploy) -> None:
+    """The check run lands but GitHub refuses the PR body's edit: the row is on GitHub, the PR's
+    table is not; the series page and the API say so (on the old code they showed the table as
+    if GitHub had it) until the edit sent again lands."""
+    d = deploy(auth="app")
+    state = d.propose(MOVED, "Add a header")
+    number, sha = pr(state).number, pr(state).head_sha
+    _changes(d, _row(sha, CiStatus.RUNNING))
+    _run_reports(d)
+    assert _table_shown(d) == (True, False)
+    d.gh.secondary_limit(
+        next_n_writes=1, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls/*"
+    )
+    _changes(d, _row(sha, CiStatus.SUCCESS, detail="passed in 3 s"))
+    (report,) = _report_tasks(d)
+    failed = hardware.report_on_github(SERIES, CiState.from_dict(report["row"]))
+    assert failed is not None and "rate limit" in str(failed)
+    assert _table(d, number).startswith(f"| {CHECK} | running |")
+    assert _api_row(d)["on_github"] is True  # the check run landed
+    assert _table_shown(d) == (False, True)  # fails on the old code: no word of the table
+    d.gh.clear_faults()
+    _hold_over(d)
+    assert _apply_counting_retries(d, report) == []
+    assert _table(d, number) == f"| {CHECK} | success | passed in 3 s |"
+    assert _table_shown(d) == (True, False)
+
+
 def test_a_retry_with_nothing_owed_does_not_edit_the_table_again(deploy: Deploy) -> None:
     """A retry whose row and table have both landed (another report sent them) sends nothing:
     in a storm of refusals, edits sent again for nothing spend what the limit leaves."""

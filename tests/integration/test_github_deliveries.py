@@ -4,6 +4,7 @@ GUID; it never does so by itself (issue 34, item 3)."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +18,12 @@ from bot.config import Settings
 from bot.emulator import GitHubEmulator, WebhookSink, generate_app_key
 from bot.github.forge import Forge, ForgeCaches, ForgeError
 from bot.store.series import history
+from bot.store.write_budget import HOLDS_PREFIX, hold_writes
 from harness.gitrepo import RepoBuilder
+from tests.support.deployment import APP_ID as DEPLOY_APP_ID
+from tests.support.deployment import DOWN_NAME, DOWN_OWNER, Deploy, Deployment, deployments
 from tests.support.github_schema import RestSchemas
-from workers import redelivery
+from workers import redelivery, tasks
 
 OWNER, NAME = "acme", "widget"
 REPO = f"{OWNER}/{NAME}"
@@ -262,3 +266,53 @@ def test_a_rate_limit_stops_the_run_and_the_next_run_asks_again(
     assert "rate limit" in stopped["data"]["error"]
     forge = Forge.connect(settings(gh, github_token="admin-token"), REPO, caches=ForgeCaches())
     assert len(redelivery.redeliver_failed(client, forge, hook)) == 3
+
+
+@pytest.fixture
+def deploy(tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Deploy]:
+    with deployments(tmp_path, redis_url, monkeypatch, waits=[]) as start:
+        yield start
+
+
+def _attempts_asked(d: Deployment) -> list[int | None]:
+    """The statuses GitHub answered carry's redelivery requests with (the App's hook)."""
+    return [r.status for r in d.gh.api_requests("POST") if r.path.endswith("/attempts")]
+
+
+def test_the_redeliver_task_takes_its_turn_in_the_write_budget_and_a_refusal_holds_writes(
+    deploy: Deploy, sink: WebhookSink
+) -> None:
+    """The `carry.redeliver` task as a worker runs it, with the App's hook: a hold GitHub's
+    Retry-After put on the installation's writes holds the redelivery POSTs too (nothing is
+    sent), and a redelivery POST refused by the secondary limit holds the installation's other
+    writes, as any refused write does. On the old code both went past the write budget."""
+    d = deploy(auth="app")
+    d.gh.add_user("writer")
+    d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "writer", "write")
+    d.gh.add_webhook(sink.url, SECRET, app_id=DEPLOY_APP_ID)
+    number = d.gh.open_issue(DOWN_OWNER, DOWN_NAME, title="A bug", user="writer")
+    d.gh.add_comment(DOWN_OWNER, DOWN_NAME, number, "/carry pause", user="writer")
+    d.gh.wait_for_deliveries()
+    assert [x.status_code for x in d.gh.deliveries] and not any(x.ok for x in d.gh.deliveries)
+    sink.status = 200
+    hold_key = HOLDS_PREFIX + d.rt.github_writer
+
+    hold_writes(d.rt.redis, d.rt.github_writer, 600)
+    tasks.redeliver.apply()
+    assert _attempts_asked(d) == []  # fails on the old code: the POSTs went out
+    (held,) = history(d.rt.redis, None, kind="redeliver-failed")
+    assert "not sent" in held["data"]["error"]
+
+    d.rt.redis.delete(hold_key)
+    d.gh.secondary_limit(next_n_writes=1, retry_after_s=600, path="/app/hook/deliveries/*")
+    tasks.redeliver.apply()
+    assert _attempts_asked(d) == [403]
+    held_until = float(d.rt.redis.get(hold_key) or 0)  # fails on the old code: no hold
+    assert held_until > time.time() + 500
+
+    d.rt.redis.delete(hold_key)
+    tasks.redeliver.apply()
+    d.gh.wait_for_deliveries()
+    assert all(code == 202 for code in _attempts_asked(d)[1:])
+    failed_events = {x.guid for x in d.gh.deliveries if not x.redelivery}
+    assert {x.guid for x in d.gh.deliveries if x.redelivery and x.ok} == failed_events

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import jwt
@@ -387,9 +390,22 @@ def test_every_webhook_matches_octokit_schemas_and_is_signed(
     assert all(d.status_code == 200 for d in deliveries)
     assert {d.hook_id for d in deliveries} == {repo_hook, app_hook}
 
-    by_guid = {item.headers["x-github-delivery"]: item for item in received}
+    # One GUID per event, shared by both hooks (GitHub's REST docs: "Unique identifier for the
+    # event (shared with all deliveries for all webhooks that subscribe to this event)"); each
+    # delivery has its own numeric id.
+    per_guid: dict[str, list[int]] = {}
     for delivery in deliveries:
-        item = by_guid[delivery.guid]
+        per_guid.setdefault(delivery.guid, []).append(delivery.hook_id)
+    shared = [hooks for hooks in per_guid.values() if len(hooks) > 1]
+    assert shared and all(sorted(hooks) == sorted({repo_hook, app_hook}) for hooks in shared)
+    assert len({d.id for d in deliveries}) == len(deliveries)
+    by_guid = {
+        (item.headers["x-github-delivery"], item.headers["x-github-hook-id"]): item
+        for item in received
+    }
+    assert len(by_guid) == len(received)
+    for delivery in deliveries:
+        item = by_guid[delivery.guid, str(delivery.hook_id)]
         headers = item.headers
         expected = signature_256(SECRET, item.body)
         assert hmac.compare_digest(headers["x-hub-signature-256"], expected)
@@ -1205,3 +1221,25 @@ def test_the_emulator_refuses_content_creation_over_githubs_limit(tmp_path: Path
         over_the_hour = requests.post(url, json={"title": "x"}, headers=headers, timeout=10)
         assert over_the_hour.status_code == 403
         assert int(over_the_hour.headers["Retry-After"]) > 60
+
+
+def test_a_client_that_resets_its_connection_is_no_server_error(
+    gh: GitHubEmulator, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A client that drops a kept-alive connection with its answer unread (as urllib3 does
+    after a redirect it raises on, in the github-faults bench's rename row) sends a reset; the
+    emulator printed socketserver's traceback for it, as if it were the server's own error."""
+    where = urlsplit(gh.base_url)
+    for _ in range(2):
+        sock = socket.create_connection((where.hostname or "127.0.0.1", where.port or 80))
+        sock.sendall(
+            f"GET /repos/{REPO} HTTP/1.1\r\nHost: x\r\nUser-Agent: t\r\n"
+            f"Authorization: token {TOKEN}\r\n\r\n".encode()
+        )
+        assert sock.recv(12).startswith(b"HTTP/1.")  # answered; the rest left unread
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset, not a FIN
+    time.sleep(0.5)  # the server's threads read the reset
+    assert requests.get(f"{gh.base_url}/repos/{REPO}", timeout=10).status_code in (200, 401)
+    err = capfd.readouterr().err
+    assert "ConnectionResetError" not in err and "Traceback" not in err  # fails on the old code
