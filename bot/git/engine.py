@@ -1254,9 +1254,9 @@ class _PatchCheck:
 
     def _hunks_predate(self) -> bool:
         """Every hunk the head has (as is or in another version) was already so at the range
-        base: the range's history was read whole, and no commit in it added the lines
-        upstream has where the hunk belongs (for a hunk that only removes, took out the lines
-        it removes). A hunk without a substantive line to look for, or history read only in
+        base: the range's history was read whole, and no commit in it added (at least half of)
+        the lines upstream has where the hunk belongs (for a hunk that only removes, took out
+        the lines it removes). A hunk without a substantive line to look for, or history read only in
         part, leaves the answer False: nothing then shows the head was that way all along."""
         if self.range is None or len(self.range_commits) >= history.MAX_CANDIDATES:
             return False
@@ -1276,7 +1276,8 @@ class _PatchCheck:
             if not normalized and not removed:
                 return False
             taken = landing.counterparts(normalized, added, classify.FUZZY_LINE_CUTOFF)
-            if landing.landing_for(taken or normalized, removed, commits) is not None:
+            best = landing.landing_for(taken or normalized, removed, commits)
+            if best is not None and landing.brought(taken or normalized, removed, best):
                 return False
         self.evidence.append(
             {

@@ -73,6 +73,62 @@ def test_a_hunk_a_commit_of_the_range_took_stays_a_review(make_repo, tmp_path):
     assert [c["subject"] for c in p.upstream_commits] == ["Drop the alpha log line again"]
 
 
+STEPS = (
+    "    prepare_gamma_inputs(batch)\n"
+    "    gamma_buffers = allocate_gamma_buffers(batch)\n"
+    "    warm_gamma_kernels(gamma_buffers)\n"
+    "    record_gamma_shapes(gamma_buffers, batch)\n"
+)
+GAMMA = (
+    "".join(f"LIMIT_{i} = configured_limit({i})\n" for i in range(8))
+    + "\n\ndef gamma(batch):\n"
+    + STEPS
+    + "    return run_gamma(batch)\n"
+)
+
+
+def reverted_on_main(make_repo, tmp_path, *, tuned: int) -> tuple[RepoBuilder, PatchInput]:
+    """Like vllm-gaudi dd47274258 (a revert on main of a change the release never had): main
+    removed gamma's set-up steps after the fork; the patch puts them back and makes beta
+    strict. The release always had the steps; its own commit tunes `tuned` of the four (and
+    edits beta's return line, where the patch conflicts)."""
+    up = make_repo("upstream")
+    up.commit("Add alpha, beta and gamma", {"mod.py": FORK + "\n\n" + GAMMA})
+    up.checkout("main", new_branch="release")
+    steps = STEPS.splitlines(keepends=True)
+    for i in range(tuned):
+        steps[i] = steps[i].replace(")\n", ", tuned=True)\n")
+    edited = (FORK + "\n\n" + GAMMA.replace(STEPS, "".join(steps))).replace(
+        "return result\n", "return ok(result)\n"
+    )
+    up.commit("Release tuning", {"mod.py": edited})
+    up.checkout("main")
+    up.commit("Drop gamma's set-up", {"mod.py": FORK + "\n\n" + GAMMA.replace(STEPS, "")})
+    up.commit("Revert: gamma set-up; strict beta", {"mod.py": FIXED + "\n\n" + GAMMA})
+    (path,) = up.format_patch("main~1..main", tmp_path / "patches")
+    return up, PatchInput(path.name, path.read_bytes())
+
+
+def test_one_line_of_a_hunk_edited_on_the_release_is_no_landing(make_repo, tmp_path):
+    up, patch = reverted_on_main(make_repo, tmp_path, tuned=1)
+    p = check(up, [patch], tmp_path, head="release")
+    states = [h["state"] for h in signals(p)["hunks"]["hunks"]]
+    assert states == ["absent", "similar"]  # the release has 3 of the 4 steps as is
+    assert (p.status, p.decision) == (Status.CONFLICT, Decision.KEEP), p.reason
+    assert "present-hunks-predate-range" in signals(p)
+
+
+def test_most_of_a_hunk_written_on_the_release_is_a_landing(make_repo, tmp_path):
+    """Counter-case: the release commit wrote 3 of the 4 steps as the head has them."""
+    up, patch = reverted_on_main(make_repo, tmp_path, tuned=3)
+    p = check(up, [patch], tmp_path, head="release")
+    states = [h["state"] for h in signals(p)["hunks"]["hunks"]]
+    assert states == ["absent", "similar"]
+    assert (p.status, p.decision) == (Status.PARTIAL, Decision.REVIEW), p.reason
+    assert "present-hunks-predate-range" not in signals(p)
+    assert [c["subject"] for c in p.upstream_commits] == ["Release tuning"]
+
+
 def test_without_a_range_nothing_is_assumed(make_repo, tmp_path):
     """Without a From line or base there is no range base to have been that way at: review."""
     up, patch = release_line(make_repo, tmp_path, took_removal=False)
