@@ -5,9 +5,9 @@ Usage: python bench/realhistory.py PATH_TO_UPSTREAM_CLONE [--branches 'releases/
 For each release branch R (forked from main at F), every main commit C in F..main becomes a
 carried patch checked on R's tip:
 - "contained" label: R has a port of C (same change title once PR numbers, release tags and
-  cherry-pick markers are stripped, a release commit naming C's PR, or the very same diff by
-  patch id, also inside a bigger release commit, or every changed block of C verbatim inside
-  one release commit) that R did not revert later;
+  cherry-pick markers are stripped, a release commit naming C's PR as `#N` or as a link to
+  `.../pull/N`, or the very same diff by patch id, also inside a bigger release commit, or
+  every changed block of C verbatim inside one release commit) that R did not revert later;
 - "not contained" label: no port of C on R, or the port was reverted on R.
 The engine's decision is compared with the label, next to plain git's tools on the same
 samples (patch-id match, reverse-apply check, `am -3` leaving the tree unchanged). Nothing of
@@ -173,7 +173,7 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
     for sha, subject, body in (r for r in release if len(r) == 3):
         sha = sha.strip()
         ports.setdefault(title_key(subject), []).append(sha)
-        for number in re.findall(r"#(\d+)", subject + " " + body):
+        for number in re.findall(r"(?:#|/pull/)(\d+)\b", subject + " " + body):
             mentioned.setdefault(number, []).append(sha)
         own = re.findall(r"\(#(\d+)\)\s*$", subject)
         if own:
@@ -338,6 +338,12 @@ def main() -> int:
             f"{label:15}{table[(label, 'drop')]:>7}{table[(label, 'review')]:>8}{table[(label, 'keep')]:>7}"
         )
     print(f"\ncarry catches (drop + review): {caught}/{pos} = {caught / max(pos, 1):.0%}")
+    reviews = table[("contained", "review")] + table[("not-contained", "review")]
+    print(
+        f"drop share (of contained): {table[('contained', 'drop')] / max(pos, 1):.3f}; "
+        f"reviews well spent (on contained): {table[('contained', 'review')]}/{reviews} = "
+        f"{table[('contained', 'review')] / max(reviews, 1):.3f}"
+    )
     print(f"carry wrong drops: {len(wrong)}")
     print(f"carry reviews on not-contained: {table[('not-contained', 'review')]}/{neg}")
     print(

@@ -376,6 +376,9 @@ class Signals:
     removals_readded: bool = False  # a commit after that landing adds back lines the patch removes
     added_all_in_head: bool = False  # every substantive line the patch adds is in the head
     reverts: tuple[tuple[str, str], ...] = ()  # (landing, the commit that undid it) pairs
+    present_predates_range: bool = False  # the history range was read whole and no commit in
+    # it brought any hunk the head has (added its lines there, or took out what it removes):
+    # those hunks were so at the range base, as on a line that never had the code the patch edits
 
 
 @dataclass(frozen=True)
@@ -489,7 +492,35 @@ def _landed_as_is(sig: Signals) -> bool:
     )
 
 
+def _nothing_taken(sig: Signals) -> bool:
+    """The hunks the head has are not upstream's taking of the patch: no commit of the range
+    brought any of them, and no commit of the range matches the patch (patch id, subject, a
+    linked PR). They look done only because the head was already that way at the range base
+    (a release line that never had the code the patch edits), so they are not a landing."""
+    return (
+        sig.present_predates_range
+        and not sig.matched_commit
+        and not sig.landed_same_diff
+        and not sig.linked_merged_in_head
+    )
+
+
+def _predating_words(sig: Signals, present: int) -> str:
+    total = len(sig.hunks)
+    return (
+        f"the head has {present} of its {total} hunks in some version, but no upstream commit "
+        "in range brought them and none matches the patch: they were already so at the range "
+        "base, so upstream took none of it"
+    )
+
+
 def _applied_verdict(sig: Signals, present: int) -> Verdict:
+    if present and _nothing_taken(sig) and not sig.duplicate:
+        return Verdict(
+            Status.APPLIES_MOVED,
+            Decision.KEEP,
+            f"applies with a 3-way merge; {_predating_words(sig, present)}",
+        )
     if present and present == len(sig.hunks) and sig.three_way == "clean" and not sig.forward:
         differ = sum(1 for h in sig.hunks if h.state == HunkState.SIMILAR)
         return Verdict(
@@ -573,6 +604,15 @@ def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> V
             f"upstream edits left {states[HunkState.SIMILAR]} of its {total} hunks in another "
             "version, but every line the patch adds is still in the head and none it removes "
             "came back: nothing is left for the patch to do",
+        )
+    if present and _nothing_taken(sig):
+        rest = tuple(h for h in sig.hunks if h.state != HunkState.APPLIED) or sig.hunks
+        return Verdict(
+            Status.CONFLICT,
+            Decision.KEEP,
+            f"the patch does not apply; {_predating_words(sig, present)}: it is still needed "
+            "and must be rebased by hand",
+            rest,
         )
     if total and present == total:
         return Verdict(

@@ -93,6 +93,18 @@ def landing_for(
     return best
 
 
+def brought(added: Sequence[str], removed: Sequence[str], commit: CommitLines) -> bool:
+    """Whether `commit` brought a hunk upstream's way: it adds at least half of `added` (the
+    lines upstream has there that the patch's pre-image lacks), or, for a hunk that only
+    removes, takes out at least half of `removed`. One line of a long block turning up in a
+    commit (an edit nearby, a shared call) is where it came from for a pointer, but it is not
+    upstream taking the hunk."""
+    wanted = Counter(added) if added else Counter(removed)
+    have = commit.added if added else commit.removed
+    hits = sum(min(n, have[line]) for line, n in wanted.items())
+    return hits > 0 and hits * 2 >= sum(wanted.values())
+
+
 def ranked(found: Iterable[str]) -> list[str]:
     """Commit ids found for several hunks, the one found most often first (then first found)."""
     counts = Counter(found)

@@ -970,7 +970,11 @@ class _PatchCheck:
         self._history_evidence()
         if after == before:
             self.evidence.append({"signal": "tree-unchanged", "result": True})
-        verdict = self._declared(classify.decide(signals), signals.state_predates_range)
+        verdict = classify.decide(signals)
+        if verdict.status in (Status.PARTIAL, Status.UPSTREAM_VERSION) and self._hunks_predate():
+            signals = replace(signals, present_predates_range=True)
+            verdict = classify.decide(signals)
+        verdict = self._declared(verdict, signals.state_predates_range)
         return self._finish(chain, verdict, after, signals.moved)
 
     def _run_in_memory(self, chain: _Chain) -> PatchReport | None:
@@ -1244,6 +1248,43 @@ class _PatchCheck:
                 "removed_lines": removed,
                 "never_seen": unseen,
                 "history_complete": complete,
+            }
+        )
+        return True
+
+    def _hunks_predate(self) -> bool:
+        """Every hunk the head has (as is or in another version) was already so at the range
+        base: the range's history was read whole, and no commit in it added (at least half of)
+        the lines upstream has where the hunk belongs (for a hunk that only removes, took out
+        the lines it removes). A hunk without a substantive line to look for, or history read only in
+        part, leaves the answer False: nothing then shows the head was that way all along."""
+        if self.range is None or len(self.range_commits) >= history.MAX_CANDIDATES:
+            return False
+        present = [h for h in self.presence if h.state in (HunkState.APPLIED, HunkState.SIMILAR)]
+        if not present:
+            return False
+        hunks = {(f.path, h.header): (f, h) for f in self.parsed.files for h in f.hunks}
+        commits = [self.ctx.engine.commit_lines(c) for c in self.range_commits]
+        for item in present:
+            if (item.path, item.header) not in hunks:  # a whole-file state (a new or deleted
+                # file, a rename, a mode): brought in range if a commit of the range touched it
+                if any(item.path in c.sections for c in self.range_commits):
+                    return False
+                continue
+            theirs, added, removed, _ = self._upstream_lines(item, hunks)
+            normalized = [n for line in theirs if (n := classify.normalize(line))]
+            if not normalized and not removed:
+                return False
+            taken = landing.counterparts(normalized, added, classify.FUZZY_LINE_CUTOFF)
+            best = landing.landing_for(taken or normalized, removed, commits)
+            if best is not None and landing.brought(taken or normalized, removed, best):
+                return False
+        self.evidence.append(
+            {
+                "signal": "present-hunks-predate-range",
+                "range": self.range,
+                "hunks": len(present),
+                "detail": "no commit in range brought any hunk the head has",
             }
         )
         return True

@@ -207,6 +207,46 @@ ROWS = [
         REVIEW,
     ),
     ("plain conflict", Signals(three_way="conflict", hunks=hunks(ABSENT)), Status.CONFLICT, KEEP),
+    (
+        "some hunks present, none brought in range: a conflict to rebase",
+        Signals(three_way="conflict", hunks=hunks(APPLIED, ABSENT), present_predates_range=True),
+        Status.CONFLICT,
+        KEEP,
+    ),
+    (
+        "all hunks present in another version, none brought in range",
+        Signals(three_way="conflict", hunks=hunks(SIMILAR), present_predates_range=True),
+        Status.CONFLICT,
+        KEEP,
+    ),
+    (
+        "some hunks present, none brought in range, the rest applies by 3-way",
+        Signals(three_way="clean", hunks=hunks(APPLIED, PENDING), present_predates_range=True),
+        Status.APPLIES_MOVED,
+        KEEP,
+    ),
+    (
+        "none brought in range, but a commit of the range matches: still a review",
+        Signals(
+            three_way="conflict",
+            hunks=hunks(APPLIED, ABSENT),
+            present_predates_range=True,
+            matched_commit=True,
+        ),
+        Status.PARTIAL,
+        REVIEW,
+    ),
+    (
+        "none brought in range, but the code it adds is already elsewhere: still a review",
+        Signals(
+            three_way="clean",
+            hunks=hunks(APPLIED, PENDING),
+            present_predates_range=True,
+            duplicate=True,
+        ),
+        Status.PARTIAL,
+        REVIEW,
+    ),
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bot.core.landing import CommitLines, counterparts, landing_for, pr_number, ranked
+from bot.core.landing import CommitLines, brought, counterparts, landing_for, pr_number, ranked
 from bot.core.locate import FileLines, find_block, upstream_diff
 from bot.core.patchfile import parse_patch
 
@@ -81,6 +81,16 @@ def test_the_commit_adding_most_of_upstreams_lines_is_the_landing():
     remover = commit("remover", [], ["old=1"])
     assert landing_for([], ["old=1"], [*commits, remover]).sha == "remover"
     assert landing_for(["nowhere=1"], [], commits) is None
+
+
+def test_a_commit_brought_a_hunk_when_it_adds_at_least_half_of_its_lines():
+    """vllm-gaudi dd47274258 on releases/v0.13.0: a release commit adding 1 of the 27 lines a
+    hunk has there is where that line came from, not the hunk."""
+    nearby = commit("nearby", ["a=1"])
+    assert not brought(["a=1", "b=2", "c=3"], [], nearby)
+    assert brought(["a=1", "b=2"], [], nearby)
+    assert brought([], ["old=1"], commit("remover", [], ["old=1"]))
+    assert not brought(["nowhere=1"], [], nearby)
 
 
 def test_landings_found_for_more_hunks_come_first():
