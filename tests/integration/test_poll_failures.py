@@ -56,7 +56,8 @@ def test_an_unreachable_upstream_is_logged_counted_and_needs_attention(
     assert not any(r.startswith("upstream unreachable") for r in state.needs_attention)
 
 
-FIRST = {"carry.poll", "carry.poll_prs", "carry.stuck"}
+# the sweep of lost deliveries (carry.requeue_lost) runs at start-up too, as every entry does
+FIRST = {"carry.poll", "carry.poll_prs", "carry.stuck", "carry.requeue_lost"}
 
 
 def test_beat_polls_at_start_up_not_after_a_full_interval(env: CarryEnv) -> None:
