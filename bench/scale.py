@@ -426,6 +426,7 @@ RETENTION = {
     "carry:runlog:*": "5,000 lines each, expire 30 days after the last line",
     "carry:delivery:*": "expire after 35 days (deliveries retention_s)",
     "carry:deliveries": "capped near 10,000 entries (STREAM_MAXLEN)",
+    "carry:deliveries:*": "the open deliveries: each settled as a worker handles its event",
     "carry:done:*": "expire after 90 days (DONE_TTL_S)",
     "carry:ci:result:*": "one per tree and kind, expire after 180 days (RESULT_TTL_S)",
     "carry:ci:starts:*": "expire after 2 days",
