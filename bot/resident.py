@@ -118,16 +118,19 @@ def _say(text: str) -> None:
 
 
 def _reply(sock: _socket.socket) -> list[bytes]:
-    size = int.from_bytes(_receive(sock, 4), "big")
-    return unpack(_receive(sock, size))[0]
+    closed = "the resident engine closed the connection"
+    size = int.from_bytes(receive(sock, 4, closed), "big")
+    return unpack(receive(sock, size, closed))[0]
 
 
-def _receive(sock: _socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
+def receive(sock: _socket.socket, size: int, closed: str, start: bytes = b"") -> bytes:
+    """Exactly `size` bytes from `sock` (`start`: those already read), or ConnectionError
+    saying `closed` when the other side closes first. Client and server read so."""
+    chunks, left = [start], size - len(start)
+    while left > 0:
         chunk = sock.recv(min(left, 65536))
         if not chunk:
-            raise ConnectionError("the resident engine closed the connection")
+            raise ConnectionError(closed)
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)

@@ -191,22 +191,14 @@ def _receive(connection: socket.socket) -> tuple[list[list[bytes]], list[int]]:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
     received = list(fds)
     try:
-        while len(data) < 4:
-            more = connection.recv(4 - len(data))
-            if not more:
-                raise ValueError("truncated request")
-            data += more
-        size = int.from_bytes(data, "big")
-        if size > resident.MAX_REQUEST_BYTES:
-            raise ValueError(f"request of {size} bytes")
-        chunks, left = [], size
-        while left:
-            chunk = connection.recv(min(left, 65536))
-            if not chunk:
-                raise ValueError("truncated request")
-            chunks.append(chunk)
-            left -= len(chunk)
-        fields, _ = resident.unpack(b"".join(chunks))
+        try:
+            size = int.from_bytes(resident.receive(connection, 4, "", start=data), "big")
+            if size > resident.MAX_REQUEST_BYTES:
+                raise ValueError(f"request of {size} bytes")
+            body = resident.receive(connection, size, "")
+        except ConnectionError:
+            raise ValueError("truncated request") from None
+        fields, _ = resident.unpack(body)
         if len(fields) != 3:
             raise ValueError("a request has three parts")
         parts = [resident.unpack(field)[0] for field in fields]
