@@ -138,19 +138,11 @@ def private_tmp(own: str, kept: list[str]) -> None:
     """`own` becomes the step's /tmp. The paths of `kept` under the host's /tmp (the step's
     tree, home and Python, the runner's code, where a workdir or checkout lives there) are
     bound again at their places, from handles opened before the host's /tmp is covered."""
-    under = [path for path in kept if _within(path, "/tmp") and os.path.exists(path)]
-    outermost = [p for p in under if not any(_within(p, o) and p != o for o in under)]
-    handles = {path: os.open(path, os.O_PATH) for path in dict.fromkeys(outermost)}
+    handles = _handles_under("/tmp", kept, itself=True)
     source = os.open(own, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         _mount(f"/proc/self/fd/{source}", "/tmp", _MS_BIND | _MS_REC)
-        for path, handle in handles.items():
-            if os.path.isdir(f"/proc/self/fd/{handle}"):
-                os.makedirs(path, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-            _mount(f"/proc/self/fd/{handle}", path, _MS_BIND | _MS_REC)
+        _bind_back(handles)
     finally:
         os.close(source)
         for handle in handles.values():
@@ -163,23 +155,34 @@ def hide(hidden: list[str], kept: list[str]) -> None:
     under it (the runner's Python, the step's tree and home) are bound again at their places,
     from handles opened before it is covered, each as it was (read-only or writable)."""
     for path in hidden:
-        under = [k for k in kept if _within(k, path) and k != path and os.path.exists(k)]
-        outermost = [p for p in under if not any(_within(p, o) and p != o for o in under)]
-        handles = {k: os.open(k, os.O_PATH) for k in dict.fromkeys(outermost)}
+        handles = _handles_under(path, kept)
         try:
             _mount("carry-hidden", path, _MS_NOSUID | _MS_NODEV, "tmpfs", "mode=0755,size=64k")
-            for kept_path, handle in handles.items():
-                if os.path.isdir(f"/proc/self/fd/{handle}"):
-                    os.makedirs(kept_path, exist_ok=True)
-                else:
-                    os.makedirs(os.path.dirname(kept_path), exist_ok=True)
-                    os.close(os.open(kept_path, os.O_CREAT | os.O_WRONLY, 0o600))
-                _mount(f"/proc/self/fd/{handle}", kept_path, _MS_BIND | _MS_REC)
+            _bind_back(handles)
             flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
             _mount(path, path, flags)
         finally:
             for handle in handles.values():
                 os.close(handle)
+
+
+def _handles_under(top: str, kept: list[str], *, itself: bool = False) -> dict[str, int]:
+    """O_PATH handles of the outermost existing paths of `kept` below `top` (and `top` itself
+    where `itself`), opened before `top` is covered so that _bind_back puts them back."""
+    under = [k for k in kept if _within(k, top) and (itself or k != top) and os.path.exists(k)]
+    outermost = [p for p in under if not any(_within(p, o) and p != o for o in under)]
+    return {path: os.open(path, os.O_PATH) for path in dict.fromkeys(outermost)}
+
+
+def _bind_back(handles: dict[str, int]) -> None:
+    """Each handle's file or directory bound again at its path (made first, empty)."""
+    for path, handle in handles.items():
+        if os.path.isdir(f"/proc/self/fd/{handle}"):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        _mount(f"/proc/self/fd/{handle}", path, _MS_BIND | _MS_REC)
 
 
 def become_subreaper() -> None:
