@@ -58,6 +58,20 @@ def _row(head: str, state: CiStatus, run_id: str = "r1", detail: str = "") -> Ci
     return CiState(runner=CHECK, state=state, run_id=run_id, commit_sha=head, detail=detail)
 
 
+def _success_refused(d: Deployment, sha: str, *, writes: int, path: str) -> dict[str, Any]:
+    """GitHub's secondary limit refuses the next `writes` writes to the downstream's `path`,
+    asking for 10 minutes (longer than a worker sits out); the run then passes, and its report
+    task is refused: returns that task's arguments."""
+    d.gh.secondary_limit(
+        next_n_writes=writes, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/{path}"
+    )
+    _changes(d, _row(sha, CiStatus.SUCCESS, detail="passed in 3 s"))
+    (report,) = _report_tasks(d)
+    failed = hardware.report_on_github(SERIES, CiState.from_dict(report["row"]))
+    assert failed is not None and "rate limit" in str(failed)
+    return report
+
+
 def _report_tasks(d: Deployment) -> list[dict[str, Any]]:
     """The `carry.ci.report` tasks the planner asked for (the rows' ChecksRecorded events
     planned first), taken off the service's lanes: their arguments."""
@@ -191,13 +205,7 @@ def test_a_refused_final_report_is_retried_after_retry_after_until_it_lands(
     _run_reports(d)
     # GitHub's secondary limit refuses the final update, asking for 10 minutes (longer than a
     # worker sits out): the report task must come back then, not give up.
-    d.gh.secondary_limit(
-        next_n_writes=3, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/check-runs/*"
-    )
-    _changes(d, _row(sha, CiStatus.SUCCESS, detail="passed in 3 s"))
-    (report,) = _report_tasks(d)
-    failed = hardware.report_on_github(SERIES, CiState.from_dict(report["row"]))
-    assert failed is not None and "rate limit" in str(failed)
+    report = _success_refused(d, sha, writes=3, path="check-runs/*")
     (run,) = _runs(d, sha)
     assert run["status"] == "in_progress"
     shown = _api_row(d)  # fails on 6bda570: the API and the page say success, and nothing more
@@ -274,13 +282,7 @@ def test_the_dashboard_says_a_refused_ci_table_edit_is_not_yet_on_github(deploy:
     _changes(d, _row(sha, CiStatus.RUNNING))
     _run_reports(d)
     assert _table_shown(d) == (True, False)
-    d.gh.secondary_limit(
-        next_n_writes=1, retry_after_s=600, path=f"/repos/{DOWN_OWNER}/{DOWN_NAME}/pulls/*"
-    )
-    _changes(d, _row(sha, CiStatus.SUCCESS, detail="passed in 3 s"))
-    (report,) = _report_tasks(d)
-    failed = hardware.report_on_github(SERIES, CiState.from_dict(report["row"]))
-    assert failed is not None and "rate limit" in str(failed)
+    report = _success_refused(d, sha, writes=1, path="pulls/*")
     assert _table(d, number).startswith(f"| {CHECK} | running |")
     assert _api_row(d)["on_github"] is True  # the check run landed
     assert _table_shown(d) == (False, True)  # fails on the old code: no word of the table

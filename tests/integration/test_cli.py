@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.engine import BODY, FUNC
 from tests.support.paths import REPO_ROOT
 
-BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
 SNAPSHOT = Path(__file__).parent / "snapshots" / "refreshed-0001.patch"
 
 
@@ -624,14 +624,6 @@ def test_cache_dir_default_agrees_with_the_settings(monkeypatch, tmp_path):
         assert default_cache_dir() == load_settings().cache_dir
     monkeypatch.delenv("CARRY_CACHE_DIR")
     assert default_cache_dir() == load_settings().cache_dir
-
-
-FUNC = (
-    "def frobnicate(widget, level):\n"
-    "    checked = validate_widget(widget)\n"
-    "    scaled = checked.scale(level * 2)\n"
-    "    return scaled.finish(mode='strict')\n"
-)
 
 
 def test_a_patch_upstream_took_in_another_form_names_its_commit_and_pr(make_repo, tmp_path):

@@ -14,14 +14,7 @@ from bot.core.report import SeriesReport
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
 from harness.gitrepo import RepoBuilder, git
-
-BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
-FUNC = (
-    "def frobnicate(widget, level):\n"
-    "    checked = validate_widget(widget)\n"
-    "    scaled = checked.scale(level * 2)\n"
-    "    return scaled.finish(mode='strict')\n"
-)
+from tests.support.engine import BODY, FUNC
 
 
 def patches_of(repo: RepoBuilder, rev_range: str, out: Path) -> list[PatchInput]:

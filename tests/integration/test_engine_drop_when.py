@@ -14,15 +14,9 @@ from bot.core.classify import Decision, Status
 from bot.core.dropwhen import DeclaredIn, DeclaredPr
 from bot.git.engine import PatchInput
 from harness.gitrepo import RepoBuilder
-from tests.support.engine import check
+from tests.support.engine import FUNC, body, check
 
-BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 61))
-FUNC = (
-    "def frobnicate(widget, level):\n"
-    "    checked = validate_widget(widget)\n"
-    "    scaled = checked.scale(level * 2)\n"
-    "    return scaled.finish(mode='strict')\n"
-)
+BODY = body(60)
 HELPER = (
     "def helper_for_frobnicate(widget):\n"
     "    prepared = widget.prepare(strict=True)\n"

@@ -11,16 +11,9 @@ import pytest
 from bot.core.classify import Decision, Status
 from bot.git.engine import PatchInput
 from harness.gitrepo import RepoBuilder
-from tests.support.engine import check
+from tests.support.engine import BODY, FUNC, check
 from tests.support.int8_loader import FIXED, LOADER, READDED, TITLE
 
-BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
-FUNC = (
-    "def frobnicate(widget, level):\n"
-    "    checked = validate_widget(widget)\n"
-    "    scaled = checked.scale(level * 2)\n"
-    "    return scaled.finish(mode='strict')\n"
-)
 PINS = "".join(f"release_{i} = pinned({i})\n" for i in range(10))
 
 

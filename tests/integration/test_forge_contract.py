@@ -30,6 +30,7 @@ from bot.github.forge import (
 )
 from bot.github.port import ForgePort
 from harness.gitrepo import RepoBuilder
+from tests.support.github_settings import NO_GITHUB
 
 REPO, UPSTREAM = "acme/widget", "upstream-org/engine"
 CARRY = "carry[bot]"
@@ -166,15 +167,8 @@ Start = Callable[..., Side]
 
 
 def _real_forge(gh: GitHubEmulator, auth: str, caches: ForgeCaches) -> Forge:
-    settings: dict[str, Any] = {
-        "github_base_url": gh.base_url,
-        "github_write_pause_s": 0,
-        "github_token": None,
-        "github_app_id": None,
-        "github_app_private_key": None,
-        "github_app_private_key_path": None,
-        "github_installation_id": None,
-    }
+    settings: dict[str, Any] = {"github_base_url": gh.base_url, "github_write_pause_s": 0}
+    settings |= NO_GITHUB
     if auth == "app":
         private_key, public_key = generate_app_key()
         gh.add_app(APP_ID, public_key, slug="carry")

@@ -23,6 +23,7 @@ from harness.gitrepo import RepoBuilder
 from tests.support.deployment import APP_ID as DEPLOY_APP_ID
 from tests.support.deployment import DOWN_NAME, DOWN_OWNER, Deploy, Deployment, deployments
 from tests.support.github_schema import RestSchemas
+from tests.support.github_settings import emulator_settings
 from workers import redelivery, tasks
 
 OWNER, NAME = "acme", "widget"
@@ -75,16 +76,7 @@ def sink() -> Iterator[WebhookSink]:
 
 
 def settings(gh: GitHubEmulator, **given: Any) -> Settings:
-    values: dict[str, Any] = {
-        "github_base_url": gh.base_url,
-        "github_write_pause_s": 0,
-        "github_token": None,
-        "github_app_id": None,
-        "github_app_private_key": None,
-        "github_app_private_key_path": None,
-        "github_installation_id": None,
-    }
-    return Settings(**(values | given))
+    return emulator_settings(gh.base_url, **given)
 
 
 def test_a_repository_hooks_failed_delivery_is_listed_and_redelivered_with_its_guid(

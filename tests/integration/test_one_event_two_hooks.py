@@ -33,6 +33,7 @@ from bot.web.app import create_app
 from harness.gitrepo import RepoBuilder
 from harness.redis_server import PrivateRedis
 from tests.support.asgi import serve
+from tests.support.github_settings import emulator_settings
 from workers import redelivery
 
 OWNER, NAME = "acme", "widget"
@@ -80,16 +81,9 @@ class TwoHooks:
         return sha
 
     def forge(self, **given: Any) -> Forge:
-        values: dict[str, Any] = {
-            "github_base_url": self.gh.base_url,
-            "github_write_pause_s": 0,
-            "github_token": None,
-            "github_app_id": None,
-            "github_app_private_key": None,
-            "github_app_private_key_path": None,
-            "github_installation_id": None,
-        }
-        return Forge.connect(Settings(**(values | given)), REPO, caches=ForgeCaches())
+        return Forge.connect(
+            emulator_settings(self.gh.base_url, **given), REPO, caches=ForgeCaches()
+        )
 
     def app_forge(self) -> Forge:
         return self.forge(

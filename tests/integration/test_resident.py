@@ -18,15 +18,8 @@ from pathlib import Path
 import pytest
 
 from bot import resident
+from tests.support.engine import BODY, FUNC
 from tests.support.paths import REPO_ROOT
-
-BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
-FUNC = (
-    "def frobnicate(widget, level):\n"
-    "    checked = validate_widget(widget)\n"
-    "    scaled = checked.scale(level * 2)\n"
-    "    return scaled.finish(mode='strict')\n"
-)
 
 
 def carry(
@@ -278,29 +271,13 @@ def test_the_server_survives_malformed_and_foreign_requests(work, cache, server)
                 answer = b""
             assert answer == b""  # closed, nothing run
     # A well-formed request for another sub-command is refused, not run.
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.connect(str(server.socket))
-        body = resident.pack(resident.request(["approve", "--series", "s", "abc", "--by", "me"]))
-        probe.sendmsg(
-            [len(body).to_bytes(4, "big") + body],
-            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fds(0, 1, 2))],
-        )
-        probe.settimeout(30)
-        reply = probe.recv(1000)
+    reply = _ask(server, resident.request(["approve", "--series", "s", "abc", "--by", "me"]))
     assert resident.REFUSED in reply and b"it runs `carry check` alone" in reply
     # So is a check whose stdout encoding or umask is not one.
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.connect(str(server.socket))
-        fields = resident.request(["check", "--help"])
-        head, _ = resident.unpack(fields[0])
-        fields[0] = resident.pack([*head[:4], b"no-such-codec:strict", head[5]])
-        body = resident.pack(fields)
-        probe.sendmsg(
-            [len(body).to_bytes(4, "big") + body],
-            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fds(0, 1, 2))],
-        )
-        probe.settimeout(30)
-        reply = probe.recv(1000)
+    fields = resident.request(["check", "--help"])
+    head, _ = resident.unpack(fields[0])
+    fields[0] = resident.pack([*head[:4], b"no-such-codec:strict", head[5]])
+    reply = _ask(server, fields)
     assert resident.REFUSED in reply and b"umask or encodings are not valid" in reply
     result = carry(*cases(repo, cache)["clean"], cwd=patches.parent)
     assert result.returncode == 0 and b"applies" in result.stdout
@@ -309,6 +286,19 @@ def test_the_server_survives_malformed_and_foreign_requests(work, cache, server)
 
 def _fds(*fds: int) -> bytes:
     return b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds)
+
+
+def _ask(server: Server, fields: list[bytes]) -> bytes:
+    """The server's first answer to a request of `fields`, sent with this process's stdio."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(server.socket))
+        body = resident.pack(fields)
+        probe.sendmsg(
+            [len(body).to_bytes(4, "big") + body],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fds(0, 1, 2))],
+        )
+        probe.settimeout(30)
+        return probe.recv(1000)
 
 
 def test_serve_refuses_check_arguments_and_a_second_server(cache, server, tmp_path):

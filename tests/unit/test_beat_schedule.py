@@ -10,17 +10,11 @@ from typing import Any
 import yaml
 
 from bot.config import Settings, load_config
+from tests.support.github_settings import NO_GITHUB
 from tests.support.paths import REPO_ROOT
 from workers.service import beat_schedule
 
 EXAMPLE = REPO_ROOT / "config" / "carry.example.yaml"
-NO_GITHUB: dict[str, Any] = {
-    "github_token": None,
-    "github_app_id": None,
-    "github_app_private_key": None,
-    "github_app_private_key_path": None,
-    "github_installation_id": None,
-}
 
 
 def schedule(
