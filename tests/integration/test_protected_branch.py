@@ -12,6 +12,7 @@ branch, which the ruleset lets through, and the comment says the refusal is over
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -83,12 +84,24 @@ class Deployment:
         )
 
     def restart_worker(self) -> None:
-        """The worker reads its configuration once: a new one for a changed configuration."""
+        """The worker reads its configuration once: a new one for a changed configuration.
+        It is stopped once idle: a task it was running when stopped would run again on the new
+        worker, in the new configuration (acks_late), and the test could not say which head
+        the new configuration first published."""
+        log = self.env.root / "worker.log"
+        wait_for(lambda: _tasks_in_flight(log.read_text()) == set(), 30, "the worker idle")
         worker = self.env.procs[-1]
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=20)
         self.env.procs.remove(worker)
         self.env.start_carry_worker(name="worker-2")
+
+
+def _tasks_in_flight(log: str) -> set[str]:
+    """The task ids the worker's log says it received and has not finished."""
+    said = re.findall(r"Task [\w.]+\[([0-9a-f-]+)\] (received|succeeded|failed|retry|raised)", log)
+    received = {task for task, what in said if what == "received"}
+    return received - {task for task, what in said if what != "received"}
 
 
 @pytest.fixture
