@@ -9,12 +9,12 @@ import redis
 
 from bot.config import BaseSpec, CarryConfig, Series, parse_pr_ref
 from bot.core import events as ev
-from bot.core.planner import Facts, SeriesFacts
+from bot.core.planner import Facts, Scope, SeriesFacts, scope
 from bot.core.state import SeriesState
 from bot.git.mirror import Mirror, MirrorError
 from bot.series_loader import SeriesInvalid, load_series
 from bot.store import dashboard_issue
-from bot.store.series import load_many, wanted
+from bot.store.series import load_many, wanted_many
 from workers.runtime import Runtime
 
 log = logging.getLogger("carry.facts")
@@ -75,15 +75,21 @@ def awaiting_import(rt: Runtime, series: Series) -> bool:
 
 
 def gather(rt: Runtime, client: redis.Redis | None = None, event: ev.Event | None = None) -> Facts:
-    """The facts for planning `event` (any event when None): each series' state, and for a
-    head move, whether its head is behind each series' own (from git and the state)."""
+    """The facts for planning `event` (any event when None): the state of each series the
+    planner reads for it (bot.core.planner.scope), and for a head move, whether its head is
+    behind each series' own (from git and the state)."""
     client = client or rt.redis
     board = dashboard_issue.load(client, rt.config.downstream.repo)
-    states = load_many(client, [s.id for s in rt.config.series])
+    read = scope(event) if event is not None else Scope()
+    upstreams = rt.config.upstreams
+    chosen = [s for s in rt.config.series if read.includes(s.id, upstreams[s.upstream].repo)]
+    ids = [s.id for s in chosen]
     series = []
-    for s, state in zip(rt.config.series, states, strict=True):
+    for s, state, wanted_head in zip(
+        chosen, load_many(client, ids), wanted_many(client, ids), strict=True
+    ):
         facts = series_facts(s, rt.config, state, awaiting_import(rt, s))
-        newest = wanted(client, s.id) or facts.head_sha
+        newest = wanted_head or facts.head_sha
         facts = dataclasses.replace(facts, newest_head=newest)
         if isinstance(event, ev.HeadMoved) and state is not None:
             facts = dataclasses.replace(facts, behind=_behind(rt, s, state, newest, event))

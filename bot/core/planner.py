@@ -67,6 +67,37 @@ class Facts:
     red_streak_mention: int | None = 3  # red heads in a row before a fix's owners are mentioned
 
 
+@dataclass(frozen=True)
+class Scope:
+    """The series whose facts the planner reads to plan an event: the one the event names,
+    those on the upstream repository it is about, or (neither given) every series. The adapter
+    gathers only these (workers.facts.gather), so an event's cost does not grow with the series
+    on other upstreams."""
+
+    series_id: str | None = None
+    upstream_repo: str | None = None
+
+    def includes(self, series_id: str, upstream_repo: str) -> bool:
+        if self.series_id is not None:
+            return series_id == self.series_id
+        return self.upstream_repo is None or upstream_repo == self.upstream_repo
+
+
+# events whose handler reads no series' facts but the one the event names
+_ONE_SERIES = (ev.CommandAuthorized, ev.RebaseFinished, ev.TreeReady, ev.ChecksRecorded)
+
+
+def scope(event: ev.Event) -> Scope:
+    """Which series' facts `plan` and `plan_duplicate` read for `event` (see Scope). A handler
+    that starts reading other series must change this too: tests/unit/test_planner_scope.py
+    plans each event on every series and on its scope, and compares."""
+    if isinstance(event, (ev.HeadMoved, ev.RefDeleted)):
+        return Scope(upstream_repo=event.repo)
+    if isinstance(event, _ONE_SERIES):
+        return Scope(series_id=event.series_id)
+    return Scope()
+
+
 def plan(event: ev.Event, facts: Facts) -> list[Action]:
     handler = _HANDLERS.get(type(event))
     if handler is None:

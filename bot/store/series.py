@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -308,6 +308,14 @@ def set_wanted(client: redis.Redis, series_id: str, head: str) -> None:
 def wanted(client: redis.Redis, series_id: str) -> str | None:
     raw = client.get(f"{PREFIX}wanted:{series_id}")
     return text(raw) if raw else None
+
+
+def wanted_many(client: redis.Redis, series_ids: Sequence[str]) -> list[str | None]:
+    """`wanted` of each series, in one round trip."""
+    if not series_ids:
+        return []
+    raws = client.mget([f"{PREFIX}wanted:{series_id}" for series_id in series_ids])
+    return [text(raw) if raw else None for raw in raws]
 
 
 def claim(client: redis.Redis, key: str, ttl_s: int = DONE_TTL_S) -> bool:
