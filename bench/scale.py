@@ -17,7 +17,8 @@ series page. One line per size:
   Redis KiB / 1k heads     used memory grown over the run, per 1,000 series-heads decided
   overview / series p95    the dashboard's pages, as a browser asks them during the run
 
-and the ratio of each figure to the smallest size's. Then the same with two git workers.
+and the ratio of each figure to the smallest size's. Then the same with two git workers. GitHub's
+write budget is off unless --github-budget is given (Plan.github_budget says why).
 
     python bench/scale.py                      # S in 10, 50, 200; P in 3, 30 (long)
     python bench/scale.py --quick              # two small sizes, < 2 minutes
@@ -44,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bot.core.history import HistoryKind  # noqa: E402
 from bot.emulator import GitHubEmulator  # noqa: E402
 from bot.queue.celery_app import GIT_QUEUE, QUICK_QUEUE  # noqa: E402
 from bot.store import ci_runs  # noqa: E402
@@ -62,6 +64,13 @@ from harness.scale_world import (  # noqa: E402
     github,
 )
 
+# GitHub's write budget off (Plan.github_budget)
+UNBUDGETED = {
+    "CARRY_GITHUB_WRITE_PAUSE_S": "0",
+    "CARRY_GITHUB_WRITES_PER_MINUTE": "100000",
+    "CARRY_GITHUB_WRITES_PER_HOUR": "1000000",
+}
+SETTLE_S_A_SERIES = 5.0
 DECIDED = "rebased"  # the history entry of a series' decision on a head
 PR = "pr"  # a `published` history entry that names carry's PR
 # a head a newer one replaced before its check began: the newer head's check covers it
@@ -76,6 +85,11 @@ class Plan:
     per_upstream: int = 5  # series on each upstream
     drain_s: float = 600.0  # how long the service may take to finish after the last push
     git_workers: tuple[int, ...] = (1, 2)
+    # GitHub's write budget for one installation (80 a minute, 500 an hour, a second between
+    # writes) or none, as a GitHub Enterprise Server may set: at 200 series the first PRs
+    # alone are about 1,000 writes, two hours of github.com's budget, and every figure would
+    # be the budget's wait rather than carry's cost
+    github_budget: bool = False
 
 
 FULL = Plan(
@@ -226,6 +240,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
                     "CARRY_DOWNSTREAM_DIR": "",
                     "CARRY_BOT_LOGIN": "carry[bot]",
                     "CARRY_CI_DEBOUNCE_S": "0",
+                    **({} if plan.github_budget else UNBUDGETED),
                 }
             )
             bases = {sid: world.upstreams[u].head() for sid, u in world.series.items()}
@@ -234,7 +249,9 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             url = _start(env, world, git_workers)
             gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
             try:
-                wait_for(lambda: _settled(client, bases), plan.drain_s, "every series checked")
+                # the first check, PR and runner job of every series: seconds a series
+                settle_s = max(plan.drain_s, SETTLE_S_A_SERIES * size.series)
+                wait_for(lambda: _settled(client, bases), settle_s, "every series checked")
             except AssertionError as err:
                 raise AssertionError(f"{size}: {err}: {_unsettled(client, bases)}") from None
             memory_before, families_before = _used_memory(client), families(client)
@@ -534,7 +551,7 @@ def history_plateau(root: Path, steps: int = 6) -> Plateau:
             for _ in range(0, step, 1000):
                 pipe = client.pipeline(transaction=False)
                 for _ in range(1000):
-                    store.queue_history(pipe, "s000", "decision", **decision)
+                    store.queue_history(pipe, "s000", HistoryKind.REBASED, **decision)
                 pipe.execute()
             plateau.written.append(n * step)
             plateau.lengths.append(int(client.xlen(f"{store.PREFIX}history:s000")))
@@ -577,6 +594,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, help="heads a second, over all upstreams")
     parser.add_argument("--per-upstream", type=int, help="series on each upstream")
     parser.add_argument("--git-workers", type=int, action="append", help="1, 2 (repeatable)")
+    parser.add_argument(
+        "--github-budget",
+        action="store_true",
+        help="keep github.com's write budget (80 a minute, 500 an hour): PR latency is its wait",
+    )
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     if args.series or args.patches:
@@ -588,11 +610,13 @@ def main(argv: list[str] | None = None) -> int:
             plan = replace(plan, **{name: getattr(args, name)})
     if args.git_workers:
         plan = replace(plan, git_workers=tuple(args.git_workers))
+    plan = replace(plan, github_budget=args.github_budget)
     started = time.monotonic()
     rows = run(plan)
     print(
         f"\n{len(plan.sizes)} sizes x {len(plan.git_workers)} worker counts, heads at "
         f"{plan.rate}/s for {plan.seconds:.0f} s, {plan.per_upstream} series an upstream, "
+        f"{'github.com' if plan.github_budget else 'no'} GitHub write budget, "
         f"in {time.monotonic() - started:.0f} s\n"
     )
     print(render(rows))
