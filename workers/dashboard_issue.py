@@ -62,7 +62,9 @@ def decision(rt: Runtime) -> board.BoardDecision:
 
 def body(rt: Runtime) -> str:
     """Every configured series, checked or not yet (a series with no state has no head yet)."""
-    states = [store.load_series(rt.redis, s.id) or SeriesState(s.id) for s in rt.config.series]
+    ids = [s.id for s in rt.config.series]
+    stored = store.load_many(rt.redis, ids)
+    states = [state or SeriesState(sid) for sid, state in zip(ids, stored, strict=True)]
     return board.render(states, dashboard_url=rt.config.web.public_url)
 
 
