@@ -3,9 +3,10 @@ untrusted heads, end them. The run record is bot/ci/runs.py, the job bot/ci/spec
 slots are runner/lease.py, and the `carry.ci.run_job` task that runner hosts execute
 runner/task.py.
 
-Decisions come from bot.core.ci_plan (pure); this module gathers the facts from the run store
-(bot/store/ci_runs.py, which owns every `carry:ci:` key), carries the actions out and records
-every step.
+What to do with a request is the planner's decision (bot.core.planner.plan_run, pure), the rest
+comes from bot.core.ci_plan; this module gathers the decision's facts (planner.LaneFacts) from the
+run store (bot/store/ci_runs.py, which owns every `carry:ci:` key), carries its actions
+(bot.core.actions.RUN_ACTIONS) out, one adapter each (_APPLY), and records every step.
 
 Each check's row is a CiState in SeriesState.ci under ci_plan.ci_key(kind, check), e.g.
 "gaudi/async-inputs" (its `runner` field holds the same key, so tables name the check). Every
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,25 +45,20 @@ from bot.ci.spec import (
     recipe_digest,
 )
 from bot.config import CarryConfig, load_settings
+from bot.core import actions as act
 from bot.core.ci_pacing import Pace, PacePolicy
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
     REUSABLE,
-    ActiveRun,
     Budget,
     RetryPolicy,
-    RunAction,
-    RunFacts,
-    RunRequest,
-    RunVerb,
-    StoredResult,
-    plan_run,
     resolve_approval,
     reused_detail,
     tree_key,
 )
-from bot.core.history import HistoryKind, ci_kind
+from bot.core.history import HistoryKind
+from bot.core.planner import ActiveRun, LaneFacts, RunRequest, StoredResult, plan_run
 from bot.core.state import CiState, CiStatus, SeriesState
 from bot.core.trust import Push, Trust, decide, record
 from bot.queue.celery_app import app
@@ -250,7 +246,7 @@ def _plan_and_apply(
         append_history(
             client,
             job.series_id,
-            ci_kind(action.verb),
+            HistoryKind(action.kind.value),
             runner_kind=job.kind,
             run_ids=action.run_ids,
             tree_key=job.tree_key,
@@ -258,13 +254,13 @@ def _plan_and_apply(
             reason=action.reason,
             key=action.key,
         )
-        rows = _apply(client, celery_app, job, action, debounce_s)
-    if actions[0].verb is RunVerb.SUPERSEDE:  # cancelled runs may have left room in the budget
+        rows = _APPLY[type(action)](_Apply(client, celery_app, job, debounce_s), action)
+    if isinstance(actions[0], act.SupersedeRuns):  # cancelled runs may have left room
         _release_deferred_locked(client, celery_app, job.kind)
     return rows
 
 
-def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> RunFacts:
+def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> LaneFacts:
     active: tuple[ActiveRun, ...] = ()
     current = store.current_run(client, lane(job), job.kind)
     run = load_run(client, current) if current else None
@@ -288,7 +284,7 @@ def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> RunFacts
     if pacing.limits:
         now = time.time()
         pace = Pace(pacing, now, store.starts(client, job.series_id, job.kind, now))
-    return RunFacts(result, active, in_flight(client, job.kind), job.budget, pace)
+    return LaneFacts(result, active, in_flight(client, job.kind), job.budget, pace)
 
 
 def _reusable_state(value: object) -> CiStatus | None:
@@ -322,33 +318,81 @@ def _verdict_of_issued_run(client: redis.Redis, job: JobPayload, raw: Mapping[st
     return False
 
 
-def _apply(
-    client: redis.Redis, celery_app: Celery, job: JobPayload, action: RunAction, debounce_s: float
-) -> list[CiState]:
-    if action.verb is RunVerb.SUPERSEDE:
-        for run_id in action.run_ids:
-            cancel_run(client, celery_app, run_id, action.reason)
-        return []
-    if action.verb is RunVerb.REUSE:
-        return _reuse(client, celery_app, job, action.run_ids[0])
-    if action.verb is RunVerb.JOIN:
-        joined = load_run(client, action.run_ids[0])
-        return rows_of(joined) if joined else []
-    if action.run_ids:  # releasing the run that waited for approval: keep its id
-        job = replace(job, run_id=action.run_ids[0])
-    if action.verb is RunVerb.WAIT_APPROVAL:
-        return _record_run(
-            client, celery_app, job, "waiting-approval", action.reason, dispatched=False
-        )
-    if action.verb is RunVerb.PACED:
-        rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
-        store.pace(client, job.run_id, action.not_before or 0.0)
-        return rows
-    if action.verb is RunVerb.OVER_BUDGET:
-        rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
-        store.defer(client, job.kind, job.run_id)
-        return rows
-    return _dispatch(client, celery_app, job, "waiting for a runner", debounce_s)
+@dataclass(frozen=True)
+class _Apply:
+    """What an adapter of a run decision works with: the store, the broker, the job the request
+    would run and how long a new run waits in the broker."""
+
+    client: redis.Redis
+    celery_app: Celery
+    job: JobPayload
+    debounce_s: float
+
+    def continued(self, action: act.NewRun) -> JobPayload:
+        """The job, under the id of the run the action continues (releasing a run that waited
+        for approval, or one held back and retested, keeps its id)."""
+        if action.continues is None:
+            return self.job
+        return replace(self.job, run_id=action.continues)
+
+
+def _supersede(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.SupersedeRuns)
+    for run_id in action.runs:
+        cancel_run(on.client, on.celery_app, run_id, action.reason)
+    return []
+
+
+def _reuse_result(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.ReuseResult)
+    return _reuse(on.client, on.celery_app, on.job, action.source_run)
+
+
+def _join(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.JoinRun)
+    joined = load_run(on.client, action.run)
+    return rows_of(joined) if joined else []
+
+
+def _wait_approval(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.WaitForApproval)
+    return _record_run(
+        on.client, on.celery_app, on.job, "waiting-approval", action.reason, dispatched=False
+    )
+
+
+def _pace(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.PaceRun)
+    job = on.continued(action)
+    rows = _record_run(on.client, on.celery_app, job, "queued", action.reason, dispatched=False)
+    store.pace(on.client, job.run_id, action.not_before)
+    return rows
+
+
+def _defer(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.DeferOverBudget)
+    job = on.continued(action)
+    rows = _record_run(on.client, on.celery_app, job, "queued", action.reason, dispatched=False)
+    store.defer(on.client, job.kind, job.run_id)
+    return rows
+
+
+def _enqueue(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.EnqueueRun)
+    job = on.continued(action)
+    return _dispatch(on.client, on.celery_app, job, "waiting for a runner", on.debounce_s)
+
+
+# one adapter per run decision (tests/unit/test_history_kinds.py holds it to RUN_ACTIONS)
+_APPLY: dict[type[act.RunDecision], Callable[[_Apply, act.RunDecision], list[CiState]]] = {
+    act.SupersedeRuns: _supersede,
+    act.ReuseResult: _reuse_result,
+    act.JoinRun: _join,
+    act.WaitForApproval: _wait_approval,
+    act.PaceRun: _pace,
+    act.DeferOverBudget: _defer,
+    act.EnqueueRun: _enqueue,
+}
 
 
 def _record_run(
