@@ -27,7 +27,7 @@ from bot.core.state import CiStatus, SeriesState
 from bot.queue.celery_app import make_app
 from bot.store import runner_channel as channel
 from bot.store.series import history, load_series, save_series
-from harness.job_keys import install_job_keys
+from harness.job_keys import install_job_keys, job_issuer
 from harness.pushes import push, trusted_push
 from harness.redis_server import PrivateRedis
 from runner import runtime as runner_runtime
@@ -106,7 +106,7 @@ class Broker:
 
     def applied(self) -> list[str]:
         """Applies the runners' reports; the reasons of those refused, oldest first."""
-        ReportApplier(self.service, self.app, [KIND], block_ms=100).apply_new()
+        ReportApplier(self.service, self.app, [KIND], job_issuer(), block_ms=100).apply_new()
         return [
             e["data"]["reason"]
             for e in reversed(history(self.service, None, kind="ci-report-refused"))
@@ -168,7 +168,9 @@ def flipped_run(b: Broker) -> BrokerAttempt:
     """A stranger's head waits for /carry approve; its run record is flipped to success."""
     head = "2" * 40
     push(b.service, "s2", head, "stranger", trusted=False)
-    (row,) = ci.request_ci(b.service, b.app, "s2", [TARGET], _tree(head), debounce_s=0)
+    (row,) = ci.request_ci(
+        b.service, b.app, "s2", [TARGET], _tree(head), issuer=job_issuer(), debounce_s=0
+    )
     b.runner.hset(f"carry:ci:run:{row.run_id}", mapping={"state": "success", "dispatched": "1"})
     b.runner.hset(
         f"carry:ci:run:{row.run_id}", "check:gaudi/fixed", json.dumps({"verdict": "success"})
@@ -189,7 +191,9 @@ def planted_verdict(b: Broker) -> BrokerAttempt:
     planted = {"run_id": FORGED_RUN, "state": "success", "head_sha": head, "checks": {}}
     b.runner.set(f"carry:ci:result:{KIND}:{ci.job_tree_key(TARGET, tree)}", json.dumps(planted))
     push(b.service, "s3", head, "stranger", trusted=False)
-    (row,) = ci.request_ci(b.service, b.app, "s3", [TARGET], tree, debounce_s=0)
+    (row,) = ci.request_ci(
+        b.service, b.app, "s3", [TARGET], tree, issuer=job_issuer(), debounce_s=0
+    )
     if row.state != CiStatus.WAITING_APPROVAL:
         return BrokerAttempt(PLANTED_ATTEMPT, True, f"the stranger's head reads {row.state}")
     return BrokerAttempt(
@@ -203,7 +207,9 @@ def trusted_push_over_stranger(b: Broker) -> BrokerAttempt:
     trusted_push(b.service, "s4", base)
     push(b.service, "s4", strangers, "stranger", trusted=False, before=base)
     push(b.service, "s4", on_top, "maintainer", trusted=True, before=strangers)
-    (row,) = ci.request_ci(b.service, b.app, "s4", [TARGET], _tree(on_top), debounce_s=0)
+    (row,) = ci.request_ci(
+        b.service, b.app, "s4", [TARGET], _tree(on_top), issuer=job_issuer(), debounce_s=0
+    )
     if row.state != CiStatus.WAITING_APPROVAL:
         return BrokerAttempt(OVER_ATTEMPT, True, f"the head runs without approval ({row.state})")
     return BrokerAttempt(

@@ -831,6 +831,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
     import redis
 
+    from bot.ci.job_keys import JobIssuer
     from bot.config import ConfigError, load_settings, redact_url
     from bot.core.ci_plan import ApprovalError
     from bot.store import series as store
@@ -838,7 +839,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
     from workers.service import service_redis_url
 
     try:
-        url = service_redis_url(load_settings())
+        settings = load_settings()
+        url = service_redis_url(settings)
     except ConfigError as err:
         print(f"carry: error: {'; '.join(err.problems)}", file=sys.stderr)
         return 2
@@ -848,7 +850,9 @@ def cmd_approve(args: argparse.Namespace) -> int:
         if store.load_series(client, args.series) is None:
             print(f"carry: error: carry knows no series {args.series!r}", file=sys.stderr)
             return 2
-        released = ci.approve(client, args.series, args.sha, by)
+        released = ci.approve(
+            client, args.series, args.sha, by, issuer=JobIssuer.from_settings(settings)
+        )
     except ApprovalError as err:
         print(f"carry: error: not approved: {err}", file=sys.stderr)
         return 2

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.ci.job_keys import PRIVATE_NAME, PUBLIC_NAME, ensure_key_pair
+from bot.ci.job_keys import PRIVATE_NAME, PUBLIC_NAME, JobIssuer, ensure_key_pair
 from bot.ci.signing import private_key_from_pem, sign_job
+from bot.config import load_settings
 
 SIGNING_VARIABLES = ("CARRY_JOB_SIGNING_KEY_PATH", "CARRY_JOB_PUBLIC_KEY_PATH")
 
@@ -30,6 +31,13 @@ def install_job_keys() -> Path:
         os.environ["CARRY_JOB_SIGNING_KEY_PATH"] = str(directory / PRIVATE_NAME)
         os.environ.setdefault("CARRY_JOB_PUBLIC_KEY_PATH", str(directory / PUBLIC_NAME))
     return Path(os.environ["CARRY_JOB_SIGNING_KEY_PATH"])
+
+
+def job_issuer() -> JobIssuer:
+    """How the service code in this process signs the jobs it hands to runners, as this
+    process's settings (its environment: the key install_job_keys named) give it; a worker
+    has the same from its Runtime (`job_issuer`)."""
+    return JobIssuer.from_settings(load_settings())
 
 
 def service_signed(payload: dict[str, Any], *, ttl_s: int = 3600) -> dict[str, Any]:

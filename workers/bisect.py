@@ -212,7 +212,15 @@ def _request(rt: Runtime, series_id: str, b: bisect.Bisection, sha: str, tree: s
         ),
     )
     ci.request_ci(
-        rt.redis, app, series_id, [target], spec, purpose="bisect", trusted=trusted, debounce_s=0
+        rt.redis,
+        app,
+        series_id,
+        [target],
+        spec,
+        issuer=rt.job_issuer,
+        purpose="bisect",
+        trusted=trusted,
+        debounce_s=0,
     )
 
 

@@ -152,7 +152,7 @@ def _release_runs(rt: Runtime, action: Action) -> None:
     """The runs that waited for approval and that the recorded pushes now cover start."""
     assert isinstance(action, act.ReleaseRuns) and action.series_id
     push = Push(before="", after=action.after.lower(), pusher=action.actor, trusted=True)
-    ci.release_for_push(rt.redis, action.series_id, push)
+    ci.release_for_push(rt.redis, action.series_id, push, issuer=rt.job_issuer)
 
 
 def _record_head(rt: Runtime, action: Action) -> None:

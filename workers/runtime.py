@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from bot.ci.job_keys import JobIssuer
 from bot.config import CarryConfig, Settings, load_config, load_settings
 from bot.core.ci_report import WriteLimit
 from bot.core.dashboard_issue import BoardDecision
@@ -95,6 +96,11 @@ class Runtime:
         if settings.github_auth == "app":
             who = f"installation:{settings.github_installation_id or owner}"
         return f"{settings.github_base_url.rstrip('/')}|{who}"
+
+    @property
+    def job_issuer(self) -> JobIssuer:
+        """How this service signs and hands hardware jobs to runners (workers.ci.requests)."""
+        return JobIssuer.from_settings(self.settings)
 
     @property
     def cache_dir(self) -> Path:

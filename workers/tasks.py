@@ -25,7 +25,7 @@ from bot.git.mirror import MirrorError
 from bot.git.runner import GitError, GitOutOfMemory
 from bot.github.forge import ForgeError, RateLimited, retry_delay
 from bot.log import correlated
-from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app, redis_url
+from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app
 from bot.store import deliveries
 from bot.store import series as store
 from bot.store.metrics import count_event
@@ -290,8 +290,9 @@ def _apply_runner_reports(sender: Any = None, **_: object) -> None:
     rt = runtime()
     if QUICK_QUEUE not in queues or rt.settings.runner_kind or not rt.config.runners:
         return
-    client = redis.Redis.from_url(redis_url(), health_check_interval=30)
-    ReportApplier(client, app, sorted(rt.config.runners)).start()
+    url = rt.settings.redis_url.get_secret_value()
+    client = redis.Redis.from_url(url, health_check_interval=30)
+    ReportApplier(client, app, sorted(rt.config.runners), rt.job_issuer).start()
     log.info("applying the reports of %s runners", ", ".join(sorted(rt.config.runners)))
 
 
@@ -523,14 +524,14 @@ def requeue_lost(self: Task) -> None:
 def release_paced(self: Task) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id):
-        ci.release_paced(rt.redis, app)
+        ci.release_paced(rt.redis, app, issuer=rt.job_issuer)
 
 
 @app.task(name="carry.approve", bind=True, acks_late=True)
 def approve(self: Task, series_id: str, sha: str, by: str) -> None:
     rt = runtime()
     with correlated(task_id=self.request.id, series=series_id):
-        ci.approve(rt.redis, series_id, sha, by, celery_app=app)
+        ci.approve(rt.redis, series_id, sha, by, issuer=rt.job_issuer, celery_app=app)
 
 
 @app.task(name="carry.retest", bind=True, acks_late=True)

@@ -252,7 +252,9 @@ def run_hostile_check(
         env.extra_env.pop("PYTHONNOUSERSITE", None)
         env.extra_env.pop("CARRY_DOWNSTREAM_GIT_URL", None)
         with _carry_in_this_process(env) as rt:
-            applier = ReportApplier(rt.redis, celery_app, [HOSTILE_KIND], block_ms=200).start()
+            applier = ReportApplier(
+                rt.redis, celery_app, [HOSTILE_KIND], rt.job_issuer, block_ms=200
+            ).start()
             try:
                 return _hostile_attempts(env, rt, checks, marks, runner_home, home_before, setup)
             finally:
@@ -653,6 +655,7 @@ def _hostile_run(rt: Runtime, target: ci.CiTarget, tree: TreeSpec, *, force: boo
         SERIES,
         [target],
         tree,
+        issuer=rt.job_issuer,
         force=force,
         debounce_s=0,
     )

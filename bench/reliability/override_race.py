@@ -27,6 +27,7 @@ from bot.queue.celery_app import app as celery_app
 from bot.store import series as store
 from harness.carry_env import BODY, DOWNSTREAM_REPO, SERIES, UPSTREAM_REPO, CarryEnv, wait_for
 from harness.gitrepo import RepoBuilder, git
+from harness.job_keys import job_issuer
 from workers import tasks
 from workers.ci import requests as ci
 from workers.runtime import Runtime
@@ -320,6 +321,7 @@ class OverrideRace:
                 SERIES,
                 [self.target],
                 self.tree(head, digest),
+                issuer=job_issuer(),
                 force=head == last_head,
                 debounce_s=0,
             )

@@ -14,7 +14,10 @@ import contextlib
 import functools
 import logging
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -97,7 +100,11 @@ def _write_public(path: Path, text: str) -> None:
 
 def service_signing_key(settings: Settings) -> Ed25519PrivateKey:
     """The service's private key (made on first use); ConfigError when it cannot be read."""
-    path = private_key_path(settings)
+    return signing_key_at(private_key_path(settings))
+
+
+def signing_key_at(path: Path) -> Ed25519PrivateKey:
+    """The private key at `path` (made on first use); ConfigError when it cannot be read."""
     try:
         stat = path.stat()
     except FileNotFoundError:
@@ -105,6 +112,27 @@ def service_signing_key(settings: Settings) -> Ed25519PrivateKey:
     except OSError as err:
         raise ConfigError([f"job signing key {path}: cannot read it: {err.strerror}"]) from None
     return _cached_private(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@dataclass(frozen=True)
+class JobIssuer:
+    """How the service hands a job to the runners, from its settings (passed in: the Runtime's
+    `job_issuer`): signed with the service's key (made on first use), valid `ttl_s`
+    (CARRY_JOB_TTL_S), after waiting `debounce_s` in the broker so that a burst of heads runs
+    once (CARRY_CI_DEBOUNCE_S)."""
+
+    private_key: Path
+    ttl_s: int
+    debounce_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> JobIssuer:
+        return cls(private_key_path(settings), settings.job_ttl_s, settings.ci_debounce_s)
+
+    def sign(self, payload: Mapping[str, Any], *, now: float) -> dict[str, Any]:
+        """The service's signature of one job (bot/ci/signing.py), as the task sends it."""
+        key = signing_key_at(self.private_key)
+        return signing.sign_job(key, payload, now=now, ttl_s=self.ttl_s).to_dict()
 
 
 @functools.lru_cache(maxsize=4)

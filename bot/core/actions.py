@@ -2,10 +2,12 @@
 
 Every action has the same envelope (`Action`): an idempotency key, the reason it is done
 (its history entry says it), the series it is for and how long carry remembers it was done.
-Each kind adds its own typed inputs. The dispatcher (workers.dispatch) maps each class to its
-adapter, and an adapter that hands the work to a Celery task names the task and the task's
-arguments here (`TASK`, `task_args`), so a task's signature and the action that feeds it are
-read in one place.
+Each kind adds its own typed inputs. The dispatcher (workers.dispatch) maps each class of
+ACTIONS to its adapter, and an adapter that hands the work to a Celery task names the task and
+the task's arguments here (`TASK`, `task_args`), so a task's signature and the action that feeds
+it are read in one place. The planner's decision on a request for a hardware run
+(bot.core.planner.plan_run) answers with RUN_ACTIONS, which workers.ci.requests carries out
+under the runner kind's lock.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from bot.core.tree_branch import GOOD_REF_TASK
 
 
 class ActionKind(StrEnum):
-    """What an action does; each kind has one class below, one adapter (workers.dispatch) and
-    one history entry of the same name (bot.core.history.HistoryKind)."""
+    """What an action does; each kind has one class below, one adapter (workers.dispatch for
+    ACTIONS, workers.ci.requests for RUN_ACTIONS) and one history entry of the same name
+    (bot.core.history.HistoryKind)."""
 
     NOTE = "note"
     REBASE = "rebase"
@@ -54,6 +57,14 @@ class ActionKind(StrEnum):
     MOVE_GOOD_REF = "move_good_ref"
     POLL = "poll"
     RELEASE_RUNS = "release_runs"
+    # what planner.plan_run does with a request for a hardware run (RUN_ACTIONS)
+    CI_SUPERSEDE = "ci-supersede"
+    CI_REUSE = "ci-reuse"
+    CI_JOIN = "ci-join"
+    CI_WAIT_APPROVAL = "ci-wait-approval"
+    CI_ENQUEUE = "ci-enqueue"
+    CI_OVER_BUDGET = "ci-over-budget"
+    CI_PACED = "ci-paced"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -419,6 +430,99 @@ class MoveGoodRef(Action):
     TASK = GOOD_REF_TASK
 
 
+# --------------------------------------------------------------------------- hardware runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunDecision(Action):
+    """What planner.plan_run does with a request for a hardware run of one tree, for one series
+    and runner kind. Its key is the request's (planner.RunRequest.key); workers.ci.requests
+    carries it out and records it as the history entry of its kind, naming `run_ids`."""
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        """The runs it names: those it cancels, reuses or joins, or the run it continues."""
+        return ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SupersedeRuns(RunDecision):
+    """Cancel the series' unfinished runs of the kind first: those of another tree (a newer
+    head wins), or one of the same tree that a reused result makes needless."""
+
+    KIND = ActionKind.CI_SUPERSEDE
+    runs: tuple[str, ...]
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        return self.runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReuseResult(RunDecision):
+    """The same tree already has a verdict: its rows say so, nothing runs."""
+
+    KIND = ActionKind.CI_REUSE
+    source_run: str  # the run whose verdict is reused
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        return (self.source_run,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JoinRun(RunDecision):
+    """A run of the same tree is queued, running or waiting for approval: the request is it."""
+
+    KIND = ActionKind.CI_JOIN
+    run: str
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        return (self.run,)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewRun(RunDecision):
+    """A run recorded for the request: a new one, or the run it continues (one that waited
+    for approval, or one held back and retested), which keeps its id."""
+
+    continues: str | None = None
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        return (self.continues,) if self.continues is not None else ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitForApproval(RunDecision):
+    """The head needs `/carry approve <sha>` before it reaches the hardware."""
+
+    KIND = ActionKind.CI_WAIT_APPROVAL
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnqueueRun(NewRun):
+    """The run is handed to the broker for the kind's runners."""
+
+    KIND = ActionKind.CI_ENQUEUE
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeferOverBudget(NewRun):
+    """The kind's budget is full: the run is recorded and starts when a place frees."""
+
+    KIND = ActionKind.CI_OVER_BUDGET
+
+
+@dataclass(frozen=True, kw_only=True)
+class PaceRun(NewRun):
+    """The series' pacing (ci.min_interval_s, ci.daily_budget) holds the run until then."""
+
+    KIND = ActionKind.CI_PACED
+    not_before: float  # epoch seconds
+
+
 ACTIONS: tuple[type[Action], ...] = (
     Note,
     Rebase,
@@ -450,4 +554,14 @@ ACTIONS: tuple[type[Action], ...] = (
     Bisect,
     MentionOwners,
     MoveGoodRef,
+)
+
+RUN_ACTIONS: tuple[type[RunDecision], ...] = (
+    SupersedeRuns,
+    ReuseResult,
+    JoinRun,
+    WaitForApproval,
+    EnqueueRun,
+    DeferOverBudget,
+    PaceRun,
 )

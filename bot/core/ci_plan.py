@@ -1,10 +1,11 @@
 """Hardware CI decisions, as pure functions over plain values.
 
-What is tested (the tree key), who may reach the hardware (approval), what to do with a request
-(reuse, join, wait for approval, enqueue, supersede, pace, defer over budget), what a step's end means
-(success, test failure, infrastructure error) and when to try again. workers/ci/requests.py
-gathers the facts from Redis and carries the actions out; runner/ runs the steps. Nothing here does
-I/O: no celery, redis, git or github.
+What is tested (the tree key), who may reach the hardware (approval), a runner kind's budget, what a
+step's end means (success, test failure, infrastructure error) and when to try again. What to do
+with a request for a run (reuse, join, wait for approval, enqueue, supersede, pace, defer over
+budget) is the planner's (bot.core.planner.plan_run, answering with bot.core.actions'
+RUN_ACTIONS); workers/ci/requests.py gathers its facts from Redis and carries the actions out;
+runner/ runs the steps. Nothing here does I/O: no celery, redis, git or github.
 """
 
 from __future__ import annotations
@@ -13,27 +14,13 @@ import hashlib
 import re
 import signal as signals
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Literal
 
-from bot.core.ci_pacing import Pace, next_start, wait_words
 from bot.core.state import CiStatus
 
 Verdict = Literal["success", "failure", "inconclusive", "infra-error", "cancelled"]
 StepKind = Literal["materialize", "setup", "check", "job"]
-
-
-class RunVerb(StrEnum):
-    """What the CI planner does with a request for a run (each has a `ci-<verb>` history entry)."""
-
-    SUPERSEDE = "supersede"  # cancel stale runs of the series and kind first
-    REUSE = "reuse"  # the same tree already has a verdict
-    JOIN = "join"  # a run of the same tree is queued, running or waiting
-    WAIT_APPROVAL = "wait-approval"
-    ENQUEUE = "enqueue"
-    OVER_BUDGET = "over-budget"
-    PACED = "paced"
 
 
 # A run in one of these states may still use a runner; the others are final.
@@ -119,128 +106,6 @@ class Budget:
     def capacity(self) -> int:
         """Jobs that may be handed to the broker at once (waiting or running)."""
         return self.queued + self.running
-
-
-@dataclass(frozen=True)
-class ActiveRun:
-    """A run of the same series and runner kind that has not finished."""
-
-    run_id: str
-    state: CiStatus  # one of ACTIVE_STATES
-    tree_key: str
-    head_sha: str
-    dispatched: bool = True  # handed to the broker (counts against the budget)
-
-
-@dataclass(frozen=True)
-class StoredResult:
-    """A finished, reusable result for the same runner kind and tree key."""
-
-    run_id: str
-    state: CiStatus  # one of REUSABLE
-    head_sha: str = ""
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    series_id: str
-    kind: str
-    tree_key: str
-    head_sha: str
-    trusted: bool  # bot.core.trust: every push since a covered head was trusted, or approved
-    force: bool = False  # `/carry retest`: do not answer with a stored result
-    why_untrusted: str = ""  # bot.core.trust's reason, when the head waits
-
-    @property
-    def key(self) -> str:
-        return f"ci:{self.series_id}:{self.kind}:{self.tree_key}"
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    result: StoredResult | None = None
-    active: tuple[ActiveRun, ...] = ()  # unfinished runs of this series and kind
-    in_flight: int = 0  # dispatched, unfinished runs of this kind, all series
-    budget: Budget = Budget()
-    pace: Pace = field(
-        default_factory=Pace
-    )  # the series' ci.min_interval_s / ci.daily_budget and its last starts
-
-
-@dataclass(frozen=True)
-class RunAction:
-    verb: RunVerb
-    reason: str
-    run_ids: tuple[str, ...] = ()  # supersede: runs to cancel; others: the run it continues
-    key: str = ""  # idempotency key of the request
-    not_before: float | None = None  # paced: when the run may start (epoch seconds)
-
-
-def plan_run(request: RunRequest, facts: RunFacts) -> tuple[RunAction, ...]:
-    """What to do with a request for one series and runner kind. The last action is the
-    outcome; a `supersede` before it names the stale runs to cancel first.
-
-    Rules, in order: runs of the same series and kind on another tree are stale (a newer head
-    wins, so a burst leaves one run); a run queued or running on the same tree is joined; a
-    stored result for the same tree is reused, but never for a head that needs approval (a
-    verdict is no approval: whoever could plant one would turn a stranger's head green); an
-    untrusted head waits for approval (a request for a tree already waiting joins it); the
-    series' pacing (ci.min_interval_s, ci.daily_budget; not for a retest) holds a run until it
-    may start; the kind's budget defers the rest; otherwise the run is enqueued (releasing the
-    waiting run, if any).
-    """
-    same = [run for run in facts.active if run.tree_key == request.tree_key]
-    stale = [run for run in facts.active if run.tree_key != request.tree_key]
-    outcome = _outcome(request, facts, same, stale)
-    if outcome.verb is RunVerb.REUSE:  # a run of this tree still waiting for approval is not needed
-        stale += same
-    if not stale:
-        return (outcome,)
-    ids = tuple(run.run_id for run in stale)
-    why = f"superseded by head {short(request.head_sha)}"
-    if outcome.verb is RunVerb.REUSE and not any(run.tree_key != request.tree_key for run in stale):
-        why = f"the same tree already has a result ({outcome.run_ids[0]})"
-    return (RunAction(RunVerb.SUPERSEDE, why, ids, request.key), outcome)
-
-
-def _outcome(
-    request: RunRequest, facts: RunFacts, same: list[ActiveRun], stale: list[ActiveRun]
-) -> RunAction:
-    waiting = next((run for run in same if run.state is CiStatus.WAITING_APPROVAL), None)
-    running = next((run for run in same if run.state is not CiStatus.WAITING_APPROVAL), None)
-    # a retest of a tree whose run is held back (paced, or over budget) releases that run
-    held = running is not None and running.state is CiStatus.QUEUED and not running.dispatched
-    if running is not None and not (held and request.force):
-        why = f"same tree already {running.state} in run {running.run_id}"
-        return RunAction(RunVerb.JOIN, why, (running.run_id,), request.key)
-    result = facts.result
-    if result is not None and not request.force and request.trusted:
-        why = f"same tree already tested: {result.state} in run {result.run_id}"
-        return RunAction(RunVerb.REUSE, why, (result.run_id,), request.key)
-    kept = waiting or running  # the run this request continues: waiting, or held and retested
-    carried = (kept.run_id,) if kept is not None else ()
-    if not request.trusted:
-        if waiting is not None:
-            return RunAction(
-                RunVerb.JOIN, "same tree already waiting for approval", carried, request.key
-            )
-        what = request.why_untrusted or (
-            f"head {short(request.head_sha)} was pushed by an author outside trusted_authors"
-        )
-        why = f"{what}: it waits for `/carry approve {short(request.head_sha)}`"
-        return RunAction(RunVerb.WAIT_APPROVAL, why, (), request.key)
-    wait = None if request.force else next_start(facts.pace)
-    if wait is not None:
-        return RunAction(RunVerb.PACED, wait_words(wait), carried, request.key, wait.until)
-    freed = sum(1 for run in stale if run.dispatched)
-    in_flight = max(0, facts.in_flight - freed)
-    if in_flight >= facts.budget.capacity:
-        why = (
-            f"{request.kind} budget is full ({in_flight} of {facts.budget.capacity} jobs "
-            f"queued or running); it starts when one finishes"
-        )
-        return RunAction(RunVerb.OVER_BUDGET, why, carried, request.key)
-    return RunAction(RunVerb.ENQUEUE, f"new tree for {request.kind}", carried, request.key)
 
 
 # --------------------------------------------------------------------------- outcomes

@@ -106,7 +106,7 @@ class HistoryKind(StrEnum):
     GOOD_REF_REFUSED = "good-ref-refused"
     GOOD_REF_FAILED = "good-ref-failed"
 
-    # hardware CI, the service's side (ci-<verb> of bot.core.ci_plan.Verb)
+    # hardware CI, the service's side: the run decisions (bot.core.actions.RUN_ACTIONS) first
     CI_SUPERSEDE = "ci-supersede"
     CI_REUSE = "ci-reuse"
     CI_JOIN = "ci-join"
@@ -167,5 +167,5 @@ UNKNOWN_RUN_KINDS: Final = frozenset({HistoryKind.CI_REFUSED, HistoryKind.CI_ORP
 
 
 def ci_kind(word: str) -> HistoryKind:
-    """The entry for a CI verb or a run's final state (`ci-<word>`); ValueError for others."""
+    """The entry for a run's final state (`ci-<word>`); ValueError for others."""
     return HistoryKind(f"ci-{word}")

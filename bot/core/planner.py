@@ -2,6 +2,8 @@
 
 Every action says why (`reason`) and carries an idempotency key, so a repeated event or a
 retried task never does the same work twice. Adapters (workers.dispatch) carry actions out.
+A request for a hardware run of one tree is planned here too (`plan_run`, over the facts of
+its lane, `LaneFacts`); workers.ci.requests gathers those facts and carries its actions out.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from typing import Any, Final
 
 from bot.core import actions as act
 from bot.core import events as ev
-from bot.core.actions import Action, ActionKind
+from bot.core.actions import Action, ActionKind, RunDecision
+from bot.core.ci_pacing import Pace, next_start, wait_words
+from bot.core.ci_plan import Budget, short
 from bot.core.commands import HELP, Command, may_command, parse_commands, retarget_base
 from bot.core.dashboard_issue import ticked
 from bot.core.owners import mention_due
+from bot.core.state import CiStatus
 from bot.core.tree_branch import is_published_tree
 from bot.core.verified import Change
 from bot.core.versions import version_key
@@ -65,6 +70,40 @@ class Facts:
     series: tuple[SeriesFacts, ...] = ()
     dashboard_issue: int | None = None  # carry's dashboard issue on the downstream repository
     red_streak_mention: int | None = 3  # red heads in a row before a fix's owners are mentioned
+
+
+@dataclass(frozen=True)
+class ActiveRun:
+    """A run of the same series and runner kind that has not finished."""
+
+    run_id: str
+    state: CiStatus  # one of ci_plan.ACTIVE_STATES
+    tree_key: str
+    head_sha: str
+    dispatched: bool = True  # handed to the broker (counts against the budget)
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """A finished, reusable result for the same runner kind and tree key."""
+
+    run_id: str
+    state: CiStatus  # one of ci_plan.REUSABLE
+    head_sha: str = ""
+
+
+@dataclass(frozen=True)
+class LaneFacts:
+    """What `plan_run` knows of one series' lane on one runner kind, read under the kind's lock
+    (workers.ci.requests): the stored verdict for the requested tree, the lane's unfinished runs,
+    the kind's runs in flight over all series, its budget and the series' pace."""
+
+    result: StoredResult | None = None
+    active: tuple[ActiveRun, ...] = ()  # unfinished runs of this series and kind
+    in_flight: int = 0  # dispatched, unfinished runs of this kind, all series
+    budget: Budget = dataclasses.field(default_factory=Budget)
+    # the series' ci.min_interval_s / ci.daily_budget and its last starts
+    pace: Pace = dataclasses.field(default_factory=Pace)
 
 
 @dataclass(frozen=True)
@@ -820,3 +859,98 @@ _HANDLERS: dict[type, Callable[[ev.Event, Facts], list[Action]]] = {
     ev.ChecksRecorded: _checks_recorded,
     ev.Ignored: _ignored,
 }
+
+
+# --------------------------------------------------------------------------- hardware runs
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A request for a hardware run of one tree, for one series and runner kind."""
+
+    series_id: str
+    kind: str
+    tree_key: str
+    head_sha: str
+    trusted: bool  # bot.core.trust: every push since a covered head was trusted, or approved
+    force: bool = False  # `/carry retest`: do not answer with a stored result
+    why_untrusted: str = ""  # bot.core.trust's reason, when the head waits
+
+    @property
+    def key(self) -> str:
+        return f"ci:{self.series_id}:{self.kind}:{self.tree_key}"
+
+
+def plan_run(request: RunRequest, facts: LaneFacts) -> tuple[RunDecision, ...]:
+    """What to do with a request for one series and runner kind. The last action is the
+    outcome; a SupersedeRuns before it names the stale runs to cancel first.
+
+    Rules, in order: runs of the same series and kind on another tree are stale (a newer head
+    wins, so a burst leaves one run); a run queued or running on the same tree is joined; a
+    stored result for the same tree is reused, but never for a head that needs approval (a
+    verdict is no approval: whoever could plant one would turn a stranger's head green); an
+    untrusted head waits for approval (a request for a tree already waiting joins it); the
+    series' pacing (ci.min_interval_s, ci.daily_budget; not for a retest) holds a run until it
+    may start; the kind's budget defers the rest; otherwise the run is enqueued (releasing the
+    waiting run, if any).
+    """
+    same = [run for run in facts.active if run.tree_key == request.tree_key]
+    stale = [run for run in facts.active if run.tree_key != request.tree_key]
+    outcome = _run_outcome(request, facts, same, stale)
+    if isinstance(outcome, act.ReuseResult):  # a run of this tree waiting for approval: not needed
+        stale += same
+    if not stale:
+        return (outcome,)
+    why = f"superseded by head {short(request.head_sha)}"
+    if isinstance(outcome, act.ReuseResult) and not any(
+        run.tree_key != request.tree_key for run in stale
+    ):
+        why = f"the same tree already has a result ({outcome.source_run})"
+    runs = tuple(run.run_id for run in stale)
+    supersede = act.SupersedeRuns(
+        key=request.key, reason=why, series_id=request.series_id, runs=runs
+    )
+    return (supersede, outcome)
+
+
+def _run_outcome(
+    request: RunRequest, facts: LaneFacts, same: list[ActiveRun], stale: list[ActiveRun]
+) -> RunDecision:
+    envelope: dict[str, Any] = {"key": request.key, "series_id": request.series_id}
+    waiting = next((run for run in same if run.state is CiStatus.WAITING_APPROVAL), None)
+    running = next((run for run in same if run.state is not CiStatus.WAITING_APPROVAL), None)
+    # a retest of a tree whose run is held back (paced, or over budget) releases that run
+    held = running is not None and running.state is CiStatus.QUEUED and not running.dispatched
+    if running is not None and not (held and request.force):
+        why = f"same tree already {running.state} in run {running.run_id}"
+        return act.JoinRun(reason=why, run=running.run_id, **envelope)
+    result = facts.result
+    if result is not None and not request.force and request.trusted:
+        why = f"same tree already tested: {result.state} in run {result.run_id}"
+        return act.ReuseResult(reason=why, source_run=result.run_id, **envelope)
+    kept = waiting or running  # the run this request continues: waiting, or held and retested
+    continues = kept.run_id if kept is not None else None
+    if not request.trusted:
+        if waiting is not None:
+            why = "same tree already waiting for approval"
+            return act.JoinRun(reason=why, run=waiting.run_id, **envelope)
+        what = request.why_untrusted or (
+            f"head {short(request.head_sha)} was pushed by an author outside trusted_authors"
+        )
+        why = f"{what}: it waits for `/carry approve {short(request.head_sha)}`"
+        return act.WaitForApproval(reason=why, **envelope)
+    wait = None if request.force else next_start(facts.pace)
+    if wait is not None:
+        return act.PaceRun(
+            reason=wait_words(wait), continues=continues, not_before=wait.until, **envelope
+        )
+    freed = sum(1 for run in stale if run.dispatched)
+    in_flight = max(0, facts.in_flight - freed)
+    if in_flight >= facts.budget.capacity:
+        why = (
+            f"{request.kind} budget is full ({in_flight} of {facts.budget.capacity} jobs "
+            f"queued or running); it starts when one finishes"
+        )
+        return act.DeferOverBudget(reason=why, continues=continues, **envelope)
+    why = f"new tree for {request.kind}"
+    return act.EnqueueRun(reason=why, continues=continues, **envelope)

@@ -43,16 +43,6 @@ GIT_TASKS = (
 BROKER_TRANSPORT = "bot.queue.broker_transport:Transport"  # redis:// and rediss:// URLs
 
 
-def redis_url() -> str:
-    return load_settings().redis_url.get_secret_value()
-
-
-def visibility_timeout_s() -> int:
-    """CARRY_VISIBILITY_TIMEOUT_S: longer than the longest job (hardware checks are bounded by
-    their own timeouts), so Redis does not hand a running job to a second worker."""
-    return load_settings().visibility_timeout_s
-
-
 def broker_settings(broker: str | None = None) -> dict[str, Any]:
     settings = load_settings()
     return {

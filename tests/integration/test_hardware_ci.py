@@ -62,7 +62,7 @@ from bot.store.runners import runlog, runners
 from bot.store.series import history, load_series
 from harness.gitrepo import RepoBuilder
 from harness.hostile_script import HOSTILE_SCRIPT, RUNNER_PTH, RUNNER_SITE
-from harness.job_keys import service_signed
+from harness.job_keys import job_issuer, service_signed
 from harness.pushes import push, trusted_push
 from harness.redis_server import PrivateRedis
 from runner import sandbox
@@ -160,7 +160,9 @@ def start_runners(
         extra.update(env or {})
         kinds = sorted({kind for kind, _ in specs} - {k for a in appliers for k in a.kinds})
         if kinds:  # the service's side: what the runners report is applied as it comes
-            applier = ReportApplier(redis.Redis.from_url(url), celery_app, kinds, block_ms=200)
+            applier = ReportApplier(
+                redis.Redis.from_url(url), celery_app, kinds, job_issuer(), block_ms=200
+            )
             appliers.append(applier.start())
         batch = [spawn_runner(kind, name, url, tmp_path, extra) for kind, name in specs]
         started.extend(batch)
@@ -420,9 +422,12 @@ def test_untrusted_head_waits_for_an_approval_of_its_sha(
     assert client.llen("hw.gaudi") == 0  # nothing reached the hardware queue
     assert "waiting for /carry approve" in " ".join(load_series(client, SERIES).needs_attention)
 
+    issuer = job_issuer()
     with pytest.raises(ApprovalError):
-        ci.approve(client, SERIES, "f" * 7, "maintainer", celery_app=celery_app)
-    released = ci.approve(client, SERIES, head[:8], "maintainer", celery_app=celery_app)
+        ci.approve(client, SERIES, "f" * 7, "maintainer", issuer=issuer, celery_app=celery_app)
+    released = ci.approve(
+        client, SERIES, head[:8], "maintainer", issuer=issuer, celery_app=celery_app
+    )
     assert [(r.state, r.run_id) for r in released] == [("queued", waiting[0].run_id)]
     assert finished(client, waiting[0].run_id)["state"] == "success"
     assert (marks / "ran").read_text().split() == [head]
@@ -535,7 +540,13 @@ def test_tree_mismatch_is_an_infra_error_naming_both_trees(
     world.runner_config.allow([target("gaudi", check, retry=policy)])
     trusted_push(client, SERIES, head)
     out = ci.request_ci(
-        client, celery_app, SERIES, [target("gaudi", check, retry=policy)], tree, debounce_s=0
+        client,
+        celery_app,
+        SERIES,
+        [target("gaudi", check, retry=policy)],
+        tree,
+        issuer=job_issuer(),
+        debounce_s=0,
     )
     info = finished(client, out[0].run_id)
     detail = rows(client)["gaudi/fixed"].detail
@@ -657,7 +668,7 @@ def test_a_full_budget_defers_a_run_until_one_finishes(
     tree = world.tree(world.head())
     for series_id in ("s1", "s2"):
         trusted_push(client, series_id, tree.upstream_sha)
-    kwargs: dict[str, Any] = {"debounce_s": 0}
+    kwargs: dict[str, Any] = {"debounce_s": 0, "issuer": job_issuer()}
     first = ci.request_ci(client, celery_app, "s1", [narrow], tree, **kwargs)[0]
     second = ci.request_ci(client, celery_app, "s2", [narrow], tree, **kwargs)[0]
 
@@ -695,8 +706,10 @@ def test_pacing_holds_a_heads_run_a_newer_head_replaces_it_and_a_retest_is_not_p
     assert client.llen("hw.gaudi") == 0  # held here, not in the broker
     third = request(client, celery_app, world, heads[2], [paced])[0]
     assert state_of(client, second.run_id) == "cancelled"  # a burst tests only the newest
-    assert ci.release_paced(client, celery_app) == []  # its time has not come
-    assert ci.release_paced(client, celery_app, now=time.time() + 3601) == [third.run_id]
+    issuer = job_issuer()
+    assert ci.release_paced(client, celery_app, issuer=issuer) == []  # its time has not come
+    later = time.time() + 3601
+    assert ci.release_paced(client, celery_app, later, issuer=issuer) == [third.run_id]
     assert finished(client, third.run_id)["state"] == "success"
     reasons = [e["data"]["reason"] for e in events(client, "ci-enqueue", third.run_id)]
     assert "its pacing time came" in reasons
@@ -778,7 +791,9 @@ def test_an_error_that_names_a_url_with_a_password_is_stored_without_it(
         world.tree(world.head()), upstream_url="http://carry:pw-4815162342@127.0.0.1:9/u"
     )
     trusted_push(client, SERIES, tree.upstream_sha)
-    (row,) = ci.request_ci(client, celery_app, SERIES, [once], tree, debounce_s=0)
+    (row,) = ci.request_ci(
+        client, celery_app, SERIES, [once], tree, issuer=job_issuer(), debounce_s=0
+    )
     info = finished(client, row.run_id)
     assert info["state"] == "infra-error"
     # (The job itself names the URL as given; carry's config refuses a URL with a password.)
@@ -1313,7 +1328,7 @@ def test_a_copy_of_a_run_that_waits_for_approval_runs_nothing_until_it_is_approv
     assert reasons[1].startswith("the tree's upstream_url '--upload-pack=touch")
     run = ci.run_info(client, waiting.run_id)
     assert run is not None and run["state"] == "waiting-approval"
-    ci.approve(client, SERIES, head, "maintainer", celery_app=celery_app)
+    ci.approve(client, SERIES, head, "maintainer", issuer=job_issuer(), celery_app=celery_app)
     assert finished(client, waiting.run_id)["state"] == "success"
     assert sorted(p.name for p in marks.iterdir()) == [f"ran-{head}"]
 
@@ -1591,7 +1606,9 @@ def test_a_job_naming_a_repository_the_runners_config_does_not_is_refused(
     other.commit("someone else's code", {"app.txt": "hello\n"})
     tree = replace(world.tree(world.head()), upstream_url=str(other.path))
     trusted_push(client, SERIES, tree.upstream_sha)
-    (row,) = ci.request_ci(client, celery_app, SERIES, [once], tree, debounce_s=0)
+    (row,) = ci.request_ci(
+        client, celery_app, SERIES, [once], tree, issuer=job_issuer(), debounce_s=0
+    )
     info = finished(client, row.run_id)
     assert info["state"] == "infra-error"
     text = log_text(client, row.run_id)

@@ -22,6 +22,7 @@ from bot.store import runner_channel as channel
 from bot.store.ci_runs import Issued, IssuedState, record_issued, write_run
 from bot.store.runners import forget_runner, heartbeat, runners
 from bot.store.series import history, save_series
+from harness.job_keys import job_issuer
 from harness.redis_server import PrivateRedis
 from tests.support.paths import REPO_ROOT
 from workers.ci.reports import ReportApplier
@@ -168,7 +169,7 @@ def test_reports_that_do_not_fit_their_run_change_nothing(
     # One a runner may send: it refused a job nobody issued, naming a real series.
     fine = {"series": "s1", "event": "ci-refused", "fields": {"run_id": "nope", "reason": "x"}}
     channel.send_report(gaudi, "gaudi", "history", "nope", "gaudi1", **fine)
-    applier = ReportApplier(service, make_app(), ["gaudi"], block_ms=100)
+    applier = ReportApplier(service, make_app(), ["gaudi"], job_issuer(), block_ms=100)
     for kind in applier.kinds:
         channel.ensure_group(service, kind)
     assert applier.apply_new() == len(forged) + 1

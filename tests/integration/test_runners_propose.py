@@ -21,6 +21,7 @@ from bot.core.state import SeriesState
 from bot.queue.celery_app import make_app
 from bot.store import runner_channel as channel
 from bot.store.series import history, load_series, save_series
+from harness.job_keys import job_issuer
 from harness.pushes import push, trusted_push
 from harness.redis_server import PrivateRedis
 from workers.ci import requests as ci
@@ -71,7 +72,7 @@ def gaudi(server: PrivateRedis, service: redis.Redis) -> redis.Redis:
 
 def apply(service: redis.Redis, app: Celery) -> list[str]:
     """Applies the runners' reports; returns the reasons of those refused, oldest first."""
-    ReportApplier(service, app, ["gaudi"], block_ms=100).apply_new()
+    ReportApplier(service, app, ["gaudi"], job_issuer(), block_ms=100).apply_new()
     refused = reversed(history(service, None, kind="ci-report-refused"))
     return [entry["data"]["reason"] for entry in refused]
 
@@ -129,7 +130,7 @@ def test_a_run_waiting_for_approval_cannot_be_flipped_green(
     """A stranger's head waits for /carry approve; the runner's broker user wrote a passing
     verdict into its run record and reported it: refused and recorded, the row still waits."""
     push(service, "s1", HEAD, "stranger", trusted=False)
-    (row,) = ci.request_ci(service, app, "s1", [TARGET], TREE, debounce_s=0)
+    (row,) = ci.request_ci(service, app, "s1", [TARGET], TREE, issuer=job_issuer(), debounce_s=0)
     assert row.state == "waiting-approval"
     sent = service_tasks(service)
     gaudi.hset(f"carry:ci:run:{row.run_id}", mapping={"state": "success", "dispatched": "1"})
@@ -172,7 +173,9 @@ def test_a_planted_verdict_is_not_reused(
     gaudi.set(f"carry:ci:result:gaudi:{tree_key}", json.dumps(planted))
 
     push(service, "s1", HEAD, "stranger", trusted=False)
-    (waiting,) = ci.request_ci(service, app, "s1", [TARGET], TREE, debounce_s=0)
+    (waiting,) = ci.request_ci(
+        service, app, "s1", [TARGET], TREE, issuer=job_issuer(), debounce_s=0
+    )
     assert waiting.state == "waiting-approval"
     (decided,) = [e for e in history(service, "s1") if e["kind"].startswith("ci-")]
     assert decided["kind"] == "ci-wait-approval"
@@ -182,7 +185,7 @@ def test_a_planted_verdict_is_not_reused(
     )
 
     trusted_push(service, "s2", HEAD)
-    (ran,) = ci.request_ci(service, app, "s2", [TARGET], TREE, debounce_s=0)
+    (ran,) = ci.request_ci(service, app, "s2", [TARGET], TREE, issuer=job_issuer(), debounce_s=0)
     assert ran.state == "queued" and ran.run_id != FORGED_RUN
     assert service.llen("hw.gaudi") == 1  # handed to a runner, not answered by the plant
     assert [e["kind"] for e in history(service, "s2") if e["kind"] == "ci-reuse"] == []
@@ -194,18 +197,18 @@ def test_a_verdict_of_an_issued_run_is_reused_for_a_trusted_head(
     """What the planted verdict lacks: the run it names was issued and handed to a runner
     for this tree. Such a verdict is reused for a trusted head, and never for a stranger's."""
     trusted_push(service, "s1", HEAD)
-    (first,) = ci.request_ci(service, app, "s1", [TARGET], TREE, debounce_s=0)
+    (first,) = ci.request_ci(service, app, "s1", [TARGET], TREE, issuer=job_issuer(), debounce_s=0)
     assert first.state == "queued"
     tree_key = ci.job_tree_key(TARGET, TREE)
     verdict = {"run_id": first.run_id, "state": "success", "head_sha": HEAD, "checks": {}}
     service.set(f"carry:ci:result:gaudi:{tree_key}", json.dumps(verdict))  # as the runner stores it
 
     trusted_push(service, "s2", HEAD)
-    (reused,) = ci.request_ci(service, app, "s2", [TARGET], TREE, debounce_s=0)
+    (reused,) = ci.request_ci(service, app, "s2", [TARGET], TREE, issuer=job_issuer(), debounce_s=0)
     assert reused.state == "reused" and reused.run_id == first.run_id
     save_series(service, SeriesState(id="s3"))
     push(service, "s3", HEAD, "stranger", trusted=False)
-    (waits,) = ci.request_ci(service, app, "s3", [TARGET], TREE, debounce_s=0)
+    (waits,) = ci.request_ci(service, app, "s3", [TARGET], TREE, issuer=job_issuer(), debounce_s=0)
     assert waits.state == "waiting-approval"
 
 
@@ -217,13 +220,13 @@ def test_a_verdict_whose_state_carry_does_not_reuse_lets_the_tree_run(
     about the code (a runner's broker user wrote junk, or a cancel or infra error): the tree
     runs instead of being answered with it."""
     trusted_push(service, "s1", HEAD)
-    (first,) = ci.request_ci(service, app, "s1", [TARGET], TREE, debounce_s=0)
+    (first,) = ci.request_ci(service, app, "s1", [TARGET], TREE, issuer=job_issuer(), debounce_s=0)
     tree_key = ci.job_tree_key(TARGET, TREE)
     verdict = {"run_id": first.run_id, "state": state, "head_sha": HEAD, "checks": {}}
     service.set(f"carry:ci:result:gaudi:{tree_key}", json.dumps(verdict))
 
     trusted_push(service, "s2", HEAD)
-    (ran,) = ci.request_ci(service, app, "s2", [TARGET], TREE, debounce_s=0)
+    (ran,) = ci.request_ci(service, app, "s2", [TARGET], TREE, issuer=job_issuer(), debounce_s=0)
     assert ran.state == "queued" and ran.run_id != first.run_id
     assert [e["kind"] for e in history(service, "s2") if e["kind"] == "ci-reuse"] == []
 
@@ -234,7 +237,7 @@ def test_a_run_record_a_runner_garbled_is_refused_and_the_applier_goes_on(
     """A record that no longer reads (its payload rewritten) is refused like any report that
     does not fit: it stopped the applier's thread before, and every later report waited."""
     trusted_push(service, "s1", HEAD)
-    (row,) = ci.request_ci(service, app, "s1", [TARGET], TREE, debounce_s=0)
+    (row,) = ci.request_ci(service, app, "s1", [TARGET], TREE, issuer=job_issuer(), debounce_s=0)
     gaudi.hset(f"carry:ci:run:{row.run_id}", "payload", "{}")
     channel.send_report(gaudi, "gaudi", "rows", row.run_id, "gaudi1", only=None)
     channel.send_report(gaudi, "gaudi", "rows", FORGED_RUN, "gaudi1", only=None)

@@ -108,7 +108,7 @@ def ci_row(rt: Runtime, state: SeriesState) -> None:
         expected_tree="5" * 40,
     )
     targets = ci.targets_from_config(rt.config, SERIES)
-    ci.request_ci(rt.redis, celery_app, SERIES, targets, spec, debounce_s=0)
+    ci.request_ci(rt.redis, celery_app, SERIES, targets, spec, issuer=rt.job_issuer, debounce_s=0)
 
 
 def test_overrides_and_ci_written_during_a_rebase_survive_it(
@@ -126,7 +126,7 @@ def test_overrides_and_ci_written_during_a_rebase_survive_it(
         running = store.load_series(rt.redis, SERIES)
         assert running is not None and running.phase == "paused"
         ci_row(rt, running)
-        ci.approve(rt.redis, SERIES, head, "alice")
+        ci.approve(rt.redis, SERIES, head, "alice", issuer=rt.job_issuer)
         seen.append(store.load_series(rt.redis, SERIES))  # type: ignore[arg-type]
 
     errors = meanwhile_in_engine(monkeypatch, maintainer_and_runner)

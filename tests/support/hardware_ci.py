@@ -29,6 +29,7 @@ from bot.store import runner_channel as channel
 from bot.store.runners import runlog, runners
 from bot.store.series import history, load_series
 from harness.gitrepo import RepoBuilder, git
+from harness.job_keys import job_issuer
 from harness.pushes import push
 from tests.support.paths import REPO_ROOT
 from workers.ci import requests as ci
@@ -296,7 +297,14 @@ def request(
     world.runner_config.allow(targets)
     push(client, SERIES, head, actor, trusted=actor in TRUSTED)  # `actor` created the ref at it
     return ci.request_ci(
-        client, app, SERIES, targets, world.tree(head), debounce_s=debounce_s, **kwargs
+        client,
+        app,
+        SERIES,
+        targets,
+        world.tree(head),
+        issuer=job_issuer(),
+        debounce_s=debounce_s,
+        **kwargs,
     )
 
 

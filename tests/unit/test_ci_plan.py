@@ -1,4 +1,5 @@
-"""bot.core.ci_plan: identity, trust, scheduling, outcome classification and retries, as tables."""
+"""bot.core.ci_plan: identity, trust, outcome classification and retries, and the planner's
+decision on a request for a hardware run (bot.core.planner.plan_run), as tables."""
 
 from __future__ import annotations
 
@@ -9,22 +10,18 @@ import pytest
 
 from bot.ci.spec import JobPayload, StepSpec, TreeSpec, job_mismatch
 from bot.config import Runner
+from bot.core import actions as act
 from bot.core.ci_pacing import Pace, PacePolicy
 from bot.core.ci_plan import (
-    ActiveRun,
     ApprovalError,
     Budget,
     RetryPolicy,
-    RunFacts,
-    RunRequest,
-    StoredResult,
     backoff_s,
     check_run_status,
     ci_key,
     classify_outcome,
     next_attempt,
     overall,
-    plan_run,
     resolve_approval,
     reused_detail,
     reused_verdict,
@@ -32,6 +29,7 @@ from bot.core.ci_plan import (
     split_ci_key,
     tree_key,
 )
+from bot.core.planner import ActiveRun, LaneFacts, RunRequest, StoredResult, plan_run
 from bot.core.policy import series_digest
 from bot.core.state import CiStatus
 
@@ -137,150 +135,156 @@ DONE = StoredResult("r-done", CiStatus.SUCCESS, B)
 NOW = 1_800_000_000.0
 FULL = Budget(queued=1, running=1)
 
-# (name, request, facts, expected [(verb, run_ids)])
+# (name, request, facts, expected [(action class, run_ids)])
 PLANS = [
-    ("fresh tree", request(), RunFacts(), [("enqueue", ())]),
-    ("reuse", request(), RunFacts(result=DONE), [("reuse", ("r-done",))]),
+    ("fresh tree", request(), LaneFacts(), [(act.EnqueueRun, ())]),
+    ("reuse", request(), LaneFacts(result=DONE), [(act.ReuseResult, ("r-done",))]),
     (
         # a verdict is no approval: a planted one turned a stranger's head green (issue 33)
         "a stored verdict is never reused for a head that needs approval",
         request(trusted=False),
-        RunFacts(result=DONE),
-        [("wait-approval", ())],
+        LaneFacts(result=DONE),
+        [(act.WaitForApproval, ())],
     ),
-    ("retest skips reuse", request(force=True), RunFacts(result=DONE), [("enqueue", ())]),
+    ("retest skips reuse", request(force=True), LaneFacts(result=DONE), [(act.EnqueueRun, ())]),
     (
         "newer head supersedes a queued run",
         request(),
-        RunFacts(active=(run("r1", "queued"),)),
-        [("supersede", ("r1",)), ("enqueue", ())],
+        LaneFacts(active=(run("r1", "queued"),)),
+        [(act.SupersedeRuns, ("r1",)), (act.EnqueueRun, ())],
     ),
     (
         "newer head supersedes a running run",
         request(),
-        RunFacts(active=(run("r1", "running"),), in_flight=2, budget=FULL),
-        [("supersede", ("r1",)), ("enqueue", ())],  # the run it replaces frees its place
+        LaneFacts(active=(run("r1", "running"),), in_flight=2, budget=FULL),
+        [(act.SupersedeRuns, ("r1",)), (act.EnqueueRun, ())],  # the run it replaces frees its place
     ),
     (
         "newer head with a stored result still cancels the stale run",
         request(),
-        RunFacts(result=DONE, active=(run("r1", "running"),)),
-        [("supersede", ("r1",)), ("reuse", ("r-done",))],
+        LaneFacts(result=DONE, active=(run("r1", "running"),)),
+        [(act.SupersedeRuns, ("r1",)), (act.ReuseResult, ("r-done",))],
     ),
     (
         "same tree running: join",
         request(),
-        RunFacts(active=(run("r1", "running", KEY_NEW),)),
-        [("join", ("r1",))],
+        LaneFacts(active=(run("r1", "running", KEY_NEW),)),
+        [(act.JoinRun, ("r1",))],
     ),
     (
         "same tree running wins over a stored result (a retest in flight)",
         request(),
-        RunFacts(result=DONE, active=(run("r1", "running", KEY_NEW),)),
-        [("join", ("r1",))],
+        LaneFacts(result=DONE, active=(run("r1", "running", KEY_NEW),)),
+        [(act.JoinRun, ("r1",))],
     ),
-    ("untrusted head waits", request(trusted=False), RunFacts(), [("wait-approval", ())]),
+    ("untrusted head waits", request(trusted=False), LaneFacts(), [(act.WaitForApproval, ())]),
     (
         "untrusted newer head supersedes and waits",
         request(trusted=False),
-        RunFacts(active=(run("r1", "waiting-approval", dispatched=False),)),
-        [("supersede", ("r1",)), ("wait-approval", ())],
+        LaneFacts(active=(run("r1", "waiting-approval", dispatched=False),)),
+        [(act.SupersedeRuns, ("r1",)), (act.WaitForApproval, ())],
     ),
     (
         "untrusted, same tree already waiting: join",
         request(trusted=False),
-        RunFacts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
-        [("join", ("r1",))],
+        LaneFacts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        [(act.JoinRun, ("r1",))],
     ),
     (
         "approved: the waiting run is released under its own id",
         request(trusted=True),
-        RunFacts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
-        [("enqueue", ("r1",))],
+        LaneFacts(active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        [(act.EnqueueRun, ("r1",))],
     ),
     (
         "a result appeared while waiting: the head still waits for its approval",
         request(trusted=False),
-        RunFacts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
-        [("join", ("r1",))],
+        LaneFacts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        [(act.JoinRun, ("r1",))],
     ),
     (
         "a result appeared while waiting, then the head was approved: reused",
         request(trusted=True),
-        RunFacts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
-        [("supersede", ("r1",)), ("reuse", ("r-done",))],
+        LaneFacts(result=DONE, active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),)),
+        [(act.SupersedeRuns, ("r1",)), (act.ReuseResult, ("r-done",))],
     ),
-    ("budget full", request(), RunFacts(in_flight=2, budget=FULL), [("over-budget", ())]),
-    ("budget has room", request(), RunFacts(in_flight=1, budget=FULL), [("enqueue", ())]),
+    ("budget full", request(), LaneFacts(in_flight=2, budget=FULL), [(act.DeferOverBudget, ())]),
+    ("budget has room", request(), LaneFacts(in_flight=1, budget=FULL), [(act.EnqueueRun, ())]),
     (
         "an undispatched stale run frees nothing",
         request(),
-        RunFacts(active=(run("r1", "queued", dispatched=False),), in_flight=2, budget=FULL),
-        [("supersede", ("r1",)), ("over-budget", ())],
+        LaneFacts(active=(run("r1", "queued", dispatched=False),), in_flight=2, budget=FULL),
+        [(act.SupersedeRuns, ("r1",)), (act.DeferOverBudget, ())],
     ),
     (
         "released from approval into a full budget keeps its id",
         request(),
-        RunFacts(
+        LaneFacts(
             active=(run("r1", "waiting-approval", KEY_NEW, dispatched=False),),
             in_flight=2,
             budget=FULL,
         ),
-        [("over-budget", ("r1",))],
+        [(act.DeferOverBudget, ("r1",))],
     ),
     (
         "paced: a run started a minute ago holds the next head's",
         request(),
-        RunFacts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,))),
-        [("paced", ())],
+        LaneFacts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,))),
+        [(act.PaceRun, ())],
     ),
     (
         "paced: a newer head replaces the held run and is held in turn",
         request(),
-        RunFacts(
+        LaneFacts(
             active=(run("r1", "queued", dispatched=False),),
             pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,)),
         ),
-        [("supersede", ("r1",)), ("paced", ())],
+        [(act.SupersedeRuns, ("r1",)), (act.PaceRun, ())],
     ),
     (
         "paced: the interval has passed",
         request(),
-        RunFacts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 3601,))),
-        [("enqueue", ())],
+        LaneFacts(pace=Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 3601,))),
+        [(act.EnqueueRun, ())],
     ),
     (
         "a retest is not paced",
         request(force=True),
-        RunFacts(pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,))),
-        [("enqueue", ())],
+        LaneFacts(pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,))),
+        [(act.EnqueueRun, ())],
     ),
     (
         "a retest of a held tree releases the held run under its id",
         request(force=True),
-        RunFacts(
+        LaneFacts(
             active=(run("r1", "queued", KEY_NEW, dispatched=False),),
             pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,)),
         ),
-        [("enqueue", ("r1",))],
+        [(act.EnqueueRun, ("r1",))],
     ),
     (
         "the same tree held: a plain request joins it",
         request(),
-        RunFacts(
+        LaneFacts(
             active=(run("r1", "queued", KEY_NEW, dispatched=False),),
             pace=Pace(PacePolicy(daily_budget=1), NOW, (NOW - 60,)),
         ),
-        [("join", ("r1",))],
+        [(act.JoinRun, ("r1",))],
     ),
 ]
 
 
 @pytest.mark.parametrize(("name", "req", "facts", "expected"), PLANS, ids=[p[0] for p in PLANS])
-def test_plan_run(name: str, req: RunRequest, facts: RunFacts, expected: list) -> None:
+def test_plan_run(name: str, req: RunRequest, facts: LaneFacts, expected: list) -> None:
     actions = plan_run(req, facts)
-    assert [(a.verb, a.run_ids) for a in actions] == expected
-    assert all(a.reason and a.key == req.key for a in actions)
+    assert [(type(a), a.run_ids) for a in actions] == expected
+    assert all(a.reason and a.key == req.key and a.series_id == req.series_id for a in actions)
+
+
+def test_a_paced_run_says_when_it_may_start() -> None:
+    pace = Pace(PacePolicy(min_interval_s=3600), NOW, (NOW - 60,))
+    (action,) = plan_run(request(), LaneFacts(pace=pace))
+    assert isinstance(action, act.PaceRun) and action.not_before == NOW - 60 + 3600
 
 
 def test_a_burst_of_heads_leaves_one_active_run() -> None:
@@ -289,9 +293,9 @@ def test_a_burst_of_heads_leaves_one_active_run() -> None:
     for number in range(20):
         head = f"{number:040x}"
         req = RunRequest("s1", "gaudi", f"tree-{number}", head, True)
-        actions = plan_run(req, RunFacts(active=active, in_flight=len(active), budget=FULL))
-        cancelled = {rid for a in actions if a.verb == "supersede" for rid in a.run_ids}
-        assert actions[-1].verb == "enqueue"
+        actions = plan_run(req, LaneFacts(active=active, in_flight=len(active), budget=FULL))
+        cancelled = {rid for a in actions if isinstance(a, act.SupersedeRuns) for rid in a.runs}
+        assert isinstance(actions[-1], act.EnqueueRun)
         run_id = f"r{number}"
         active = (
             *(r for r in active if r.run_id not in cancelled),

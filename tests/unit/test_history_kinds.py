@@ -6,28 +6,32 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from bot.core.actions import ACTIONS, ActionKind
+from bot.core.actions import ACTIONS, RUN_ACTIONS, ActionKind
 from bot.core.attention import Attention
-from bot.core.ci_plan import FINAL_STATES, RunVerb
+from bot.core.ci_plan import FINAL_STATES
 from bot.core.history import RUN_KINDS, UNKNOWN_RUN_KINDS, HistoryKind, ci_kind
 from bot.core.verified import Change
 from bot.web.timeline import known_kind, outcome_of
 from tests.support.paths import REPO_ROOT as ROOT
 from workers import dispatch
+from workers.ci import requests
 
 WRITERS = ("append_history", "queue_history")
 
 
 def test_each_action_kind_has_one_class_one_adapter_and_its_own_history_kind() -> None:
-    assert sorted(cls.KIND for cls in ACTIONS) == sorted(ActionKind)  # one class per kind
+    classes = (*ACTIONS, *RUN_ACTIONS)
+    assert sorted(cls.KIND for cls in classes) == sorted(ActionKind)  # one class per kind
     assert set(dispatch._HANDLERS) == set(ACTIONS)
+    assert set(requests._APPLY) == set(RUN_ACTIONS)  # the run decisions' adapter
     for kind in ActionKind:
         assert HistoryKind(kind.value).value == kind.value
 
 
-def test_ci_verbs_final_states_and_notices_are_history_kinds() -> None:
-    for verb in RunVerb:
-        assert ci_kind(verb).value == f"ci-{verb}"
+def test_run_decisions_final_states_and_notices_are_history_kinds() -> None:
+    for cls in RUN_ACTIONS:  # each run decision keeps the `ci-<verb>` entry it always wrote
+        assert cls.KIND.value.startswith("ci-")
+        assert ci_kind(cls.KIND.value.removeprefix("ci-")) == HistoryKind(cls.KIND.value)
     for state in FINAL_STATES:
         assert ci_kind(state) in RUN_KINDS
     assert UNKNOWN_RUN_KINDS <= RUN_KINDS

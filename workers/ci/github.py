@@ -112,6 +112,7 @@ def request(
         state.id,
         targets,
         spec,
+        issuer=rt.job_issuer,
         # The trust of the tree's own upstream head (not the series' newest head's pusher).
         approved_descendant=_in_approved_head(rt, state, upstream.url, spec.upstream_sha),
     )
@@ -187,6 +188,7 @@ def retest(rt: Runtime, series_id: str, runner: str | None, by: str) -> list[CiS
         series_id,
         targets,
         TreeSpec(**saved),
+        issuer=rt.job_issuer,
         force=True,
     )
 

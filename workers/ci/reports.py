@@ -24,6 +24,7 @@ from typing import Any, Final
 import redis
 from celery import Celery
 
+from bot.ci.job_keys import JobIssuer
 from bot.ci.runs import check_keys, load_run
 from bot.core.history import RUN_KINDS, UNKNOWN_RUN_KINDS, HistoryKind
 from bot.store import runner_channel as channel
@@ -41,9 +42,11 @@ class RefusedReport(ValueError):
     """A report that does not fit the run it names; the message says why."""
 
 
-def apply_report(client: redis.Redis, celery_app: Celery, kind: str, report: Report) -> None:
+def apply_report(
+    client: redis.Redis, celery_app: Celery, kind: str, report: Report, *, issuer: JobIssuer
+) -> None:
     """Applies one report of a `kind` runner, or raises RefusedReport and changes nothing."""
-    effects = ServiceEffects(client, celery_app)
+    effects = ServiceEffects(client, celery_app, issuer)
     if report.type == "budget-freed":
         effects.budget_freed(kind)
     elif report.type == "history":
@@ -126,6 +129,7 @@ class ReportApplier:
     client: redis.Redis
     celery_app: Celery
     kinds: Sequence[str]
+    issuer: JobIssuer  # releasing runs the budget held back dispatches them (signed)
     consumer: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     block_ms: int = 1000
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -148,7 +152,7 @@ class ReportApplier:
     def _apply(self, batch: list[tuple[str, Report]]) -> int:
         for kind, report in batch:
             try:
-                apply_report(self.client, self.celery_app, kind, report)
+                apply_report(self.client, self.celery_app, kind, report, issuer=self.issuer)
             except RefusedReport as refused:
                 _refused(self.client, kind, report, str(refused))
             channel.ack_report(self.client, kind, report.entry_id)

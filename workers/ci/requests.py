@@ -3,9 +3,10 @@ untrusted heads, end them. The run record is bot/ci/runs.py, the job bot/ci/spec
 slots are runner/lease.py, and the `carry.ci.run_job` task that runner hosts execute
 runner/task.py.
 
-Decisions come from bot.core.ci_plan (pure); this module gathers the facts from the run store
-(bot/store/ci_runs.py, which owns every `carry:ci:` key), carries the actions out and records
-every step.
+What to do with a request is the planner's decision (bot.core.planner.plan_run, pure), the rest
+comes from bot.core.ci_plan; this module gathers the decision's facts (planner.LaneFacts) from the
+run store (bot/store/ci_runs.py, which owns every `carry:ci:` key), carries its actions
+(bot.core.actions.RUN_ACTIONS) out, one adapter each (_APPLY), and records every step.
 
 Each check's row is a CiState in SeriesState.ci under ci_plan.ci_key(kind, check), e.g.
 "gaudi/async-inputs" (its `runner` field holds the same key, so tables name the check). Every
@@ -19,14 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
 from celery import Celery
 
-from bot.ci import job_keys
+from bot.ci.job_keys import JobIssuer
 from bot.ci.runs import (
     TASK_NAME,
     Run,
@@ -35,7 +36,6 @@ from bot.ci.runs import (
     load_run,
     must_load,
 )
-from bot.ci.signing import sign_job
 from bot.ci.spec import (
     JobPayload,
     LogLimits,
@@ -43,26 +43,21 @@ from bot.ci.spec import (
     TreeSpec,
     recipe_digest,
 )
-from bot.config import CarryConfig, load_settings
+from bot.config import CarryConfig
+from bot.core import actions as act
 from bot.core.ci_pacing import Pace, PacePolicy
 from bot.core.ci_plan import (
     ACTIVE_STATES,
     FINAL_STATES,
     REUSABLE,
-    ActiveRun,
     Budget,
     RetryPolicy,
-    RunAction,
-    RunFacts,
-    RunRequest,
-    RunVerb,
-    StoredResult,
-    plan_run,
     resolve_approval,
     reused_detail,
     tree_key,
 )
-from bot.core.history import HistoryKind, ci_kind
+from bot.core.history import HistoryKind
+from bot.core.planner import ActiveRun, LaneFacts, RunRequest, StoredResult, plan_run
 from bot.core.state import CiState, CiStatus, SeriesState
 from bot.core.trust import Push, Trust, decide, record
 from bot.queue.celery_app import app
@@ -79,11 +74,6 @@ from workers.ci.probes import probe_ended
 from workers.ci.rows import ci_row, publish_rows, rows_of
 
 log = logging.getLogger("carry.ci")
-
-
-def _default_debounce_s() -> float:
-    """CARRY_CI_DEBOUNCE_S: how long a new run waits in the broker (a burst of heads runs once)."""
-    return load_settings().ci_debounce_s
 
 
 # --------------------------------------------------------------------------- targets
@@ -161,6 +151,7 @@ def request_ci(
     targets: Sequence[CiTarget],
     tree: TreeSpec,
     *,
+    issuer: JobIssuer,
     force: bool = False,
     debounce_s: float | None = None,
     purpose: str = "head",
@@ -171,8 +162,9 @@ def request_ci(
 
     Whether the tree's upstream head may run unapproved is bot.core.trust's decision over the
     series' recorded pushes and approvals (`approved_descendant`: git found the head in an
-    approved SHA). `force` (`/carry retest`) skips result reuse. New runs wait `debounce_s`
-    in the broker, so a burst of heads starts one run, on the newest.
+    approved SHA). `force` (`/carry retest`) skips result reuse. New runs wait `debounce_s` (by
+    default the issuer's, CARRY_CI_DEBOUNCE_S) in the broker, so a burst of heads starts one
+    run, on the newest; `issuer` signs the jobs (the Runtime's `job_issuer`).
     A `bisect` run probes a commit between two heads (workers/bisect.py): it has a lane of its
     own (it neither cancels nor is cancelled by the head's runs), its rows are not the
     series' CI rows, and `trusted` is the trust of the red head whose ancestors it tests.
@@ -182,13 +174,13 @@ def request_ci(
     if trusted is None:
         decided = trust_of(state, tree.upstream_sha, approved_descendant)
         trusted, why = decided.may_run, decided.reason
-    delay = _default_debounce_s() if debounce_s is None else debounce_s
+    delay = issuer.debounce_s if debounce_s is None else debounce_s
     rows: list[CiState] = []
     for target in targets:
         job = replace(_new_job(series_id, target, tree, force), purpose=purpose)
         pacing = target.pace if purpose == "head" else PacePolicy()
         with kind_lock(client, target.kind):
-            rows += _plan_and_apply(client, celery_app, job, trusted, delay, pacing, why)
+            rows += _plan_and_apply(client, celery_app, issuer, job, trusted, delay, pacing, why)
     return rows
 
 
@@ -235,6 +227,7 @@ def _new_job(series_id: str, target: CiTarget, tree: TreeSpec, force: bool) -> J
 def _plan_and_apply(
     client: redis.Redis,
     celery_app: Celery,
+    issuer: JobIssuer,
     job: JobPayload,
     trusted: bool,
     debounce_s: float,
@@ -250,7 +243,7 @@ def _plan_and_apply(
         append_history(
             client,
             job.series_id,
-            ci_kind(action.verb),
+            HistoryKind(action.kind.value),
             runner_kind=job.kind,
             run_ids=action.run_ids,
             tree_key=job.tree_key,
@@ -258,13 +251,13 @@ def _plan_and_apply(
             reason=action.reason,
             key=action.key,
         )
-        rows = _apply(client, celery_app, job, action, debounce_s)
-    if actions[0].verb is RunVerb.SUPERSEDE:  # cancelled runs may have left room in the budget
-        _release_deferred_locked(client, celery_app, job.kind)
+        rows = _APPLY[type(action)](_Apply(client, celery_app, issuer, job, debounce_s), action)
+    if isinstance(actions[0], act.SupersedeRuns):  # cancelled runs may have left room
+        _release_deferred_locked(client, celery_app, issuer, job.kind)
     return rows
 
 
-def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> RunFacts:
+def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> LaneFacts:
     active: tuple[ActiveRun, ...] = ()
     current = store.current_run(client, lane(job), job.kind)
     run = load_run(client, current) if current else None
@@ -288,7 +281,7 @@ def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> RunFacts
     if pacing.limits:
         now = time.time()
         pace = Pace(pacing, now, store.starts(client, job.series_id, job.kind, now))
-    return RunFacts(result, active, in_flight(client, job.kind), job.budget, pace)
+    return LaneFacts(result, active, in_flight(client, job.kind), job.budget, pace)
 
 
 def _reusable_state(value: object) -> CiStatus | None:
@@ -322,33 +315,83 @@ def _verdict_of_issued_run(client: redis.Redis, job: JobPayload, raw: Mapping[st
     return False
 
 
-def _apply(
-    client: redis.Redis, celery_app: Celery, job: JobPayload, action: RunAction, debounce_s: float
-) -> list[CiState]:
-    if action.verb is RunVerb.SUPERSEDE:
-        for run_id in action.run_ids:
-            cancel_run(client, celery_app, run_id, action.reason)
-        return []
-    if action.verb is RunVerb.REUSE:
-        return _reuse(client, celery_app, job, action.run_ids[0])
-    if action.verb is RunVerb.JOIN:
-        joined = load_run(client, action.run_ids[0])
-        return rows_of(joined) if joined else []
-    if action.run_ids:  # releasing the run that waited for approval: keep its id
-        job = replace(job, run_id=action.run_ids[0])
-    if action.verb is RunVerb.WAIT_APPROVAL:
-        return _record_run(
-            client, celery_app, job, "waiting-approval", action.reason, dispatched=False
-        )
-    if action.verb is RunVerb.PACED:
-        rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
-        store.pace(client, job.run_id, action.not_before or 0.0)
-        return rows
-    if action.verb is RunVerb.OVER_BUDGET:
-        rows = _record_run(client, celery_app, job, "queued", action.reason, dispatched=False)
-        store.defer(client, job.kind, job.run_id)
-        return rows
-    return _dispatch(client, celery_app, job, "waiting for a runner", debounce_s)
+@dataclass(frozen=True)
+class _Apply:
+    """What an adapter of a run decision works with: the store, the broker, the service's
+    issuer of jobs, the job the request would run and how long a new run waits in the broker."""
+
+    client: redis.Redis
+    celery_app: Celery
+    issuer: JobIssuer
+    job: JobPayload
+    debounce_s: float
+
+    def continued(self, action: act.NewRun) -> JobPayload:
+        """The job, under the id of the run the action continues (releasing a run that waited
+        for approval, or one held back and retested, keeps its id)."""
+        if action.continues is None:
+            return self.job
+        return replace(self.job, run_id=action.continues)
+
+
+def _supersede(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.SupersedeRuns)
+    for run_id in action.runs:
+        cancel_run(on.client, on.celery_app, run_id, action.reason, issuer=on.issuer)
+    return []
+
+
+def _reuse_result(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.ReuseResult)
+    return _reuse(on.client, on.celery_app, on.job, action.source_run)
+
+
+def _join(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.JoinRun)
+    joined = load_run(on.client, action.run)
+    return rows_of(joined) if joined else []
+
+
+def _wait_approval(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.WaitForApproval)
+    return _record_run(
+        on.client, on.celery_app, on.job, "waiting-approval", action.reason, dispatched=False
+    )
+
+
+def _pace(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.PaceRun)
+    job = on.continued(action)
+    rows = _record_run(on.client, on.celery_app, job, "queued", action.reason, dispatched=False)
+    store.pace(on.client, job.run_id, action.not_before)
+    return rows
+
+
+def _defer(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.DeferOverBudget)
+    job = on.continued(action)
+    rows = _record_run(on.client, on.celery_app, job, "queued", action.reason, dispatched=False)
+    store.defer(on.client, job.kind, job.run_id)
+    return rows
+
+
+def _enqueue(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    assert isinstance(action, act.EnqueueRun)
+    job = on.continued(action)
+    waits = "waiting for a runner"
+    return _dispatch(on.client, on.celery_app, on.issuer, job, waits, on.debounce_s)
+
+
+# one adapter per run decision (tests/unit/test_history_kinds.py holds it to RUN_ACTIONS)
+_APPLY: dict[type[act.RunDecision], Callable[[_Apply, act.RunDecision], list[CiState]]] = {
+    act.SupersedeRuns: _supersede,
+    act.ReuseResult: _reuse_result,
+    act.JoinRun: _join,
+    act.WaitForApproval: _wait_approval,
+    act.PaceRun: _pace,
+    act.DeferOverBudget: _defer,
+    act.EnqueueRun: _enqueue,
+}
 
 
 def _record_run(
@@ -392,7 +435,12 @@ def _record_run(
 
 
 def _dispatch(
-    client: redis.Redis, celery_app: Celery, job: JobPayload, detail: str, countdown: float
+    client: redis.Redis,
+    celery_app: Celery,
+    issuer: JobIssuer,
+    job: JobPayload,
+    detail: str,
+    countdown: float,
 ) -> list[CiState]:
     rows = _record_run(client, celery_app, job, "queued", detail, dispatched=True)
     store.add_in_flight(client, job.kind, job.run_id)
@@ -403,7 +451,8 @@ def _dispatch(
         celery_app.send_task(
             TASK_NAME,
             args=[payload],
-            kwargs={"signed": _signed(payload)},  # only the service can sign (issue 33)
+            # only the service can sign (issue 33)
+            kwargs={"signed": issuer.sign(payload, now=time.time())},
             queue=job.queue,
             task_id=job.run_id,
             countdown=countdown if countdown > 0 else None,
@@ -411,18 +460,10 @@ def _dispatch(
     except Exception as err:
         run = load_run(client, job.run_id)
         if run is not None:
-            finish(
-                client, celery_app, run, CiStatus.INFRA_ERROR, f"could not enqueue the job: {err}"
-            )
+            why = f"could not enqueue the job: {err}"
+            finish(client, celery_app, run, CiStatus.INFRA_ERROR, why, issuer=issuer)
         raise
     return rows
-
-
-def _signed(payload: dict[str, Any]) -> dict[str, Any]:
-    """The service's signature of a job it hands to a runner (bot/ci/signing.py)."""
-    settings = load_settings()
-    key = job_keys.service_signing_key(settings)
-    return sign_job(key, payload, now=time.time(), ttl_s=settings.job_ttl_s).to_dict()
 
 
 def _reuse(
@@ -469,6 +510,7 @@ class ServiceEffects:
 
     client: redis.Redis
     celery_app: Celery
+    issuer: JobIssuer
 
     def history(self, series_id: str, kind: HistoryKind, **fields: Any) -> None:
         append_history(self.client, series_id, kind, **fields)
@@ -491,20 +533,30 @@ class ServiceEffects:
 
     def budget_freed(self, kind: str) -> None:
         try:
-            release_deferred(self.client, self.celery_app, kind)
+            release_deferred(self.client, self.celery_app, kind, issuer=self.issuer)
         except Exception:
             log.exception("releasing deferred %s runs failed", kind)
 
 
-def finish(client: redis.Redis, celery_app: Celery, run: Run, state: CiStatus, detail: str) -> bool:
+def finish(
+    client: redis.Redis,
+    celery_app: Celery,
+    run: Run,
+    state: CiStatus,
+    detail: str,
+    *,
+    issuer: JobIssuer,
+) -> bool:
     """Ends a run (once), on the service: see end_run."""
-    return end_run(client, ServiceEffects(client, celery_app), run, state, detail)
+    return end_run(client, ServiceEffects(client, celery_app, issuer), run, state, detail)
 
 
 # --------------------------------------------------------------------------- cancel, approve
 
 
-def cancel_run(client: redis.Redis, celery_app: Celery, run_id: str, reason: str) -> bool:
+def cancel_run(
+    client: redis.Redis, celery_app: Celery, run_id: str, reason: str, *, issuer: JobIssuer
+) -> bool:
     """Cancels a run: the marker stops a running job (its runner kills the process group), a
     queued one is revoked in the broker. False when the run had already finished."""
     store.mark_cancelled(client, run_id, reason)
@@ -516,12 +568,18 @@ def cancel_run(client: redis.Redis, celery_app: Celery, run_id: str, reason: str
     if run.state == "queued":  # no runner took it: it used no place in the series' pace
         store.forget_start(client, run.series, run.kind, run_id)
         store.unpace(client, run_id)
-    finish(client, celery_app, run, CiStatus.CANCELLED, reason)
+    finish(client, celery_app, run, CiStatus.CANCELLED, reason, issuer=issuer)
     return True
 
 
 def approve(
-    client: redis.Redis, series_id: str, sha: str, by: str, *, celery_app: Celery | None = None
+    client: redis.Redis,
+    series_id: str,
+    sha: str,
+    by: str,
+    *,
+    issuer: JobIssuer,
+    celery_app: Celery | None = None,
 ) -> list[CiState]:
     """`/carry approve <sha>` from a user with write access (or `carry approve` by an
     operator): binds to that exact head SHA (an abbreviation must name one waiting head) and
@@ -543,11 +601,16 @@ def approve(
         by=by,
         runs=[r.run_id for r in released],
     )
-    return _release(client, celery_app or app, released)
+    return _release(client, celery_app or app, issuer, released)
 
 
 def release_for_push(
-    client: redis.Redis, series_id: str, push: Push, *, celery_app: Celery | None = None
+    client: redis.Redis,
+    series_id: str,
+    push: Push,
+    *,
+    issuer: JobIssuer,
+    celery_app: Celery | None = None,
 ) -> list[CiState]:
     """A push became known after runs were planned (a poll saw its head first): the runs
     that waited for approval and that the recorded pushes now cover start, as if it had been
@@ -565,17 +628,20 @@ def release_for_push(
             by=push.pusher,
             runs=[r.run_id for r in released],
         )
-    return _release(client, celery_app or app, released)
+    return _release(client, celery_app or app, issuer, released)
 
 
-def _release(client: redis.Redis, celery_app: Celery, released: list[Run]) -> list[CiState]:
+def _release(
+    client: redis.Redis, celery_app: Celery, issuer: JobIssuer, released: list[Run]
+) -> list[CiState]:
     rows: list[CiState] = []
     for run in released:
         with kind_lock(client, run.kind):
             still = load_run(client, run.run_id)  # a newer head may have superseded it since
             if still is not None and still.state == "waiting-approval":
                 # an approval is a person's decision: not held back by the series' pacing
-                rows += _plan_and_apply(client, celery_app, run.payload, True, 0.0, PacePolicy())
+                job = run.payload
+                rows += _plan_and_apply(client, celery_app, issuer, job, True, 0.0, PacePolicy())
     return rows
 
 
@@ -603,13 +669,17 @@ def _add_approval(client: redis.Redis, series_id: str, sha: str) -> SeriesState:
     return state
 
 
-def release_deferred(client: redis.Redis, celery_app: Celery, kind: str) -> list[str]:
+def release_deferred(
+    client: redis.Redis, celery_app: Celery, kind: str, *, issuer: JobIssuer
+) -> list[str]:
     """Dispatches runs held back by the budget, oldest first, while the budget allows."""
     with kind_lock(client, kind):
-        return _release_deferred_locked(client, celery_app, kind)
+        return _release_deferred_locked(client, celery_app, issuer, kind)
 
 
-def _release_deferred_locked(client: redis.Redis, celery_app: Celery, kind: str) -> list[str]:
+def _release_deferred_locked(
+    client: redis.Redis, celery_app: Celery, issuer: JobIssuer, kind: str
+) -> list[str]:
     released: list[str] = []
     for run_id in store.deferred(client, kind):
         run = load_run(client, run_id)
@@ -628,12 +698,14 @@ def _release_deferred_locked(client: redis.Redis, celery_app: Celery, kind: str)
             tree_key=run.tree_key,
             head=run.head_sha,
         )
-        _dispatch(client, celery_app, run.payload, "waiting for a runner", 0.0)
+        _dispatch(client, celery_app, issuer, run.payload, "waiting for a runner", 0.0)
         released.append(run.run_id)
     return released
 
 
-def release_paced(client: redis.Redis, celery_app: Celery, now: float | None = None) -> list[str]:
+def release_paced(
+    client: redis.Redis, celery_app: Celery, now: float | None = None, *, issuer: JobIssuer
+) -> list[str]:
     """Dispatches the paced runs whose time has come (the beat's PACED_TASK, every
     PACED_EVERY_S); one whose kind's budget is full waits for the budget instead."""
     released: list[str] = []
@@ -657,7 +729,7 @@ def release_paced(client: redis.Redis, celery_app: Celery, now: float | None = N
                 tree_key=run.tree_key,
                 head=run.head_sha,
             )
-            _dispatch(client, celery_app, run.payload, "waiting for a runner", 0.0)
+            _dispatch(client, celery_app, issuer, run.payload, "waiting for a runner", 0.0)
         released.append(run_id)
     return released
 
