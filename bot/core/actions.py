@@ -5,9 +5,9 @@ Every action has the same envelope (`Action`): an idempotency key, the reason it
 Each kind adds its own typed inputs. The dispatcher (workers.dispatch) maps each class of
 ACTIONS to its adapter, and an adapter that hands the work to a Celery task names the task and
 the task's arguments here (`TASK`, `task_args`), so a task's signature and the action that feeds
-it are read in one place. The planner's decision on a request for a hardware run
-(bot.core.planner.plan_run) answers with RUN_ACTIONS, which workers.ci.requests carries out
-under the runner kind's lock.
+it are read in one place. The planner's decision on a request for a hardware run (a
+bot.core.events.RunRequested event) answers with RUN_ACTIONS, which workers.ci.requests carries
+out under the runner kind's lock.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class ActionKind(StrEnum):
     MOVE_GOOD_REF = "move_good_ref"
     POLL = "poll"
     RELEASE_RUNS = "release_runs"
-    # what planner.plan_run does with a request for a hardware run (RUN_ACTIONS)
+    # what the planner does with a request for a hardware run, events.RunRequested (RUN_ACTIONS)
     CI_SUPERSEDE = "ci-supersede"
     CI_REUSE = "ci-reuse"
     CI_JOIN = "ci-join"
@@ -435,8 +435,8 @@ class MoveGoodRef(Action):
 
 @dataclass(frozen=True, kw_only=True)
 class RunDecision(Action):
-    """What planner.plan_run does with a request for a hardware run of one tree, for one series
-    and runner kind. Its key is the request's (planner.RunRequest.key); workers.ci.requests
+    """What the planner does with a request for a hardware run of one tree, for one series and
+    runner kind (events.RunRequested). Its key is the request's event key; workers.ci.requests
     carries it out and records it as the history entry of its kind, naming `run_ids`."""
 
     @property

@@ -3,9 +3,9 @@
 What is tested (the tree key), who may reach the hardware (approval), a runner kind's budget, what a
 step's end means (success, test failure, infrastructure error) and when to try again. What to do
 with a request for a run (reuse, join, wait for approval, enqueue, supersede, pace, defer over
-budget) is the planner's (bot.core.planner.plan_run, answering with bot.core.actions'
-RUN_ACTIONS); workers/ci/requests.py gathers its facts from Redis and carries the actions out;
-runner/ runs the steps. Nothing here does I/O: no celery, redis, git or github.
+budget) is the planner's (bot.core.planner.plan of a bot.core.events.RunRequested, answering
+with bot.core.actions' RUN_ACTIONS); workers/ci/requests.py gathers its facts from Redis and
+carries the actions out; runner/ runs the steps. Nothing here does I/O: no celery, redis, git or github.
 """
 
 from __future__ import annotations

@@ -320,6 +320,30 @@ class ChecksRecorded:
         return f"checks:{self.series_id}:{self.head_sha}:{what}:{self.at}"
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunRequested:
+    """Internal: a hardware run of one exact tree (`tree_key`) of a series' head is requested
+    on one runner kind. workers.ci.requests plans it where it is requested, under the kind's
+    lock, with the facts of the series' lane on that kind (planner.Facts.lane) read under the
+    same lock; it never travels the task queue, which would read the facts outside the lock.
+    `trusted` is bot.core.trust's decision for the head (`why_untrusted` its reason when not);
+    `force` (`/carry retest`) does not answer with a stored result."""
+
+    kind: ClassVar[str] = "run_requested"
+    series_id: str
+    runner_kind: str
+    tree_key: str
+    head_sha: str
+    trusted: bool
+    force: bool = False
+    why_untrusted: str = ""
+    delivery_id: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"ci:{self.series_id}:{self.runner_kind}:{self.tree_key}"
+
+
 Event = (
     HeadMoved
     | RefDeleted
@@ -335,6 +359,7 @@ Event = (
     | RebaseFinished
     | TreeReady
     | ChecksRecorded
+    | RunRequested
 )
 EVENT_TYPES: tuple[type[Event], ...] = typing.get_args(Event)
 _BY_KIND: dict[str, type[Event]] = {cls.kind: cls for cls in EVENT_TYPES}

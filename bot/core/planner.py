@@ -2,8 +2,9 @@
 
 Every action says why (`reason`) and carries an idempotency key, so a repeated event or a
 retried task never does the same work twice. Adapters (workers.dispatch) carry actions out.
-A request for a hardware run of one tree is planned here too (`plan_run`, over the facts of
-its lane, `LaneFacts`); workers.ci.requests gathers those facts and carries its actions out.
+A request for a hardware run of one tree is an event too (`events.RunRequested`), planned over
+the facts of its lane (`Facts.lane`, a `LaneFacts`): workers.ci.requests gathers those facts and
+calls `plan` under the runner kind's lock, and carries its actions (RunDecision) out.
 """
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ class Facts:
     series: tuple[SeriesFacts, ...] = ()
     dashboard_issue: int | None = None  # carry's dashboard issue on the downstream repository
     red_streak_mention: int | None = 3  # red heads in a row before a fix's owners are mentioned
+    # for a RunRequested event, the facts of its series' lane on its runner kind (None for the
+    # other events, which read no lane)
+    lane: LaneFacts | None = None
+
+    @classmethod
+    def of_lane(cls, lane: LaneFacts) -> Facts:
+        """The facts of a RunRequested event: its lane's, and nothing else (the run decision
+        reads no series' facts and no repository, so none are gathered for it)."""
+        return cls(downstream_repo="", lane=lane)
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class StoredResult:
 
 @dataclass(frozen=True)
 class LaneFacts:
-    """What `plan_run` knows of one series' lane on one runner kind, read under the kind's lock
+    """What the planner knows, for a RunRequested event, of one series' lane on one runner kind, read under the kind's lock
     (workers.ci.requests): the stored verdict for the requested tree, the lane's unfinished runs,
     the kind's runs in flight over all series, its budget and the series' pace."""
 
@@ -123,7 +133,13 @@ class Scope:
 
 
 # events whose handler reads no series' facts but the one the event names
-_ONE_SERIES = (ev.CommandAuthorized, ev.RebaseFinished, ev.TreeReady, ev.ChecksRecorded)
+_ONE_SERIES = (
+    ev.CommandAuthorized,
+    ev.RebaseFinished,
+    ev.TreeReady,
+    ev.ChecksRecorded,
+    ev.RunRequested,
+)
 
 
 def scope(event: ev.Event) -> Scope:
@@ -846,44 +862,13 @@ def _ignored(event: ev.Event, facts: Facts) -> list[Action]:
     return [_note(event, event.reason)]
 
 
-_HANDLERS: dict[type, Callable[[ev.Event, Facts], list[Action]]] = {
-    ev.HeadMoved: _head_moved,
-    ev.RefDeleted: _ref_deleted,
-    ev.PrStateChanged: _pr_state,
-    ev.CommentCreated: _comment,
-    ev.IssueEdited: _issue_edited,
-    ev.CommandAuthorized: _authorized,
-    ev.RebaseFinished: _rebase_finished,
-    ev.CiResultReceived: _ci_result,
-    ev.TreeReady: _tree_ready,
-    ev.ChecksRecorded: _checks_recorded,
-    ev.Ignored: _ignored,
-}
-
-
 # --------------------------------------------------------------------------- hardware runs
 
 
-@dataclass(frozen=True)
-class RunRequest:
-    """A request for a hardware run of one tree, for one series and runner kind."""
-
-    series_id: str
-    kind: str
-    tree_key: str
-    head_sha: str
-    trusted: bool  # bot.core.trust: every push since a covered head was trusted, or approved
-    force: bool = False  # `/carry retest`: do not answer with a stored result
-    why_untrusted: str = ""  # bot.core.trust's reason, when the head waits
-
-    @property
-    def key(self) -> str:
-        return f"ci:{self.series_id}:{self.kind}:{self.tree_key}"
-
-
-def plan_run(request: RunRequest, facts: LaneFacts) -> tuple[RunDecision, ...]:
-    """What to do with a request for one series and runner kind. The last action is the
-    outcome; a SupersedeRuns before it names the stale runs to cancel first.
+def _run_requested(event: ev.Event, facts: Facts) -> list[Action]:
+    """What to do with a request for one series and runner kind, over its lane's facts
+    (Facts.lane). The last action is the outcome; a SupersedeRuns before it names the stale
+    runs to cancel first.
 
     Rules, in order: runs of the same series and kind on another tree are stale (a newer head
     wins, so a burst leaves one run); a run queued or running on the same tree is joined; a
@@ -894,6 +879,16 @@ def plan_run(request: RunRequest, facts: LaneFacts) -> tuple[RunDecision, ...]:
     may start; the kind's budget defers the rest; otherwise the run is enqueued (releasing the
     waiting run, if any).
     """
+    assert isinstance(event, ev.RunRequested)
+    if facts.lane is None:
+        raise ValueError(
+            f"{event.key}: a run request is planned with the facts of its lane, read under the "
+            "runner kind's lock (workers.ci.requests); these facts have none"
+        )
+    return list(_plan_lane(event, facts.lane))
+
+
+def _plan_lane(request: ev.RunRequested, facts: LaneFacts) -> tuple[RunDecision, ...]:
     same = [run for run in facts.active if run.tree_key == request.tree_key]
     stale = [run for run in facts.active if run.tree_key != request.tree_key]
     outcome = _run_outcome(request, facts, same, stale)
@@ -914,7 +909,7 @@ def plan_run(request: RunRequest, facts: LaneFacts) -> tuple[RunDecision, ...]:
 
 
 def _run_outcome(
-    request: RunRequest, facts: LaneFacts, same: list[ActiveRun], stale: list[ActiveRun]
+    request: ev.RunRequested, facts: LaneFacts, same: list[ActiveRun], stale: list[ActiveRun]
 ) -> RunDecision:
     envelope: dict[str, Any] = {"key": request.key, "series_id": request.series_id}
     waiting = next((run for run in same if run.state is CiStatus.WAITING_APPROVAL), None)
@@ -948,9 +943,25 @@ def _run_outcome(
     in_flight = max(0, facts.in_flight - freed)
     if in_flight >= facts.budget.capacity:
         why = (
-            f"{request.kind} budget is full ({in_flight} of {facts.budget.capacity} jobs "
+            f"{request.runner_kind} budget is full ({in_flight} of {facts.budget.capacity} jobs "
             f"queued or running); it starts when one finishes"
         )
         return act.DeferOverBudget(reason=why, continues=continues, **envelope)
-    why = f"new tree for {request.kind}"
+    why = f"new tree for {request.runner_kind}"
     return act.EnqueueRun(reason=why, continues=continues, **envelope)
+
+
+_HANDLERS: dict[type, Callable[[ev.Event, Facts], list[Action]]] = {
+    ev.HeadMoved: _head_moved,
+    ev.RefDeleted: _ref_deleted,
+    ev.PrStateChanged: _pr_state,
+    ev.CommentCreated: _comment,
+    ev.IssueEdited: _issue_edited,
+    ev.CommandAuthorized: _authorized,
+    ev.RebaseFinished: _rebase_finished,
+    ev.CiResultReceived: _ci_result,
+    ev.TreeReady: _tree_ready,
+    ev.ChecksRecorded: _checks_recorded,
+    ev.Ignored: _ignored,
+    ev.RunRequested: _run_requested,
+}

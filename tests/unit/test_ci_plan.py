@@ -1,5 +1,6 @@
 """bot.core.ci_plan: identity, trust, outcome classification and retries, and the planner's
-decision on a request for a hardware run (bot.core.planner.plan_run), as tables."""
+decision on a request for a hardware run (bot.core.planner.plan of a RunRequested event), as
+tables."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from bot.core.ci_plan import (
     split_ci_key,
     tree_key,
 )
-from bot.core.planner import ActiveRun, LaneFacts, RunRequest, StoredResult, plan_run
+from bot.core.events import RunRequested
+from bot.core.planner import ActiveRun, Facts, LaneFacts, StoredResult, plan
 from bot.core.policy import series_digest
 from bot.core.state import CiStatus
 
@@ -123,8 +125,24 @@ KEY_NEW = "tree-new"
 KEY_OLD = "tree-old"
 
 
-def request(trusted: bool = True, force: bool = False) -> RunRequest:
-    return RunRequest("s1", "gaudi", KEY_NEW, B, trusted, force)
+def request(trusted: bool = True, force: bool = False) -> RunRequested:
+    return RunRequested(
+        series_id="s1",
+        runner_kind="gaudi",
+        tree_key=KEY_NEW,
+        head_sha=B,
+        trusted=trusted,
+        force=force,
+    )
+
+
+def plan_run(req: RunRequested, lane: LaneFacts) -> list[act.RunDecision]:
+    """The planner's one entry point, with the lane's facts the request is planned over: it
+    answers with run decisions only."""
+    actions = plan(req, Facts.of_lane(lane))
+    decisions = [a for a in actions if isinstance(a, act.RunDecision)]
+    assert decisions == actions
+    return decisions
 
 
 def run(run_id: str, state: str, key: str = KEY_OLD, dispatched: bool = True) -> ActiveRun:
@@ -275,7 +293,7 @@ PLANS = [
 
 
 @pytest.mark.parametrize(("name", "req", "facts", "expected"), PLANS, ids=[p[0] for p in PLANS])
-def test_plan_run(name: str, req: RunRequest, facts: LaneFacts, expected: list) -> None:
+def test_plan_run(name: str, req: RunRequested, facts: LaneFacts, expected: list) -> None:
     actions = plan_run(req, facts)
     assert [(type(a), a.run_ids) for a in actions] == expected
     assert all(a.reason and a.key == req.key and a.series_id == req.series_id for a in actions)
@@ -292,7 +310,13 @@ def test_a_burst_of_heads_leaves_one_active_run() -> None:
     active: tuple[ActiveRun, ...] = ()
     for number in range(20):
         head = f"{number:040x}"
-        req = RunRequest("s1", "gaudi", f"tree-{number}", head, True)
+        req = RunRequested(
+            series_id="s1",
+            runner_kind="gaudi",
+            tree_key=f"tree-{number}",
+            head_sha=head,
+            trusted=True,
+        )
         actions = plan_run(req, LaneFacts(active=active, in_flight=len(active), budget=FULL))
         cancelled = {rid for a in actions if isinstance(a, act.SupersedeRuns) for rid in a.runs}
         assert isinstance(actions[-1], act.EnqueueRun)

@@ -3,9 +3,11 @@ untrusted heads, end them. The run record is bot/ci/runs.py, the job bot/ci/spec
 slots are runner/lease.py, and the `carry.ci.run_job` task that runner hosts execute
 runner/task.py.
 
-What to do with a request is the planner's decision (bot.core.planner.plan_run, pure), the rest
-comes from bot.core.ci_plan; this module gathers the decision's facts (planner.LaneFacts) from the
-run store (bot/store/ci_runs.py, which owns every `carry:ci:` key), carries its actions
+What to do with a request is the planner's decision: a request is an event
+(bot.core.events.RunRequested) that bot.core.planner.plan plans, pure, over the facts of the
+series' lane on the runner kind (planner.Facts.lane, a LaneFacts); the rest comes from
+bot.core.ci_plan. Under the kind's lock this module gathers those facts from the run store
+(bot/store/ci_runs.py, which owns every `carry:ci:` key), plans the event, carries its actions
 (bot.core.actions.RUN_ACTIONS) out, one adapter each (_APPLY), and records every step.
 
 Each check's row is a CiState in SeriesState.ci under ci_plan.ci_key(kind, check), e.g.
@@ -45,6 +47,7 @@ from bot.ci.spec import (
 )
 from bot.config import CarryConfig
 from bot.core import actions as act
+from bot.core import events as ev
 from bot.core.ci_pacing import Pace, PacePolicy
 from bot.core.ci_plan import (
     ACTIVE_STATES,
@@ -57,7 +60,7 @@ from bot.core.ci_plan import (
     tree_key,
 )
 from bot.core.history import HistoryKind
-from bot.core.planner import ActiveRun, LaneFacts, RunRequest, StoredResult, plan_run
+from bot.core.planner import ActiveRun, Facts, LaneFacts, StoredResult, plan
 from bot.core.state import CiState, CiStatus, SeriesState
 from bot.core.trust import Push, Trust, decide, record
 from bot.queue.celery_app import app
@@ -234,10 +237,16 @@ def _plan_and_apply(
     pacing: PacePolicy,
     why_untrusted: str = "",
 ) -> list[CiState]:
-    request = RunRequest(
-        job.series_id, job.kind, job.tree_key, job.head_sha, trusted, job.force, why_untrusted
+    event = ev.RunRequested(
+        series_id=job.series_id,
+        runner_kind=job.kind,
+        tree_key=job.tree_key,
+        head_sha=job.head_sha,
+        trusted=trusted,
+        force=job.force,
+        why_untrusted=why_untrusted,
     )
-    actions = plan_run(request, _facts(client, job, pacing))
+    actions = _run_decisions(event, plan(event, Facts.of_lane(_facts(client, job, pacing))))
     rows: list[CiState] = []
     for action in actions:
         append_history(
@@ -255,6 +264,14 @@ def _plan_and_apply(
     if isinstance(actions[0], act.SupersedeRuns):  # cancelled runs may have left room
         _release_deferred_locked(client, celery_app, issuer, job.kind)
     return rows
+
+
+def _run_decisions(event: ev.RunRequested, actions: list[act.Action]) -> list[act.RunDecision]:
+    """The planner's answer to a run request: run decisions only, each carried out here."""
+    other = [action for action in actions if not isinstance(action, act.RunDecision)]
+    if other or not actions:
+        raise TypeError(f"{event.key}: the planner answered a run request with {actions!r}")
+    return [action for action in actions if isinstance(action, act.RunDecision)]
 
 
 def _facts(client: redis.Redis, job: JobPayload, pacing: PacePolicy) -> LaneFacts:
