@@ -81,7 +81,8 @@ SUPERSEDED = "superseded"
 class Plan:
     sizes: tuple[Size, ...]
     seconds: float = 60.0  # how long heads are pushed
-    rate: float = 0.5  # heads a second, over all upstreams
+    # heads a second, over all upstreams: 1 series-head a second at 5 series an upstream
+    rate: float = 0.2
     per_upstream: int = 5  # series on each upstream
     drain_s: float = 600.0  # how long the service may take to finish after the last push
     git_workers: tuple[int, ...] = (1, 2)
