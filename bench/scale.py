@@ -30,10 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -124,6 +126,7 @@ class Figures:
     owed: int = 0  # series-heads the pushes asked for (each head, each series on its upstream)
     github_writes: int = 0  # content-creating GitHub requests during the run (write budget)
     page_failures: list[str] = field(default_factory=list)
+    git_lane_s: float = 0.0  # the git lane's task time from the first push until drained
 
     @property
     def throughput(self) -> float:
@@ -140,6 +143,11 @@ class Figures:
             "PR p50": pct(self.pr_ms, 0.5),
             "PR p95": pct(self.pr_ms, 0.95),
             "throughput": self.throughput,
+            # what a series-head costs the git lane, whatever the queue: the figure that
+            # must not grow with series on other upstreams
+            "git lane a series-head": (
+                self.git_lane_s * 1000 / self.series_heads if self.series_heads else math.nan
+            ),
             "KiB/1k": self.kib_per_1k,
             "overview p95": pct(self.overview_ms, 0.95),
             "series p95": pct(self.series_page_ms, 0.95),
@@ -159,6 +167,7 @@ COLUMNS = (
     "PR p50",
     "PR p95",
     "throughput",
+    "git lane a series-head",
     "KiB/1k",
     "overview p95",
     "series p95",
@@ -263,7 +272,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             writes_before = _github_writes(client)
             reader = Reader(url, next(iter(world.series)))
             reader.start()
-            started = time.monotonic()
+            started, since = time.monotonic(), _log_time()
             pushes = _push(world, gh, plan)
             figures.pushed = len(pushes)
             wait_for(
@@ -272,6 +281,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
                 f"{size}: every head decided",
             )
             figures.seconds = time.monotonic() - started
+            figures.git_lane_s = lane_seconds(env.root.glob("git-worker-*.log"), since)
             reader.done.set()
             reader.join()
             figures.overview_ms, figures.series_page_ms = reader.overview, reader.series_page
@@ -343,6 +353,27 @@ def _push(world: World, gh: GitHubEmulator, plan: Plan) -> list[Pushed]:
         n += 1
         time.sleep(max(0.0, started + n * interval - time.monotonic()))
     return pushes
+
+
+# a task's end in a worker's JSON log: when, and how long it ran
+TASK_DONE = re.compile(
+    r'"ts": "(?P<ts>[^"]+)".*"msg": "Task carry\.[\w.]+\[[^\]]+\] succeeded in (?P<s>[0-9.]+)s'
+)
+
+
+def _log_time() -> str:
+    """Now, as carry's JSON log lines write it (bot.log: local time, to the second)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def lane_seconds(logs: Iterable[Path], since: str) -> float:
+    """The run time of the tasks that ended at `since` or later in these workers' logs."""
+    total = 0.0
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if (done := TASK_DONE.search(line)) and done["ts"] >= since:
+                total += float(done["s"])
+    return total
 
 
 def _settled(client: redis.Redis, bases: dict[str, str]) -> bool:
