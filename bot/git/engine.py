@@ -233,6 +233,9 @@ class _Chain:
 
 
 RECENT_CACHE_ENTRIES = 4096  # (head, path) answers kept for conflict reports
+SIZE_CACHE_ENTRIES = 65536  # object id -> size
+BLOB_CACHE_BYTES = 32 << 20  # small blobs kept between checks, in all
+BLOB_CACHE_ENTRY_BYTES = 1 << 20  # the largest blob kept
 # Commits of an anchor's ancestry walked through the object reader to find where it meets
 # the head's history (Engine._indexed_fork); a longer walk asks `git merge-base`.
 MAX_FORK_WALK = 1000
@@ -262,6 +265,14 @@ class Engine:
         self._prs: dict[tuple[str, str], int | None] = {}
         self._naming: dict[tuple[str, tuple[int, ...]], list[FirstParentCommit]] = {}
         self._forks: dict[tuple[str, str], str] = {}  # (anchor, head) -> their merge base
+        # Object id -> its size, and small blobs read (an id always names the same bytes): the
+        # patched files are mostly the same objects on every new head.
+        self._sizes: dict[str, int] = {}
+        self._blobs: dict[str, Blob] = {}
+        self._blob_bytes = 0
+        # Sizes of other names (abbreviated ids in a patch's index lines), for one check: an
+        # abbreviation can become ambiguous as the mirror grows.
+        self._named_sizes: dict[str, int | None] = {}
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -279,6 +290,9 @@ class Engine:
             self._present.clear()
             self._recent.clear()
             self._forks.clear()
+            self._sizes.clear()
+            self._blobs.clear()
+            self._blob_bytes = 0
         self._mirror_identity = identity
 
     def close(self) -> None:
@@ -286,21 +300,89 @@ class Engine:
         self.touches.close()
 
     def read_object(self, name: str) -> Blob | None:
+        cached = self._blobs.get(name)
+        if cached is not None:
+            return cached
         try:
-            return self.reader.read(name)
+            found = self.reader.read(name)
         except OSError as err:  # the process cannot run: answer through plain git calls
             log.warning("object reader failed (%s); using git", err)
             return read_objects(self.git, [name]).get(name)
+        if found is not None:
+            self._remember(found)
+        return found
+
+    def _remember(self, found: Blob) -> None:
+        """Keeps a small blob and the size of any object read, by its id."""
+        size = len(found.content)
+        self._remember_size(found.oid, size)
+        if found.kind != "blob" or size > BLOB_CACHE_ENTRY_BYTES or found.oid in self._blobs:
+            return
+        if self._blob_bytes + size > BLOB_CACHE_BYTES:
+            self._blobs.clear()
+            self._blob_bytes = 0
+        self._blobs[found.oid] = found
+        self._blob_bytes += size
+
+    def _remember_size(self, oid: str, size: int) -> None:
+        if len(self._sizes) >= SIZE_CACHE_ENTRIES:
+            self._sizes.clear()
+        self._sizes[oid] = size
 
     def size_of(self, name: str) -> int | None:
         """The size of the object `name` names, from its header (`cat-file --batch-check`
         reads no content), or None when there is none."""
+        if name in self._sizes:
+            return self._sizes[name]
+        if name in self._named_sizes:
+            return self._named_sizes[name]
         try:
             found = self.reader.info(name)
         except OSError:
             result = self.git.run("cat-file", "-s", name, check=False)
             return int(result.text) if result.ok and result.text.isdigit() else None
+        if found is not None:
+            self._remember_size(found.oid, found.size)
         return found.size if found is not None else None
+
+    def _prefetch(self, tree: str, paths: list[str], names: list[str]) -> None:
+        """Reads, in a few round trips, what the checks of a series ask one by one: the trees
+        on the way to `paths` in `tree` (a level at a time) and the sizes of their files and of
+        the objects `names` (a patch's pre-images). Anything not answered is asked later."""
+        if paths:
+            self.trees.prefetch(tree, paths)
+        files = []
+        for path in paths:
+            try:
+                entry = self.trees.lookup(tree, path)
+            except (TreeShapeChanged, OSError):
+                continue
+            if entry is not None and entry[0] in FILE_MODES:
+                files.append(entry[1])
+        wanted = list(dict.fromkeys(n for n in [*files, *names] if n not in self._sizes))
+        try:
+            found = self.reader.info_many(wanted) if wanted else []
+        except OSError:
+            return
+        for name, info in zip(wanted, found, strict=True):
+            if info is not None:
+                self._remember_size(info.oid, info.size)
+            if info is None or info.oid != name:
+                self._named_sizes[name] = None if info is None else info.size
+        # The files' contents, as the checks read them: those under the limits, not kept yet.
+        limit = min(self.max_blob_bytes, BLOB_CACHE_ENTRY_BYTES)
+        unread = [
+            oid
+            for oid in dict.fromkeys(files)
+            if oid not in self._blobs and self._sizes.get(oid, limit + 1) <= limit
+        ]
+        try:
+            blobs = self.reader.read_many(unread) if unread else []
+        except OSError:
+            return
+        for blob in blobs:
+            if blob is not None:
+                self._remember(blob)
 
     def read_blob(self, name: str, path: str, where: str = "the head") -> Blob | None:
         """read_object for a file's content: BlobTooLarge, with nothing read, when the object
@@ -463,6 +545,8 @@ class Engine:
         # Files over the limit in the head are never read, nor diffed by the history reads: a
         # patch touching one is invalid (_Context.check says which file, how big).
         touched = [path for p in parsed if isinstance(p, PatchFile) for path in p.touched_paths]
+        self._named_sizes.clear()
+        self._prefetch(head_tree, list(dict.fromkeys(touched)), [])
         too_big = self.oversized(head_tree, list(dict.fromkeys(touched)))
         readable = [
             p
@@ -471,6 +555,9 @@ class Engine:
             for p in parsed
         ]
         self._ensure_preimages([p for p in readable if isinstance(p, PatchFile)])
+        # Once the mirror holds what it can (it may have fetched pre-images just now).
+        pre_images = [f.old_oid for p in parsed if isinstance(p, PatchFile) for f in p.files]
+        self._prefetch(head_tree, [], [oid for oid in pre_images if oid])
         histories = self._histories(head.sha, base, patches, readable)
         chain = _Chain(self, head_tree, head.sha)
         applier = TreeApplier(self.git)
