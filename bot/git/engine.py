@@ -234,6 +234,7 @@ class _Chain:
 
 RECENT_CACHE_ENTRIES = 4096  # (head, path) answers kept for conflict reports
 SIZE_CACHE_ENTRIES = 65536  # object id -> size
+PURE_CACHE_ENTRIES = 4096  # in-memory applies and line counts kept between checks
 BLOB_CACHE_BYTES = 32 << 20  # small blobs kept between checks, in all
 BLOB_CACHE_ENTRY_BYTES = 1 << 20  # the largest blob kept
 # Commits of an anchor's ancestry walked through the object reader to find where it meets
@@ -273,6 +274,10 @@ class Engine:
         # Sizes of other names (abbreviated ids in a patch's index lines), for one check: an
         # abbreviation can become ambiguous as the mirror grows.
         self._named_sizes: dict[str, int | None] = {}
+        # Results of pure functions of a patch's bytes and a file's content, which come back on
+        # every new head while the series' files are unchanged.
+        self._applied: dict[tuple[bytes, str, int, bool, bytes], FileApply] = {}
+        self._counts: dict[tuple[object, bytes, str, int, bytes], tuple[int, int]] = {}
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -776,6 +781,41 @@ class Engine:
                 parents.append(line[7:].decode("ascii"))
         return tuple(parents)
 
+    def apply_file(
+        self, item: PatchInput, index: int, fdiff: FileDiff, content: bytes, reverse: bool
+    ) -> FileApply:
+        """apply_hunks of the `index`th file of the patch `item` on `content` (a pure function
+        of those: the file diff is parsed from the patch's bytes), kept between checks."""
+        key = (item.data, item.name, index, reverse, content)
+        found = self._applied.get(key)
+        if found is None:
+            found = apply_hunks(content, fdiff.hunks, reverse=reverse)
+            if len(self._applied) >= PURE_CACHE_ENTRIES:
+                self._applied.clear()
+            self._applied[key] = found
+        return found
+
+    def line_count(
+        self,
+        count: Callable[[FileDiff, HeadFile], tuple[int, int]],
+        item: PatchInput,
+        index: int,
+        fdiff: FileDiff,
+        head: HeadFile,
+    ) -> tuple[int, int]:
+        """count(fdiff, head) for the `index`th file of the patch `item`, kept between checks
+        when the head has the file (the counts read its content only)."""
+        if head.content is None:
+            return count(fdiff, head)
+        key = (count, item.data, item.name, index, head.content)
+        found = self._counts.get(key)
+        if found is None:
+            found = count(fdiff, head)
+            if len(self._counts) >= PURE_CACHE_ENTRIES:
+                self._counts.clear()
+            self._counts[key] = found
+        return found
+
     def recent_history(self, head: str, path: str) -> list[CommitHunks]:
         """The newest commits touching `path` at commit `head`, oldest first, with their
         zero-context hunks: asked once per file and head, not once per conflicting hunk (a big
@@ -1075,13 +1115,19 @@ class _PatchCheck:
             if content is None:
                 return None
             before[fdiff.path] = content
-        forward = {f.path: apply_hunks(before[f.path], f.hunks) for f in files}
+        engine, item = self.ctx.engine, self.item
+        forward = {
+            f.path: engine.apply_file(item, i, f, before[f.path], False)
+            for i, f in enumerate(files)
+        }
         if not all(result.ok for result in forward.values()):
             return None
         after = {path: result.content for path, result in forward.items()}
         if after == before:
             return None
-        reverse = {f.path: apply_hunks(before[f.path], f.hunks, reverse=True) for f in files}
+        reverse = {
+            f.path: engine.apply_file(item, i, f, before[f.path], True) for i, f in enumerate(files)
+        }
         self.evidence.append(_in_memory_evidence("reverse-apply", files, reverse))
         self.evidence.append(_in_memory_evidence("forward-apply", files, forward))
         head_files = {path: HeadFile(data, blob_id(data)) for path, data in before.items()}
@@ -1243,9 +1289,11 @@ class _PatchCheck:
     ) -> tuple[int, int]:
         """(hits, total) of a per-file line count, summed over the patch's files."""
         hits = total = 0
-        for fdiff in self.parsed.files:
+        engine, item = self.ctx.engine, self.item
+        for index, fdiff in enumerate(self.parsed.files):
             if not skip(fdiff):
-                h, t = count(fdiff, files.get(fdiff.path, HeadFile(None)))
+                head = files.get(fdiff.path, HeadFile(None))
+                h, t = engine.line_count(count, item, index, fdiff, head)
                 hits, total = hits + h, total + t
         return hits, total
 
