@@ -278,6 +278,7 @@ class Engine:
         # every new head while the series' files are unchanged.
         self._applied: dict[tuple[bytes, str, int, bool, bytes], FileApply] = {}
         self._counts: dict[tuple[object, bytes, str, int, bytes], tuple[int, int]] = {}
+        self._interdiffs: dict[tuple[bytes, int, bytes, int], str] = {}
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -816,6 +817,20 @@ class Engine:
             self._counts[key] = found
         return found
 
+    def interdiff(
+        self, old: bytes, old_parsed: PatchFile, new: bytes, new_parsed: PatchFile
+    ) -> str:
+        """report.interdiff, kept between checks: it reads the two patches' bytes from where
+        their diffs start, nothing else of the parsed patches."""
+        key = (old, old_parsed.diff_offset, new, new_parsed.diff_offset)
+        found = self._interdiffs.get(key)
+        if found is None:
+            found = interdiff(old, old_parsed, new, new_parsed)
+            if len(self._interdiffs) >= PURE_CACHE_ENTRIES:
+                self._interdiffs.clear()
+            self._interdiffs[key] = found
+        return found
+
     def recent_history(self, head: str, path: str) -> list[CommitHunks]:
         """The newest commits touching `path` at commit `head`, oldest first, with their
         zero-context hunks: asked once per file and head, not once per conflicting hunk (a big
@@ -1163,7 +1178,7 @@ class _PatchCheck:
             written = self.parsed if renumbered else _parse_bytes(refreshed, self.item.name)
             if isinstance(written, PatchFileError):
                 raise written  # carry wrote this file: a bug, never the user's input
-            report.interdiff = interdiff(
+            report.interdiff = self.ctx.engine.interdiff(
                 self.original.data, self.original_parsed, refreshed, written
             )
             report.refresh = self._refresh_class(written, renumbered)
