@@ -234,7 +234,9 @@ class _Chain:
 
 RECENT_CACHE_ENTRIES = 4096  # (head, path) answers kept for conflict reports
 SIZE_CACHE_ENTRIES = 65536  # object id -> size
-PURE_CACHE_ENTRIES = 4096  # in-memory applies and line counts kept between checks
+PURE_CACHE_ENTRIES = 4096  # in-memory applies, line counts and interdiffs kept between checks
+PURE_CACHE_BYTES = 64 << 20  # the bytes they hold (patches, file contents), in all
+PURE_CACHE_ENTRY_BYTES = 4 << 20  # the most one of them may hold
 BLOB_CACHE_BYTES = 32 << 20  # small blobs kept between checks, in all
 BLOB_CACHE_ENTRY_BYTES = 1 << 20  # the largest blob kept
 # Commits of an anchor's ancestry walked through the object reader to find where it meets
@@ -279,6 +281,7 @@ class Engine:
         self._applied: dict[tuple[bytes, str, int, bool, bytes], FileApply] = {}
         self._counts: dict[tuple[object, bytes, str, int, bytes], tuple[int, int]] = {}
         self._interdiffs: dict[tuple[bytes, int, bytes, int], str] = {}
+        self._pure_bytes = 0  # what the three hold
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -791,9 +794,9 @@ class Engine:
         found = self._applied.get(key)
         if found is None:
             found = apply_hunks(content, fdiff.hunks, reverse=reverse)
-            if len(self._applied) >= PURE_CACHE_ENTRIES:
-                self._applied.clear()
-            self._applied[key] = found
+            held = len(item.data) + len(content) + len(found.content or b"")
+            if self._room_for(len(self._applied), held):
+                self._applied[key] = found
         return found
 
     def line_count(
@@ -812,9 +815,8 @@ class Engine:
         found = self._counts.get(key)
         if found is None:
             found = count(fdiff, head)
-            if len(self._counts) >= PURE_CACHE_ENTRIES:
-                self._counts.clear()
-            self._counts[key] = found
+            if self._room_for(len(self._counts), len(item.data) + len(head.content)):
+                self._counts[key] = found
         return found
 
     def interdiff(
@@ -826,10 +828,23 @@ class Engine:
         found = self._interdiffs.get(key)
         if found is None:
             found = interdiff(old, old_parsed, new, new_parsed)
-            if len(self._interdiffs) >= PURE_CACHE_ENTRIES:
-                self._interdiffs.clear()
-            self._interdiffs[key] = found
+            if self._room_for(len(self._interdiffs), len(old) + len(new) + len(found)):
+                self._interdiffs[key] = found
         return found
+
+    def _room_for(self, entries: int, size: int) -> bool:
+        """Whether a result holding `size` bytes is kept: never one over the entry limit; the
+        kept results are forgotten when their table is full or all of them would hold more
+        than PURE_CACHE_BYTES (a series on large files, changing on every head)."""
+        if size > PURE_CACHE_ENTRY_BYTES:
+            return False
+        if entries >= PURE_CACHE_ENTRIES or self._pure_bytes + size > PURE_CACHE_BYTES:
+            self._applied.clear()
+            self._counts.clear()
+            self._interdiffs.clear()
+            self._pure_bytes = 0
+        self._pure_bytes += size
+        return True
 
     def recent_history(self, head: str, path: str) -> list[CommitHunks]:
         """The newest commits touching `path` at commit `head`, oldest first, with their

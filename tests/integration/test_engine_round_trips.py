@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.core.report import PatchReport
+from bot.git import engine as engine_module
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
 
@@ -64,3 +65,45 @@ def test_a_new_head_costs_a_few_round_trips_whatever_the_series_length(
     # The head's commit and tree, the trees on the way (pkg, its p*, their m*), the sizes of
     # the patches' pre-images. Asked one by one, it was more than 6 per patch.
     assert all(n <= 8 for n in trips), trips
+
+
+def _held(engine: Engine) -> int:
+    """The bytes the engine's kept results hold: patches, file contents, results."""
+    applied = sum(len(k[0]) + len(k[4]) + len(v.content or b"") for k, v in engine._applied.items())
+    counts = sum(len(k[1]) + len(k[4]) for k in engine._counts)
+    interdiffs = sum(len(k[0]) + len(k[2]) + len(v) for k, v in engine._interdiffs.items())
+    return applied + counts + interdiffs
+
+
+def test_results_kept_between_checks_stay_within_their_byte_budget(
+    make_repo, tmp_path: Path, monkeypatch
+) -> None:
+    """A series on a large file that changes on every head adds new results each time: what
+    the engine keeps is bounded in bytes, not only in entries. Failed before: it grew by the
+    file's size several times a head, up to 4,096 entries per table."""
+    budget = 200_000
+    monkeypatch.setattr(engine_module, "PURE_CACHE_BYTES", budget, raising=False)
+    lines = [f"row_{n} = compute({n})\n" for n in range(2000)]  # about 46 kB
+    repo = make_repo("upstream")
+    repo.commit("base", {"big.py": "".join(lines)})
+    base = repo.head("main")
+    repo.checkout("main", new_branch="carried")
+    carried = [*lines[:1000], "row_1000 = compute(1000, safe=True)\n", *lines[1001:]]
+    repo.commit("Carried fix", {"big.py": "".join(carried)})
+    patches = [
+        PatchInput(p.name, p.read_bytes())
+        for p in repo.format_patch(f"{base}..carried", tmp_path / "series")
+    ]
+    repo.checkout("main")
+    engine = Engine(Mirror(str(repo.path), tmp_path / "cache"))
+    for day in range(1, 9):  # each head edits the file far from the patch
+        upstream = [f"# day {day}\n", *lines[:1999], f"last = {day}\n"]
+        repo.commit(f"day {day}", {"big.py": "".join(upstream)})
+        report = engine.check(repo.head("main"), patches, base=base)
+        assert [p.status.value for p in report.patches] == ["applies-moved"]
+        assert _held(engine) <= budget, day
+    fresh = Engine(Mirror(str(repo.path), tmp_path / "cache"))
+    expected = fresh.check(repo.head("main"), patches, base=base)
+    fresh.close()
+    engine.close()
+    assert [_comparable(p) for p in report.patches] == [_comparable(p) for p in expected.patches]
