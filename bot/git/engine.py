@@ -233,6 +233,12 @@ class _Chain:
 
 
 RECENT_CACHE_ENTRIES = 4096  # (head, path) answers kept for conflict reports
+SIZE_CACHE_ENTRIES = 65536  # object id -> size
+PURE_CACHE_ENTRIES = 4096  # in-memory applies, line counts and interdiffs kept between checks
+PURE_CACHE_BYTES = 64 << 20  # the bytes they hold (patches, file contents), in all
+PURE_CACHE_ENTRY_BYTES = 4 << 20  # the most one of them may hold
+BLOB_CACHE_BYTES = 32 << 20  # small blobs kept between checks, in all
+BLOB_CACHE_ENTRY_BYTES = 1 << 20  # the largest blob kept
 # Commits of an anchor's ancestry walked through the object reader to find where it meets
 # the head's history (Engine._indexed_fork); a longer walk asks `git merge-base`.
 MAX_FORK_WALK = 1000
@@ -262,6 +268,20 @@ class Engine:
         self._prs: dict[tuple[str, str], int | None] = {}
         self._naming: dict[tuple[str, tuple[int, ...]], list[FirstParentCommit]] = {}
         self._forks: dict[tuple[str, str], str] = {}  # (anchor, head) -> their merge base
+        # Object id -> its size, and small blobs read (an id always names the same bytes): the
+        # patched files are mostly the same objects on every new head.
+        self._sizes: dict[str, int] = {}
+        self._blobs: dict[str, Blob] = {}
+        self._blob_bytes = 0
+        # Sizes of other names (abbreviated ids in a patch's index lines), for one check: an
+        # abbreviation can become ambiguous as the mirror grows.
+        self._named_sizes: dict[str, int | None] = {}
+        # Results of pure functions of a patch's bytes and a file's content, which come back on
+        # every new head while the series' files are unchanged.
+        self._applied: dict[tuple[bytes, str, int, bool, bytes], FileApply] = {}
+        self._counts: dict[tuple[object, bytes, str, int, bytes], tuple[int, int]] = {}
+        self._interdiffs: dict[tuple[bytes, int, bytes, int], str] = {}
+        self._pure_bytes = 0  # what the three hold
         self._mirror_identity: tuple[int, int] | None = None
 
     def _follow_mirror(self) -> None:
@@ -279,6 +299,9 @@ class Engine:
             self._present.clear()
             self._recent.clear()
             self._forks.clear()
+            self._sizes.clear()
+            self._blobs.clear()
+            self._blob_bytes = 0
         self._mirror_identity = identity
 
     def close(self) -> None:
@@ -286,21 +309,89 @@ class Engine:
         self.touches.close()
 
     def read_object(self, name: str) -> Blob | None:
+        cached = self._blobs.get(name)
+        if cached is not None:
+            return cached
         try:
-            return self.reader.read(name)
+            found = self.reader.read(name)
         except OSError as err:  # the process cannot run: answer through plain git calls
             log.warning("object reader failed (%s); using git", err)
             return read_objects(self.git, [name]).get(name)
+        if found is not None:
+            self._remember(found)
+        return found
+
+    def _remember(self, found: Blob) -> None:
+        """Keeps a small blob and the size of any object read, by its id."""
+        size = len(found.content)
+        self._remember_size(found.oid, size)
+        if found.kind != "blob" or size > BLOB_CACHE_ENTRY_BYTES or found.oid in self._blobs:
+            return
+        if self._blob_bytes + size > BLOB_CACHE_BYTES:
+            self._blobs.clear()
+            self._blob_bytes = 0
+        self._blobs[found.oid] = found
+        self._blob_bytes += size
+
+    def _remember_size(self, oid: str, size: int) -> None:
+        if len(self._sizes) >= SIZE_CACHE_ENTRIES:
+            self._sizes.clear()
+        self._sizes[oid] = size
 
     def size_of(self, name: str) -> int | None:
         """The size of the object `name` names, from its header (`cat-file --batch-check`
         reads no content), or None when there is none."""
+        if name in self._sizes:
+            return self._sizes[name]
+        if name in self._named_sizes:
+            return self._named_sizes[name]
         try:
             found = self.reader.info(name)
         except OSError:
             result = self.git.run("cat-file", "-s", name, check=False)
             return int(result.text) if result.ok and result.text.isdigit() else None
+        if found is not None:
+            self._remember_size(found.oid, found.size)
         return found.size if found is not None else None
+
+    def _prefetch(self, tree: str, paths: list[str], names: list[str]) -> None:
+        """Reads, in a few round trips, what the checks of a series ask one by one: the trees
+        on the way to `paths` in `tree` (a level at a time) and the sizes of their files and of
+        the objects `names` (a patch's pre-images). Anything not answered is asked later."""
+        if paths:
+            self.trees.prefetch(tree, paths)
+        files = []
+        for path in paths:
+            try:
+                entry = self.trees.lookup(tree, path)
+            except (TreeShapeChanged, OSError):
+                continue
+            if entry is not None and entry[0] in FILE_MODES:
+                files.append(entry[1])
+        wanted = list(dict.fromkeys(n for n in [*files, *names] if n not in self._sizes))
+        try:
+            found = self.reader.info_many(wanted) if wanted else []
+        except OSError:
+            return
+        for name, info in zip(wanted, found, strict=True):
+            if info is not None:
+                self._remember_size(info.oid, info.size)
+            if info is None or info.oid != name:
+                self._named_sizes[name] = None if info is None else info.size
+        # The files' contents, as the checks read them: those under the limits, not kept yet.
+        limit = min(self.max_blob_bytes, BLOB_CACHE_ENTRY_BYTES)
+        unread = [
+            oid
+            for oid in dict.fromkeys(files)
+            if oid not in self._blobs and self._sizes.get(oid, limit + 1) <= limit
+        ]
+        try:
+            blobs = self.reader.read_many(unread) if unread else []
+        except OSError:
+            return
+        for blob in blobs:
+            if blob is not None:
+                self._remember(blob)
 
     def read_blob(self, name: str, path: str, where: str = "the head") -> Blob | None:
         """read_object for a file's content: BlobTooLarge, with nothing read, when the object
@@ -463,6 +554,8 @@ class Engine:
         # Files over the limit in the head are never read, nor diffed by the history reads: a
         # patch touching one is invalid (_Context.check says which file, how big).
         touched = [path for p in parsed if isinstance(p, PatchFile) for path in p.touched_paths]
+        self._named_sizes.clear()
+        self._prefetch(head_tree, list(dict.fromkeys(touched)), [])
         too_big = self.oversized(head_tree, list(dict.fromkeys(touched)))
         readable = [
             p
@@ -471,6 +564,9 @@ class Engine:
             for p in parsed
         ]
         self._ensure_preimages([p for p in readable if isinstance(p, PatchFile)])
+        # Once the mirror holds what it can (it may have fetched pre-images just now).
+        pre_images = [f.old_oid for p in parsed if isinstance(p, PatchFile) for f in p.files]
+        self._prefetch(head_tree, [], [oid for oid in pre_images if oid])
         histories = self._histories(head.sha, base, patches, readable)
         chain = _Chain(self, head_tree, head.sha)
         applier = TreeApplier(self.git)
@@ -688,6 +784,67 @@ class Engine:
             if line.startswith(b"parent "):
                 parents.append(line[7:].decode("ascii"))
         return tuple(parents)
+
+    def apply_file(
+        self, item: PatchInput, index: int, fdiff: FileDiff, content: bytes, reverse: bool
+    ) -> FileApply:
+        """apply_hunks of the `index`th file of the patch `item` on `content` (a pure function
+        of those: the file diff is parsed from the patch's bytes), kept between checks."""
+        key = (item.data, item.name, index, reverse, content)
+        found = self._applied.get(key)
+        if found is None:
+            found = apply_hunks(content, fdiff.hunks, reverse=reverse)
+            held = len(item.data) + len(content) + len(found.content or b"")
+            if self._room_for(len(self._applied), held):
+                self._applied[key] = found
+        return found
+
+    def line_count(
+        self,
+        count: Callable[[FileDiff, HeadFile], tuple[int, int]],
+        item: PatchInput,
+        index: int,
+        fdiff: FileDiff,
+        head: HeadFile,
+    ) -> tuple[int, int]:
+        """count(fdiff, head) for the `index`th file of the patch `item`, kept between checks
+        when the head has the file (the counts read its content only)."""
+        if head.content is None:
+            return count(fdiff, head)
+        key = (count, item.data, item.name, index, head.content)
+        found = self._counts.get(key)
+        if found is None:
+            found = count(fdiff, head)
+            if self._room_for(len(self._counts), len(item.data) + len(head.content)):
+                self._counts[key] = found
+        return found
+
+    def interdiff(
+        self, old: bytes, old_parsed: PatchFile, new: bytes, new_parsed: PatchFile
+    ) -> str:
+        """report.interdiff, kept between checks: it reads the two patches' bytes from where
+        their diffs start, nothing else of the parsed patches."""
+        key = (old, old_parsed.diff_offset, new, new_parsed.diff_offset)
+        found = self._interdiffs.get(key)
+        if found is None:
+            found = interdiff(old, old_parsed, new, new_parsed)
+            if self._room_for(len(self._interdiffs), len(old) + len(new) + len(found)):
+                self._interdiffs[key] = found
+        return found
+
+    def _room_for(self, entries: int, size: int) -> bool:
+        """Whether a result holding `size` bytes is kept: never one over the entry limit; the
+        kept results are forgotten when their table is full or all of them would hold more
+        than PURE_CACHE_BYTES (a series on large files, changing on every head)."""
+        if size > PURE_CACHE_ENTRY_BYTES:
+            return False
+        if entries >= PURE_CACHE_ENTRIES or self._pure_bytes + size > PURE_CACHE_BYTES:
+            self._applied.clear()
+            self._counts.clear()
+            self._interdiffs.clear()
+            self._pure_bytes = 0
+        self._pure_bytes += size
+        return True
 
     def recent_history(self, head: str, path: str) -> list[CommitHunks]:
         """The newest commits touching `path` at commit `head`, oldest first, with their
@@ -988,13 +1145,19 @@ class _PatchCheck:
             if content is None:
                 return None
             before[fdiff.path] = content
-        forward = {f.path: apply_hunks(before[f.path], f.hunks) for f in files}
+        engine, item = self.ctx.engine, self.item
+        forward = {
+            f.path: engine.apply_file(item, i, f, before[f.path], False)
+            for i, f in enumerate(files)
+        }
         if not all(result.ok for result in forward.values()):
             return None
         after = {path: result.content for path, result in forward.items()}
         if after == before:
             return None
-        reverse = {f.path: apply_hunks(before[f.path], f.hunks, reverse=True) for f in files}
+        reverse = {
+            f.path: engine.apply_file(item, i, f, before[f.path], True) for i, f in enumerate(files)
+        }
         self.evidence.append(_in_memory_evidence("reverse-apply", files, reverse))
         self.evidence.append(_in_memory_evidence("forward-apply", files, forward))
         head_files = {path: HeadFile(data, blob_id(data)) for path, data in before.items()}
@@ -1030,7 +1193,7 @@ class _PatchCheck:
             written = self.parsed if renumbered else _parse_bytes(refreshed, self.item.name)
             if isinstance(written, PatchFileError):
                 raise written  # carry wrote this file: a bug, never the user's input
-            report.interdiff = interdiff(
+            report.interdiff = self.ctx.engine.interdiff(
                 self.original.data, self.original_parsed, refreshed, written
             )
             report.refresh = self._refresh_class(written, renumbered)
@@ -1156,9 +1319,11 @@ class _PatchCheck:
     ) -> tuple[int, int]:
         """(hits, total) of a per-file line count, summed over the patch's files."""
         hits = total = 0
-        for fdiff in self.parsed.files:
+        engine, item = self.ctx.engine, self.item
+        for index, fdiff in enumerate(self.parsed.files):
             if not skip(fdiff):
-                h, t = count(fdiff, files.get(fdiff.path, HeadFile(None)))
+                head = files.get(fdiff.path, HeadFile(None))
+                h, t = engine.line_count(count, item, index, fdiff, head)
                 hits, total = hits + h, total + t
         return hits, total
 

@@ -36,6 +36,10 @@ class ObjectInfo:
     size: int
 
 
+# Questions written to `git cat-file` at once: at most a pipe's smallest buffer (one page), so
+# that the write never blocks while git blocks on answers not yet read.
+BATCH_BYTES = 4096
+BATCH_NAMES = 48
 _FOUND = re.compile(rb"^[0-9a-f]{40} (blob|tree|commit|tag) [0-9]+\n$")
 
 
@@ -47,6 +51,7 @@ class ObjectReader:
         self.git = git
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
+        self.round_trips = 0  # batches of questions written and answered
 
     def close(self) -> None:
         with self._lock:
@@ -74,29 +79,64 @@ class ObjectReader:
         found = self.info(f"{rev}^{{commit}}")
         return found.oid if found else None
 
-    def _ask(self, command: str, name: str) -> tuple[ObjectInfo, bytes] | None:
-        if "\n" in name or not name:
-            return None  # cannot be asked over the line protocol; callers fall back to git
-        with self._lock:
-            for attempt in (1, 2):
-                try:
-                    return self._exchange(command, name)
-                except (BrokenPipeError, OSError, EOFError) as err:
-                    log.warning("cat-file process for %s failed (%s); restarting", self.git, err)
-                    self._stop()
-                    if attempt == 2:
-                        raise
-        return None
+    def read_many(self, names: list[str]) -> list[Blob | None]:
+        """read() for several names in one round trip (a batch of questions written at once)."""
+        return [
+            None if answer is None else Blob(answer[0].oid, answer[0].kind, answer[1])
+            for answer in self._ask_many("contents", names)
+        ]
 
-    def _exchange(self, command: str, name: str) -> tuple[ObjectInfo, bytes] | None:
+    def info_many(self, names: list[str]) -> list[ObjectInfo | None]:
+        """info() for several names in one round trip."""
+        return [None if answer is None else answer[0] for answer in self._ask_many("info", names)]
+
+    def _ask(self, command: str, name: str) -> tuple[ObjectInfo, bytes] | None:
+        return self._ask_many(command, [name])[0]
+
+    def _ask_many(self, command: str, names: list[str]) -> list[tuple[ObjectInfo, bytes] | None]:
+        answers: list[tuple[ObjectInfo, bytes] | None] = [None] * len(names)
+        # A name with a newline cannot be asked over the line protocol: callers fall back to git.
+        asked = [i for i, name in enumerate(names) if name and "\n" not in name]
+        with self._lock:
+            for start in range(0, len(asked), BATCH_NAMES):
+                batch = asked[start : start + BATCH_NAMES]
+                for attempt in (1, 2):
+                    try:
+                        found = self._exchange(command, [names[i] for i in batch])
+                        break
+                    except (BrokenPipeError, OSError, EOFError) as err:
+                        log.warning(
+                            "cat-file process for %s failed (%s); restarting", self.git, err
+                        )
+                        self._stop()
+                        if attempt == 2:
+                            raise
+                for i, answer in zip(batch, found, strict=True):
+                    answers[i] = answer
+        return answers
+
+    def _exchange(self, command: str, names: list[str]) -> list[tuple[ObjectInfo, bytes] | None]:
+        """Writes the questions at once, then reads the answers in order. The questions of one
+        batch fit in a pipe's smallest buffer, so writing them never waits for git, which may be
+        waiting for its answers to be read."""
         if self._proc is not None and self._proc.poll() is not None:
             self._stop()  # it died: close its pipes before starting another
         if self._proc is None:
             self._proc = self.git.spawn("cat-file", "--batch-command")
         proc = self._proc
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(f"{command} {name}\n".encode("utf-8", "surrogateescape"))
+        questions = "".join(f"{command} {name}\n" for name in names)
+        data = questions.encode("utf-8", "surrogateescape")
+        if len(data) > BATCH_BYTES and len(names) > 1:  # long names: one at a time
+            return [answer for name in names for answer in self._exchange(command, [name])]
+        proc.stdin.write(data)
         proc.stdin.flush()
+        self.round_trips += 1
+        return [self._answer(command) for _ in names]
+
+    def _answer(self, command: str) -> tuple[ObjectInfo, bytes] | None:
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
         header = proc.stdout.readline()
         if not header.endswith(b"\n"):
             raise EOFError("git cat-file ended")
@@ -183,13 +223,42 @@ class Trees:
     def entries(self, tree: str) -> dict[bytes, tuple[bytes, bytes]]:
         """TreeShapeChanged when `tree` is not a readable tree."""
         if tree not in self._parsed:
-            found = self.reader.read(tree)
-            if found is None or found.kind != "tree":
-                raise TreeShapeChanged(f"{tree} is not a tree")
-            if len(self._parsed) >= self.limit:
-                self._parsed.pop(next(iter(self._parsed)))
-            self._parsed[tree] = _parse_tree(tree, found.content)
+            self._keep(tree, self.reader.read(tree))
         return self._parsed[tree]
+
+    def _keep(self, tree: str, found: Blob | None) -> None:
+        if found is None or found.kind != "tree":
+            raise TreeShapeChanged(f"{tree} is not a tree")
+        if len(self._parsed) >= self.limit:
+            self._parsed.pop(next(iter(self._parsed)))
+        self._parsed[tree] = _parse_tree(tree, found.content)
+
+    def prefetch(self, tree: str, paths: list[str]) -> None:
+        """Reads the trees on the way to `paths` a level at a time, one round trip per level
+        for the trees not read yet, so that lookups of these paths find them parsed. What
+        cannot be read is left for lookup to find (and say)."""
+        level: dict[str, list[list[str]]] = {tree: [path.split("/") for path in paths]}
+        while level:
+            missing = [name for name in level if name not in self._parsed]
+            try:
+                found = self.reader.read_many(missing) if missing else []
+            except OSError:
+                return
+            for name, blob in zip(missing, found, strict=True):
+                try:
+                    self._keep(name, blob)
+                except TreeShapeChanged:
+                    continue
+            below: dict[str, list[list[str]]] = {}
+            for name, wanted in level.items():
+                entries = self._parsed.get(name)
+                if entries is None:
+                    continue
+                for first, *rest in wanted:
+                    entry = entries.get(first.encode("utf-8", "surrogateescape"))
+                    if rest and entry is not None and entry[0] == DIR_MODE:
+                        below.setdefault(entry[1].hex(), []).append(rest)
+            level = below
 
     def lookup(self, tree: str, path: str) -> tuple[bytes, str] | None:
         """(mode, id) of the entry at `path`, None when there is none."""

@@ -172,3 +172,37 @@ def test_carry_check_takes_the_limit_from_the_environment(up: RepoBuilder, tmp_p
     bad = carry_check(up, tmp_path, head, *patches, CARRY_MAX_BLOB_BYTES="lots")
     assert bad.returncode == 2
     assert "CARRY_MAX_BLOB_BYTES: expected a whole number (got 'lots')" in bad.stderr
+
+
+def test_a_pre_image_the_mirror_fetches_during_the_check_is_sized_too(
+    up: RepoBuilder, tmp_path: Path
+) -> None:
+    """The patch's pre-image is on an upstream branch the mirror has not fetched: the check
+    sizes the pre-images in one batch, which must come after the mirror is widened (an answer
+    of "missing" from before would be stale, and the limit not checked: a conflict)."""
+    grown = TABLE + "".join(f"extra_{i} = {i}\n" for i in range(100))
+    up.checkout("main", new_branch="side")
+    up.commit("Grow the table", {"table.py": grown})
+    up.checkout("side", new_branch="carried")
+    up.commit("Edit the grown table", {"table.py": grown.replace("extra_50 = 50", "extra_50 = 5")})
+    (path,) = up.format_patch("side..carried", tmp_path / "patches")
+    up.checkout("main")
+    up.git("branch", "-D", "carried")  # the patch's own commit is nowhere upstream
+    patches = [PatchInput(str(path), path.read_bytes())]
+    limit = len(BODY) + 100
+    assert len(TABLE) < limit < len(grown)
+    # A URL: the mirror fetches what it is asked for (a local path would link every object).
+    mirror = Mirror(f"file://{up.path}", tmp_path / "cache", max_blob_bytes=limit)
+    head = mirror.resolve("main").sha
+    pre_image = up.git("rev-parse", "side:table.py")
+    assert not mirror.has_objects(pre_image)
+    engine = Engine(mirror)
+    try:
+        (edit,) = engine.check(head, patches).patches
+    finally:
+        engine.close()
+    assert mirror.widened
+    assert edit.status == Status.INVALID, edit.reason
+    (evidence,) = edit.evidence
+    assert evidence["size"] == len(grown)
+    assert evidence["where"].startswith("the patch's pre-image ")

@@ -278,3 +278,43 @@ def test_lookup_matches_ls_tree(mirror, reader):
         assert (int(found[0], 8), found[1]) == (int(mode, 8), oid), path
     for path in ["nope", "a/b/nope.txt", "nope/c.txt", "top.txt/x", "a/b/c.txt/x", "link/x", ""]:
         assert trees.lookup(tree, path) is None, path
+
+
+def test_batched_questions_answer_as_single_ones_in_one_round_trip(mirror, reader):
+    """read_many/info_many: the answers of read/info, in order, unaskable and missing names
+    included, in one round trip per batch; a batch of long names still gets its answers."""
+    names = [
+        *(f"{MAIN}:{path}" for path in FILES),
+        f"{MAIN}:nope.txt",
+        "",
+        f"{MAIN}:a.txt\n{MAIN}:top.txt",
+        f"{MAIN}:notes/release blob",
+        MAIN,
+        "refs/carry/tags/v1",
+    ]
+    single = [reader.read(name) for name in names]
+    before = reader.round_trips
+    assert reader.read_many(names) == single
+    assert reader.round_trips == before + 1
+    assert reader.info_many(names) == [reader.info(name) for name in names]
+    assert any(found is None for found in single) and any(found for found in single)
+    # More questions than one batch holds, and names too long to share a batch.
+    many = [f"{MAIN}:top.txt"] * 100 + [f"{MAIN}:{'x' * 3000}"] * 3 + [f"{MAIN}:a/e.txt"]
+    answers = reader.read_many(many)
+    assert [a.content if a else None for a in answers] == [b"top\n"] * 100 + [None] * 3 + [b"e\n"]
+
+
+def test_prefetch_reads_the_trees_on_the_way_a_level_at_a_time(mirror, reader):
+    trees = Trees(reader)
+    tree = tree_of(mirror)
+    paths = ["a/b/c.txt", "a/b/d.txt", "a/e.txt", "données/é.txt", "nope/x.txt", "top.txt/x"]
+    before = reader.round_trips
+    trees.prefetch(tree, paths)
+    assert reader.round_trips == before + 3  # the root; a and données; a/b
+    expected = [trees.lookup(tree, path) for path in paths]
+    assert reader.round_trips == before + 3  # every lookup found its trees parsed
+    assert expected == [Trees(reader).lookup(tree, path) for path in paths]
+    assert expected[0] is not None and expected[4] is None
+    trees.prefetch("0" * 40, paths)  # nothing readable: left for lookup to say
+    with pytest.raises(TreeShapeChanged):
+        trees.lookup("0" * 40, "a/e.txt")
