@@ -474,6 +474,8 @@ RETENTION = {
     "carry:history": "capped near 20,000 entries (HISTORY_MAXLEN)",
     "carry:history:*": "capped near 20,000 entries a series (HISTORY_MAXLEN)",
     "carry:series:*": "one a series; its heads list capped (MAX_HEADS)",
+    "carry:series-ids": "one set: an id a series",
+    "carry:series-ids:*": "one marker: the set is complete",
     "carry:ci:run:*": "expire 30 days after the last write (RUN_RETENTION_S)",
     "carry:ci:issued:*": "expire 30 days after the last write (RUN_RETENTION_S)",
     "carry:runlog:*": "5,000 lines each, expire 30 days after the last line",
