@@ -376,19 +376,16 @@ def _wait_approval(on: _Apply, action: act.RunDecision) -> list[CiState]:
     )
 
 
-def _pace(on: _Apply, action: act.RunDecision) -> list[CiState]:
-    assert isinstance(action, act.PaceRun)
+def _held_back(on: _Apply, action: act.RunDecision) -> list[CiState]:
+    """A run recorded as queued but not handed to the broker: the series' pacing holds it until
+    its time (PaceRun), or the kind's full budget until a place frees (DeferOverBudget)."""
+    assert isinstance(action, act.PaceRun | act.DeferOverBudget)
     job = on.continued(action)
     rows = _record_run(on.client, on.celery_app, job, "queued", action.reason, dispatched=False)
-    store.pace(on.client, job.run_id, action.not_before)
-    return rows
-
-
-def _defer(on: _Apply, action: act.RunDecision) -> list[CiState]:
-    assert isinstance(action, act.DeferOverBudget)
-    job = on.continued(action)
-    rows = _record_run(on.client, on.celery_app, job, "queued", action.reason, dispatched=False)
-    store.defer(on.client, job.kind, job.run_id)
+    if isinstance(action, act.PaceRun):
+        store.pace(on.client, job.run_id, action.not_before)
+    else:
+        store.defer(on.client, job.kind, job.run_id)
     return rows
 
 
@@ -405,8 +402,8 @@ _APPLY: dict[type[act.RunDecision], Callable[[_Apply, act.RunDecision], list[CiS
     act.ReuseResult: _reuse_result,
     act.JoinRun: _join,
     act.WaitForApproval: _wait_approval,
-    act.PaceRun: _pace,
-    act.DeferOverBudget: _defer,
+    act.PaceRun: _held_back,
+    act.DeferOverBudget: _held_back,
     act.EnqueueRun: _enqueue,
 }
 
