@@ -7,6 +7,8 @@ was acknowledged but is not in the Redis delivery log afterwards, or its task is
 --baseline DIR also runs the carry of another checkout (`git worktree add DIR <commit>`, or
 `git archive <commit> | tar -x -C DIR`) in the same run, for a before/after on one machine;
 --repeat runs every rate N times, interleaving the endpoints, to show the noise.
+A third endpoint, "bare + 1 Redis script", is the bare one plus one script round trip to the
+same Redis before it answers: the floor of any intake that stores a delivery before its 2xx.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SECRET = "bench-secret"
 FAILURES: Counter[str] = Counter()  # what the errors were, over the whole run
+FLOOR = "bare + 1 Redis script"
 QUEUE = "carry"  # the Celery queue carry.ingest goes to (no worker runs: it only grows)
 BARE_APP = """
 import hashlib, hmac, os
@@ -51,6 +54,25 @@ async def hook(request):
     return JSONResponse({"status": "accepted"}, status_code=202)
 app = Starlette(routes=[Route("/webhooks/github", hook, methods=["POST"])])
 """
+# The floor of any intake that stores before it answers: the bare endpoint plus one round trip
+# to the same Redis (one script: store the body once, queue it), no framework, no Celery.
+FLOOR_APP = BARE_APP.replace(
+    "app = Starlette(",
+    """import redis.asyncio
+STORE = redis.asyncio.Redis.from_url(os.environ["REDIS_URL"])
+SCRIPT = STORE.register_script(
+    "if redis.call('HSETNX', KEYS[1], 'body', ARGV[1]) == 1 then "
+    "redis.call('LPUSH', KEYS[2], ARGV[1]) end"
+)
+async def stored(request):
+    answer = await hook(request)
+    if answer.status_code == 202:
+        delivery = request.headers["x-github-delivery"]
+        keys = ["bench:floor:" + delivery, "bench:floor"]
+        await SCRIPT(keys=keys, args=[await request.body()])
+    return answer
+app = Starlette(""",
+).replace('Route("/webhooks/github", hook,', 'Route("/webhooks/github", stored,')
 CONFIG = {
     "downstream": {"repo": "bench/carry", "patches_dir": "patches"},
     "upstreams": {"up": {"url": "/dev/null", "repo": "bench/upstream"}},
@@ -174,6 +196,7 @@ def main() -> int:
     config = work / "carry.yaml"
     config.write_text(json.dumps(CONFIG))
     (work / "bare.py").write_text(BARE_APP)
+    (work / "floor.py").write_text(FLOOR_APP)
     env = {
         **os.environ,
         "REDIS_URL": server.url,
@@ -182,7 +205,7 @@ def main() -> int:
         "CARRY_CACHE_DIR": str(work / "cache"),
         "CARRY_WEBHOOK_SECRET": SECRET,
     }
-    carry_port, bare_port, baseline_port = free_port(), free_port(), free_port()
+    carry_port, bare_port, baseline_port, floor_port = (free_port() for _ in range(4))
     carries = {"carry": (ROOT, carry_port)}
     if args.baseline is not None:
         carries["carry (baseline)"] = (args.baseline.resolve(), baseline_port)
@@ -196,30 +219,27 @@ def main() -> int:
         )
         for checkout, port in carries.values()
     ]
-    procs.append(
+    procs += [
         subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "bare:app",
-                "--port",
-                str(bare_port),
-                "--log-level",
-                "warning",
-            ],
+            [sys.executable, "-m", "uvicorn", app, "--port", str(port), "--log-level", "warning"],
             env=env,
             cwd=work,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    )
+        for app, port in (("bare:app", bare_port), ("floor:app", floor_port))
+    ]
     # The bare endpoint first: a saturated carry leaves the machine busy for a while after.
-    targets = {"bare starlette + HMAC": f"http://127.0.0.1:{bare_port}/webhooks/github"}
+    targets = {
+        "bare starlette + HMAC": f"http://127.0.0.1:{bare_port}/webhooks/github",
+        FLOOR: f"http://127.0.0.1:{floor_port}/webhooks/github",
+    }
     targets |= {
         name: f"http://127.0.0.1:{port}/webhooks/github" for name, (_, port) in carries.items()
     }
-    pids = dict(zip([*carries, "bare starlette + HMAC"], [p.pid for p in procs], strict=True))
+    pids = dict(
+        zip([*carries, "bare starlette + HMAC", FLOOR], [p.pid for p in procs], strict=True)
+    )
     try:
         for url in targets.values():
             wait_up(url)
@@ -260,7 +280,7 @@ def main() -> int:
         print(
             f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}{'cpu ms/req':>12}{'full gc':>9}"
         )
-        bare: dict[int, float] = {r[0]: r[6] for r in rows if r[2] not in carries}
+        bare: dict[int, float] = {r[0]: r[6] for r in rows if r[2] == "bare starlette + HMAC"}
         for run, rate, name, sent, failed, p50, p99, lost, cpu_ms, full_gc in rows:
             ratio = p99 / bare[run] if bare.get(run) else float("nan")
             print(
