@@ -36,6 +36,7 @@ from workers import notify as notify  # registers carry.notify
 from workers.ci import github as hardware
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
+from workers.cpu import yield_cpu
 from workers.dispatch import carry_out
 from workers.facts import gather
 from workers.memory import limit_task_memory
@@ -250,10 +251,13 @@ def _visible_failure(
 
 
 @worker_process_init.connect
-def _limit_memory(**_: object) -> None:
+def _limit_pool_process(**_: object) -> None:
     """Each pool process of a service worker (and every git it starts) gets the task memory
-    limit, CARRY_TASK_MEMORY_MB. A runner host imports runner.task, not this module."""
-    limit_task_memory(load_settings().task_memory_mb)
+    limit, CARRY_TASK_MEMORY_MB, and the workers' CPU priority, CARRY_WORKER_NICE. A runner
+    host imports runner.task, not this module."""
+    settings = load_settings()
+    limit_task_memory(settings.task_memory_mb)
+    yield_cpu(settings.worker_nice)
 
 
 @worker_ready.connect

@@ -226,6 +226,13 @@ class Settings(BaseSettings):
     task_memory_mb: Annotated[int, Field(ge=256)] = Field(
         default=4096, validation_alias="CARRY_TASK_MEMORY_MB"
     )
+    # The CPU priority (nice value, at least) of `carry worker` and the git it runs. A rebase
+    # is batch work; the web process answers GitHub's deliveries (10 s before GitHub gives up)
+    # and the dashboard. Where both share CPUs, a busy worker must not take their turn
+    # (bench/scale.py: the overview's p95 at 200 series). An idle CPU is still the worker's.
+    worker_nice: Annotated[int, Field(ge=0, le=19)] = Field(
+        default=10, validation_alias="CARRY_WORKER_NICE"
+    )
     busy_retry_s: Seconds = Field(default=2.0, validation_alias="CARRY_BUSY_RETRY_S")
     # An acknowledged delivery no worker has finished this long after its message was queued
     # is queued again (its message can be lost in the broker: bot/core/requeue.py).

@@ -14,7 +14,7 @@ ENTRY_POINTS = {
     ("bot/cli.py", "*"),  # the `carry` command: each sub-command starts a process
     ("workers/runtime.py", "runtime"),  # a service process's Runtime, built once
     ("workers/service.py", "settings"),  # checked before `carry web|worker|beat` starts
-    ("workers/tasks.py", "_limit_memory"),  # a service worker's pool process starts
+    ("workers/tasks.py", "_limit_pool_process"),  # a service worker's pool process starts
     ("runner/runtime.py", "runner_runtime"),  # a runner process's RunnerRuntime, built once
     ("runner/cli.py", "main"),  # `carry runner` starts
 }
