@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from bot.config import Series
+    from bot.config import Series, Settings
     from bot.core.dropwhen import DeclaredPr
     from bot.core.fixpage import FixPage
     from bot.core.presence import HeadsEvidence
@@ -1171,12 +1171,27 @@ def _demo_argv(argv: Sequence[str]) -> list[str] | None:
 def _setup_logging(level: str, with_settings: bool) -> None:
     """Plain lines on stderr with every known secret redacted: those of the environment, and
     those of the service's settings for the commands that use them (`check` and `fixes` do
-    not, and skip loading them)."""
+    not, and skip loading them). A command that uses them starts a process, so their secrets
+    are installed here (bot.log.install_secrets) for what the command stores or logs."""
     from bot import log as carry_log
 
-    secrets = None if with_settings else carry_log.secret_values()
+    settings = _settings_if_valid() if with_settings else None
+    secrets = carry_log.secret_values(settings)
+    if settings is not None:
+        carry_log.install_secrets(secrets)
     carry_log.setup(level, json_lines=False, secrets=secrets)
     logging.getLogger("carry").setLevel(level.upper())
+
+
+def _settings_if_valid() -> Settings | None:
+    """The settings, or None if a variable is bad: the command reports that itself, and the
+    raw variables' secrets are redacted meanwhile."""
+    from bot.config import ConfigError, load_settings
+
+    try:
+        return load_settings()
+    except ConfigError:
+        return None
 
 
 def _die_of_sigpipe() -> None:

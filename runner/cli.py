@@ -41,6 +41,7 @@ from bot.config import (
     log_level,
     redact_url,
 )
+from bot.log import install_secrets, secret_values
 from bot.queue.broker_auth import open_broker_problem
 from bot.queue.celery_app import app, run_worker
 from bot.store.runner_channel import transport_options
@@ -84,6 +85,7 @@ def main(
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
 
     settings = load_settings()
+    install_secrets(secret_values(settings))
     _refuse_open_broker(settings)
     # No key to verify jobs with: it would take jobs only to refuse them.
     public_key = public_keys_text(runner_public_keys(settings))

@@ -38,11 +38,14 @@ class ServiceError(RuntimeError):
 
 def settings() -> Settings:
     """The environment's settings, checked before a process starts: a bad variable is one
-    line naming it (several are joined by '; '), never a traceback from deep inside Celery."""
+    line naming it (several are joined by '; '), never a traceback from deep inside Celery.
+    Their secrets are installed for what the process stores or logs (bot.log.redact)."""
     try:
-        return load_settings()
+        checked = load_settings()
     except ConfigError as err:
         raise ServiceError("; ".join(err.problems)) from None
+    carry_log.install_secrets(carry_log.secret_values(checked))
+    return checked
 
 
 def web(host: str, port: int) -> None:
