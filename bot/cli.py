@@ -834,6 +834,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     from bot.ci.job_keys import JobIssuer
     from bot.config import ConfigError, load_settings, redact_url
     from bot.core.ci_plan import ApprovalError
+    from bot.queue import celery_app
     from bot.store import series as store
     from workers.ci import requests as ci
     from workers.service import service_redis_url
@@ -844,6 +845,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"carry: error: {'; '.join(err.problems)}", file=sys.stderr)
         return 2
+    celery_app.start_with(settings)  # the broker of the runs it releases
     by = args.by or f"{getpass.getuser()} (carry approve)"
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
