@@ -62,6 +62,7 @@ def _celery_app(checked: Settings) -> Celery:
 
 def web(host: str, port: int) -> None:
     checked = settings()
+    celery_app = _celery_app(checked)
     import uvicorn
 
     from bot.queue import logging_hooks  # noqa: F401  (correlation ids travel with each task)
@@ -70,7 +71,6 @@ def web(host: str, port: int) -> None:
     from bot.web.app import create_app
     from workers.runtime import runtime
 
-    celery_app = _celery_app(checked)
     _json_logs()
     rt = runtime()
 
@@ -129,10 +129,10 @@ def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
     """Runs a worker until it is stopped; returns its exit status."""
     checked = settings()
     refuse_open_broker(checked)
+    celery_app = _celery_app(checked)
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
     from bot.queue.celery_app import run_worker
 
-    celery_app = _celery_app(checked)
     _json_logs()
     _check_config()
     from workers.tasks import apply_time_limits
@@ -195,9 +195,9 @@ def beat() -> None:
     checked = settings()
     refuse_open_broker(checked)
     cache_dir = checked.cache_dir
+    celery_app = _celery_app(checked)
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs)
 
-    celery_app = _celery_app(checked)
     _json_logs()
     config = _check_config()
     celery_app.conf.beat_schedule = beat_schedule(config, checked)

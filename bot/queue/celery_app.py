@@ -71,7 +71,8 @@ _STARTED_WITH: list[Settings] = []
 def start_with(settings: Settings) -> None:
     """Called by carry's entry points (`carry web|worker|beat`, `carry runner`, `carry
     approve`) with the settings they read and checked, before Celery first reads its
-    configuration: the broker comes from those, not from a second read of the environment."""
+    configuration (once read, it stays): the broker comes from those, not from a second read
+    of the environment."""
     _STARTED_WITH[:] = [settings]
 
 
@@ -93,7 +94,8 @@ def make_app(broker: str | None = None) -> Celery:
             **{name: {"queue": GIT_QUEUE} for name in GIT_TASKS},
         },
     )
-    # A promise: evaluated when the configuration is first read, not at import.
+    # A promise: evaluated when the configuration is first read, not at import, with the
+    # settings handed to start_with by then, else those celery_command_settings reads.
     app.add_defaults(lambda: _checked_broker_settings(broker))
     return app
 

@@ -17,7 +17,8 @@ ENTRY_POINTS = {
     ("workers/tasks.py", "_limit_memory"),  # a service worker's pool process starts
     ("runner/runtime.py", "runner_runtime"),  # a runner process's RunnerRuntime, built once
     ("runner/cli.py", "main"),  # `carry runner` starts
-    ("bot/queue/celery_app.py", "celery_command_settings"),  # `celery -A ... worker` starts
+    # `celery -A workers.tasks worker` starts (no carry entry point handed the app settings)
+    ("bot/queue/celery_app.py", "celery_command_settings"),
 }
 
 
