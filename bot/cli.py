@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from bot.config import Series
+    from bot.config import Series, Settings
     from bot.core.dropwhen import DeclaredPr
     from bot.core.fixpage import FixPage
     from bot.core.presence import HeadsEvidence
@@ -834,6 +834,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     from bot.ci.job_keys import JobIssuer
     from bot.config import ConfigError, load_settings, redact_url
     from bot.core.ci_plan import ApprovalError
+    from bot.queue import celery_app
     from bot.store import series as store
     from workers.ci import requests as ci
     from workers.service import service_redis_url
@@ -844,6 +845,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"carry: error: {'; '.join(err.problems)}", file=sys.stderr)
         return 2
+    celery_app.start_with(settings)  # the broker of the runs it releases
     by = args.by or f"{getpass.getuser()} (carry approve)"
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10)
@@ -1171,12 +1173,27 @@ def _demo_argv(argv: Sequence[str]) -> list[str] | None:
 def _setup_logging(level: str, with_settings: bool) -> None:
     """Plain lines on stderr with every known secret redacted: those of the environment, and
     those of the service's settings for the commands that use them (`check` and `fixes` do
-    not, and skip loading them)."""
+    not, and skip loading them). A command that uses them starts a process, so their secrets
+    are installed here (bot.log.install_secrets) for what the command stores or logs."""
     from bot import log as carry_log
 
-    secrets = None if with_settings else carry_log.secret_values()
+    settings = _settings_if_valid() if with_settings else None
+    secrets = carry_log.secret_values(settings)
+    if settings is not None:
+        carry_log.install_secrets(secrets)
     carry_log.setup(level, json_lines=False, secrets=secrets)
     logging.getLogger("carry").setLevel(level.upper())
+
+
+def _settings_if_valid() -> Settings | None:
+    """The settings, or None if a variable is bad: the command reports that itself, and the
+    raw variables' secrets are redacted meanwhile."""
+    from bot.config import ConfigError, load_settings
+
+    try:
+        return load_settings()
+    except ConfigError:
+        return None
 
 
 def _die_of_sigpipe() -> None:

@@ -205,24 +205,43 @@ class SecretFilter(logging.Filter):
 
 
 def redact(text: str) -> str:
-    """`text` as it may be stored or shown: with the secrets this process knows (from its
-    environment, read once) and the _SECRET_FORMS redacted, as in carry's logs."""
+    """`text` as it may be stored or shown: with the secrets this process knows and the
+    _SECRET_FORMS redacted, as in carry's logs. The secrets are those its entry point installed
+    (install_secrets); where none did (a library used from a test or a script), those of the
+    raw environment, so that a secret variable is never left in."""
     return _process_filter().redact(text)
 
 
-@functools.cache
+# The filter of the secrets installed where this process started (install_secrets): this module
+# reads no settings itself, they are read once by the entry point and handed in.
+_INSTALLED: list[SecretFilter] = []
+
+
+def install_secrets(secrets: Iterable[str]) -> None:
+    """The secrets of this process, read where it starts (secret_values(settings), by the
+    entry points that load the settings): what redact() and setup() redact from now on. A
+    second call replaces the first (a process that read its settings again)."""
+    _INSTALLED[:] = [SecretFilter(secrets)]
+
+
+def forget_secrets() -> None:
+    """Back to no installed secrets, and the environment read again when next needed: for a
+    process whose environment changes (the resident engine between requests)."""
+    _INSTALLED.clear()
+    _environment_filter.cache_clear()
+
+
 def _process_filter() -> SecretFilter:
-    return SecretFilter(_environment_secrets())
+    return _INSTALLED[-1] if _INSTALLED else _environment_filter()
 
 
-def _environment_secrets() -> set[str]:
-    from bot.config import ConfigError, load_settings
-
-    try:
-        settings = load_settings()
-    except ConfigError:
-        settings = None  # the process is about to stop on that; the raw variables still count
-    return secret_values(settings)
+@functools.cache
+def _environment_filter() -> SecretFilter:
+    """Nothing installed: the secret variables of the raw environment (os.environ, read once,
+    the settings not loaded: this module reads no settings). It lacks only what the settings
+    add to them: an App key read from GITHUB_APP_PRIVATE_KEY_PATH and the token's Basic auth
+    form; an entry point installs those."""
+    return SecretFilter(secret_values())
 
 
 # --------------------------------------------------------------------------- set-up
@@ -238,13 +257,14 @@ def setup(
     level: str | int = "INFO", json_lines: bool = True, secrets: Iterable[str] | None = None
 ) -> None:
     """One stderr handler on the root logger: JSON lines (or plain text) with the correlation
-    ids, and `secrets` (by default every secret of the environment) redacted."""
+    ids, and `secrets` redacted: by default those redact() redacts (the installed secrets, or
+    the raw environment's)."""
     handler = logging.StreamHandler(sys.stderr)
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(SecretFilter(_environment_secrets() if secrets is None else secrets))
+    handler.addFilter(_process_filter() if secrets is None else SecretFilter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper() if isinstance(level, str) else level)

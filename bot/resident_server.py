@@ -336,8 +336,8 @@ def _put_back(own: _Own, umask: int) -> None:
 
 
 def _forget_secrets() -> None:
-    """bot.log keeps the secrets of the process's environment once read: the environment is the
-    client's during a request."""
+    """bot.log keeps the secrets installed by a command, or those of the process's environment
+    once read: the environment is the client's during a request."""
     carry_log = sys.modules.get("bot.log")
     if carry_log is not None:
-        carry_log._process_filter.cache_clear()
+        carry_log.forget_secrets()

@@ -41,8 +41,9 @@ from bot.config import (
     log_level,
     redact_url,
 )
+from bot.log import install_secrets, secret_values
 from bot.queue.broker_auth import open_broker_problem
-from bot.queue.celery_app import app, run_worker
+from bot.queue.celery_app import app, run_worker, start_with
 from bot.store.runner_channel import transport_options
 from bot.store.runners import forget_runner, heartbeat
 from bot.store.series import now_iso
@@ -84,6 +85,8 @@ def main(
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
 
     settings = load_settings()
+    install_secrets(secret_values(settings))
+    start_with(settings)  # the broker of the app's worker below
     _refuse_open_broker(settings)
     # No key to verify jobs with: it would take jobs only to refuse them.
     public_key = public_keys_text(runner_public_keys(settings))

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from bot.ci.job_keys import runner_public_keys
 from bot.config import CarryConfig, ConfigError, Settings, load_config, load_settings
+from bot.log import install_secrets, secret_values
 
 DEFAULT_WORKDIR = Path("~/.cache/carry/runner")
 
@@ -83,8 +84,11 @@ def _load_config(path: str, mtime_ns: int, size: int) -> CarryConfig:
 
 @functools.cache
 def runner_runtime() -> RunnerRuntime:
-    """This process's runtime (ConfigError for a bad setting: the runner refuses its jobs)."""
-    return RunnerRuntime(load_settings())
+    """This process's runtime (ConfigError for a bad setting: the runner refuses its jobs);
+    its secrets are installed for what the runner stores or logs (bot.log.redact)."""
+    settings = load_settings()
+    install_secrets(secret_values(settings))
+    return RunnerRuntime(settings)
 
 
 def reset() -> None:

@@ -17,6 +17,7 @@ from bot.core.ci_report import WriteLimit
 from bot.core.dashboard_issue import BoardDecision
 from bot.github.forge import Forge, ForgeCaches
 from bot.github.port import ForgePort
+from bot.log import install_secrets, secret_values
 from bot.store.metrics import record_rate_limit
 from bot.store.series import now_iso
 from bot.store.write_budget import hold_writes, take_write
@@ -128,6 +129,7 @@ def runtime() -> Runtime:
     from workers import downstream as downstream_repo
 
     settings = load_settings()
+    install_secrets(secret_values(settings))  # for bot.log.redact
     downstream = settings.downstream_checkout()
     caches = ForgeCaches()
     if settings.tracks_github:

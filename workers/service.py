@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -31,6 +32,9 @@ from bot.core.notify import STUCK_EVERY_S, STUCK_TASK
 from bot.local_redis import LocalRedis, LocalRedisError, stored_password
 from workers.requeue import REQUEUE_EVERY_S, REQUEUE_TASK
 
+if TYPE_CHECKING:
+    from celery import Celery
+
 
 class ServiceError(RuntimeError):
     """A process cannot start; the message tells the user what to do."""
@@ -38,19 +42,30 @@ class ServiceError(RuntimeError):
 
 def settings() -> Settings:
     """The environment's settings, checked before a process starts: a bad variable is one
-    line naming it (several are joined by '; '), never a traceback from deep inside Celery."""
+    line naming it (several are joined by '; '), never a traceback from deep inside Celery.
+    Their secrets are installed for what the process stores or logs (bot.log.redact)."""
     try:
-        return load_settings()
+        checked = load_settings()
     except ConfigError as err:
         raise ServiceError("; ".join(err.problems)) from None
+    carry_log.install_secrets(carry_log.secret_values(checked))
+    return checked
+
+
+def _celery_app(checked: Settings) -> Celery:
+    """The one Celery app, its broker taken from the settings this process checked."""
+    from bot.queue import celery_app
+
+    celery_app.start_with(checked)
+    return celery_app.app
 
 
 def web(host: str, port: int) -> None:
-    settings()
+    checked = settings()
+    celery_app = _celery_app(checked)
     import uvicorn
 
     from bot.queue import logging_hooks  # noqa: F401  (correlation ids travel with each task)
-    from bot.queue.celery_app import app as celery_app
     from bot.queue.task_message import ingest_message
     from bot.web.access import exposure_warning
     from bot.web.app import create_app
@@ -112,17 +127,18 @@ def refuse_open_broker(checked: Settings) -> None:
 
 def worker(queues: str = "carry,carry.git", concurrency: int = 1) -> int:
     """Runs a worker until it is stopped; returns its exit status."""
-    refuse_open_broker(settings())
+    checked = settings()
+    refuse_open_broker(checked)
+    celery_app = _celery_app(checked)
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs, correlation ids per task)
-    from bot.queue.celery_app import app as celery_app
     from bot.queue.celery_app import run_worker
 
     _json_logs()
     _check_config()
     from workers.tasks import apply_time_limits
 
-    apply_time_limits(settings())
-    job_keys.service_signing_key(settings())  # the jobs it hands to runners are signed
+    apply_time_limits(checked)
+    job_keys.service_signing_key(checked)  # the jobs it hands to runners are signed
     return run_worker(
         celery_app,
         [
@@ -176,17 +192,18 @@ def beat_schedule(config: CarryConfig, env: Settings) -> dict[str, dict[str, obj
 
 
 def beat() -> None:
-    refuse_open_broker(settings())
-    cache_dir = settings().cache_dir
+    checked = settings()
+    refuse_open_broker(checked)
+    cache_dir = checked.cache_dir
+    celery_app = _celery_app(checked)
     from bot.queue import logging_hooks  # noqa: F401  (JSON logs)
-    from bot.queue.celery_app import app as celery_app
 
     _json_logs()
     config = _check_config()
-    celery_app.conf.beat_schedule = beat_schedule(config, settings())
+    celery_app.conf.beat_schedule = beat_schedule(config, checked)
     beat_log = logging.getLogger("carry.beat")
     if "redeliver-failed-deliveries" not in celery_app.conf.beat_schedule and (
-        settings().webhook_secret is not None
+        checked.webhook_secret is not None
     ):
         beat_log.warning(
             "web.hook_id is not set: a webhook delivery that fails (carry down or Redis "

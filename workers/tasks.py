@@ -24,7 +24,7 @@ from bot.core.planner import plan, plan_duplicate
 from bot.git.mirror import MirrorError
 from bot.git.runner import GitError, GitOutOfMemory
 from bot.github.forge import ForgeError, RateLimited, retry_delay
-from bot.log import correlated
+from bot.log import correlated, install_secrets, secret_values
 from bot.queue.celery_app import GIT_TASKS, QUICK_QUEUE, app
 from bot.store import deliveries
 from bot.store import series as store
@@ -253,9 +253,11 @@ def _visible_failure(
 @worker_process_init.connect
 def _limit_pool_process(**_: object) -> None:
     """Each pool process of a service worker (and every git it starts) gets the task memory
-    limit, CARRY_TASK_MEMORY_MB, and the workers' CPU priority, CARRY_WORKER_NICE. A runner
+    limit, CARRY_TASK_MEMORY_MB, the workers' CPU priority, CARRY_WORKER_NICE, and the secrets
+    its logs redact. A runner
     host imports runner.task, not this module."""
     settings = load_settings()
+    install_secrets(secret_values(settings))  # a process of its own
     limit_task_memory(settings.task_memory_mb)
     yield_cpu(settings.worker_nice)
 

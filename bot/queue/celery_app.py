@@ -9,8 +9,10 @@ Queues (lanes):
   hw.<kind>    hardware jobs, consumed only by runner hosts of that kind (`carry runner --kind`)
 
 Nothing here reads the environment at import: the broker URL and the visibility timeout come
-from the validated settings (bot.config) when Celery first needs its configuration, so a bad
-value is reported by the process that starts (`carry worker`, `carry runner`, ...) as one line.
+from the validated settings (bot.config) when Celery first needs its configuration. carry's
+entry points (`carry worker`, `carry runner`, ...) read and check them as they start, report a
+bad value as one line, and hand them to the app (start_with); under the `celery` command no
+entry point does, and celery_command_settings reads them at that first need instead.
 
 The app names no task module: each process imports the tasks it runs, the service's worker
 workers.tasks (`celery -A workers.tasks worker`), a runner host runner.task, so a runner host
@@ -26,7 +28,8 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_shutdown
 
-from bot.config import ConfigError, load_settings
+from bot import log as carry_log
+from bot.config import ConfigError, Settings, load_settings
 from bot.queue.broker_transport import broker_url
 
 QUICK_QUEUE = "carry"
@@ -43,8 +46,9 @@ GIT_TASKS = (
 BROKER_TRANSPORT = "bot.queue.broker_transport:Transport"  # redis:// and rediss:// URLs
 
 
-def broker_settings(broker: str | None = None) -> dict[str, Any]:
-    settings = load_settings()
+def broker_settings(settings: Settings, broker: str | None = None) -> dict[str, Any]:
+    """What Celery takes from `settings`: the broker (`broker` if given, else REDIS_URL) and
+    how long a message taken by a worker that died stays invisible."""
     return {
         "broker_url": broker_url(broker or settings.redis_url.get_secret_value()),
         # kombu's Redis transport, which sets aside a queued message it cannot decode
@@ -57,6 +61,19 @@ def broker_settings(broker: str | None = None) -> dict[str, Any]:
             "unacked_restore_interval": 1,
         },
     }
+
+
+# The settings a carry entry point started this process with (start_with), for the broker
+# configuration: one process, one app, one set of settings.
+_STARTED_WITH: list[Settings] = []
+
+
+def start_with(settings: Settings) -> None:
+    """Called by carry's entry points (`carry web|worker|beat`, `carry runner`, `carry
+    approve`) with the settings they read and checked, before Celery first reads its
+    configuration (once read, it stays): the broker comes from those, not from a second read
+    of the environment."""
+    _STARTED_WITH[:] = [settings]
 
 
 def make_app(broker: str | None = None) -> Celery:
@@ -77,7 +94,8 @@ def make_app(broker: str | None = None) -> Celery:
             **{name: {"queue": GIT_QUEUE} for name in GIT_TASKS},
         },
     )
-    # A promise: evaluated when the configuration is first read, not at import.
+    # A promise: evaluated when the configuration is first read, not at import, with the
+    # settings handed to start_with by then, else those celery_command_settings reads.
     app.add_defaults(lambda: _checked_broker_settings(broker))
     return app
 
@@ -100,16 +118,27 @@ def run_worker(app: Celery, argv: list[str]) -> int:
 
 
 def _checked_broker_settings(broker: str | None) -> dict[str, Any]:
-    """carry's own commands check the settings before Celery reads them; under the `celery`
-    command (`celery -A bot.queue.celery_app worker`) this is the first look, so a bad setting
-    ends it here with carry's one-line message instead of a traceback."""
+    settings = _STARTED_WITH[-1] if _STARTED_WITH else celery_command_settings()
+    return broker_settings(settings, broker)
+
+
+def celery_command_settings() -> Settings:
+    """The settings of a process no carry entry point started, read when Celery first needs
+    them: one the `celery` command started (`celery -A bot.queue.celery_app worker`, `celery
+    -A workers.tasks worker`), for which this is where the process starts, or a script or a
+    test using the app directly. Under the `celery` command this is the first look, so a bad
+    setting ends it here with carry's one-line message instead of a traceback (elsewhere the
+    ConfigError is raised), and the secrets they name are installed for its logs, as an entry
+    point installs them."""
     try:
-        return broker_settings(broker)
+        settings = load_settings()
     except ConfigError as err:
         if not _started_by_celery_command():
             raise
         print(f"carry: error: {'; '.join(err.problems)}", file=sys.stderr)
         raise SystemExit(2) from None
+    carry_log.install_secrets(carry_log.secret_values(settings))
+    return settings
 
 
 def _started_by_celery_command() -> bool:

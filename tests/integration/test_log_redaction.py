@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
@@ -165,3 +166,61 @@ def test_a_log_record_is_redacted_by_form_without_any_known_secret(
     with caplog.at_level(logging.INFO, logger="tests.redaction.forms"):
         log.info("cloning %s", "https://u:hunter2-pw@git.example/r.git")
     assert caplog.messages == ["cloning https://u:[redacted]@git.example/r.git"]
+
+
+# What redact() (run storage, a runner's reasons) redacts: the secrets installed where the
+# process started, else those of the raw environment (bot.log.install_secrets).
+INSTALLED = "installed-only-secret-42"
+PLAIN = "plain-secret-value-9"  # no form of _SECRET_FORMS: only a known value is redacted
+
+
+@pytest.fixture
+def no_installed_secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """A process whose entry point installed no secrets, and none left installed after."""
+    carry_log.forget_secrets()
+    yield monkeypatch
+    monkeypatch.undo()
+    carry_log.forget_secrets()
+
+
+def test_with_nothing_installed_the_raw_secret_variables_are_redacted(
+    no_installed_secrets: pytest.MonkeyPatch,
+) -> None:
+    # A bad setting too: the settings are not loaded, the variables are read as they are.
+    no_installed_secrets.setenv("CARRY_VISIBILITY_TIMEOUT_S", "abc")
+    no_installed_secrets.setenv("SOME_API_KEY", PLAIN)
+    assert carry_log.redact(f"calling with {PLAIN}") == f"calling with {carry_log.REDACTED}"
+
+
+def test_redact_and_setup_use_the_installed_secrets(
+    no_installed_secrets: pytest.MonkeyPatch,
+    restore_logging: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert carry_log.redact(INSTALLED) == INSTALLED  # in no variable: not known yet
+    carry_log.install_secrets([INSTALLED])
+    assert carry_log.redact(f"x {INSTALLED}") == f"x {carry_log.REDACTED}"
+    carry_log.setup("INFO", json_lines=False)
+    logging.getLogger("tests.redaction").error("pushing with %s", INSTALLED)
+    assert INSTALLED not in capsys.readouterr().err
+    carry_log.forget_secrets()
+    assert carry_log.redact(INSTALLED) == INSTALLED
+
+
+def test_an_entry_point_installs_the_secrets_of_its_settings(
+    no_installed_secrets: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The App key read from GITHUB_APP_PRIVATE_KEY_PATH is in no variable: only the settings
+    the entry point read know it, and redact() redacts it once they are installed."""
+    from workers import service
+
+    key = tmp_path / "app.pem"
+    key.write_text(PEM)
+    no_installed_secrets.setenv("GITHUB_APP_ID", "1")
+    no_installed_secrets.setenv("GITHUB_APP_PRIVATE_KEY_PATH", str(key))
+    no_installed_secrets.setenv("CARRY_CACHE_DIR", str(tmp_path / "cache"))
+    line = PEM.splitlines()[1]
+    assert carry_log.redact(line) == line
+    carry_log.forget_secrets()
+    service.settings()
+    assert carry_log.redact(line) == carry_log.REDACTED

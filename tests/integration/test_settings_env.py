@@ -109,7 +109,7 @@ def test_values_are_read_with_their_types(env: pytest.MonkeyPatch, tmp_path: Pat
     runner = runner_runtime_module.runner_runtime()
     assert (runner.lease_s, runner.workdir, runner.name(None)) == (9, tmp_path, "gaudi@rack4")
     runner_runtime_module.reset()
-    assert broker_settings()["broker_transport_options"]["visibility_timeout"] == 7200
+    assert broker_settings(settings)["broker_transport_options"]["visibility_timeout"] == 7200
 
 
 @pytest.mark.parametrize(
@@ -253,6 +253,31 @@ def test_importing_the_workers_reads_no_setting(tmp_path: Path) -> None:
         timeout=60,
     )
     assert imported.returncode == 0, imported.stderr
+
+
+def test_the_app_takes_its_broker_from_the_settings_handed_to_it(tmp_path: Path) -> None:
+    """carry's entry points read the settings once and hand them to the app (start_with): the
+    environment is not read again when Celery first needs its configuration (here it holds a
+    bad value, which a second read would refuse)."""
+    code = (
+        "from pydantic import SecretStr\n"
+        "from bot.config import Settings\n"
+        "from bot.queue import celery_app\n"
+        "url = SecretStr('redis://127.0.0.1:1/5')\n"
+        "celery_app.start_with(Settings(redis_url=url, visibility_timeout_s=4321))\n"
+        "conf = celery_app.app.conf\n"
+        "print(conf.broker_url, conf.broker_transport_options['visibility_timeout'])\n"
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", code],
+        env=clean_environment(tmp_path, CARRY_VISIBILITY_TIMEOUT_S="abc"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == ["redis://127.0.0.1:1/5", "4321"]
 
 
 def test_carry_run_names_the_redis_database_it_uses() -> None:
