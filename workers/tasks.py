@@ -254,8 +254,7 @@ def _visible_failure(
 def _limit_pool_process(**_: object) -> None:
     """Each pool process of a service worker (and every git it starts) gets the task memory
     limit, CARRY_TASK_MEMORY_MB, the workers' CPU priority, CARRY_WORKER_NICE, and the secrets
-    its logs redact. A runner
-    host imports runner.task, not this module."""
+    its logs redact. A runner host imports runner.task, not this module."""
     settings = load_settings()
     install_secrets(secret_values(settings))  # a process of its own
     limit_task_memory(settings.task_memory_mb)
