@@ -199,7 +199,7 @@ def _draft(state: SeriesState, downstream: Downstream) -> bool:
     return bool(state.pr and state.pr.number == downstream.open_pr and state.pr.draft)
 
 
-class Action(StrEnum):
+class ReplayAction(StrEnum):
     """What carry would have done at a head, in the timeline."""
 
     OPEN_PR = "open-pr"
@@ -212,7 +212,7 @@ class Action(StrEnum):
 
 @dataclass(frozen=True)
 class Act:
-    action: Action
+    action: ReplayAction
     why: str
     patch: str | None = None
     pr: int | None = None
@@ -319,7 +319,7 @@ class HeadRecord:
             pushed=bool(data["pushed"]),
             merged=bool(data["merged"]),
             acts=tuple(
-                Act(Action(a["action"]), a["why"], a.get("patch"), a.get("pr"))
+                Act(ReplayAction(a["action"]), a["why"], a.get("patch"), a.get("pr"))
                 for a in data["actions"]
             ),
         )
@@ -372,18 +372,20 @@ def acts(patches: Sequence[PatchAt], published: Published) -> tuple[Act, ...]:
     out: list[Act] = []
     step = published.step
     if step.step is Step.OPEN:
-        out.append(Act(Action.OPEN_PR, f"{step.words}: {step.reason}", pr=published.pr))
+        out.append(Act(ReplayAction.OPEN_PR, f"{step.words}: {step.reason}", pr=published.pr))
     elif step.step is Step.UPDATE and published.pushed:
-        out.append(Act(Action.UPDATE_PR, step.reason, pr=published.pr))
+        out.append(Act(ReplayAction.UPDATE_PR, step.reason, pr=published.pr))
     if published.merged:
-        out.append(Act(Action.MERGED, "it needs no human: the team merges it", pr=published.pr))
+        out.append(
+            Act(ReplayAction.MERGED, "it needs no human: the team merges it", pr=published.pr)
+        )
     for p in patches:
         if p.decision is Decision.DROP:
-            out.append(Act(Action.DROP, p.reason, patch=p.name))
+            out.append(Act(ReplayAction.DROP, p.reason, patch=p.name))
         elif p.needs_human:
-            out.append(Act(Action.WAIT_HUMAN, f"{p.status.value}: {p.reason}", patch=p.name))
+            out.append(Act(ReplayAction.WAIT_HUMAN, f"{p.status.value}: {p.reason}", patch=p.name))
     if not out:
-        out.append(Act(Action.NOTHING, step.reason))
+        out.append(Act(ReplayAction.NOTHING, step.reason))
     return tuple(out)
 
 
@@ -599,7 +601,7 @@ class Summary:
 def summarize(records: Sequence[HeadRecord]) -> Summary:
     """The walk in figures: PRs, automatic drops, and each time a patch started to wait for a
     human (a review, a conflict), per month of the head where it started."""
-    counts = {action: 0 for action in Action}
+    counts = {action: 0 for action in ReplayAction}
     for record in records:
         for act in record.acts:
             counts[act.action] += 1
@@ -622,9 +624,9 @@ def summarize(records: Sequence[HeadRecord]) -> Summary:
         last_head=last.sha if last else None,
         first_date=first.date if first else None,
         last_date=last.date if last else None,
-        prs_opened=counts[Action.OPEN_PR],
-        prs_updated=counts[Action.UPDATE_PR],
-        prs_merged=counts[Action.MERGED],
+        prs_opened=counts[ReplayAction.OPEN_PR],
+        prs_updated=counts[ReplayAction.UPDATE_PR],
+        prs_merged=counts[ReplayAction.MERGED],
         automatic_drops=automatic,
         reviews=reviews,
         conflicts=conflicts,
@@ -670,10 +672,12 @@ def changed_heads(records: Sequence[HeadRecord]) -> list[HeadRecord]:
     patch's status or decision differs from the head before (the text and HTML show these)."""
     shown = []
     before: tuple[tuple[str, str, str], ...] | None = None
-    said: tuple[tuple[Action, str | None], ...] = ()
+    said: tuple[tuple[ReplayAction, str | None], ...] = ()
     for record in records:
         now = tuple((p.name, p.status.value, p.decision.value) for p in record.patches)
-        says = tuple((a.action, a.patch) for a in record.acts if a.action is not Action.NOTHING)
+        says = tuple(
+            (a.action, a.patch) for a in record.acts if a.action is not ReplayAction.NOTHING
+        )
         quiet = not says or _only_waits(record) or _repeats(says, said)
         if before is None or now != before or not quiet:
             shown.append(record)
@@ -698,14 +702,15 @@ def previous_heads(records: Sequence[HeadRecord]) -> dict[int, HeadRecord | None
 
 def _only_waits(record: HeadRecord) -> bool:
     """A head where a waiting patch still waits, and carry's report is all that changes."""
-    return all(a.action is Action.WAIT_HUMAN for a in record.acts)
+    return all(a.action is ReplayAction.WAIT_HUMAN for a in record.acts)
 
 
-_NEWS = frozenset({Action.OPEN_PR, Action.UPDATE_PR, Action.MERGED})
+_NEWS = frozenset({ReplayAction.OPEN_PR, ReplayAction.UPDATE_PR, ReplayAction.MERGED})
 
 
 def _repeats(
-    says: tuple[tuple[Action, str | None], ...], said: tuple[tuple[Action, str | None], ...]
+    says: tuple[tuple[ReplayAction, str | None], ...],
+    said: tuple[tuple[ReplayAction, str | None], ...],
 ) -> bool:
     """carry says again what it said at the head before (a drop waiting in a draft PR beside a
     review), touching no PR: nothing new to show."""

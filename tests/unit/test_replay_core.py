@@ -11,7 +11,7 @@ from bot.core import replay as core
 from bot.core import transitions as tr
 from bot.core.classify import Decision, Status
 from bot.core.publishing import Step
-from bot.core.replay import Action, Commit, Downstream, HeadRecord, PatchAt
+from bot.core.replay import Commit, Downstream, HeadRecord, PatchAt, ReplayAction
 from bot.core.state import SeriesState
 
 A, B = "0001-a.patch", "0002-b.patch"
@@ -142,7 +142,7 @@ def test_a_pr_that_needs_a_human_stays_open_until_a_head_needs_none() -> None:
     )
     second, downstream = core.publish_at(state, downstream, {A: b"moved a\n"}, date(2026, 1, 2))
     assert second.step.step is Step.UPDATE and not second.pushed and not second.merged
-    assert core.acts([], second) == (core.Act(Action.NOTHING, second.step.reason),)
+    assert core.acts([], second) == (core.Act(ReplayAction.NOTHING, second.step.reason),)
     # B applies again: the PR is updated and merged.
     state = checked(
         (A, Status.APPLIES_MOVED, Decision.KEEP, True), (B, Status.APPLIES, Decision.KEEP, False)
@@ -160,9 +160,9 @@ def test_acts_name_the_pr_the_drops_and_the_waits() -> None:
     published, _ = core.publish_at(state, Downstream(FILES), {}, date(2026, 1, 2))
     record = core.head_record(0, commits("2026-01-02T00:00:00Z")[0], state, (), published)
     assert [(a.action, a.patch) for a in record.acts] == [
-        (Action.OPEN_PR, None),
-        (Action.DROP, A),
-        (Action.WAIT_HUMAN, B),
+        (ReplayAction.OPEN_PR, None),
+        (ReplayAction.DROP, A),
+        (ReplayAction.WAIT_HUMAN, B),
     ]
     assert record.acts[0].pr == 1 and "draft" in record.acts[0].why
 
@@ -187,7 +187,7 @@ def record(
     index: int,
     day: str,
     patches: list[PatchAt],
-    acts: list[Action] | None = None,
+    acts: list[ReplayAction] | None = None,
     merged: bool = False,
     subject: str = "",
 ) -> HeadRecord:
@@ -203,7 +203,7 @@ def record(
         pr=None,
         pushed=False,
         merged=merged,
-        acts=tuple(core.Act(a, "why") for a in (acts or [Action.NOTHING])),
+        acts=tuple(core.Act(a, "why") for a in (acts or [ReplayAction.NOTHING])),
     )
 
 
@@ -219,18 +219,18 @@ REVIEW = (Status.UPSTREAM_VERSION, Decision.REVIEW)
 def walk() -> list[HeadRecord]:
     return [
         record(0, "2026-01-30", [at(A, *KEEP), at(B, *KEEP)]),
-        record(1, "2026-01-31", [at(A, *CONFLICT), at(B, *KEEP)], [Action.WAIT_HUMAN]),
-        record(2, "2026-02-02", [at(A, *REVIEW), at(B, *KEEP)], [Action.WAIT_HUMAN]),
+        record(1, "2026-01-31", [at(A, *CONFLICT), at(B, *KEEP)], [ReplayAction.WAIT_HUMAN]),
+        record(2, "2026-02-02", [at(A, *REVIEW), at(B, *KEEP)], [ReplayAction.WAIT_HUMAN]),
         record(3, "2026-02-03", [at(A, *KEEP), at(B, *KEEP)]),
         record(
             4,
             "2026-04-01",
             [at(A, *REVIEW), at(B, Status.CONTAINED, Decision.DROP)],
-            [Action.OPEN_PR, Action.MERGED, Action.DROP, Action.WAIT_HUMAN],
+            [ReplayAction.OPEN_PR, ReplayAction.MERGED, ReplayAction.DROP, ReplayAction.WAIT_HUMAN],
             merged=True,
             subject="Take b (#31)",
         ),
-        record(5, "2026-04-03", [at(A, *REVIEW)], [Action.WAIT_HUMAN]),
+        record(5, "2026-04-03", [at(A, *REVIEW)], [ReplayAction.WAIT_HUMAN]),
     ]
 
 
@@ -264,7 +264,7 @@ def test_summarize_counts_and_months_without_gaps() -> None:
 
 
 def test_changed_heads_leave_out_quiet_ones() -> None:
-    still = record(6, "2026-04-04", [at(A, *REVIEW)], [Action.WAIT_HUMAN])
+    still = record(6, "2026-04-04", [at(A, *REVIEW)], [ReplayAction.WAIT_HUMAN])
     shown = core.changed_heads([*walk(), still])
     assert [r.index for r in shown] == [0, 1, 2, 3, 4, 5]  # 5: B is gone; 6: A still waits
 
@@ -272,11 +272,18 @@ def test_changed_heads_leave_out_quiet_ones() -> None:
 def test_a_pending_drop_and_waits_repeated_head_after_head_are_not_news() -> None:
     # real vllm-gaudi history: a port main took (drop) waits in a draft PR beside a review;
     # every later head said the same things again and filled the timeline
-    waits = [Action.WAIT_HUMAN, Action.DROP]
+    waits = [ReplayAction.WAIT_HUMAN, ReplayAction.DROP]
     same = [at(A, *REVIEW), at(B, Status.CONTAINED, Decision.DROP)]
-    acts = [[Action.OPEN_PR, *waits], waits, waits, [Action.UPDATE_PR, *waits], waits, waits]
+    acts = [
+        [ReplayAction.OPEN_PR, *waits],
+        waits,
+        waits,
+        [ReplayAction.UPDATE_PR, *waits],
+        waits,
+        waits,
+    ]
     heads = [record(i, f"2026-08-0{i + 1}", same, said) for i, said in enumerate(acts)]
-    heads.append(record(6, "2026-08-07", same, [Action.WAIT_HUMAN]))  # the drop went quiet
+    heads.append(record(6, "2026-08-07", same, [ReplayAction.WAIT_HUMAN]))  # the drop went quiet
     assert [r.index for r in core.changed_heads(heads)] == [0, 3]
 
 
