@@ -510,7 +510,23 @@ def _replay_series(args: argparse.Namespace) -> dict[str, Any]:
         "files": files,
         "order": loaded.patch_names,
         "auto_drop": series.policy.auto_drop,
+        "ref": series.base.ref or _walked_ref(args.to),
+        "paused": series.policy.paused,
+        "runners": tuple(series.runners),
+        "ci_every_head": series.ci.on == "every-head",
     }
+
+
+def _walked_ref(to: str | None) -> str:
+    """The ref the walk moves along, as the planner names it: the branch --to names, else
+    HEAD (--to a commit or a tag, or the repository's default branch)."""
+    if to is None or to == "HEAD" or to.startswith("refs/tags/"):
+        return "HEAD"
+    if to.startswith("refs/"):
+        return to
+    if len(to) >= 7 and all(c in "0123456789abcdef" for c in to.lower()):
+        return "HEAD"
+    return f"refs/heads/{to}"
 
 
 def _replay_patches(args: argparse.Namespace) -> dict[str, Any]:
@@ -524,7 +540,12 @@ def _replay_patches(args: argparse.Namespace) -> dict[str, Any]:
     from bot.replay import loose_patches
 
     files = loose_patches([(name, p.data) for name, p in zip(names, patches, strict=True)])
-    return {"series_id": "patches", "files": files, "order": tuple(names)}
+    return {
+        "series_id": "patches",
+        "files": files,
+        "order": tuple(names),
+        "ref": _walked_ref(args.to),
+    }
 
 
 def cmd_fixes(args: argparse.Namespace) -> int:

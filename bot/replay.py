@@ -1,9 +1,11 @@
 """`carry replay`: what carry would have done over an upstream's past.
 
 Walks the first-parent history from a start to an end as the heads carry would have seen, and
-at each one runs what the service runs on a head (workers/rebase.py, workers/publish.py): the
-engine's check, transitions.apply_check with the series' policy, then the publisher's decision
-(bot.core.replay.publish_at), with the commit's committer date as the clock. Nothing is
+at each one runs what the service runs on a head: the planner on the head's move (a Rebase, or
+for a paused series a RecordHead), the engine's check and transitions.apply_check with the
+series' policy (workers/rebase.py), the planner on the finished check (a Publish), then the
+publisher's decision (bot.core.replay.publish_at; workers/publish.py), with the commit's
+committer date as the clock. What else the planner asks for is recorded, not done. Nothing is
 written to GitHub or Redis: the series state lives in memory, and the downstream repository
 and carry's PR are simulated (bot.core.replay says how). One engine serves every head, so its
 mirror, touch index and caches are reused, as in a worker.
@@ -27,8 +29,10 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from bot.core import actions as act
 from bot.core import replay as core
 from bot.core import transitions as tr
+from bot.core.planner import plan
 from bot.core.policy import series_digest
 from bot.core.report import SeriesReport
 from bot.core.seriesfile import SeriesFile, parse_series, render_series, validate_series
@@ -61,6 +65,22 @@ class ReplaySpec:
     daily: bool = False
     auto_drop: bool = True
     start_commit: str | None = None  # the commit `start` names, where the caller resolved it
+    ref: str = "HEAD"  # the upstream ref whose heads the walk moves through, as the planner sees it
+    paused: bool = False  # the series' policy pauses it: the planner checks none of its heads
+    runners: tuple[str, ...] = ()  # the series' runners (the planner's publish names them)
+    ci_every_head: bool = True
+
+    @property
+    def watch(self) -> core.Watch:
+        """The series as the planner sees it."""
+        return core.Watch(
+            self.series_id,
+            self.shown_repo,
+            self.ref,
+            self.paused,
+            self.runners,
+            self.ci_every_head,
+        )
 
     @property
     def shown_repo(self) -> str:
@@ -81,6 +101,10 @@ class ReplaySpec:
             self.every,
             self.daily,
             self.auto_drop,
+            self.ref,
+            self.paused,
+            list(self.runners),
+            self.ci_every_head,
             core.SCHEMA,
             bot.__version__,
         ]
@@ -274,26 +298,49 @@ def _walk_one(
     commit: core.Commit,
     records: list[core.HeadRecord],
 ) -> core.Downstream:
-    """One head, as the service handles it: check (rebase), merge the result into the state
-    (transitions), publish (simulated). Appends its timeline entry."""
+    """One head, as the service handles it: the planner on the head's move; its Rebase is the
+    check (the engine), merged into the state (transitions); the planner on the finished check;
+    its Publish is the publisher's step (simulated). Appends its timeline entry."""
+    watch = spec.watch
+    moved = plan(core.head_moved(watch, state, commit), core.facts(watch, state))
+    rebase = next((a for a in moved if isinstance(a, act.Rebase)), None)
+    if rebase is None:
+        held = next((a for a in moved if isinstance(a, act.RecordHead)), None)
+        why = "; ".join(a.reason for a in moved)
+        if held is not None:
+            tr.record_head(state, held.head_sha, held.head_ref, None, held.reason, commit.date)
+        published = core.not_published(downstream, why)
+        index = len(records)
+        records.append(core.unchecked_record(index, commit, state, published, core.planned(moved)))
+        return downstream
     series, _ = parse_series(downstream.files.get(SERIES_FILE, b"").decode("utf-8", "replace"))
     patches = [PatchInput(n, downstream.files[n]) for n in spec.order if n in downstream.files]
-    tr.start_check(state, commit.sha, "", None, commit.date)
+    tr.start_check(state, rebase.head_sha, rebase.head_ref, rebase.actor, commit.date)
     try:
         report = engine.check(commit.sha, patches, base=series.base)
     except MirrorError as err:
         raise ReplayError(f"head {commit.sha[:12]}: {err}") from err
     found = tuple(tr.checked_patch(r) for r in report.patches)
+    digest = series_digest((p.name, p.data) for p in patches)
     result = tr.CheckResult(
         head=commit.sha,
-        digest=series_digest((p.name, p.data) for p in patches),
+        digest=digest,
         checked_at=commit.date,
         patches=found,
         auto_drop=spec.auto_drop,
     )
     tr.apply_check(state, result)
-    published, after = core.publish_at(state, downstream, _refreshed(report), _day(commit))
-    records.append(core.head_record(len(records), commit, state, found, published))
+    finished = core.rebase_finished(watch, state, digest, report.result_tree)
+    checked = plan(finished, core.facts(watch, state))
+    if any(isinstance(a, act.Publish) for a in checked):
+        published, after = core.publish_at(state, downstream, _refreshed(report), _day(commit))
+    else:
+        published, after = (
+            core.not_published(downstream, "; ".join(a.reason for a in checked)),
+            downstream,
+        )
+    steps = core.planned([*moved, *checked])
+    records.append(core.head_record(len(records), commit, state, found, published, steps))
     return after
 
 

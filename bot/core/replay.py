@@ -1,10 +1,14 @@
 """`carry replay`'s decisions: which heads to walk, what carry would have done at each one,
 and what the walk adds up to. Pure: bot.replay walks the history and runs the engine.
 
-A replay walks an upstream's first-parent history as the heads carry would have seen. At each
-head the engine's findings go through the service's own transitions (bot.core.transitions)
-and its own publishing decision (bot.core.proposal, bot.core.publishing); this module models
-only what the service learns from GitHub, as a simulated downstream (`Downstream`):
+A replay walks an upstream's first-parent history as the heads carry would have seen. Each
+head is planned as the service plans it (bot.core.planner.plan): the head's move
+(`head_moved`), then the finished check (`rebase_finished`), over the facts the service would
+gather (`facts`). The replay carries out the actions it can model (`CARRIED_OUT`: the check, the
+head recorded, the publish) and records the others as what carry would have done (`Planned`).
+The engine's findings go through the service's own transitions (bot.core.transitions) and its
+own publishing decision (bot.core.proposal, bot.core.publishing); this module models only what
+the service learns from GitHub, as a simulated downstream (`Downstream`):
 
 - carry's PR is opened when the publisher would open one, and updated when it would push to it;
 - the team merges carry's PR at the first head where it needs no human (its outcome is neither
@@ -23,14 +27,17 @@ from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
+from bot.core import events as ev
 from bot.core import proposal
 from bot.core import transitions as tr
+from bot.core.actions import Action, ActionKind
 from bot.core.classify import Decision, Status
+from bot.core.planner import Facts, SeriesFacts
 from bot.core.publishing import NEEDS_HUMAN, PublishStep, Step, publish_step
 from bot.core.render import next_version
 from bot.core.state import PrInfo, SeriesState
 
-SCHEMA = 1  # of the JSON form (the resume file and --json)
+SCHEMA = 2  # of the JSON form (the resume file and --json)
 _PR_IN_SUBJECT = re.compile(r"\(#(\d+)\)")
 _HUMAN_STATUSES = (Status.CONFLICT, Status.PARTIAL, Status.INVALID)
 _MATCH_SIGNALS = ("patch-id-match", "subject-match")
@@ -105,6 +112,105 @@ def taken_by(evidence: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
             if isinstance(commit, str) and commit:
                 return commit, str(entry.get("subject") or "")
     return None
+
+
+# ----------------------------------------------------------------------------- the planner
+
+
+DOWNSTREAM_REPO = "replay/downstream"  # the simulated downstream repository, as facts name it
+# what the replay carries out itself, in its model: the engine's check (REBASE), the head a
+# paused series only records (RECORD_HEAD), the publisher's step on the simulated downstream
+# (PUBLISH). Any other action the planner returns (a GitHub write, a hardware run, a note) is
+# recorded as what carry would have done, and not done.
+CARRIED_OUT = frozenset({ActionKind.REBASE, ActionKind.RECORD_HEAD, ActionKind.PUBLISH})
+
+
+@dataclass(frozen=True)
+class Watch:
+    """The replayed series as the planner sees it: its upstream and the ref whose heads the
+    walk moves through, and the config the planner reads (pause, runners, ci.on)."""
+
+    series_id: str
+    upstream_repo: str
+    ref: str
+    paused: bool = False
+    runners: tuple[str, ...] = ()
+    ci_every_head: bool = True
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One action the planner returned at a head; `done`: the replay carried it out
+    (CARRIED_OUT), else it is only recorded."""
+
+    kind: str
+    reason: str
+    done: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "reason": self.reason, "done": self.done}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Planned:
+        return cls(data["kind"], data["reason"], bool(data["done"]))
+
+
+def facts(watch: Watch, state: SeriesState) -> Facts:
+    """What the service's adapter (workers.facts.gather) would read for the series: its
+    config, and its state as the replay has it. The walk only moves forward along one ref, so
+    no head is ever behind the series' own."""
+    series = SeriesFacts(
+        id=watch.series_id,
+        upstream_repo=watch.upstream_repo,
+        watched_ref=watch.ref,
+        paused_by_policy=watch.paused,
+        pr_number=state.pr.number if state.pr else None,
+        head_sha=state.head_sha,
+        head_ref=state.head_ref,
+        head_actor=state.head_actor,
+        newest_head=state.head_sha,
+        patch_names=tuple(p.name for p in state.patches),
+        runners=watch.runners,
+        ci_every_head=watch.ci_every_head,
+    )
+    return Facts(downstream_repo=DOWNSTREAM_REPO, series=(series,))
+
+
+def head_moved(watch: Watch, state: SeriesState, commit: Commit) -> ev.HeadMoved:
+    """The event of the walk reaching `commit`: the watched ref moved there from the head the
+    series is on, as a poll sees it (nobody is known to have pushed)."""
+    return ev.HeadMoved(
+        repo=watch.upstream_repo,
+        ref=watch.ref,
+        before=state.head_sha or ev.ZERO_SHA,
+        after=commit.sha,
+        actor=None,
+        source="poll",
+    )
+
+
+def rebase_finished(
+    watch: Watch, state: SeriesState, digest: str, result_tree: str | None
+) -> ev.RebaseFinished:
+    """The event a rebase returns (workers.rebase.rebase_series), on the checked `state`."""
+    assert state.head_sha is not None
+    return ev.RebaseFinished(
+        series_id=watch.series_id,
+        head_sha=state.head_sha,
+        digest=digest,
+        outcome=state.outcome.value,
+        changed=tr.proposes_change(state.patches),
+        result_tree=result_tree,
+    )
+
+
+def planned(actions: Iterable[Action]) -> tuple[Planned, ...]:
+    return tuple(Planned(a.kind.value, a.reason, a.kind in CARRIED_OUT) for a in actions)
+
+
+def not_published(downstream: Downstream, reason: str) -> Published:
+    """A head the planner publishes nothing for (a paused series): nothing is proposed."""
+    return Published(PublishStep(Step.NOTHING, reason), downstream.open_pr, False, False)
 
 
 # ----------------------------------------------------------------------------- one head
@@ -261,6 +367,7 @@ class HeadRecord:
     pushed: bool
     merged: bool
     acts: tuple[Act, ...]
+    planned: tuple[Planned, ...] = ()  # the planner's actions at this head, in order
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -291,6 +398,7 @@ class HeadRecord:
                 {"action": a.action.value, "why": a.why, "patch": a.patch, "pr": a.pr}
                 for a in self.acts
             ],
+            "planned": [p.as_dict() for p in self.planned],
         }
 
     @classmethod
@@ -322,6 +430,7 @@ class HeadRecord:
                 Act(ReplayAction(a["action"]), a["why"], a.get("patch"), a.get("pr"))
                 for a in data["actions"]
             ),
+            planned=tuple(Planned.from_dict(p) for p in data.get("planned", ())),
         )
 
 
@@ -331,9 +440,11 @@ def head_record(
     state: SeriesState,
     found: Sequence[tr.CheckedPatch],
     published: Published,
+    plan: Sequence[Planned] = (),
 ) -> HeadRecord:
     """The timeline entry of a head: `state` after the check and publish, `found` the engine's
-    own findings (before the policy), `published` what publish_at decided."""
+    own findings (before the policy), `published` what publish_at decided, `plan` what the
+    planner asked for at this head."""
     engine = {p.name: p for p in found}
     patches = []
     for p in state.patches:
@@ -363,6 +474,30 @@ def head_record(
         pushed=published.pushed,
         merged=published.merged,
         acts=acts(patches, published),
+        planned=tuple(plan),
+    )
+
+
+def unchecked_record(
+    index: int, commit: Commit, state: SeriesState, published: Published, plan: Sequence[Planned]
+) -> HeadRecord:
+    """The timeline entry of a head the planner does not check (a paused series: the head is
+    recorded only): no finding, nothing published."""
+    step = published.step
+    return HeadRecord(
+        index=index,
+        sha=commit.sha,
+        date=commit.date,
+        subject=commit.subject,
+        outcome=state.outcome.value,
+        patches=(),
+        step=step.step,
+        step_reason=step.reason,
+        pr=published.pr,
+        pushed=False,
+        merged=False,
+        acts=(Act(ReplayAction.NOTHING, step.reason),),
+        planned=tuple(plan),
     )
 
 

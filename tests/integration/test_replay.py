@@ -353,3 +353,48 @@ def test_reports_hide_a_password_in_the_upstreams_url(tmp_path: Path, make_repo)
     ]
     for report in shown:
         assert "s3cret" not in report and "carry:***@git.example" in report
+
+
+def test_replay_goes_through_the_planner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each head is planned as the service plans it (bot.core.planner.plan): the head's move
+    gives a rebase, the finished check a publish, and the replay does what those say. A series
+    its policy pauses is never checked or published by the service, so neither by the replay:
+    its heads are recorded, and the drop that a direct publish would make is not made."""
+    from harness.carry_env import BODY, SERIES, CarryEnv
+
+    env = CarryEnv(tmp_path, redis_url="redis://unused")
+    fixed = BODY.replace("value_10 = compute(10)", "value_10 = compute(10, safe=True)")
+    env.carry_patches([{"mod.py": fixed}])
+    start = env.upstream.commit("Unrelated", {"other.py": "x = 1\n"})
+    taken = env.upstream.commit("Make value 10 safe (#5)", {"mod.py": fixed})
+    monkeypatch.setenv("CARRY_CONFIG", str(env.config_path))
+    monkeypatch.setenv("CARRY_DOWNSTREAM_DIR", str(env.downstream))
+    argv = ["replay", "--series", SERIES, "--from", start, "--json"]
+
+    env.write_config()
+    monkeypatch.setenv("CARRY_CACHE_DIR", str(tmp_path / "running"))
+    assert cli.main(argv) == 0
+    running = json.loads(capsys.readouterr().out)
+    assert [r["sha"] for r in running["timeline"]] == [start, taken]
+    for record in running["timeline"]:
+        planned = [(p["kind"], p["done"]) for p in record["planned"]]
+        assert planned == [("rebase", True), ("publish", True)], record
+        assert record["planned"][0]["reason"] == f"refs/heads/main moved to {record['sha'][:12]}"
+    last = running["timeline"][-1]
+    assert [a["action"] for a in last["actions"]] == ["open-pr", "merged", "drop"]
+
+    env.write_config(policy={"paused": True})
+    monkeypatch.setenv("CARRY_CACHE_DIR", str(tmp_path / "paused"))
+    assert cli.main(argv) == 0
+    paused = json.loads(capsys.readouterr().out)
+    assert [r["sha"] for r in paused["timeline"]] == [start, taken]
+    for record in paused["timeline"]:
+        ((kind, reason, done),) = [(p["kind"], p["reason"], p["done"]) for p in record["planned"]]
+        assert (kind, done) == ("record_head", True), record
+        assert reason.endswith("series is paused by its policy"), reason
+        assert record["patches"] == [] and record["pr"] is None, record
+        assert [a["action"] for a in record["actions"]] == ["nothing"], record
+    summary = paused["summary"]
+    assert (summary["prs_opened"], summary["automatic_drops"]) == (0, 0)
