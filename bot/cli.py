@@ -420,7 +420,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             **spec_args,
         )
         engine = replay.open_engine(spec.repo, cache)
-        on_progress = _progress_printer() if sys.stderr.isatty() else None
+        on_progress = replay.ProgressDisplay(sys.stderr)
         result = replay.run(spec, engine, cache, on_progress=on_progress)
     except (MirrorError, replay.ReplayError) as err:
         raise UsageError(str(err)) from err
@@ -462,22 +462,6 @@ def _cache_dir() -> Path:
     from bot.git.mirror import default_cache_dir
 
     return default_cache_dir()
-
-
-def _progress_printer() -> Any:
-    """Progress on a terminal: rewritten at most twice a second, and at the last head."""
-    import time
-
-    from bot.replay import terminal_progress
-
-    shown = [0.0]
-
-    def show(done: int, total: int, seconds: float) -> None:
-        if done == total or time.monotonic() - shown[0] >= 0.5:
-            shown[0] = time.monotonic()
-            terminal_progress(done, total, seconds)
-
-    return show
 
 
 def _replay_series(args: argparse.Namespace) -> dict[str, Any]:

@@ -21,13 +21,12 @@ import hashlib
 import json
 import logging
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from bot.core import actions as act
 from bot.core import replay as core
@@ -238,7 +237,8 @@ def resolve_end(engine: Engine, end: str | None) -> str:
 # ----------------------------------------------------------------------------- the walk
 
 
-Report = Callable[[int, int, float], None]  # (heads done, heads in all, seconds so far)
+# (heads done, heads in all, heads walked in this run, seconds this run's walk has taken)
+Report = Callable[[int, int, int, float], None]
 
 
 def run(
@@ -271,6 +271,7 @@ def run(
     result = Result(spec, heads, records, len(records), notes=notes)
     saved = time.monotonic()
     walked = 0
+    walking = time.perf_counter()
     try:
         for commit in heads[len(records) :]:
             if stop_after is not None and walked >= stop_after:
@@ -280,7 +281,7 @@ def run(
             result.walk_s += time.perf_counter() - tick
             walked += 1
             if on_progress is not None:
-                on_progress(len(records), len(heads), time.perf_counter() - started)
+                on_progress(len(records), len(heads), walked, time.perf_counter() - walking)
             if time.monotonic() - saved >= CHECKPOINT_S:
                 _save(path, key, state, downstream, records)
                 saved = time.monotonic()
@@ -409,13 +410,56 @@ def _save(
     os.replace(partial, path)
 
 
-def terminal_progress(done: int, total: int, seconds: float) -> None:
-    """A progress line on stderr, rewritten in place: heads done and heads per minute."""
-    rate = done / seconds * 60 if seconds > 0 else 0.0
-    sys.stderr.write(f"\rcarry replay: {done}/{total} heads, {rate:,.0f} heads/min ")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+BAR_WIDTH = 30
+TTY_EVERY_S = 0.5  # a bar on a terminal is redrawn at most this often (and at the last head)
+PLAIN_EVERY_S = 10.0  # elsewhere (a pipe, a log file), a plain line this often
+
+
+def progress_line(done: int, total: int, walked: int, seconds: float) -> str:
+    """`carry replay: [#####.....] 120/441 heads, 2,083 heads/min`: the bar and count over
+    every head of the replay (resumed ones included), the rate over the heads walked in this
+    run (`walked`, in `seconds`)."""
+    filled = BAR_WIDTH * done // total if total > 0 else BAR_WIDTH
+    bar = "#" * filled + "." * (BAR_WIDTH - filled)
+    rate = walked / seconds * 60 if seconds > 0 else 0.0
+    return f"carry replay: [{bar}] {done}/{total} heads, {rate:,.0f} heads/min"
+
+
+class ProgressDisplay:
+    """The walk's progress on `stream` (a `Report`). On a terminal, a bar redrawn in place
+    (carriage return) at most every TTY_EVERY_S and at the last head, then a new line;
+    elsewhere, a plain line every PLAIN_EVERY_S and none at the end (the command's own summary
+    line follows)."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        tty: bool | None = None,
+        every_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.stream = stream
+        self.tty = stream.isatty() if tty is None else tty
+        self.every_s = (
+            every_s if every_s is not None else TTY_EVERY_S if self.tty else PLAIN_EVERY_S
+        )
+        self.clock = clock
+        self.shown = float("-inf") if self.tty else clock()
+
+    def __call__(self, done: int, total: int, walked: int, seconds: float) -> None:
+        now = self.clock()
+        last = done >= total
+        due = now - self.shown >= self.every_s
+        if self.tty and (due or last):
+            self.stream.write("\r" + progress_line(done, total, walked, seconds) + " ")
+            self.stream.write("\n" if last else "")
+        elif not self.tty and due and not last:
+            self.stream.write(progress_line(done, total, walked, seconds) + "\n")
+        else:
+            return
+        self.shown = now
+        self.stream.flush()
 
 
 def open_engine(repo: str, cache_dir: Path) -> Engine:

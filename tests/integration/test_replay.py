@@ -268,7 +268,8 @@ def test_replay_refuses_a_start_off_the_history(
 
 
 def test_progress_shows_on_a_terminal_only(tmp_path: Path, make_repo) -> None:
-    """On a terminal, stderr shows the heads done and the rate; in a pipe, only the last line."""
+    """On a terminal, stderr shows a bar of the heads done and the rate, redrawn in place; in
+    a pipe, a replay shorter than PLAIN_EVERY_S shows only the command's last line."""
     import os
     import subprocess
     import sys
@@ -303,7 +304,9 @@ def test_progress_shows_on_a_terminal_only(tmp_path: Path, make_repo) -> None:
         os.close(master)
     assert done.returncode == 0
     terminal = seen.decode()
-    assert "carry replay: 8/8 heads, " in terminal and "heads/min" in terminal
+    full = "\rcarry replay: [" + "#" * walker.BAR_WIDTH + "] 8/8 heads, "
+    assert full in terminal and "heads/min" in terminal
+    assert "\n" not in terminal.split(full)[0]  # redrawn in place until the last head
     piped = subprocess.run(
         [*argv, "--cache-dir", str(tmp_path / "pipe")],
         capture_output=True,
@@ -398,3 +401,61 @@ def test_replay_goes_through_the_planner(
         assert [a["action"] for a in record["actions"]] == ["nothing"], record
     summary = paused["summary"]
     assert (summary["prs_opened"], summary["automatic_drops"]) == (0, 0)
+
+
+def test_progress_lines_and_the_rate_of_a_resumed_run(tmp_path: Path, make_repo) -> None:
+    """Away from a terminal the progress is plain lines (no carriage return), at most every
+    PLAIN_EVERY_S (0 here: every head but the last); the rate counts only the heads walked in
+    this run, not those a resumed replay took from saved progress."""
+    import io
+
+    upstream = build_upstream(tmp_path, make_repo())
+    spec = walker.ReplaySpec(
+        repo=str(upstream.path),
+        start=upstream.start,
+        end=upstream.heads[-1],
+        series_id="patches",
+        files=walker.loose_patches([(p.name, p.read_bytes()) for p in upstream.patches]),
+        order=tuple(p.name for p in upstream.patches),
+    )
+    cache = tmp_path / "cache"
+    assert len(walker.run(spec, Engine(Mirror(spec.repo, cache)), cache, stop_after=5).records) == 5
+    calls: list[tuple[int, int, int, float]] = []
+    out = io.StringIO()
+    lines = walker.ProgressDisplay(out, every_s=0)
+    assert not lines.tty
+
+    def report(done: int, total: int, walked: int, seconds: float) -> None:
+        calls.append((done, total, walked, seconds))
+        lines(done, total, walked, seconds)
+
+    again = walker.run(spec, Engine(Mirror(spec.repo, cache)), cache, on_progress=report)
+    assert again.resumed_at == 5
+    assert [c[:3] for c in calls] == [(6, 8, 1), (7, 8, 2), (8, 8, 3)]
+    shown = out.getvalue()
+    assert "\r" not in shown
+    assert [line.split("]")[1].split(",")[0] for line in shown.splitlines()] == [
+        " 6/8 heads",
+        " 7/8 heads",
+    ]
+    # 3 heads in 6 s is 30 a minute, whatever the 5 resumed ones took
+    assert walker.progress_line(8, 8, 3, 6.0).endswith("] 8/8 heads, 30 heads/min")
+    assert walker.progress_line(2, 8, 2, 0.0) == (
+        "carry replay: [#######.......................] 2/8 heads, 0 heads/min"
+    )
+
+
+def test_progress_on_a_terminal_is_redrawn_at_most_twice_a_second() -> None:
+    import io
+
+    now = [100.0]
+    out = io.StringIO()
+    bar = walker.ProgressDisplay(out, tty=True, clock=lambda: now[0])
+    bar(1, 4, 1, 0.1)
+    bar(2, 4, 2, 0.2)  # 0 s later: not drawn
+    now[0] += walker.TTY_EVERY_S
+    bar(3, 4, 3, 0.6)
+    bar(4, 4, 4, 0.7)  # the last head: always drawn, then a new line
+    drawn = out.getvalue()
+    assert drawn.count("\r") == 3 and drawn.endswith(" \n")
+    assert "1/4" in drawn and "2/4" not in drawn and "3/4" in drawn and "4/4" in drawn
