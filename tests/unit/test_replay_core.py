@@ -310,3 +310,37 @@ def test_moved_patches_are_those_whose_finding_changed() -> None:
     assert [p.name for p in core.moved_patches(records[0], records[1])] == [A]
     assert [p.name for p in core.moved_patches(records[3], records[4])] == [A, B]
     assert core.moved_patches(records[4], records[5]) == ()
+
+
+# ----------------------------------------------------------------------------- the planner
+
+
+def test_a_head_is_planned_as_the_service_plans_it() -> None:
+    """The replay's events and facts lead the planner to what the service does: a rebase of
+    the head, then a publish that names the series' runners; a head of a paused series is
+    recorded only; a head carry's open PR sits on is planned with that PR."""
+    from bot.core import actions as act
+    from bot.core.planner import plan
+
+    watch = core.Watch("s", "owner/up", "refs/heads/main", runners=("gaudi2",))
+    state = SeriesState(id="s", upstream_repo="owner/up", base="replay")
+    first = Commit("a" * 40, "2026-01-01T00:00:00Z")
+    second = Commit("b" * 40, "2026-01-02T00:00:00Z")
+    moved = core.head_moved(watch, state, first)
+    assert (moved.before, moved.after, moved.source) == ("0" * 40, first.sha, "poll")
+    (rebase,) = plan(moved, core.facts(watch, state))
+    assert isinstance(rebase, act.Rebase) and rebase.head_sha == first.sha
+    tr.start_check(state, first.sha, watch.ref, None, first.date)
+    (publish,) = plan(core.rebase_finished(watch, state, "d1", "t" * 40), core.facts(watch, state))
+    assert isinstance(publish, act.Publish) and publish.tree == "t" * 40
+    assert "then test the exact tree on gaudi2" in publish.reason
+    assert [p.done for p in core.planned([rebase, publish])] == [True, True]
+
+    paused = core.Watch("s", "owner/up", "refs/heads/main", paused=True)
+    (held,) = plan(core.head_moved(paused, state, second), core.facts(paused, state))
+    assert isinstance(held, act.RecordHead) and held.replaces == (first.sha,)
+    assert "series is paused by its policy" in held.reason
+    finished = core.rebase_finished(paused, state, "d1", None)
+    (note,) = plan(finished, core.facts(paused, state))
+    assert isinstance(note, act.Note) and "paused" in note.reason
+    assert [(p.kind, p.done) for p in core.planned([note])] == [("note", False)]
