@@ -18,7 +18,7 @@ from bot.store.runners import append_runlog
 from bot.store.series import append_history, save_series
 from tests.e2e import screenshots as docs
 from tests.e2e.screenshots import CHROMIUM, CHROMIUM_ARGS
-from tests.integration.test_dashboard_api import (
+from tests.support.dashboard_app import (
     DASHBOARD_TOKEN,
     FAILED_RUN,
     MAIN,
