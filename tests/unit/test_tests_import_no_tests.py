@@ -1,5 +1,6 @@
 """A test module imports no other test module: what two test files share lives once, in
 tests/conftest.py (fixtures used widely) or in a module of tests/support/ named for what it holds.
+And a fixture of a conftest.py is not declared a second time, under its name, in a test module.
 
 Importing a test module runs its module-level code, a fixture or test it imports is collected
 again in the importing module, and a helper found in test_x.py reads as belonging to test_x.
@@ -74,6 +75,76 @@ def test_no_module_of_the_tests_imports_a_test_module() -> None:
         )
     ]
     assert bad == []
+
+
+# -- a fixture of a conftest.py is declared there only --------------------------------------
+
+
+def fixtures_of(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of the module's fixtures: its functions under @pytest.fixture (or
+    @pytest.fixture(...), whose name= names it)."""
+    found: list[tuple[int, str]] = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            target = call.func if call else decorator
+            if not (
+                (isinstance(target, ast.Attribute) and target.attr == "fixture")
+                or (isinstance(target, ast.Name) and target.id == "fixture")
+            ):
+                continue
+            named = [k.value for k in (call.keywords if call else []) if k.arg == "name"]
+            given = named[0].value if named and isinstance(named[0], ast.Constant) else None
+            found.append((node.lineno, given if isinstance(given, str) else node.name))
+    return found
+
+
+def redeclared_fixtures(
+    conftests: dict[Path, str], modules: dict[Path, str], root: Path = REPO_ROOT
+) -> list[str]:
+    """The fixtures a module declares again under the name of a fixture of a conftest.py above
+    it: two fixtures of one name, the nearer one silently winning."""
+    shared = {
+        path.parent: {name for _, name in fixtures_of(ast.parse(source))}
+        for path, source in conftests.items()
+    }
+    return [
+        f"{path.relative_to(root)}:{line} declares {name}, a fixture of "
+        f"{(folder / 'conftest.py').relative_to(root)}"
+        for path, source in modules.items()
+        for line, name in fixtures_of(ast.parse(source, str(path)))
+        for folder, names in shared.items()
+        if name in names and folder in path.parents
+    ]
+
+
+def test_no_module_of_the_tests_declares_a_conftest_fixture_again() -> None:
+    paths = modules_of_tests()
+    conftests = {p: p.read_text() for p in paths if p.name == "conftest.py"}
+    modules = {p: p.read_text() for p in paths if p.name != "conftest.py"}
+    assert TESTS / "conftest.py" in conftests
+    assert redeclared_fixtures(conftests, modules) == []
+
+
+def test_a_second_client_fixture_is_caught() -> None:
+    conftest = {TESTS / "conftest.py": "@pytest.fixture\ndef client(redis_url):\n    pass\n"}
+    planted = TESTS / "integration" / "test_planted.py"
+    for source in (
+        "@pytest.fixture(scope='module')\ndef client(url):\n    pass\n",
+        "@fixture\ndef client(url):\n    pass\n",
+        "@pytest.fixture(name='client')\ndef ci_client(url):\n    pass\n",
+    ):
+        assert redeclared_fixtures(conftest, {planted: source}) != []
+    for source in (
+        "@pytest.fixture\ndef ci_client(url):\n    pass\n",
+        "def client(gh):\n    pass\n",  # a helper of the same name is no fixture
+    ):
+        assert redeclared_fixtures(conftest, {planted: source}) == []
+
+
+# -- the checks catch what they are for ------------------------------------------------------
 
 
 @pytest.mark.parametrize(
