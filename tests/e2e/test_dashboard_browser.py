@@ -18,7 +18,7 @@ from bot.store.runners import append_runlog
 from bot.store.series import append_history, save_series
 from tests.e2e import screenshots as docs
 from tests.e2e.screenshots import CHROMIUM, CHROMIUM_ARGS
-from tests.integration.test_dashboard_api import (
+from tests.support.dashboard_app import (
     DASHBOARD_TOKEN,
     FAILED_RUN,
     MAIN,
@@ -30,6 +30,7 @@ from tests.integration.test_dashboard_api import (
     release_series,
     seed,
 )
+from tests.support.page_text import RAW_VALUES
 from tests.support.paths import REPO_ROOT
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
@@ -44,14 +45,6 @@ PAGES = {
     "runners": "/runners",
     "events": "/events",
 }
-# What a page must not show as text: data as the program holds it, not as words.
-RAW_VALUES = (
-    re.compile(r"[{\[]\s*[\"']"),  # a JSON object or list, a Python dict or list of strings
-    re.compile(r"\b(?:None|True|False|null)\b"),  # Python's and JSON's words for values
-    re.compile(r"\b[A-Z]\w+\(\w+="),  # a dataclass repr: PatchState(name=...
-    re.compile(r"<[\w.]+ object at 0x"),
-)
-
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(

@@ -5,10 +5,8 @@ own redis-server unless told otherwise, never a database of someone else's empti
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +19,7 @@ import redis
 
 from bot.local_redis import free_port
 from bot.store import series as store
+from tests.support.demo import demo_env, stop_leftovers
 
 SERIES = "calc-fixes"
 DROPPED = "0001-return-none-when-dividing-by-zero.patch"
@@ -46,31 +45,12 @@ class DemoRun:
         return moved.group(1), moved.group(2), merged.group(1)
 
 
-def demo_env() -> dict[str, str]:
-    """The caller's environment without the settings that would choose the demo's Redis or port."""
-    return {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "PORT")}
-
-
 def run_demo(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """A demo run expected to stop early (a refusal or a failure), from outside the checkout."""
     argv = [sys.executable, "-m", "bot.demo", "--no-wait", "--dir", str(tmp_path / "demo")]
     return subprocess.run(
         [*argv, *args], cwd=tmp_path, env=demo_env(), capture_output=True, text=True, timeout=60
     )
-
-
-def _stop_leftovers(pid_file: Path) -> None:
-    """Kills what the demo started and did not stop (only if it failed to), by pid."""
-    if not pid_file.exists():
-        return
-    for line in pid_file.read_text().splitlines():
-        pid = int(line.split()[0])
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"bot.cli" in cmdline:
-            os.killpg(pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -94,7 +74,7 @@ def demo(tmp_path: Path, redis_url: str) -> Iterator[DemoRun]:
     try:
         yield DemoRun(log.read_text(errors="replace"), returncode, redis_url, directory / "logs")
     finally:
-        _stop_leftovers(directory / "pids")
+        stop_leftovers(directory / "pids")
 
 
 def test_demo_plays_the_whole_storyline(demo: DemoRun) -> None:

@@ -26,9 +26,9 @@ from bot.store import series as store
 from bot.store.ci_runs import CI
 from bot.web.app import create_app
 from tests.e2e import screenshots as docs
-from tests.e2e.test_dashboard_browser import RAW_VALUES
-from tests.e2e.test_demo import _stop_leftovers, demo_env
 from tests.support.asgi import serve
+from tests.support.demo import demo_env, stop_leftovers
+from tests.support.page_text import RAW_VALUES
 
 WIDTH = 1280
 
@@ -118,7 +118,7 @@ def run_demo(directory: Path, redis_url: str) -> None:
             timeout=150,
         )
     finally:
-        _stop_leftovers(directory / "pids")
+        stop_leftovers(directory / "pids")
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -10,7 +10,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from bot import cli
 from tests.e2e.screenshots import CHROMIUM, CHROMIUM_ARGS
-from tests.integration.test_replay import build_upstream
+from tests.support.replay_upstream import build_upstream
 
 pytestmark = [
     pytest.mark.browser,

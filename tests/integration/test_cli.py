@@ -10,23 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.carry_cli import FIX_PAGE, carry
 from tests.support.engine import BODY, FUNC
 from tests.support.paths import REPO_ROOT
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "refreshed-0001.patch"
-
-
-def carry(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd or REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
-        timeout=120,
-    )
 
 
 @pytest.fixture
@@ -482,40 +470,6 @@ def test_a_taken_port_is_one_line_before_anything_starts(command, redis_url, tmp
 
 
 # ---------------------------------------------------------------- --write-refreshed
-
-FIX_PAGE = """\
-# value-fix
-
-Make values safe.
-
-| Field | Value |
-|---|---|
-| Affects | every widget |
-| Releases | v1.0 |
-| Patches | {patches} |
-| Upstream | not-filed |
-| Test | none |
-
-## Problem
-
-P.
-
-## Symptom
-
-S.
-
-## Who is affected
-
-W.
-
-## The fix
-
-F.
-
-## Verify
-
-V.
-"""
 
 
 def series_dir(series, tmp_path: Path, name: str = "values") -> tuple[Path, str]:

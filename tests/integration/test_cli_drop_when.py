@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from tests.integration.test_cli import BODY, FIX_PAGE, carry
+from tests.support.carry_cli import FIX_PAGE, carry
+from tests.support.engine import BODY
 
 FUNC = (
     "def frobnicate(widget, level):\n"

@@ -15,7 +15,7 @@ from bot.store.series import save_series
 from bot.web.dashboard import CHIPS_AT_MOST
 from bot.web.series_cache import SeriesCache
 from bot.web.views import FixPages, series_list
-from tests.integration.test_dashboard_api import CONFIG, MAIN, dashboard, seed
+from tests.support.dashboard_app import CONFIG, MAIN, dashboard, seed
 from tests.support.paths import REPO_ROOT
 
 LONG = "long-series"

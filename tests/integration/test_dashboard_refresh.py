@@ -8,7 +8,7 @@ import redis
 
 from bot.core.state import PatchState
 from bot.store.series import save_series
-from tests.integration.test_dashboard_api import MAIN, dashboard, main_series
+from tests.support.dashboard_app import MAIN, dashboard, main_series
 
 FORCED = {
     "file": "vllm_gaudi/v1/worker/hpu_model_runner.py",

@@ -10,30 +10,11 @@ from pathlib import Path
 import pytest
 
 from bot.core.classify import Decision, Status
-from bot.core.report import SeriesReport
 from bot.git.engine import Engine, LinkedPr, PatchInput
 from bot.git.mirror import Mirror
 from harness.gitrepo import RepoBuilder, git
 from tests.support.engine import BODY, FUNC
-
-
-def patches_of(repo: RepoBuilder, rev_range: str, out: Path) -> list[PatchInput]:
-    return [PatchInput(str(p), p.read_bytes()) for p in repo.format_patch(rev_range, out)]
-
-
-def check(
-    repo: RepoBuilder, head: str, patches: list[PatchInput], tmp_path: Path, **kw
-) -> SeriesReport:
-    return Engine(Mirror(str(repo.path), tmp_path / "cache")).check(head, patches, **kw)
-
-
-def only(report: SeriesReport):
-    assert len(report.patches) == 1
-    return report.patches[0]
-
-
-def signals(patch) -> dict[str, dict]:
-    return {e["signal"]: e for e in patch.evidence}
+from tests.support.engine_checks import check, only, patches_of, signals
 
 
 @pytest.fixture

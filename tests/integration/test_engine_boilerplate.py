@@ -8,7 +8,7 @@ import pytest
 
 from bot.core.classify import Decision, Status
 from harness.gitrepo import RepoBuilder
-from tests.integration.test_engine import check, only, patches_of, signals
+from tests.support.engine_checks import check, only, patches_of, signals
 
 # A file full of the handful of lines nginx-style C repeats everywhere.
 HANDLER = "".join(

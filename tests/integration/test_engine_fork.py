@@ -13,7 +13,8 @@ import pytest
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
 from harness.gitrepo import RepoBuilder
-from tests.integration.test_engine import BODY, patches_of, signals
+from tests.support.engine import BODY
+from tests.support.engine_checks import patches_of, signals
 
 OTHER = "alpha = first_value()\nbeta = {}\n"
 SAFE_4 = BODY.replace("compute(4)", "compute(4, safe=True)")

@@ -10,7 +10,8 @@ from bot.core.classify import Decision, Status
 from bot.git.engine import PatchInput
 from bot.git.mirror import MirrorError
 from harness.gitrepo import RepoBuilder
-from tests.integration.test_engine import BODY, check, only, patches_of, signals
+from tests.support.engine import BODY
+from tests.support.engine_checks import check, only, patches_of, signals
 
 CACHED = {"mod.py": BODY.replace("compute(15)", "compute(15, cached=True)")}
 PLAIN = {"mod.py": BODY}

@@ -13,7 +13,8 @@ from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
 from bot.git.touchindex import FILE_NAME as TOUCH_INDEX
 from harness.gitrepo import RepoBuilder
-from tests.integration.test_engine import BODY, check, only, patches_of
+from tests.support.engine import BODY
+from tests.support.engine_checks import check, only, patches_of
 
 
 @pytest.fixture

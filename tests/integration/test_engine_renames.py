@@ -6,7 +6,8 @@ import pytest
 
 from bot.core.classify import Decision, Status
 from harness.gitrepo import RepoBuilder
-from tests.integration.test_engine import BODY, check, only, patches_of, signals
+from tests.support.engine import BODY
+from tests.support.engine_checks import check, only, patches_of, signals
 
 FIXED = BODY.replace("compute(12)", "compute(12, retries=3)")
 

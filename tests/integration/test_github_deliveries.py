@@ -70,7 +70,9 @@ def gh(tmp_path: Path, make_repo: Any) -> Iterator[GitHubEmulator]:
 
 
 @pytest.fixture
-def sink() -> Iterator[WebhookSink]:
+def failing_sink() -> Iterator[WebhookSink]:
+    """The emulator's webhook receiver answering 503, so deliveries fail (tests/conftest.py's
+    sink answers 200); a test sets its status to 200 to let a redelivery through."""
     with WebhookSink(status=503) as receiver:
         yield receiver
 
@@ -80,9 +82,9 @@ def settings(gh: GitHubEmulator, **given: Any) -> Settings:
 
 
 def test_a_repository_hooks_failed_delivery_is_listed_and_redelivered_with_its_guid(
-    gh: GitHubEmulator, sink: WebhookSink
+    gh: GitHubEmulator, failing_sink: WebhookSink
 ) -> None:
-    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    hook = gh.add_webhook(failing_sink.url, SECRET, owner=OWNER, repo=NAME)
     number = gh.open_issue(OWNER, NAME, title="A bug", user="writer")
     gh.add_comment(OWNER, NAME, number, "/carry pause", user="writer")
     gh.wait_for_deliveries()
@@ -100,7 +102,7 @@ def test_a_repository_hooks_failed_delivery_is_listed_and_redelivered_with_its_g
     assert failed["redelivery"] is False and failed["delivered_at"].endswith("Z")
     assert failed["repository_id"] == gh.hub.repo(OWNER, NAME).id
 
-    sink.status = 200
+    failing_sink.status = 200
     forge.redeliver(hook, failed["id"])
     gh.wait_for_deliveries()
     again, _ = forge.hook_deliveries(hook)
@@ -110,16 +112,16 @@ def test_a_repository_hooks_failed_delivery_is_listed_and_redelivered_with_its_g
         200,
     )
     assert again[0]["status"] == "OK" and again[0]["id"] > failed["id"]
-    sent = sink.received[-1]
+    sent = failing_sink.received[-1]
     assert sent.headers["x-github-delivery"] == failed["guid"]
     # nothing is redelivered unless asked for
     assert [d.redelivery for d in gh.deliveries] == [False, False, True]
 
 
 def test_the_list_is_paged_with_a_cursor_and_only_an_admin_sees_it(
-    gh: GitHubEmulator, sink: WebhookSink
+    gh: GitHubEmulator, failing_sink: WebhookSink
 ) -> None:
-    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    hook = gh.add_webhook(failing_sink.url, SECRET, owner=OWNER, repo=NAME)
     for n in range(5):
         gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
     gh.wait_for_deliveries()
@@ -147,9 +149,9 @@ def test_the_list_is_paged_with_a_cursor_and_only_an_admin_sees_it(
 
 
 def test_a_delivery_past_the_retention_is_not_redelivered(
-    gh: GitHubEmulator, sink: WebhookSink
+    gh: GitHubEmulator, failing_sink: WebhookSink
 ) -> None:
-    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    hook = gh.add_webhook(failing_sink.url, SECRET, owner=OWNER, repo=NAME)
     gh.open_issue(OWNER, NAME, title="old", user="writer")
     gh.wait_for_deliveries()
     gh.advance_time(3 * 24 * 3600 + 60)
@@ -160,7 +162,7 @@ def test_a_delivery_past_the_retention_is_not_redelivered(
 
 
 def test_an_apps_hook_is_read_and_redelivered_with_the_apps_jwt(
-    gh: GitHubEmulator, sink: WebhookSink
+    gh: GitHubEmulator, failing_sink: WebhookSink
 ) -> None:
     private_key, public_key = generate_app_key()
     gh.add_app(
@@ -171,7 +173,7 @@ def test_an_apps_hook_is_read_and_redelivered_with_the_apps_jwt(
         account=OWNER,
         permissions={"issues": "write", "metadata": "read"},
     )
-    gh.add_webhook(sink.url, SECRET, app_id=APP_ID)
+    gh.add_webhook(failing_sink.url, SECRET, app_id=APP_ID)
     gh.open_issue(OWNER, NAME, title="A bug", user="writer")
     gh.wait_for_deliveries()
     app = settings(
@@ -183,7 +185,7 @@ def test_an_apps_hook_is_read_and_redelivered_with_the_apps_jwt(
     forge = Forge.connect(app, REPO, caches=ForgeCaches())
     (failed,), _ = forge.hook_deliveries(None)
     assert failed["installation_id"] == INSTALLATION_ID and failed["status_code"] == 503
-    sink.status = 202
+    failing_sink.status = 202
     forge.redeliver(None, failed["id"])
     gh.wait_for_deliveries()
     again, _ = forge.hook_deliveries(None)
@@ -199,18 +201,18 @@ def test_an_apps_hook_is_read_and_redelivered_with_the_apps_jwt(
 
 
 def test_carrys_step_reads_every_page_and_asks_for_each_failed_event_once(
-    gh: GitHubEmulator, sink: WebhookSink, redis_url: str
+    gh: GitHubEmulator, failing_sink: WebhookSink, redis_url: str
 ) -> None:
     """workers/redelivery.py against the emulator: 120 failed events (two pages of 100), one
     already delivered by a redelivery. Each run asks for at most 50, oldest first; a refused
     request is recorded and the rest still asked for; once every event has a 2xx attempt
     nothing more is asked for."""
     client = redis.Redis.from_url(redis_url)
-    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    hook = gh.add_webhook(failing_sink.url, SECRET, owner=OWNER, repo=NAME)
     for n in range(120):
         gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
     gh.wait_for_deliveries()
-    sink.status = 200
+    failing_sink.status = 200
     gh.redeliver(gh.deliveries[0])  # the oldest event is already in
     gh.wait_for_deliveries()
     oldest_failed = gh.deliveries[1]
@@ -239,16 +241,16 @@ def test_carrys_step_reads_every_page_and_asks_for_each_failed_event_once(
 
 
 def test_a_rate_limit_stops_the_run_and_the_next_run_asks_again(
-    gh: GitHubEmulator, sink: WebhookSink, redis_url: str
+    gh: GitHubEmulator, failing_sink: WebhookSink, redis_url: str
 ) -> None:
     """GitHub's secondary limit refuses the first redelivery for longer than carry waits:
     the run stops there instead of sending the others into the same refusal."""
     client = redis.Redis.from_url(redis_url)
-    hook = gh.add_webhook(sink.url, SECRET, owner=OWNER, repo=NAME)
+    hook = gh.add_webhook(failing_sink.url, SECRET, owner=OWNER, repo=NAME)
     for n in range(3):
         gh.open_issue(OWNER, NAME, title=f"issue {n}", user="writer")
     gh.wait_for_deliveries()
-    sink.status = 200
+    failing_sink.status = 200
     gh.secondary_limit(next_n_writes=1, retry_after_s=600)
     forge = Forge.connect(settings(gh, github_token="admin-token"), REPO, caches=ForgeCaches())
     assert redelivery.redeliver_failed(client, forge, hook) == []
@@ -272,7 +274,7 @@ def _attempts_asked(d: Deployment) -> list[int | None]:
 
 
 def test_the_redeliver_task_takes_its_turn_in_the_write_budget_and_a_refusal_holds_writes(
-    deploy: Deploy, sink: WebhookSink
+    deploy: Deploy, failing_sink: WebhookSink
 ) -> None:
     """The `carry.redeliver` task as a worker runs it, with the App's hook: a hold GitHub's
     Retry-After put on the installation's writes holds the redelivery POSTs too (nothing is
@@ -281,12 +283,12 @@ def test_the_redeliver_task_takes_its_turn_in_the_write_budget_and_a_refusal_hol
     d = deploy(auth="app")
     d.gh.add_user("writer")
     d.gh.set_permission(DOWN_OWNER, DOWN_NAME, "writer", "write")
-    d.gh.add_webhook(sink.url, SECRET, app_id=DEPLOY_APP_ID)
+    d.gh.add_webhook(failing_sink.url, SECRET, app_id=DEPLOY_APP_ID)
     number = d.gh.open_issue(DOWN_OWNER, DOWN_NAME, title="A bug", user="writer")
     d.gh.add_comment(DOWN_OWNER, DOWN_NAME, number, "/carry pause", user="writer")
     d.gh.wait_for_deliveries()
     assert [x.status_code for x in d.gh.deliveries] and not any(x.ok for x in d.gh.deliveries)
-    sink.status = 200
+    failing_sink.status = 200
     hold_key = HOLDS_PREFIX + d.rt.github_writer
 
     hold_writes(d.rt.redis, d.rt.github_writer, 600)

@@ -1,9 +1,10 @@
 """Hardware CI end to end: real runner workers (`python -m runner.cli`, Celery
 prefork, concurrency 1), real git repositories, shell commands as setup and checks.
 
-Redis: a private redis-server for this module, flushed before each test. The runners are
-separate processes holding broker state (queues, bindings, unacked jobs) in Redis, so the
-shared test database, which other test runs may flush at any moment, is not safe for them.
+Redis: a private redis-server for this module, flushed before each test (fixture ci_client,
+not tests/conftest.py's client). The runners are separate processes holding broker state
+(queues, bindings, unacked jobs) in Redis, so the shared test database, which other test runs
+may flush at any moment, is not safe for them.
 
 Runner lost: the test kills a whole runner (main process and pool child: SIGKILL to its
 process group), which is what a host crash or the OOM killer taking the worker looks like. Its
@@ -111,7 +112,11 @@ def url(redis_server: PrivateRedis) -> str:
 
 
 @pytest.fixture
-def client(url: str) -> redis.Redis:
+def ci_client(url: str) -> redis.Redis:
+    """A client of this module's own redis-server (not tests/conftest.py's `client` of the
+    shared test database): the runners keep broker state in it across a test and past a killed
+    runner, the runners' broker users (ACL SETUSER) are the whole server's, not one database's,
+    and the hostile checks reach for the broker itself; `url` empties all of it (FLUSHALL)."""
     return redis.Redis.from_url(url)
 
 
@@ -142,7 +147,7 @@ def marks() -> Iterator[Path]:
 @pytest.fixture
 def start_runners(
     url: str,
-    client: redis.Redis,
+    ci_client: redis.Redis,
     celery_app: Celery,
     tmp_path: Path,
     runner_config: RunnerConfig,
@@ -167,7 +172,7 @@ def start_runners(
         batch = [spawn_runner(kind, name, url, tmp_path, extra) for kind, name in specs]
         started.extend(batch)
         names = {r.name for r in batch}
-        wait_for(lambda: runners_ready(client, batch, names), f"runners {sorted(names)} ready")
+        wait_for(lambda: runners_ready(ci_client, batch, names), f"runners {sorted(names)} ready")
         return batch
 
     yield start
@@ -181,7 +186,7 @@ def start_runners(
 
 
 def test_job_runs_on_the_exact_tree_with_live_logs(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     gaudi, gb10 = start_runners(("gaudi", "gaudi1@%h"), ("gb10", "gb101@%h"))
     head = world.head({"app.txt": "hello again\n"})
@@ -200,7 +205,7 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
     setup = (StepSpec("prepare", sh("echo preparing; echo to-stderr >&2")),)
     other = StepSpec("gb10-check", sh("grep -q fixed fixed.txt && echo gb10 ok"))
     out = request(
-        client,
+        ci_client,
         celery_app,
         world,
         head,
@@ -211,22 +216,22 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
         ("gb10/gb10-check", "queued"),
     ]
     # Each row change goes to the planner (a ChecksRecorded event on the service's queue).
-    assert [(row["runner"], row["state"]) for row in reported(client)] == [
+    assert [(row["runner"], row["state"]) for row in reported(ci_client)] == [
         ("gaudi/fixed", "queued"),
         ("gb10/gb10-check", "queued"),
     ]
     gaudi_run, gb10_run = out[0].run_id, out[1].run_id
 
     # Live: the first line is readable while the check still runs.
-    wait_for(lambda: "stdout: line-1" in log_text(client, gaudi_run), "line-1 in the live log")
-    assert state_of(client, gaudi_run) == "running"
-    assert rows(client)["gaudi/fixed"].state == "running"
-    assert "stdout: line-2" not in log_text(client, gaudi_run)
+    wait_for(lambda: "stdout: line-1" in log_text(ci_client, gaudi_run), "line-1 in the live log")
+    assert state_of(ci_client, gaudi_run) == "running"
+    assert rows(ci_client)["gaudi/fixed"].state == "running"
+    assert "stdout: line-2" not in log_text(ci_client, gaudi_run)
     go.touch()
 
-    info = finished(client, gaudi_run)
+    info = finished(ci_client, gaudi_run)
     assert info["state"] == "success" and info["runner"] == gaudi.name and info["attempt"] == 1
-    text = log_text(client, gaudi_run)
+    text = log_text(ci_client, gaudi_run)
     assert f"stdout: tree {expected}" in text  # the check ran on the tree the engine computed
     assert f"tree {expected} verified (upstream + 1 patch(es))" in text
     for line in ("stdout: preparing", "stderr: to-stderr", "stdout: line-2"):
@@ -235,13 +240,13 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
     assert artifact.read_text().strip() == gaudi_run
     assert info["pr_head_sha"] == world.downstream.head("carry/s1")
 
-    assert finished(client, gb10_run)["state"] == "success"
-    assert "stdout: gb10 ok" in log_text(client, gb10_run)
-    final = rows(client)
+    assert finished(ci_client, gb10_run)["state"] == "success"
+    assert "stdout: gb10 ok" in log_text(ci_client, gb10_run)
+    final = rows(ci_client)
     assert (final["gaudi/fixed"].state, final["gb10/gb10-check"].state) == ("success", "success")
     assert final["gaudi/fixed"].head_sha == head
 
-    registered = {r["name"]: r for r in runners(client)}
+    registered = {r["name"]: r for r in runners(ci_client)}
     assert (
         registered[gaudi.name]["kind"] == "gaudi" and registered[gaudi.name]["queue"] == "hw.gaudi"
     )
@@ -255,9 +260,9 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
     assert registered[gaudi.name]["steps"].startswith(expected), registered[gaudi.name]
     assert f", as {user}" in registered[gaudi.name]["steps"], registered[gaudi.name]
     # Runner-side rows go the same way (runners hold no GitHub token), with the commit tested.
-    forwarded = [json.loads(m)["headers"]["task"] for m in client.lrange("carry", 0, -1)]
+    forwarded = [json.loads(m)["headers"]["task"] for m in ci_client.lrange("carry", 0, -1)]
     assert set(forwarded) == {"carry.ingest"}  # what the rows recorded leads to is planned
-    ended = [row for row in reported(client) if row["run_id"] == gaudi_run][-1]
+    ended = [row for row in reported(ci_client) if row["run_id"] == gaudi_run][-1]
     assert ended["state"] == "success"
     assert ended["commit_sha"] == world.downstream.head("carry/s1")
 
@@ -266,30 +271,30 @@ def test_job_runs_on_the_exact_tree_with_live_logs(
 
 
 def test_timeout_kills_the_process_group_and_is_a_test_failure(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     script = 'sleep 300 & echo $! > "$MARK/bg"; echo $$ > "$MARK/sh"; echo started; wait'
     slow = StepSpec("slow", sh(script), timeout_s=2, env={"MARK": str(marks)})
-    out = request(client, celery_app, world, world.head(), [target("gaudi", slow)])
+    out = request(ci_client, celery_app, world, world.head(), [target("gaudi", slow)])
     wait_for(lambda: (marks / "sh").exists(), "the step to start")
     marker = f"MARK={marks}"
     pids = [host_pid(int((marks / name).read_text()), marker) for name in ("sh", "bg")]
-    info = finished(client, out[0].run_id)
+    info = finished(ci_client, out[0].run_id)
 
     assert info["state"] == "failure" and info["attempt"] == 1  # a timeout is not retried
-    row = rows(client)["gaudi/slow"]
+    row = rows(ci_client)["gaudi/slow"]
     assert row.state == "failure" and "timed out after 2s" in row.detail
     assert not [pid for pid in pids if alive(pid)], "the whole process group is gone"
-    assert "timed out, process group killed" in log_text(client, out[0].run_id)
-    assert not events(client, "ci-retry")
+    assert "timed out, process group killed" in log_text(ci_client, out[0].run_id)
+    assert not events(ci_client, "ci-retry")
 
 
 # --------------------------------------------------------------------------- 3 newer head cancels
 
 
 def test_newer_head_cancels_the_running_job(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     # The check blocks on trees that contain `block`; the newer head removes it.
@@ -298,29 +303,31 @@ def test_newer_head_cancels_the_running_job(
     )
     check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
     old_head = world.head({"block": "x\n"})
-    old = request(client, celery_app, world, old_head, [target("gaudi", check)])[0].run_id
+    old = request(ci_client, celery_app, world, old_head, [target("gaudi", check)])[0].run_id
     pid_file = marks / f"pid-{old}"
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), "the old run's check to start")
     old_pid = host_pid(int(pid_file.read_text()), f"MARK={marks}")
 
     new_head = world.head({"block": None})
-    new = request(client, celery_app, world, new_head, [target("gaudi", check)])[0].run_id
+    new = request(ci_client, celery_app, world, new_head, [target("gaudi", check)])[0].run_id
 
-    assert state_of(client, old) == "cancelled"
+    assert state_of(ci_client, old) == "cancelled"
     wait_for(lambda: not alive(old_pid), "the old check's process to be killed", timeout=10)
-    assert finished(client, new)["state"] == "success"
-    assert rows(client)["gaudi/fixed"].run_id == new
-    assert rows(client)["gaudi/fixed"].head_sha == new_head
-    superseded = events(client, "ci-supersede", old)
+    assert finished(ci_client, new)["state"] == "success"
+    assert rows(ci_client)["gaudi/fixed"].run_id == new
+    assert rows(ci_client)["gaudi/fixed"].head_sha == new_head
+    superseded = events(ci_client, "ci-supersede", old)
     assert superseded and "superseded by head" in superseded[0]["data"]["reason"]
-    wait_for(lambda: "cancelled (superseded by head" in log_text(client, old), "the runner's note")
+    wait_for(
+        lambda: "cancelled (superseded by head" in log_text(ci_client, old), "the runner's note"
+    )
 
 
 # --------------------------------------------------------------------------- 4 runner lost
 
 
 def test_runner_killed_mid_job_is_retried_on_another_runner(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     first, second = start_runners(
         ("gaudi", "gaudiA@%h"), ("gaudi", "gaudiB@%h"), env={"CARRY_VISIBILITY_TIMEOUT_S": "3"}
@@ -330,32 +337,34 @@ def test_runner_killed_mid_job_is_retried_on_another_runner(
         '[ "$CARRY_ATTEMPT" = 1 ] && exec sleep 300; test -f fixed.txt'
     )
     check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
-    run_id = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
+    run_id = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
     attempts = marks / "attempts"
     wait_for(lambda: attempts.exists() and attempts.read_text(), "attempt 1 to start its check")
-    holder = ci.run_info(client, run_id)["runner"]
+    holder = ci.run_info(ci_client, run_id)["runner"]
     lost, survivor = (first, second) if holder == first.name else (second, first)
     step_pid = host_pid(int(attempts.read_text().split()[1]), f"MARK={marks}")
 
     lost.kill_host()
 
     wait_for(lambda: not alive(step_pid), "the lost runner's check to die with it", timeout=10)
-    info = finished(client, run_id, timeout=40)
+    info = finished(ci_client, run_id, timeout=40)
     assert (info["state"], info["attempt"], info["runner"]) == ("success", 2, survivor.name)
     assert [line.split()[0] for line in attempts.read_text().splitlines()] == ["1", "2"]
-    assert len(events(client, "ci-runner-lost", run_id)) == 1
-    assert len(events(client, "ci-started", run_id)) == 2
-    successes = [e for e in events(client, "ci-check", run_id) if e["data"]["verdict"] == "success"]
+    assert len(events(ci_client, "ci-runner-lost", run_id)) == 1
+    assert len(events(ci_client, "ci-started", run_id)) == 2
+    successes = [
+        e for e in events(ci_client, "ci-check", run_id) if e["data"]["verdict"] == "success"
+    ]
     assert len(successes) == 1 and successes[0]["data"]["attempt"] == 2
-    assert len(events(client, "ci-success", run_id)) == 1
-    stored = store_ci.stored_result(client, "gaudi", info["tree_key"])
+    assert len(events(ci_client, "ci-success", run_id)) == 1
+    stored = store_ci.stored_result(ci_client, "gaudi", info["tree_key"])
     assert stored is not None and (stored["run_id"], stored["state"]) == (run_id, "success")
-    row = rows(client)["gaudi/fixed"]
+    row = rows(ci_client)["gaudi/fixed"]
     assert (row.state, row.attempt) == ("success", 2)
 
 
 def test_lost_pool_process_is_requeued_at_once_and_retried(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     """The job process alone dies (the OOM killer's usual pick): the worker survives and
     requeues the job at once (task_reject_on_worker_lost); its new pool process retries it."""
@@ -365,42 +374,42 @@ def test_lost_pool_process_is_requeued_at_once_and_retried(
         '[ "$CARRY_ATTEMPT" = 1 ] && exec sleep 300; test -f fixed.txt'
     )
     check = StepSpec("fixed", sh(script), timeout_s=60, env={"MARK": str(marks)})
-    run_id = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
+    run_id = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0].run_id
     attempts = marks / "attempts"
     wait_for(lambda: attempts.exists() and attempts.read_text(), "attempt 1 to start its check")
     step = host_pid(int(attempts.read_text().split()[1]), f"MARK={marks}")
     os.kill(runner_process_of(step), signal.SIGKILL)  # the pool process
 
-    info = finished(client, run_id)
+    info = finished(ci_client, run_id)
     assert (info["state"], info["attempt"]) == ("success", 2)
-    assert len(events(client, "ci-runner-lost", run_id)) == 1
+    assert len(events(ci_client, "ci-runner-lost", run_id)) == 1
 
 
 # --------------------------------------------------------------------------- 5 reuse
 
 
 def test_same_tree_reuses_the_result_and_never_reruns(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     check = StepSpec(
         "fixed", sh('echo run >> "$MARK/runs"; test -f fixed.txt'), env={"MARK": str(marks)}
     )
     head = world.head()
-    first = request(client, celery_app, world, head, [target("gaudi", check)])[0]
-    assert finished(client, first.run_id)["state"] == "success"
+    first = request(ci_client, celery_app, world, head, [target("gaudi", check)])[0]
+    assert finished(ci_client, first.run_id)["state"] == "success"
 
-    again = request(client, celery_app, world, head, [target("gaudi", check)])
+    again = request(ci_client, celery_app, world, head, [target("gaudi", check)])
     assert [(r.state, r.run_id) for r in again] == [("reused", first.run_id)]
     assert again[0].detail.startswith("success: reused from run")
-    assert rows(client)["gaudi/fixed"].state == "reused"
-    assert client.llen("hw.gaudi") == 0 and len(events(client, "ci-reuse")) == 1
+    assert rows(ci_client)["gaudi/fixed"].state == "reused"
+    assert ci_client.llen("hw.gaudi") == 0 and len(events(ci_client, "ci-reuse")) == 1
     assert (marks / "runs").read_text().count("run") == 1
 
     # `/carry retest` asks for a fresh run of the same tree on purpose.
-    retest = request(client, celery_app, world, head, [target("gaudi", check)], force=True)[0]
+    retest = request(ci_client, celery_app, world, head, [target("gaudi", check)], force=True)[0]
     assert retest.run_id != first.run_id
-    assert finished(client, retest.run_id)["state"] == "success"
+    assert finished(ci_client, retest.run_id)["state"] == "success"
     assert (marks / "runs").read_text().count("run") == 2
 
 
@@ -408,7 +417,7 @@ def test_same_tree_reuses_the_result_and_never_reruns(
 
 
 def test_untrusted_head_waits_for_an_approval_of_its_sha(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     check = StepSpec(
@@ -417,26 +426,26 @@ def test_untrusted_head_waits_for_an_approval_of_its_sha(
         env={"MARK": str(marks)},
     )
     head = world.head()
-    waiting = request(client, celery_app, world, head, [target("gaudi", check)], actor="mallory")
+    waiting = request(ci_client, celery_app, world, head, [target("gaudi", check)], actor="mallory")
     assert [r.state for r in waiting] == ["waiting-approval"]
-    assert client.llen("hw.gaudi") == 0  # nothing reached the hardware queue
-    assert "waiting for /carry approve" in " ".join(load_series(client, SERIES).needs_attention)
+    assert ci_client.llen("hw.gaudi") == 0  # nothing reached the hardware queue
+    assert "waiting for /carry approve" in " ".join(load_series(ci_client, SERIES).needs_attention)
 
     issuer = job_issuer()
     with pytest.raises(ApprovalError):
-        ci.approve(client, SERIES, "f" * 7, "maintainer", issuer=issuer, celery_app=celery_app)
+        ci.approve(ci_client, SERIES, "f" * 7, "maintainer", issuer=issuer, celery_app=celery_app)
     released = ci.approve(
-        client, SERIES, head[:8], "maintainer", issuer=issuer, celery_app=celery_app
+        ci_client, SERIES, head[:8], "maintainer", issuer=issuer, celery_app=celery_app
     )
     assert [(r.state, r.run_id) for r in released] == [("queued", waiting[0].run_id)]
-    assert finished(client, waiting[0].run_id)["state"] == "success"
+    assert finished(ci_client, waiting[0].run_id)["state"] == "success"
     assert (marks / "ran").read_text().split() == [head]
-    assert load_series(client, SERIES).approvals == [head]  # bound to the full SHA
-    assert events(client, "ci-approved")[0]["data"]["by"] == "maintainer"
+    assert load_series(ci_client, SERIES).approvals == [head]  # bound to the full SHA
+    assert events(ci_client, "ci-approved")[0]["data"]["by"] == "maintainer"
 
     # The approval binds to that SHA: the same author's next head waits again.
     newer = world.head({"more.txt": "x\n"})
-    again = request(client, celery_app, world, newer, [target("gaudi", check)], actor="mallory")
+    again = request(ci_client, celery_app, world, newer, [target("gaudi", check)], actor="mallory")
     assert [r.state for r in again] == ["waiting-approval"]
 
 
@@ -444,49 +453,49 @@ def test_untrusted_head_waits_for_an_approval_of_its_sha(
 
 
 def test_a_burst_of_heads_starts_one_run_per_series_and_kind(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"), ("gb10", "gb101@%h"))
     script = 'echo "$CARRY_RUNNER_KIND $CARRY_UPSTREAM_SHA" >> "$MARK/started"; test -f fixed.txt'
     check = StepSpec("fixed", sh(script), env={"MARK": str(marks)})
     targets = [target("gaudi", check), target("gb10", check)]
     heads = [world.head({"burst.txt": f"{n}\n"}) for n in range(8)]
-    runs = [request(client, celery_app, world, head, targets, debounce_s=1.5) for head in heads]
+    runs = [request(ci_client, celery_app, world, head, targets, debounce_s=1.5) for head in heads]
     newest = {r.runner: r.run_id for r in runs[-1]}
 
     for run_id in newest.values():
-        assert finished(client, run_id)["state"] == "success"
+        assert finished(ci_client, run_id)["state"] == "success"
     started = sorted((marks / "started").read_text().splitlines())
     assert started == [f"gaudi {heads[-1]}", f"gb10 {heads[-1]}"]
     older = [r.run_id for batch in runs[:-1] for r in batch]
-    assert {state_of(client, run_id) for run_id in older} == {"cancelled"}
-    assert len(events(client, "ci-started")) == 2
+    assert {state_of(ci_client, run_id) for run_id in older} == {"cancelled"}
+    assert len(events(ci_client, "ci-started")) == 2
 
 
 # --------------------------------------------------------------------------- retries, A/B, mismatch
 
 
 def test_infra_error_is_retried_a_test_failure_is_not(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     env = {"MARK": str(marks)}
     flaky = StepSpec("flaky-infra", sh('[ "$CARRY_ATTEMPT" = 1 ] && exit 2; exit 0'), env=env)
     broken = StepSpec("broken", sh('echo x >> "$MARK/broken"; exit 1'), env=env)
-    out = request(client, celery_app, world, world.head(), [target("gaudi", flaky, broken)])
-    info = finished(client, out[0].run_id)
+    out = request(ci_client, celery_app, world, world.head(), [target("gaudi", flaky, broken)])
+    info = finished(ci_client, out[0].run_id)
 
     assert (info["state"], info["attempt"]) == ("failure", 2)
-    final = rows(client)
+    final = rows(ci_client)
     assert (final["gaudi/flaky-infra"].state, final["gaudi/flaky-infra"].attempt) == ("success", 2)
     assert (final["gaudi/broken"].state, final["gaudi/broken"].attempt) == ("failure", 1)
     assert (marks / "broken").read_text().count("x") == 1  # the failed check ran once
-    retries = events(client, "ci-retry")
+    retries = events(ci_client, "ci-retry")
     assert len(retries) == 1 and "no verdict (exit 2" in retries[0]["data"]["reason"]
 
 
 def test_an_inconclusive_check_is_amber_not_retried_and_the_head_still_good(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     """Issue 32: a check exiting 77 (it ran, but could not observe its condition) is its own
     verdict: not a pass, not a bug, not an infra error to retry; the head is still the last
@@ -496,40 +505,44 @@ def test_an_inconclusive_check_is_amber_not_retried_and_the_head_still_good(
     unobserved = StepSpec("unobserved", sh('echo x >> "$MARK/unobserved"; exit 77'), env=env)
     passing = StepSpec("fixed", sh("test -f fixed.txt"))
     head = world.head()
-    out = request(client, celery_app, world, head, [target("gaudi", passing, unobserved)])
-    info = finished(client, out[0].run_id)
+    out = request(ci_client, celery_app, world, head, [target("gaudi", passing, unobserved)])
+    info = finished(ci_client, out[0].run_id)
 
     assert (info["state"], info["attempt"]) == ("inconclusive", 1)
-    final = rows(client)
+    final = rows(ci_client)
     assert final["gaudi/fixed"].state == "success"
     assert final["gaudi/unobserved"].state == "inconclusive"
     assert "exit 77: it could not observe" in final["gaudi/unobserved"].detail
     assert (marks / "unobserved").read_text().count("x") == 1  # not retried
-    assert not events(client, "ci-retry")
-    state = load_series(client, SERIES)
+    assert not events(ci_client, "ci-retry")
+    state = load_series(ci_client, SERIES)
     assert state is not None and state.last_good is not None and state.last_good.head == head
 
 
 def test_setup_failure_exhausts_retries_as_infra_error(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     policy = RetryPolicy(max_attempts=2, base_delay_s=0.1, max_delay_s=0.1)
     check = StepSpec("fixed", sh("test -f fixed.txt"))
     setup = (StepSpec("install", sh("echo cannot fetch; exit 3")),)
     out = request(
-        client, celery_app, world, world.head(), [target("gaudi", check, setup=setup, retry=policy)]
+        ci_client,
+        celery_app,
+        world,
+        world.head(),
+        [target("gaudi", check, setup=setup, retry=policy)],
     )
-    info = finished(client, out[0].run_id)
+    info = finished(ci_client, out[0].run_id)
     assert (info["state"], info["attempt"]) == ("infra-error", 2)
-    row = rows(client)["gaudi/fixed"]
+    row = rows(ci_client)["gaudi/fixed"]
     assert row.state == "infra-error" and "setup install exited 3" in row.detail
     assert "gave up after 2 of 2 attempts" in row.detail
-    assert store_ci.stored_result(client, "gaudi", info["tree_key"]) is None  # nothing to reuse
+    assert store_ci.stored_result(ci_client, "gaudi", info["tree_key"]) is None  # nothing to reuse
 
 
 def test_tree_mismatch_is_an_infra_error_naming_both_trees(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     head = world.head()
@@ -538,9 +551,9 @@ def test_tree_mismatch_is_an_infra_error_naming_both_trees(
     policy = RetryPolicy(max_attempts=1)
     check = StepSpec("fixed", sh("test -f fixed.txt"))
     world.runner_config.allow([target("gaudi", check, retry=policy)])
-    trusted_push(client, SERIES, head)
+    trusted_push(ci_client, SERIES, head)
     out = ci.request_ci(
-        client,
+        ci_client,
         celery_app,
         SERIES,
         [target("gaudi", check, retry=policy)],
@@ -548,21 +561,21 @@ def test_tree_mismatch_is_an_infra_error_naming_both_trees(
         issuer=job_issuer(),
         debounce_s=0,
     )
-    info = finished(client, out[0].run_id)
-    detail = rows(client)["gaudi/fixed"].detail
+    info = finished(ci_client, out[0].run_id)
+    detail = rows(ci_client)["gaudi/fixed"].detail
     assert info["state"] == "infra-error"
     assert f"the engine computed {wrong}, the runner built {world.expected_tree(head)}" in detail
 
 
 def test_ab_runs_the_check_on_plain_upstream_too(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     check = StepSpec("fixed", sh("test -f fixed.txt"), ab=True)
-    out = request(client, celery_app, world, world.head(), [target("gaudi", check)])
+    out = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])
     assert [r.runner for r in out] == ["gaudi/fixed", "gaudi/fixed@upstream"]
-    finished(client, out[0].run_id)
-    final = rows(client)
+    finished(ci_client, out[0].run_id)
+    final = rows(ci_client)
     assert final["gaudi/fixed"].state == "success"
     upstream = final["gaudi/fixed@upstream"]
     assert upstream.state == "failure" and upstream.detail.startswith("A/B on plain upstream")
@@ -571,9 +584,9 @@ def test_ab_runs_the_check_on_plain_upstream_too(
 # --------------------------------------------------------------------------- steps, in process
 
 
-def test_run_log_is_bounded_head_marker_tail(client: redis.Redis, tmp_path: Path) -> None:
+def test_run_log_is_bounded_head_marker_tail(ci_client: redis.Redis, tmp_path: Path) -> None:
     limits = LogLimits(max_lines=30, max_bytes=1 << 20, max_line_bytes=50, tail_lines=10)
-    log = RunLog(client, "r-bounded", limits, tmp_path / "full.log")
+    log = RunLog(ci_client, "r-bounded", limits, tmp_path / "full.log")
     result = run_step(
         sh('i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); done; printf "%0200d\\n" 7'),
         cwd=tmp_path,
@@ -584,7 +597,7 @@ def test_run_log_is_bounded_head_marker_tail(client: redis.Redis, tmp_path: Path
     )
     log.close()
     assert result.exit_code == 0
-    texts = [e["text"] for e in runlog(client, "r-bounded", limit=1000)]
+    texts = [e["text"] for e in runlog(ci_client, "r-bounded", limit=1000)]
     assert texts[:20] == [f"line {i}" for i in range(20)]  # the head, up to the limit
     assert texts[20] == "[carry] log truncated: 71 lines omitted, last 10 follow"
     assert texts[21:30] == [f"line {i}" for i in range(91, 100)]  # the tail
@@ -592,8 +605,8 @@ def test_run_log_is_bounded_head_marker_tail(client: redis.Redis, tmp_path: Path
     assert (tmp_path / "full.log").read_text().count("\n") == 101  # the local copy is whole
 
 
-def test_a_step_never_leaves_processes_behind(client: redis.Redis, tmp_path: Path) -> None:
-    log = RunLog(client, "r-leftover")
+def test_a_step_never_leaves_processes_behind(ci_client: redis.Redis, tmp_path: Path) -> None:
+    log = RunLog(ci_client, "r-leftover")
     pid_file = tmp_path / "bg.pid"
     script = f'sleep 300 & echo $! > "{pid_file}"; echo leader done'
     result = run_step(
@@ -610,9 +623,9 @@ def test_a_step_never_leaves_processes_behind(client: redis.Redis, tmp_path: Pat
 
 
 def test_cancel_stops_a_step_and_a_missing_command_is_infra(
-    client: redis.Redis, tmp_path: Path
+    ci_client: redis.Redis, tmp_path: Path
 ) -> None:
-    log = RunLog(client, "r-cancel")
+    log = RunLog(ci_client, "r-cancel")
     reasons = iter([None, None, "superseded"])
     result = run_step(
         sh("exec sleep 300"),
@@ -657,7 +670,7 @@ def test_reap_orphans_finds_a_lost_runners_step_by_its_token(tmp_path: Path) -> 
 
 
 def test_a_full_budget_defers_a_run_until_one_finishes(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     go = marks / "go"
@@ -667,58 +680,58 @@ def test_a_full_budget_defers_a_run_until_one_finishes(
     world.runner_config.allow([narrow])
     tree = world.tree(world.head())
     for series_id in ("s1", "s2"):
-        trusted_push(client, series_id, tree.upstream_sha)
+        trusted_push(ci_client, series_id, tree.upstream_sha)
     kwargs: dict[str, Any] = {"debounce_s": 0, "issuer": job_issuer()}
-    first = ci.request_ci(client, celery_app, "s1", [narrow], tree, **kwargs)[0]
-    second = ci.request_ci(client, celery_app, "s2", [narrow], tree, **kwargs)[0]
+    first = ci.request_ci(ci_client, celery_app, "s1", [narrow], tree, **kwargs)[0]
+    second = ci.request_ci(ci_client, celery_app, "s2", [narrow], tree, **kwargs)[0]
 
     assert second.state == "queued" and "budget is full" in second.detail
-    assert client.llen("hw.gaudi") == 0  # held back, not handed to the broker
+    assert ci_client.llen("hw.gaudi") == 0  # held back, not handed to the broker
     go.touch()
-    assert finished(client, first.run_id)["state"] == "success"
+    assert finished(ci_client, first.run_id)["state"] == "success"
     # s2 asks for the same tree, so once released it finds the result instead of rerunning.
-    assert finished(client, second.run_id)["state"] == "reused"
+    assert finished(ci_client, second.run_id)["state"] == "reused"
     # finished() waits for SERIES' rows; s2's row is published just after the run ends too.
     wait_for(
-        lambda: load_series(client, "s2").ci["gaudi/fixed"].state == "reused" or None,
+        lambda: load_series(ci_client, "s2").ci["gaudi/fixed"].state == "reused" or None,
         "s2's CI row to show the reused result",
         10,
     )
-    released = [e["data"]["reason"] for e in history(client, "s2") if e["kind"] == "ci-enqueue"]
+    released = [e["data"]["reason"] for e in history(ci_client, "s2") if e["kind"] == "ci-enqueue"]
     assert released == ["budget freed"]
 
 
 def test_pacing_holds_a_heads_run_a_newer_head_replaces_it_and_a_retest_is_not_paced(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"))
     check = StepSpec("fixed", sh('echo "$CARRY_UPSTREAM_SHA" >> "$MARK/started"'))
     check = replace(check, env={"MARK": str(marks)})
     paced = replace(target("gaudi", check), pace=PacePolicy(min_interval_s=3600, daily_budget=2))
     heads = [world.head({"paced.txt": f"{n}\n"}) for n in range(4)]
-    first = request(client, celery_app, world, heads[0], [paced])[0]
-    assert finished(client, first.run_id)["state"] == "success"
+    first = request(ci_client, celery_app, world, heads[0], [paced])[0]
+    assert finished(ci_client, first.run_id)["state"] == "success"
 
-    second = request(client, celery_app, world, heads[1], [paced])[0]
+    second = request(ci_client, celery_app, world, heads[1], [paced])[0]
     assert second.state == "queued" and second.detail.startswith("paced: starts at ")
     assert "ci.min_interval_s is 3600" in second.detail
-    assert rows(client)["gaudi/fixed"].detail == second.detail  # the dashboard says why
-    assert client.llen("hw.gaudi") == 0  # held here, not in the broker
-    third = request(client, celery_app, world, heads[2], [paced])[0]
-    assert state_of(client, second.run_id) == "cancelled"  # a burst tests only the newest
+    assert rows(ci_client)["gaudi/fixed"].detail == second.detail  # the dashboard says why
+    assert ci_client.llen("hw.gaudi") == 0  # held here, not in the broker
+    third = request(ci_client, celery_app, world, heads[2], [paced])[0]
+    assert state_of(ci_client, second.run_id) == "cancelled"  # a burst tests only the newest
     issuer = job_issuer()
-    assert ci.release_paced(client, celery_app, issuer=issuer) == []  # its time has not come
+    assert ci.release_paced(ci_client, celery_app, issuer=issuer) == []  # its time has not come
     later = time.time() + 3601
-    assert ci.release_paced(client, celery_app, later, issuer=issuer) == [third.run_id]
-    assert finished(client, third.run_id)["state"] == "success"
-    reasons = [e["data"]["reason"] for e in events(client, "ci-enqueue", third.run_id)]
+    assert ci.release_paced(ci_client, celery_app, later, issuer=issuer) == [third.run_id]
+    assert finished(ci_client, third.run_id)["state"] == "success"
+    reasons = [e["data"]["reason"] for e in events(ci_client, "ci-enqueue", third.run_id)]
     assert "its pacing time came" in reasons
 
-    fourth = request(client, celery_app, world, heads[3], [paced])[0]
+    fourth = request(ci_client, celery_app, world, heads[3], [paced])[0]
     assert "ci.daily_budget is 2: 2 runs started in the last 24 h" in fourth.detail
-    retest = request(client, celery_app, world, heads[3], [paced], force=True)[0]
+    retest = request(ci_client, celery_app, world, heads[3], [paced], force=True)[0]
     assert retest.run_id == fourth.run_id  # the held run goes now, under its own id
-    assert finished(client, fourth.run_id)["state"] == "success"
+    assert finished(ci_client, fourth.run_id)["state"] == "success"
     started = (marks / "started").read_text().split()
     assert started == [heads[0], heads[2], heads[3]]
 
@@ -727,7 +740,7 @@ def test_pacing_holds_a_heads_run_a_newer_head_replaces_it_and_a_retest_is_not_p
 
 
 def test_check_code_gets_none_of_the_runners_credentials(
-    client: redis.Redis, celery_app: Celery, world: World, url: str, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, url: str, start_runners: Any
 ) -> None:
     """Check code is hostile: the runner's broker URL (carry's control plane) and any token
     in its environment never reach it; a variable the host passes on purpose does."""
@@ -741,9 +754,9 @@ def test_check_code_gets_none_of_the_runners_credentials(
             '&& test -n "$PATH" && test -n "$CARRY_RUN_ID" && echo "token is $HF_TOKEN"'
         ),
     )
-    run = request(client, celery_app, world, world.head(), [target("gaudi", snoop)])[0]
-    info = finished(client, run.run_id)
-    text = log_text(client, run.run_id)
+    run = request(ci_client, celery_app, world, world.head(), [target("gaudi", snoop)])[0]
+    info = finished(ci_client, run.run_id)
+    text = log_text(ci_client, run.run_id)
     assert info["state"] == "success", text
     assert url.split("://", 1)[1] not in text and "stdout: REDIS_URL=" not in text
     assert secrets["GITHUB_TOKEN"] not in text
@@ -752,7 +765,7 @@ def test_check_code_gets_none_of_the_runners_credentials(
 
 
 def test_secrets_the_runner_never_held_are_redacted_from_the_run_log_by_their_form(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     """A step prints credentials carry never knew the value of (a database URL of the host's,
     tokens it found): on stdout and stderr alike, the stored run log holds none of them."""
@@ -766,10 +779,14 @@ def test_secrets_the_runner_never_held_are_redacted_from_the_run_log_by_their_fo
     start_runners(("gaudi", "gaudi1@%h"))
     printed = "; ".join(f"echo 'out {leak}'; echo 'err {leak}' >&2" for leak in leaks)
     row = request(
-        client, celery_app, world, world.head(), [target("gaudi", StepSpec("leaky", sh(printed)))]
+        ci_client,
+        celery_app,
+        world,
+        world.head(),
+        [target("gaudi", StepSpec("leaky", sh(printed)))],
     )[0]
-    info = finished(client, row.run_id)
-    text = log_text(client, row.run_id)
+    info = finished(ci_client, row.run_id)
+    text = log_text(ci_client, row.run_id)
     assert info["state"] == "success", text
     for shown in leaks.values():
         assert f"stdout: out {shown}" in text and f"stderr: err {shown}" in text, text
@@ -778,7 +795,7 @@ def test_secrets_the_runner_never_held_are_redacted_from_the_run_log_by_their_fo
 
 
 def test_an_error_that_names_a_url_with_a_password_is_stored_without_it(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     """The runner's own errors (here its refusal of a repository its config does not name;
     a config never holds a URL with a password) reach the run's detail, its CI rows and the
@@ -790,19 +807,19 @@ def test_an_error_that_names_a_url_with_a_password_is_stored_without_it(
     tree = replace(
         world.tree(world.head()), upstream_url="http://carry:pw-4815162342@127.0.0.1:9/u"
     )
-    trusted_push(client, SERIES, tree.upstream_sha)
+    trusted_push(ci_client, SERIES, tree.upstream_sha)
     (row,) = ci.request_ci(
-        client, celery_app, SERIES, [once], tree, issuer=job_issuer(), debounce_s=0
+        ci_client, celery_app, SERIES, [once], tree, issuer=job_issuer(), debounce_s=0
     )
-    info = finished(client, row.run_id)
+    info = finished(ci_client, row.run_id)
     assert info["state"] == "infra-error"
     # (The job itself names the URL as given; carry's config refuses a URL with a password.)
     info.pop("payload")
     stored = json.dumps(
-        [info, [r.detail for r in rows(client).values()], events(client, "ci-infra-error")]
+        [info, [r.detail for r in rows(ci_client).values()], events(ci_client, "ci-infra-error")]
     )
     assert "the job's upstream 'http://carry:[redacted]@127.0.0.1:9/u' is not" in stored, stored
-    assert "pw-4815162342" not in stored + log_text(client, row.run_id)
+    assert "pw-4815162342" not in stored + log_text(ci_client, row.run_id)
 
 
 def _hostile_check(marks: Path, url: str, secret: str, name: str = "hostile") -> StepSpec:
@@ -824,7 +841,7 @@ HostileRun = Callable[..., tuple[str, str]]
 
 @pytest.fixture
 def hostile_run(
-    client: redis.Redis,
+    ci_client: redis.Redis,
     celery_app: Celery,
     world: World,
     marks: Path,
@@ -844,9 +861,9 @@ def hostile_run(
             world.runner_config.networked.add(name)
         start_runners(("gaudi", "gaudi1@%h"), env={"GITHUB_TOKEN": secret})
         check = _hostile_check(marks, url, secret, name=name)
-        row = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-        state = str(finished(client, row.run_id)["state"])
-        return state, log_text(client, row.run_id)
+        row = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+        state = str(finished(ci_client, row.run_id)["state"])
+        return state, log_text(ci_client, row.run_id)
 
     try:
         yield run
@@ -898,7 +915,7 @@ def test_a_runner_configured_without_a_sandbox_says_so_in_every_run_log(
     reason=f"no bubblewrap here: {sandbox.bwrap_unavailable()}",
 )
 def test_under_bwrap_a_check_builds_in_its_tree_and_cannot_write_the_host(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     """sandbox: bwrap on a real runner: the check writes its tree, and the host's files (here
     one that stands for the runner's own code, outside /tmp) are read-only to it, even as root."""
@@ -910,9 +927,9 @@ def test_under_bwrap_a_check_builds_in_its_tree_and_cannot_write_the_host(
         start_runners(("gaudi", "gaudi1@%h"))
         script = f"test -f fixed.txt && echo built > build.txt && {{ echo planted >> {code} || exit 1; }}"
         check = StepSpec("fixed", sh(script))
-        run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-        info = finished(client, run.run_id)
-        text = log_text(client, run.run_id)
+        run = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+        info = finished(ci_client, run.run_id)
+        text = log_text(ci_client, run.run_id)
         assert info["state"] == "failure", text
         assert "Read-only file system" in text, text
         assert "runs under bubblewrap in its own PID, mount, IPC and UTS namespaces" in text
@@ -922,7 +939,7 @@ def test_under_bwrap_a_check_builds_in_its_tree_and_cannot_write_the_host(
 
 
 def test_a_job_cannot_plant_hooks_or_config_for_the_next(
-    client: redis.Redis,
+    ci_client: redis.Redis,
     celery_app: Celery,
     world: World,
     marks: Path,
@@ -943,12 +960,12 @@ def test_a_job_cannot_plant_hooks_or_config_for_the_next(
         ),
         env={"PWNED": str(pwned)},
     )
-    first = request(client, celery_app, world, world.head(), [target("gaudi", plant)])[0]
-    assert finished(client, first.run_id)["state"] == "success"
+    first = request(ci_client, celery_app, world, world.head(), [target("gaudi", plant)])[0]
+    assert finished(ci_client, first.run_id)["state"] == "success"
     check = StepSpec("fixed", sh("test -f fixed.txt"))
-    second = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-    info = finished(client, second.run_id)
-    assert info["state"] == "success", log_text(client, second.run_id)
+    second = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(ci_client, second.run_id)
+    assert info["state"] == "success", log_text(ci_client, second.run_id)
     assert sorted(p.name for p in marks.iterdir() if p.name.startswith("pwned")) == []
 
 
@@ -956,7 +973,7 @@ def test_a_job_cannot_plant_hooks_or_config_for_the_next(
     sandbox.namespaces_unavailable() is not None, reason="a private /tmp needs a mount namespace"
 )
 def test_a_jobs_tmp_is_its_own_and_goes_with_it(
-    client: redis.Redis,
+    ci_client: redis.Redis,
     celery_app: Celery,
     world: World,
     marks: Path,
@@ -977,8 +994,10 @@ def test_a_jobs_tmp_is_its_own_and_goes_with_it(
         env={"MARK": str(marks)},
     )
     for _ in range(2):
-        run = request(client, celery_app, world, world.head(), [target("gaudi", step)])[0]
-        assert finished(client, run.run_id)["state"] == "success", log_text(client, run.run_id)
+        run = request(ci_client, celery_app, world, world.head(), [target("gaudi", step)])[0]
+        assert finished(ci_client, run.run_id)["state"] == "success", log_text(
+            ci_client, run.run_id
+        )
     assert not (marks / "found").exists()
     assert not Path("/tmp", name).exists()
     tmpdirs = set((marks / "tmpdirs").read_text().split())
@@ -988,7 +1007,7 @@ def test_a_jobs_tmp_is_its_own_and_goes_with_it(
 
 
 def test_a_job_cannot_leave_its_home_for_the_next_or_the_runner(
-    client: redis.Redis,
+    ci_client: redis.Redis,
     celery_app: Celery,
     world: World,
     marks: Path,
@@ -1010,8 +1029,10 @@ def test_a_job_cannot_leave_its_home_for_the_next_or_the_runner(
         ),
         env={"MARK": str(marks)},
     )
-    first = request(client, celery_app, world, world.head(), [target("gaudi", plant)])[0]
-    assert finished(client, first.run_id)["state"] == "success", log_text(client, first.run_id)
+    first = request(ci_client, celery_app, world, world.head(), [target("gaudi", plant)])[0]
+    assert finished(ci_client, first.run_id)["state"] == "success", log_text(
+        ci_client, first.run_id
+    )
     # The next job finds an empty home, and swaps it for a link to a directory of the host's.
     kept = tmp_path / "kept"
     kept.mkdir()
@@ -1026,8 +1047,10 @@ def test_a_job_cannot_leave_its_home_for_the_next_or_the_runner(
         env={"MARK": str(marks)},
     )
     for _ in range(2):
-        run = request(client, celery_app, world, world.head(), [target("gaudi", look)])[0]
-        assert finished(client, run.run_id)["state"] == "success", log_text(client, run.run_id)
+        run = request(ci_client, celery_app, world, world.head(), [target("gaudi", look)])[0]
+        assert finished(ci_client, run.run_id)["state"] == "success", log_text(
+            ci_client, run.run_id
+        )
     homes = {*(marks / "homes").read_text().split(), (marks / "home-1").read_text().strip()}
     assert str(runner_home) not in homes
     assert list(runner_home.iterdir()) == []
@@ -1057,7 +1080,7 @@ def _digest(data: str | bytes) -> str:
 
 
 def test_setup_installs_into_the_jobs_own_python_and_the_next_job_starts_clean(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     """The runner's Python is read-only to steps, so `pip install` in a setup step goes into
     the job's own virtual environment (first on PATH), which also sees the runner's packages
@@ -1069,9 +1092,9 @@ def test_setup_installs_into_the_jobs_own_python_and_the_next_job_starts_clean(
     where = "import carry_tiny, vllm_checks as c, sys; print(carry_tiny.__file__, c.__file__)"
     imports = StepSpec("imports", ("python", "-I", "-c", where))
     first = world.head({wheel: tiny_wheel("carry_tiny")})
-    run = request(client, celery_app, world, first, [target("gaudi", imports, setup=(install,))])
-    info = finished(client, run[0].run_id)
-    text = log_text(client, run[0].run_id)
+    run = request(ci_client, celery_app, world, first, [target("gaudi", imports, setup=(install,))])
+    info = finished(ci_client, run[0].run_id)
+    text = log_text(ci_client, run[0].run_id)
     assert info["state"] == "success", text
     installed, checks = next(
         line.removeprefix("stdout: ").split()
@@ -1083,19 +1106,19 @@ def test_setup_installs_into_the_jobs_own_python_and_the_next_job_starts_clean(
     assert not any(Path(p).name.startswith("carry_tiny") for p in RUNNER_SITE.iterdir())
     absent = "import importlib.util as u, sys; sys.exit(u.find_spec('carry_tiny') is not None)"
     gone = StepSpec("gone", ("python", "-I", "-c", absent))
-    again = request(client, celery_app, world, world.head(), [target("gaudi", gone)])
-    assert finished(client, again[0].run_id)["state"] == "success", log_text(
-        client, again[0].run_id
+    again = request(ci_client, celery_app, world, world.head(), [target("gaudi", gone)])
+    assert finished(ci_client, again[0].run_id)["state"] == "success", log_text(
+        ci_client, again[0].run_id
     )
 
 
 def test_a_runner_that_cannot_run_its_steps_does_not_start(
-    client: redis.Redis, world: World, url: str, tmp_path: Path
+    ci_client: redis.Redis, world: World, url: str, tmp_path: Path
 ) -> None:
     """A step user this host does not have (or a sandbox it cannot give) would fail every job:
     the runner says why and exits before it takes a job from a runner that could run it."""
     world.runner_config.set("gaudi", step_user="no-such-user-here")
-    client.lpush("hw.gaudi", "a job for another gaudi runner")
+    ci_client.lpush("hw.gaudi", "a job for another gaudi runner")
     config = {"CARRY_CONFIG": str(world.runner_config.path)}
     runner = spawn_runner("gaudi", "gaudi1@%h", url, tmp_path, config)
     try:
@@ -1104,14 +1127,14 @@ def test_a_runner_that_cannot_run_its_steps_does_not_start(
         stop_runner(runner)
     said = runner.log.read_text()
     assert "carry: error: runners.gaudi: step_user 'no-such-user-here' is not a user" in said
-    assert runners(client) == [] and client.llen("hw.gaudi") == 1
+    assert runners(ci_client) == [] and ci_client.llen("hw.gaudi") == 1
 
 
 # --------------------------------------------------------------------------- trust boundary
 
 
 def test_a_forged_job_in_the_queue_runs_nothing(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     """Whoever can write to the broker can queue any payload; a job the service did not sign
     runs nothing (tests/integration/test_job_signing.py). Even one signed with the service's
@@ -1121,9 +1144,11 @@ def test_a_forged_job_in_the_queue_runs_nothing(
     it was (a forgery could end it as an infra-error)."""
     start_runners(("gaudi", "gaudi1@%h"))
     check = StepSpec("fixed", sh("test -f fixed.txt"))
-    waiting = request(client, celery_app, world, world.head(), [target("gaudi", check)], actor="x")
+    waiting = request(
+        ci_client, celery_app, world, world.head(), [target("gaudi", check)], actor="x"
+    )
     assert waiting[0].state == "waiting-approval"
-    info = ci.run_info(client, waiting[0].run_id)
+    info = ci.run_info(ci_client, waiting[0].run_id)
     assert info is not None
     payload = info["payload"]
     pwned = marks / "pwned"
@@ -1135,20 +1160,20 @@ def test_a_forged_job_in_the_queue_runs_nothing(
             ci_runs.TASK_NAME, args=[forged], kwargs=service_signed(forged), queue="hw.gaudi"
         )
 
-    wait_for(lambda: pwned.exists() or len(events(client, "ci-refused")) == 2, "both jobs")
+    wait_for(lambda: pwned.exists() or len(events(ci_client, "ci-refused")) == 2, "both jobs")
     assert not pwned.exists(), "a forged command ran"
-    reasons = {e["data"]["run_id"]: e["data"]["reason"] for e in events(client, "ci-refused")}
+    reasons = {e["data"]["run_id"]: e["data"]["reason"] for e in events(ci_client, "ci-refused")}
     assert reasons == {
         waiting[0].run_id: "command of check 'fixed' differs from this runner's config",
         "gaudi-forged": "check 'evil' is not in this runner's config",
     }
-    left = ci.run_info(client, waiting[0].run_id)
+    left = ci.run_info(ci_client, waiting[0].run_id)
     assert left is not None and left["state"] == "waiting-approval"
-    assert rows(client)["gaudi/fixed"].state == "waiting-approval"
-    assert "differs from this runner's config" in log_text(client, waiting[0].run_id)
+    assert rows(ci_client)["gaudi/fixed"].state == "waiting-approval"
+    assert "differs from this runner's config" in log_text(ci_client, waiting[0].run_id)
     # "gaudi-forged" is no run id carry issues: its log is not the runner's to write
-    assert log_text(client, "gaudi-forged") == ""
-    assert not events(client, "ci-started")
+    assert log_text(ci_client, "gaudi-forged") == ""
+    assert not events(ci_client, "ci-started")
 
 
 def _forge_with_the_runners_password(
@@ -1179,7 +1204,7 @@ def _forge_with_the_runners_password(
 
 
 def test_a_job_forged_with_the_runners_broker_password_runs_nothing(
-    url: str, client: redis.Redis, world: World, marks: Path, start_runners: Any
+    url: str, ci_client: redis.Redis, world: World, marks: Path, start_runners: Any
 ) -> None:
     """A well-formed job carry never issued, for a stranger's head, with a run record its
     kind's broker user may write: the runner ran it (the check ran on a head nobody
@@ -1189,22 +1214,22 @@ def test_a_job_forged_with_the_runners_broker_password_runs_nothing(
     world.runner_config.allow([target("gaudi", check)])
     start_runners(("gaudi", "gaudi1@%h"))
     stranger = world.head({"stranger.txt": "x\n"})
-    push(client, SERIES, stranger, "stranger", trusted=False)  # carry waits for an approval
-    run_id = _forge_with_the_runners_password(url, client, world, check, stranger)
-    wait_for(lambda: events(client, "ci-refused", run_id) or list(marks.iterdir()), "the job")
+    push(ci_client, SERIES, stranger, "stranger", trusted=False)  # carry waits for an approval
+    run_id = _forge_with_the_runners_password(url, ci_client, world, check, stranger)
+    wait_for(lambda: events(ci_client, "ci-refused", run_id) or list(marks.iterdir()), "the job")
     assert list(marks.iterdir()) == [], "the forged job ran"
-    (refused,) = events(client, "ci-refused", run_id)
+    (refused,) = events(ci_client, "ci-refused", run_id)
     assert refused["data"]["reason"] == (
         "the job carries no signature from carry's service (forged, or queued by hand)"
     )
-    assert not events(client, "ci-started")
+    assert not events(ci_client, "ci-started")
     # A signature the service made for another job does not carry over to this one.
     borrowed = service_signed({"run_id": run_id, "kind": "gaudi", "checks": []})
-    client.delete(f"carry:ci:run:{run_id}")
-    _forge_with_the_runners_password(url, client, world, check, stranger, **borrowed)
-    wait_for(lambda: len(events(client, "ci-refused", run_id)) == 2, "the second job")
+    ci_client.delete(f"carry:ci:run:{run_id}")
+    _forge_with_the_runners_password(url, ci_client, world, check, stranger, **borrowed)
+    wait_for(lambda: len(events(ci_client, "ci-refused", run_id)) == 2, "the second job")
     assert list(marks.iterdir()) == [], "the job with a borrowed signature ran"
-    reasons = [e["data"]["reason"] for e in events(client, "ci-refused", run_id)]
+    reasons = [e["data"]["reason"] for e in events(ci_client, "ci-refused", run_id)]
     assert [r for r in reasons if r != refused["data"]["reason"]] == [
         "the job's signature does not verify with this runner's job public key: not signed by "
         "carry's service, or its payload changed since it was signed"
@@ -1212,19 +1237,19 @@ def test_a_job_forged_with_the_runners_broker_password_runs_nothing(
 
 
 def test_an_expired_job_or_one_signed_for_another_kind_runs_nothing(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     """The service's signature names the job's kind and when it expires: a real job whose
     signature expired is refused (and its run ends, visibly: the runner cannot run it), and
     a job signed for gb10 runs nothing on a gaudi runner."""
     check = marking_check(marks)
     head = world.head()
-    (queued,) = request(client, celery_app, world, head, [target("gaudi", check)])
-    info = ci.run_info(client, queued.run_id)
+    (queued,) = request(ci_client, celery_app, world, head, [target("gaudi", check)])
+    info = ci.run_info(ci_client, queued.run_id)
     assert info is not None
     payload = info["payload"]
     # The service's delivery: the payload and its signature, never the key that made it.
-    (raw,) = client.lrange("hw.gaudi", 0, -1)
+    (raw,) = ci_client.lrange("hw.gaudi", 0, -1)
     message = json.loads(raw)
     body = base64.b64decode(message["body"])
     args, kwargs, _ = json.loads(body)
@@ -1236,7 +1261,7 @@ def test_an_expired_job_or_one_signed_for_another_kind_runs_nothing(
     assert (
         signing.verify_job(public, payload, kwargs["signed"], kind="gaudi", now=time.time()) is None
     )
-    client.delete("hw.gaudi")  # this test sends its own copies
+    ci_client.delete("hw.gaudi")  # this test sends its own copies
     celery_app.send_task(
         ci_runs.TASK_NAME,
         args=[payload],
@@ -1248,23 +1273,23 @@ def test_an_expired_job_or_one_signed_for_another_kind_runs_nothing(
         ci_runs.TASK_NAME, args=[elsewhere], kwargs=service_signed(elsewhere), queue="hw.gaudi"
     )
     start_runners(("gaudi", "gaudi1@%h"))
-    wait_for(lambda: len(events(client, "ci-refused")) == 2, "both jobs refused")
-    reasons = {e["data"]["run_id"]: e["data"]["reason"] for e in events(client, "ci-refused")}
+    wait_for(lambda: len(events(ci_client, "ci-refused")) == 2, "both jobs refused")
+    reasons = {e["data"]["run_id"]: e["data"]["reason"] for e in events(ci_client, "ci-refused")}
     assert reasons[queued.run_id].startswith("the job's signature expired")
     assert reasons["gb10-0123456789ab"] == (
         "the job is signed for runner kind 'gb10', this runner is 'gaudi'"
     )
-    ended = finished(client, queued.run_id)
+    ended = finished(ci_client, queued.run_id)
     assert ended["state"] == "infra-error" and "signature expired" in ended["detail"]
     assert list(marks.iterdir()) == []
 
 
 def test_a_runner_without_a_job_public_key_does_not_start(
-    url: str, client: redis.Redis, world: World, tmp_path: Path
+    url: str, ci_client: redis.Redis, world: World, tmp_path: Path
 ) -> None:
     """A runner verifies every job with the service's public key: one that has none would
     take jobs only to refuse them, so it does not start, and says why in one line."""
-    client.lpush("hw.gaudi", "a job for a gaudi runner that can verify it")
+    ci_client.lpush("hw.gaudi", "a job for a gaudi runner that can verify it")
     config = {"CARRY_CONFIG": str(world.runner_config.path)}
     empty = tmp_path / "no-keys-here"
     cases = {
@@ -1288,7 +1313,7 @@ def test_a_runner_without_a_job_public_key_does_not_start(
         "carry: error: environment: CARRY_JOB_PUBLIC_KEY: that is a private key: a runner "
         "holds only the public half"
     ]
-    assert runners(client) == [] and client.llen("hw.gaudi") == 1
+    assert runners(ci_client) == [] and ci_client.llen("hw.gaudi") == 1
 
 
 def marking_check(marks: Path) -> StepSpec:
@@ -1301,7 +1326,7 @@ def marking_check(marks: Path) -> StepSpec:
 
 
 def test_a_copy_of_a_run_that_waits_for_approval_runs_nothing_until_it_is_approved(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     """A verbatim copy of a run that waits for /carry approve names only configured commands:
     the runner ran it, a stranger's head on the hardware with no approval. And a copy whose
@@ -1310,8 +1335,8 @@ def test_a_copy_of_a_run_that_waits_for_approval_runs_nothing_until_it_is_approv
     start_runners(("gaudi", "gaudi1@%h"))
     check = marking_check(marks)
     head = world.head()
-    (waiting,) = request(client, celery_app, world, head, [target("gaudi", check)], actor="x")
-    info = ci.run_info(client, waiting.run_id)
+    (waiting,) = request(ci_client, celery_app, world, head, [target("gaudi", check)], actor="x")
+    info = ci.run_info(ci_client, waiting.run_id)
     assert waiting.state == "waiting-approval" and info is not None
     payload = info["payload"]
     pwned = marks / "pwned"
@@ -1321,27 +1346,27 @@ def test_a_copy_of_a_run_that_waits_for_approval_runs_nothing_until_it_is_approv
             ci_runs.TASK_NAME, args=[forged], kwargs=service_signed(forged), queue="hw.gaudi"
         )
 
-    wait_for(lambda: len(events(client, "ci-refused")) == 2, "both copies refused")
+    wait_for(lambda: len(events(ci_client, "ci-refused")) == 2, "both copies refused")
     assert sorted(p.name for p in marks.iterdir()) == []
-    reasons = sorted(e["data"]["reason"] for e in events(client, "ci-refused"))
+    reasons = sorted(e["data"]["reason"] for e in events(ci_client, "ci-refused"))
     assert reasons[0] == f"run {waiting.run_id} waits for /carry approve: carry has not queued it"
     assert reasons[1].startswith("the tree's upstream_url '--upload-pack=touch")
-    run = ci.run_info(client, waiting.run_id)
+    run = ci.run_info(ci_client, waiting.run_id)
     assert run is not None and run["state"] == "waiting-approval"
-    ci.approve(client, SERIES, head, "maintainer", issuer=job_issuer(), celery_app=celery_app)
-    assert finished(client, waiting.run_id)["state"] == "success"
+    ci.approve(ci_client, SERIES, head, "maintainer", issuer=job_issuer(), celery_app=celery_app)
+    assert finished(ci_client, waiting.run_id)["state"] == "success"
     assert sorted(p.name for p in marks.iterdir()) == [f"ran-{head}"]
 
 
 def test_a_copy_of_a_queued_run_with_another_tree_runs_nothing(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     """A run carry queued names its tree; a copy of it that names another upstream commit (a
     head nobody approved) is another job, and the runner refuses it."""
     check = marking_check(marks)
     head = world.head()
-    (queued,) = request(client, celery_app, world, head, [target("gaudi", check)])
-    info = ci.run_info(client, queued.run_id)
+    (queued,) = request(ci_client, celery_app, world, head, [target("gaudi", check)])
+    info = ci.run_info(ci_client, queued.run_id)
     assert queued.state == "queued" and info is not None
     other = world.head({"stranger.txt": "x\n"})
     tree = {**info["payload"]["tree"], "upstream_sha": other}
@@ -1350,9 +1375,9 @@ def test_a_copy_of_a_queued_run_with_another_tree_runs_nothing(
         ci_runs.TASK_NAME, args=[copy], kwargs=service_signed(copy), queue="hw.gaudi"
     )
     start_runners(("gaudi", "gaudi1@%h"))
-    assert finished(client, queued.run_id)["state"] == "success"
-    wait_for(lambda: events(client, "ci-refused"), "the copy refused")
-    (refused,) = events(client, "ci-refused")
+    assert finished(ci_client, queued.run_id)["state"] == "success"
+    wait_for(lambda: events(ci_client, "ci-refused"), "the copy refused")
+    (refused,) = events(ci_client, "ci-refused")
     assert refused["data"]["reason"] == (
         f"its tree differs from run {queued.run_id} as carry issued it"
     )
@@ -1360,24 +1385,24 @@ def test_a_copy_of_a_queued_run_with_another_tree_runs_nothing(
 
 
 def test_a_malformed_message_in_the_queue_is_set_aside_and_the_runner_keeps_serving(
-    url: str, client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    url: str, ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     """Anyone who may push to a runner's queue (its own broker user may, to requeue) can
     push bytes that are no Celery message; a stock kombu worker stopped at the first of them,
     with status 0. The runner sets each aside, whole, in its kind's quarantine list with one
     log line, and goes on serving real jobs, all with its least-privilege broker user."""
-    channel.set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
+    channel.set_runner_user(ci_client, "gaudi", "hw.gaudi", "runner-password")
     limited = url.replace("redis://", "redis://carry-runner-gaudi:runner-password@", 1)
     (runner,) = start_runners(("gaudi", "gaudi1@%h"), env={"REDIS_URL": limited})
-    junk = malformed(real_envelope(celery_app, client))
-    client.lpush("hw.gaudi", *junk.values())
+    junk = malformed(real_envelope(celery_app, ci_client))
+    ci_client.lpush("hw.gaudi", *junk.values())
     check = StepSpec("fixed", sh("test -f fixed.txt"))
-    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-    info = finished(client, run.run_id)
+    run = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(ci_client, run.run_id)
     text = runner.log.read_text(errors="replace")
     assert info["state"] == "success", text[-3000:]
     assert runner.proc.poll() is None, text[-3000:]
-    kept = quarantine.set_aside_messages(client, channel.quarantine_key("gaudi"))
+    kept = quarantine.set_aside_messages(ci_client, channel.quarantine_key("gaudi"))
     assert sorted(kept) == sorted(junk.values())
     said = [line for line in text.splitlines() if "is not a Celery message" in line]
     assert sorted(why for why in junk if any(f"({why}, " in line for line in said)) == sorted(junk)
@@ -1386,56 +1411,56 @@ def test_a_malformed_message_in_the_queue_is_set_aside_and_the_runner_keeps_serv
 
 
 def test_a_runner_stopped_by_an_unrecoverable_error_exits_non_zero(
-    url: str, client: redis.Redis, start_runners: Any
+    url: str, ci_client: redis.Redis, start_runners: Any
 ) -> None:
     """A runner whose worker stops on an error it cannot recover from (here its broker user
     loses BRPOP) exits non-zero, so that a supervisor restarting on failure restarts it;
     Celery's worker_main returned 0."""
-    channel.set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
+    channel.set_runner_user(ci_client, "gaudi", "hw.gaudi", "runner-password")
     limited = url.replace("redis://", "redis://carry-runner-gaudi:runner-password@", 1)
     (runner,) = start_runners(("gaudi", "gaudi1@%h"), env={"REDIS_URL": limited})
-    client.execute_command("ACL", "SETUSER", "carry-runner-gaudi", "-brpop")
+    ci_client.execute_command("ACL", "SETUSER", "carry-runner-gaudi", "-brpop")
     status = wait_for(lambda: runner.proc.poll() is not None and [runner.proc.returncode], "exit")
     assert status != [0], runner.log.read_text(errors="replace")[-2000:]
     assert "Unrecoverable error" in runner.log.read_text(errors="replace")
 
 
 def test_a_runner_needs_no_more_than_its_least_privilege_broker_user(
-    url: str, client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    url: str, ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     """The runner's Redis user (bot/store/runner_channel.acl_rules: no series state, history,
     service queue or pub/sub beyond the live page) is enough for a whole run: the verdict,
     its rows and history arrive through the service's applier, and Redis denied nothing."""
-    channel.set_runner_user(client, "gaudi", "hw.gaudi", "runner-password")
-    client.execute_command("ACL", "LOG", "RESET")
+    channel.set_runner_user(ci_client, "gaudi", "hw.gaudi", "runner-password")
+    ci_client.execute_command("ACL", "LOG", "RESET")
     limited = url.replace("redis://", "redis://carry-runner-gaudi:runner-password@", 1)
     start_runners(("gaudi", "gaudi1@%h"), env={"REDIS_URL": limited})
     check = StepSpec("fixed", sh("test -f fixed.txt && echo present"))
-    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-    info = finished(client, run.run_id)
+    run = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(ci_client, run.run_id)
     assert info["state"] == "success", info
-    assert rows(client)["gaudi/fixed"].state == "success"
-    assert [r["state"] for r in reported(client)][-1] == "success"
-    assert len(events(client, "ci-started", run.run_id)) == 1
-    assert len(events(client, "ci-check", run.run_id)) == 1
-    assert "stdout: present" in log_text(client, run.run_id)
+    assert rows(ci_client)["gaudi/fixed"].state == "success"
+    assert [r["state"] for r in reported(ci_client)][-1] == "success"
+    assert len(events(ci_client, "ci-started", run.run_id)) == 1
+    assert len(events(ci_client, "ci-check", run.run_id)) == 1
+    assert "stdout: present" in log_text(ci_client, run.run_id)
     # A forged job with a made-up run id is refused without touching what is not the runner's.
     forged = {**info["payload"], "run_id": "gaudi-forged"}
     forged["checks"] = [{"name": "evil", "run": ["true"]}]
     celery_app.send_task(
         ci_runs.TASK_NAME, args=[forged], kwargs=service_signed(forged), queue="hw.gaudi"
     )
-    wait_for(lambda: events(client, "ci-refused", "gaudi-forged"), "the forged job refused")
-    assert client.execute_command("ACL", "LOG") == []
+    wait_for(lambda: events(ci_client, "ci-refused", "gaudi-forged"), "the forged job refused")
+    assert ci_client.execute_command("ACL", "LOG") == []
 
 
 def test_a_runner_without_config_runs_nothing(
-    client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, marks: Path, start_runners: Any
 ) -> None:
     start_runners(("gaudi", "gaudi1@%h"), configured=False)
     check = StepSpec("mark", sh(f"touch {marks / 'ran'}"))
-    run = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-    info = finished(client, run.run_id)
+    run = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(ci_client, run.run_id)
     assert info["state"] == "infra-error" and "this runner has no config" in info["detail"]
     assert not (marks / "ran").exists()
 
@@ -1467,7 +1492,7 @@ def enterable(tmp_path: Path) -> Iterator[None]:
 
 @needs_root
 def test_steps_run_as_the_step_user_and_cannot_write_the_runners_files(
-    client: redis.Redis,
+    ci_client: redis.Redis,
     celery_app: Celery,
     world: World,
     marks: Path,
@@ -1494,9 +1519,9 @@ def test_steps_run_as_the_step_user_and_cannot_write_the_runners_files(
         ),
         env={"CODE": str(runner_code)},
     )
-    first = request(client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
-    state = finished(client, first.run_id)["state"]
-    text = log_text(client, first.run_id)
+    first = request(ci_client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
+    state = finished(ci_client, first.run_id)["state"]
+    text = log_text(ci_client, first.run_id)
     assert state == "success", text
     assert "stdout: uid 65534" in text and "stdout: tree written" in text, text
     assert "stdout: code refused" in text, text
@@ -1508,20 +1533,22 @@ def test_steps_run_as_the_step_user_and_cannot_write_the_runners_files(
     assert "as nobody (uid 65534)" in text
     assert runner_code.read_text() == "trusted = True\n"
     again = StepSpec("fixed", sh("test -f fixed.txt && test ! -e built.txt"))
-    second = request(client, celery_app, world, world.head(), [target("gaudi", again)])[0]
-    assert finished(client, second.run_id)["state"] == "success", log_text(client, second.run_id)
+    second = request(ci_client, celery_app, world, world.head(), [target("gaudi", again)])[0]
+    assert finished(ci_client, second.run_id)["state"] == "success", log_text(
+        ci_client, second.run_id
+    )
 
 
 @needs_root
 def test_a_workdir_the_step_user_cannot_enter_is_an_infra_error_naming_it(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any
 ) -> None:
     world.runner_config.set("gaudi", step_user="nobody")
     start_runners(("gaudi", "gaudi1@%h"))
     check = StepSpec("fixed", sh("test -f fixed.txt"))
-    row = request(client, celery_app, world, world.head(), [target("gaudi", check)])[0]
-    info = finished(client, row.run_id)
-    text = log_text(client, row.run_id)
+    row = request(ci_client, celery_app, world, world.head(), [target("gaudi", check)])[0]
+    info = finished(ci_client, row.run_id)
+    text = log_text(ci_client, row.run_id)
     assert info["state"] == "infra-error", text
     assert "the step user nobody cannot enter" in str(info) + text
 
@@ -1541,7 +1568,7 @@ def python_enterable() -> Iterator[None]:
 
 @needs_root
 def test_a_root_runner_runs_its_steps_as_nobody_by_default(
-    client: redis.Redis,
+    ci_client: redis.Redis,
     world: World,
     celery_app: Celery,
     marks: Path,
@@ -1562,38 +1589,38 @@ def test_a_root_runner_runs_its_steps_as_nobody_by_default(
         sh('echo "uid $(id -u)"; cat "$HOST_FILE" 2>/dev/null || echo "secret refused"'),
         env={"HOST_FILE": str(secret)},
     )
-    row = request(client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
-    info = finished(client, row.run_id)
-    text = log_text(client, row.run_id)
+    row = request(ci_client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
+    info = finished(ci_client, row.run_id)
+    text = log_text(ci_client, row.run_id)
     assert info["state"] == "success", text
     assert "stdout: uid 65534" in text and "stdout: secret refused" in text, text
     assert "hunter2" not in text
     assert "as nobody (uid 65534)" in text
-    registered = {r["name"]: r for r in runners(client)}
+    registered = {r["name"]: r for r in runners(ci_client)}
     assert registered[runner.name]["steps"].endswith(", as nobody"), registered
 
 
 @needs_root
 def test_where_nobody_cannot_run_steps_a_root_runner_says_why_they_run_as_root(
-    client: redis.Redis, world: World, celery_app: Celery, start_runners: Any
+    ci_client: redis.Redis, world: World, celery_app: Celery, start_runners: Any
 ) -> None:
     """pytest's directories are root's 0700: under step_user: auto steps then run as root,
     and the run log and the runners page say why."""
     (runner,) = start_runners(("gaudi", "gaudi1@%h"))
     probe = StepSpec("whoami", sh('echo "uid $(id -u)"'))
-    row = request(client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
-    info = finished(client, row.run_id)
-    text = log_text(client, row.run_id)
+    row = request(ci_client, celery_app, world, world.head(), [target("gaudi", probe)])[0]
+    info = finished(ci_client, row.run_id)
+    text = log_text(ci_client, row.run_id)
     assert info["state"] == "success", text
     assert "stdout: uid 0" in text
     why = "as root (step_user: auto, and nobody cannot enter "
     assert why in text and "above the runner's workdir)" in text, text
-    steps = {r["name"]: r for r in runners(client)}[runner.name]["steps"]
+    steps = {r["name"]: r for r in runners(ci_client)}[runner.name]["steps"]
     assert why in steps and "above the runner's workdir)" in steps, steps
 
 
 def test_a_job_naming_a_repository_the_runners_config_does_not_is_refused(
-    client: redis.Redis, celery_app: Celery, world: World, start_runners: Any, marks: Path
+    ci_client: redis.Redis, celery_app: Celery, world: World, start_runners: Any, marks: Path
 ) -> None:
     """Issue 33: the repository a runner fetches comes from its own configuration, not the
     job: a run (as carry issued it, even) whose upstream is another repository runs nothing."""
@@ -1605,14 +1632,14 @@ def test_a_job_naming_a_repository_the_runners_config_does_not_is_refused(
     other = RepoBuilder(world.root / "elsewhere")
     other.commit("someone else's code", {"app.txt": "hello\n"})
     tree = replace(world.tree(world.head()), upstream_url=str(other.path))
-    trusted_push(client, SERIES, tree.upstream_sha)
+    trusted_push(ci_client, SERIES, tree.upstream_sha)
     (row,) = ci.request_ci(
-        client, celery_app, SERIES, [once], tree, issuer=job_issuer(), debounce_s=0
+        ci_client, celery_app, SERIES, [once], tree, issuer=job_issuer(), debounce_s=0
     )
-    info = finished(client, row.run_id)
+    info = finished(ci_client, row.run_id)
     assert info["state"] == "infra-error"
-    text = log_text(client, row.run_id)
+    text = log_text(ci_client, row.run_id)
     assert f"the job's upstream '{other.path}' is not '{world.upstream.path}'" in text, text
     assert "it ran nothing" in text and not ran.exists()
-    (refused,) = events(client, "ci-refused")
+    (refused,) = events(ci_client, "ci-refused")
     assert "where this runner's config says series 's1' comes from" in refused["data"]["reason"]

@@ -3,24 +3,29 @@ that load and apply; every refusal names its reason and leaves the directory byt
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 
-from bot.cli import main
 from bot.core.fixpage import is_patch_name
 from bot.core.seriesfile import parse_series
 from bot.importer import patch_name, slug
 from bot.series_loader import load_series
 from harness.gitrepo import RepoBuilder, git
+from tests.support.carry_import import (
+    check_statuses,
+    do_import,
+    feature,
+    run_cli,
+    snapshot,
+    up,
+)
 from tests.support.paths import REPO_ROOT
 
-BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 31))
-HELPER = "def helper(x):\n    return x + 1\n"
-FIX = "Fix the frobnicator: keep the level"
+__all__ = ["feature", "up"]  # fixtures, used by name
+
 FIX_NAME = "0002-Fix-the-frobnicator-keep-the-level.patch"
 PAGE = """\
 # widget-fix
@@ -58,16 +63,6 @@ V.
 PLE_DIR = REPO_ROOT / "patches" / "ple-offload-pr53899"
 
 
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def make_series(root: Path, files: dict[str, str | bytes], series_id: str = "widget") -> Path:
     directory = root / "patches" / series_id
     directory.mkdir(parents=True)
@@ -83,53 +78,6 @@ def awaiting(patches: str = f"{FIX_NAME}: mod.py") -> dict[str, str | bytes]:
         "series": "# awaiting-import: acme/widget#7; run: carry import --series widget --pr x\n",
         "widget-fix.md": PAGE.format(patches=patches),
     }
-
-
-@pytest.fixture
-def up(make_repo) -> RepoBuilder:
-    repo = make_repo("upstream")
-    repo.commit("Base", {"mod.py": BODY, "other.py": "alpha = 1\n"})
-    return repo
-
-
-@pytest.fixture
-def feature(up: RepoBuilder) -> RepoBuilder:
-    """Two carried commits on branch `feature`; main is checked out again."""
-    up.checkout("main", new_branch="feature")
-    up.commit("Add the helper", {"helper.py": HELPER})
-    up.commit(FIX, {"mod.py": BODY.replace("compute(3)", "compute(3, level=2)")})
-    up.checkout("main")
-    return up
-
-
-def do_import(capsys, directory: Path, tmp_path: Path, *argv: str) -> tuple[int, str, str]:
-    return run_cli(
-        capsys,
-        "import",
-        "--series",
-        str(directory),
-        "--cache-dir",
-        str(tmp_path / "cache"),
-        *argv,
-    )
-
-
-def check_statuses(capsys, directory: Path, repo: Path, head: str, tmp_path: Path) -> list[str]:
-    code, out, err = run_cli(
-        capsys,
-        "check",
-        "--series",
-        str(directory),
-        "--repo",
-        str(repo),
-        "--head",
-        head,
-        "--json",
-        "--cache-dir",
-        str(tmp_path / "check-cache"),
-    )
-    assert code == 0, err
-    return [p["status"] for p in json.loads(out)["patches"]]
 
 
 # ----------------------------------------------------------------------------- sources

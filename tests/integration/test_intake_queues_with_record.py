@@ -26,8 +26,8 @@ from bot.store import get_delivery
 from bot.web.app import create_app
 from bot.web.webhooks import sign
 from harness.redis_server import PrivateRedis
-from tests.integration.test_webhook_intake import CONFIG, SECRET, example_body
 from tests.support.asgi import serve
+from tests.support.webhook_intake import CONFIG, SECRET, example_body
 
 QUEUE = "carry"  # carry.ingest's queue (the default one)
 

@@ -18,6 +18,7 @@ from bot.git.runner import GitOutOfMemory, out_of_memory
 from harness.carry_env import BODY, CarryEnv, wait_for
 from harness.gitrepo import RepoBuilder
 from tests.support.paths import REPO_ROOT
+from tests.support.procs import children_of
 
 MIB = 1024 * 1024
 
@@ -29,19 +30,6 @@ def limits_of(pid: int) -> dict[str, tuple[str, str]]:
         name, soft, hard = line[:26].strip(), *line[26:].split()[:2]
         out[name] = (soft, hard)
     return out
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 @pytest.fixture

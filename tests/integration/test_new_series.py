@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.series_loader import load_series
-from tests.integration.test_import import check_statuses, do_import, feature, run_cli, snapshot, up
+from tests.support.carry_import import check_statuses, do_import, feature, run_cli, snapshot, up
 
 __all__ = ["feature", "up"]  # fixtures, used by name
 

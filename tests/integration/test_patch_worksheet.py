@@ -18,8 +18,9 @@ from bot.git.engine import Engine
 from bot.git.mirror import Mirror
 from bot.store.series import save_series
 from harness.gitrepo import RepoBuilder
-from tests.integration.test_dashboard_api import dashboard
-from tests.integration.test_engine import BODY, patches_of
+from tests.support.dashboard_app import dashboard
+from tests.support.engine import BODY
+from tests.support.engine_checks import patches_of
 from workers.rebase import finding
 
 UPSTREAM = "upstream-org/engine"

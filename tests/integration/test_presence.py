@@ -13,7 +13,7 @@ import pytest
 from bot.core.presence import Presence, build_table
 from bot.git.engine import Engine, PatchInput
 from bot.git.mirror import Mirror
-from tests.integration.test_cli import carry
+from tests.support.carry_cli import carry
 
 BODY = "".join(f"value_{i} = compute({i})\n" for i in range(1, 41))
 HELPER = "".join(f"def helper_{i}():\n    return {i}\n\n" for i in range(1, 21))

@@ -11,7 +11,7 @@ from bot.core.render import pr_body, pr_title
 from bot.core.state import PatchState, PrInfo, SeriesState
 from bot.store.series import append_history, save_series
 from tests.e2e import screenshots as docs
-from tests.integration.test_dashboard_api import dashboard
+from tests.support.dashboard_app import dashboard
 
 SERIES = "read-only-series"
 

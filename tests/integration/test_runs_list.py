@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from bot.store.ci_runs import run_key, transition, write_run
-from tests.integration.test_dashboard_api import dashboard
+from tests.support.dashboard_app import dashboard
 
 
 @dataclass(frozen=True)

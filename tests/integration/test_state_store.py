@@ -10,7 +10,7 @@ import redis
 
 from bot.core.state import SCHEMA_VERSION, SchemaError, SeriesState
 from bot.store import series as store
-from tests.unit.test_state_schema import SCHEMA_1, stored_by_schema_1
+from tests.support.stored_states import SCHEMA_1, stored_by_schema_1
 
 
 def test_the_store_migrates_a_schema_1_document_on_its_next_write(redis_url):

@@ -31,22 +31,12 @@ from bot.web.webhooks import sign
 from harness.redis_server import PrivateRedis
 from tests.support.asgi import serve
 from tests.support.paths import WEBHOOK_EXAMPLES
+from tests.support.webhook_intake import CONFIG, SECRET, example_body
 
-SECRET = "test-webhook-secret"
 EXAMPLES = sorted(
     p.name
     for p in WEBHOOK_EXAMPLES.glob("*.json")
     if p.name not in ("manifest.json", "validation.json")
-)
-CONFIG = CarryConfig.model_validate(
-    {
-        "downstream": {"repo": "example-org/carry"},
-        "upstreams": {
-            "vllm": {"url": "https://github.com/vllm-project/vllm.git", "repo": "vllm-project/vllm"}
-        },
-        "series": [],
-        "web": {"max_body_bytes": 64 * 1024},
-    }
 )
 
 
@@ -121,10 +111,6 @@ def running_intake(client: redis.Redis, config: CarryConfig | None = CONFIG) -> 
 def intake(client: redis.Redis) -> Iterator[Intake]:
     with running_intake(client) as running:
         yield running
-
-
-def example_body(name: str) -> bytes:
-    return (WEBHOOK_EXAMPLES / name).read_bytes()
 
 
 def new_id() -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from bot.config import ConfigError, load_settings
 from harness.carry_env import BODY, CarryEnv, wait_for
-from tests.integration.test_memory_limit import children_of
+from tests.support.procs import children_of
 
 
 def nice_of(pid: int) -> int:

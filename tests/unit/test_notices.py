@@ -11,7 +11,7 @@ import pytest
 from bot.core import transitions as tr
 from bot.core.render import NOTICE_MARKER, commits_kept_notice, landed_version, notice_comment
 from bot.core.state import Notice, NoticeKind, SeriesState
-from tests.unit.test_state_schema import stored_by_schema_1
+from tests.support.stored_states import stored_by_schema_1
 
 BRANCHES = ("carry/x", "carry-backup/x/aaaaaaaaaaaa", "main")
 TIP = "a" * 40

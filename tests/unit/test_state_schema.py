@@ -18,14 +18,7 @@ from bot.core.state import (
     SchemaError,
     SeriesState,
 )
-from tests.support.paths import STORED_STATES
-
-SCHEMA_1 = STORED_STATES / "series-schema-1.json"
-
-
-def stored_by_schema_1() -> dict:
-    data: dict = json.loads(SCHEMA_1.read_text())
-    return data
+from tests.support.stored_states import stored_by_schema_1
 
 
 def test_the_fixture_is_what_schema_1_stored():
