@@ -1,12 +1,14 @@
-"""A memory limit per task (issue 33, bounded work per head): each pool process of a service
+"""Limits per task (issue 33, bounded work per head): each pool process of a service
 worker runs under CARRY_TASK_MEMORY_MB (RLIMIT_AS and RLIMIT_DATA), and so does every git it
 starts. A git past it ends with GitOutOfMemory, which says so and names the setting, and a
 rebase that ends that way is the series' error, recorded once, not a task retried in a loop.
-Failed before: no limit was set, and a git out of memory was a plain GitError, retried."""
+Failed before: no limit was set, and a git out of memory was a plain GitError, retried.
+The same processes run at the workers' CPU priority, CARRY_WORKER_NICE (the last tests)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.config import ConfigError, load_settings
 from bot.git.runner import GitOutOfMemory, out_of_memory
 from harness.carry_env import BODY, CarryEnv, wait_for
 from harness.gitrepo import RepoBuilder
@@ -150,3 +153,43 @@ def test_what_counts_as_out_of_memory() -> None:
     assert not out_of_memory(0, b"out of memory is a fine thing to print")
     err = GitOutOfMemory(["log", "-p"], 128, b"", b"fatal: Out of memory, malloc failed")
     assert "git log -p ran out of memory" in str(err)
+
+
+# --------------------------------------------------------------------------- CPU priority
+# The workers yield the CPU to the web process: each pool process of `carry worker` (and every
+# git it starts) runs at CARRY_WORKER_NICE (10) or nicer, the worker's main process and `carry
+# web` at the priority they were started with. bench/scale.py found the overview's p95 at 200
+# series far over its figure alone while the git lane saturated the CPUs. Failed before: the
+# pool processes ran at the web's priority.
+
+
+def nice_of(pid: int) -> int:
+    """The nice value of a process, from /proc/PID/stat (field 19)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rpartition(")")[2].split()[16])
+
+
+@pytest.mark.parametrize(("setting", "wanted"), [(None, 10), ("15", 15), ("0", 0)])
+def test_a_workers_pool_processes_run_at_the_worker_priority(
+    carry: CarryEnv, setting: str | None, wanted: int
+) -> None:
+    started_at = os.getpriority(os.PRIO_PROCESS, 0)  # what the worker inherits
+    if setting is not None:
+        carry.extra_env["CARRY_WORKER_NICE"] = setting
+    log = carry.start_carry_worker("niced")
+    (worker,) = carry.procs
+    children = wait_for(lambda: children_of(worker.pid), 10, "the worker's pool process")
+    for child in children:
+        assert nice_of(child) == max(wanted, started_at)
+    assert nice_of(worker.pid) == started_at  # it hands out tasks and answers the broker
+    assert f"run at nice {max(wanted, started_at)} (CARRY_WORKER_NICE)" in log.read_text()
+
+
+@pytest.mark.parametrize("value", ["20", "-5", "high"])
+def test_a_nice_value_out_of_range_is_refused_with_its_name(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("CARRY_WORKER_NICE", value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "CARRY_WORKER_NICE" in str(caught.value) and value in str(caught.value)

@@ -31,6 +31,18 @@ EXPECTED = [
 ]
 
 
+def whole_replay(upstream: Upstream) -> walker.ReplaySpec:
+    """The replay of every head of `upstream` for its loose patches."""
+    return walker.ReplaySpec(
+        repo=str(upstream.path),
+        start=upstream.start,
+        end=upstream.heads[-1],
+        series_id="patches",
+        files=walker.loose_patches([(p.name, p.read_bytes()) for p in upstream.patches]),
+        order=tuple(p.name for p in upstream.patches),
+    )
+
+
 def replay_json(
     capsys: pytest.CaptureFixture[str], upstream: Upstream, cache: Path, *extra: str
 ) -> dict:
@@ -92,14 +104,7 @@ def test_resumed_replay_equals_an_uninterrupted_one(
     resumed = replay_json(capsys, upstream, cache)
     assert resumed == whole
     # Interrupted as a kill would: the engine stops after 2 heads, its progress saved.
-    spec = walker.ReplaySpec(
-        repo=str(upstream.path),
-        start=upstream.start,
-        end=upstream.heads[-1],
-        series_id="patches",
-        files=walker.loose_patches([(p.name, p.read_bytes()) for p in upstream.patches]),
-        order=tuple(p.name for p in upstream.patches),
-    )
+    spec = whole_replay(upstream)
     killed = tmp_path / "killed"
     engine = Engine(Mirror(spec.repo, killed))
     stopped = walker.run(spec, engine, killed, stop_after=2)
@@ -359,14 +364,7 @@ def test_progress_lines_and_the_rate_of_a_resumed_run(tmp_path: Path, make_repo)
     import io
 
     upstream = build_upstream(tmp_path, make_repo())
-    spec = walker.ReplaySpec(
-        repo=str(upstream.path),
-        start=upstream.start,
-        end=upstream.heads[-1],
-        series_id="patches",
-        files=walker.loose_patches([(p.name, p.read_bytes()) for p in upstream.patches]),
-        order=tuple(p.name for p in upstream.patches),
-    )
+    spec = whole_replay(upstream)
     cache = tmp_path / "cache"
     assert len(walker.run(spec, Engine(Mirror(spec.repo, cache)), cache, stop_after=5).records) == 5
     calls: list[tuple[int, int, int, float]] = []
