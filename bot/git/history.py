@@ -112,7 +112,7 @@ def read_range(
         rev_range,
         "--",
         *paths,
-    ).text
+    ).stdout.decode("utf-8", "surrogateescape")  # not .text: str.strip() takes \x1e too
     touched: dict[str, frozenset[str]] = {}
     for record in listing.split("\x1e")[1:]:
         sha, *names = record.strip("\n").split("\n")

@@ -14,8 +14,10 @@ import pytest
 
 from bot import cli
 from bot import replay as walker
+from bot.git import history
 from bot.git.engine import Engine
 from bot.git.mirror import Mirror
+from bot.git.runner import Git
 from harness.gitrepo import RepoBuilder
 
 LINES = [f"setting_{i:02d} = compute_setting({i}, name='option number {i}')\n" for i in range(20)]
@@ -426,6 +428,7 @@ def test_a_landing_stays_found_when_another_patch_files_get_busy(
         repo.git("merge", "-q", "--no-ff", "-m", "Rebase on upstream", "rebase")
     else:
         import_filler(repo, "main", FILLER)
+    own_files = (("worker.py",), ("busy.py",))
     start = repo.head()
     end = repo.commit("Rename hosts", {"worker.py": worker(traced=True, renamed=True)})
     argv = ["replay", "--repo", str(repo.path), "--from", start, "--to", end, "--json"]
@@ -438,3 +441,9 @@ def test_a_landing_stays_found_when_another_patch_files_get_busy(
         assert (first["status"], first["decision"]) == ("contained", "drop"), record["sha"]
         if record["sha"] == end:  # no reverse-apply now: only the history evidence finds it
             assert first["taken_by"] == taken, first
+    # The window itself: the newest commit of the range comes first, the landing is there.
+    git = Git(git_dir=repo.path / ".git")
+    found = history.read_range(git, f"{base}..{end}", ("worker.py", "busy.py"), own_files)
+    assert [c.sha for c in found][:1] == [end]
+    assert taken in {c.sha for c in found}
+    assert len(found) == history.MAX_CANDIDATES + 2  # busy.py's newest 400, worker.py's 2
