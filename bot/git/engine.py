@@ -686,7 +686,8 @@ class Engine:
             group = [(p, patches[i].data) for i in indexes if isinstance(p := parsed[i], PatchFile)]
             union = tuple(dict.fromkeys(path for p, _ in group for path in p.touched_paths))
             indexed = forks.get(fork, (fork, False))[1]
-            commits = self._range_commits(fork, head, union) if indexed else None
+            own = tuple(tuple(p.touched_paths) for p, _ in group)
+            commits = self._range_commits(fork, head, union, own) if indexed else None
             series_history = history.SeriesHistory(
                 self.git, rev_range, group, commits, self._patch_ids
             )
@@ -907,14 +908,23 @@ class Engine:
         return self.touches.touching_range(fork, head, frozenset(paths))
 
     def _range_commits(
-        self, fork: str, head: str, paths: tuple[str, ...]
+        self,
+        fork: str,
+        head: str,
+        paths: tuple[str, ...],
+        path_sets: tuple[tuple[str, ...], ...] = (),
     ) -> list[history.UpstreamCommit] | None:
-        """What `git log --no-merges -p fork..head -- paths` gives for a linear range, from the
-        touch index and a cache of commits read before."""
+        """What history.read_range gives for a linear range (each patch's own window of
+        commits, `path_sets`), from the touch index and a cache of commits read before."""
         touching = self.touches.touching_range(fork, head, frozenset(paths))
         if touching is None:
             return None
-        return self._read_commits(touching[: history.MAX_CANDIDATES], paths)
+        wanted = touching[: history.MAX_CANDIDATES]
+        if len(touching) > history.MAX_CANDIDATES and len(set(path_sets)) > 1:
+            per_patch = [self.touches.touching_range(fork, head, frozenset(s)) for s in path_sets]
+            if all(found is not None for found in per_patch):
+                wanted = history.window(touching, [found or [] for found in per_patch])
+        return self._read_commits(wanted, paths)
 
     def _read_commits(
         self, wanted: list[str], paths: tuple[str, ...]

@@ -78,8 +78,15 @@ def _split_sections(diff: bytes) -> dict[str, bytes]:
 LOG_FORMAT = "--format=%x1eCARRY-COMMIT %H%x1f%s%x1f%b%x1f"
 
 
-def read_range(git: Git, rev_range: str, paths: tuple[str, ...]) -> list[UpstreamCommit]:
-    """Newest-first commits in range touching any of `paths`, with their per-file diffs."""
+def read_range(
+    git: Git,
+    rev_range: str,
+    paths: tuple[str, ...],
+    path_sets: tuple[tuple[str, ...], ...] = (),
+) -> list[UpstreamCommit]:
+    """Newest-first commits in range touching any of `paths`, with their per-file diffs: the
+    newest MAX_CANDIDATES, and, where `path_sets` (each patch's files) are given and that
+    window is full, the newest MAX_CANDIDATES of each set too (see window)."""
     if not paths:
         return []
     out = git.run(
@@ -93,7 +100,37 @@ def read_range(git: Git, rev_range: str, paths: tuple[str, ...]) -> list[Upstrea
         "--",
         *paths,
     ).stdout
-    return parse_commits(out)
+    commits = parse_commits(out)
+    if len(commits) < MAX_CANDIDATES or len(set(path_sets)) < 2:
+        return commits
+    listing = git.run(
+        "log",
+        "--no-merges",
+        "--no-renames",
+        "--name-only",
+        "--format=%x1e%H",
+        rev_range,
+        "--",
+        *paths,
+    ).stdout.decode("utf-8", "surrogateescape")  # not .text: str.strip() takes \x1e too
+    touched: dict[str, frozenset[str]] = {}
+    for record in listing.split("\x1e")[1:]:
+        sha, *names = record.strip("\n").split("\n")
+        touched[sha] = frozenset(name for name in names if name)
+    order = list(touched)
+    wanted = window(order, [[s for s in order if touched[s] & set(ps)] for ps in path_sets])
+    have = {c.sha: c for c in commits}
+    read = {c.sha: c for c in read_commits(git, [s for s in wanted if s not in have], paths)}
+    return [found for s in wanted if (found := have.get(s) or read.get(s)) is not None]
+
+
+def window(order: list[str], per_patch: list[list[str]]) -> list[str]:
+    """The commits history evidence reads: the newest MAX_CANDIDATES touching each patch's own
+    files, in `order` (all of them, newest first). One window over the whole series' files
+    would let hundreds of upstream commits to one patch's busy file push an older landing of
+    another patch out of sight (a drop by patch id turned into a review, on the vLLM fork)."""
+    keep = {sha for shas in per_patch for sha in shas[:MAX_CANDIDATES]}
+    return [sha for sha in order if sha in keep]
 
 
 def read_commits(git: Git, shas: list[str], paths: tuple[str, ...]) -> list[UpstreamCommit]:
@@ -132,7 +169,8 @@ class SeriesHistory:
         self.rev_range = rev_range
         if commits is None:
             union = tuple(dict.fromkeys(p for parsed, _ in patches for p in parsed.touched_paths))
-            commits = read_range(git, rev_range, union)
+            own = tuple(tuple(parsed.touched_paths) for parsed, _ in patches)
+            commits = read_range(git, rev_range, union, own)
         self.commits = commits
         self.patch_ids = {} if patch_ids is None else patch_ids
         self.matches = self._match_all(git, patches)

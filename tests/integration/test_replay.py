@@ -14,8 +14,11 @@ import pytest
 
 from bot import cli
 from bot import replay as walker
+from bot.git import history
 from bot.git.engine import Engine
 from bot.git.mirror import Mirror
+from bot.git.runner import Git
+from harness.gitrepo import RepoBuilder
 from tests.support.replay_upstream import CARRIED, TOTAL, Upstream, build_upstream, lib
 
 # Per head: (0001's status and decision, 0002's or None once dropped, what carry does).
@@ -406,3 +409,95 @@ def test_progress_on_a_terminal_is_redrawn_at_most_twice_a_second() -> None:
     drawn = out.getvalue()
     assert drawn.count("\r") == 3 and drawn.endswith(" \n")
     assert "1/4" in drawn and "2/4" not in drawn and "3/4" in drawn and "4/4" in drawn
+
+
+HOSTS = [
+    f"host_{i:02d} = trace_host({i}, level='high', name='profiling step {i}')\n" for i in range(12)
+]
+TRACED = "traces_enabled = start_host_traces(profiler)  # the carried host traces\n"
+BUSY = [f"busy_{i:02d} = configure({i}, kind='engine option number {i}')\n" for i in range(30)]
+BUSY_FIX = "busy_fix = configure(99, kind='the carried engine option')\n"
+FILLER = 405  # more than the history window (history.MAX_CANDIDATES) of commits to busy.py
+
+
+def worker(*, traced: bool, renamed: bool = False) -> str:
+    hosts = list(HOSTS)
+    if renamed:  # upstream rewrites the lines around the landed one (its context)
+        hosts[5] = hosts[5].replace("host_05", "host_05_renamed")
+        hosts[7] = hosts[7].replace("host_07", "host_07_renamed")
+    return "".join([*hosts[:6], *([TRACED] if traced else []), *hosts[6:]])
+
+
+def busy(tuned: int | None = None, *, fixed: bool = False) -> str:
+    """busy.py; `tuned`: upstream's version of the line below the carried one (0002 conflicts)."""
+    rest = list(BUSY[3:])
+    if tuned is not None:
+        rest[0] = f"busy_03 = configure(3, kind='engine option tuned {tuned} times')\n"
+    return "".join([*BUSY[:3], *([BUSY_FIX] if fixed else []), *rest])
+
+
+def import_filler(repo: RepoBuilder, branch: str, count: int) -> None:
+    """`count` commits on `branch` (from its tip), each changing the line below 0002's: a busy
+    file of another patch of the series, as vLLM's config.py is upstream; 0002 conflicts."""
+    stream = []
+    for i in range(count):
+        repo.clock += 60
+        data = busy(i).encode()
+        stream.append(
+            f"commit refs/heads/{branch}\n"
+            f"committer Ada Upstream <ada@upstream.example> {repo.clock} +0000\n"
+            f"data {len(f'Tune busy option {i}')}\nTune busy option {i}\n"
+            + (f"from refs/heads/{branch}^0\n" if i == 0 else "")
+            + f"M 100644 inline busy.py\ndata {len(data)}\n"
+        )
+        stream.append(data.decode() + "\n")
+    repo.git("fast-import", "--quiet", input="".join(stream).encode())
+    repo.git("reset", "-q", "--hard")
+
+
+@pytest.mark.parametrize("merged", [False, True], ids=["linear", "merged-side-branch"])
+def test_a_landing_stays_found_when_another_patch_files_get_busy(
+    tmp_path: Path, make_repo, capsys: pytest.CaptureFixture[str], merged: bool
+) -> None:
+    """The vLLM fork's replay (docs/replay.md): upstream took 0001's very diff early (same
+    patch id), then hundreds of upstream commits touched the files of the series' other
+    patch. The history window (the newest commits touching any of the series' files) filled
+    with those, the landing fell out of it, and 0001 went from `contained drop` ("taken by")
+    to `upstream-version review` once upstream rewrote the landed lines' context. The
+    landing must stay found: each patch gets its own window of its own files' commits."""
+    repo = make_repo()
+    base = repo.commit("Initial import", {"worker.py": worker(traced=False), "busy.py": busy()})
+    repo.checkout(base, new_branch="carried")
+    repo.commit("Add host traces to high-level profiling", {"worker.py": worker(traced=True)})
+    repo.commit("Add the carried engine option", {"busy.py": busy(fixed=True)})
+    patches = repo.format_patch(f"{base}..carried", tmp_path / "patches")
+    repo.checkout("main")
+    taken = repo.commit(
+        "Add host traces to high-level profiling (#577)", {"worker.py": worker(traced=True)}
+    )
+    if merged:  # the busy commits come in by a merge (as the fork's upstream rebases do)
+        repo.git("branch", "rebase", taken)
+        import_filler(repo, "rebase", FILLER)
+        repo.clock += 60
+        repo.git("merge", "-q", "--no-ff", "-m", "Rebase on upstream", "rebase")
+    else:
+        import_filler(repo, "main", FILLER)
+    own_files = (("worker.py",), ("busy.py",))
+    start = repo.head()
+    end = repo.commit("Rename hosts", {"worker.py": worker(traced=True, renamed=True)})
+    argv = ["replay", "--repo", str(repo.path), "--from", start, "--to", end, "--json"]
+    argv += ["--cache-dir", str(tmp_path / "cache"), "--patch", *map(str, patches)]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["sha"] for r in out["timeline"]] == [start, end]
+    for record in out["timeline"]:
+        first = next(p for p in record["patches"] if p["name"].startswith("0001"))
+        assert (first["status"], first["decision"]) == ("contained", "drop"), record["sha"]
+        if record["sha"] == end:  # no reverse-apply now: only the history evidence finds it
+            assert first["taken_by"] == taken, first
+    # The window itself: the newest commit of the range comes first, the landing is there.
+    git = Git(git_dir=repo.path / ".git")
+    found = history.read_range(git, f"{base}..{end}", ("worker.py", "busy.py"), own_files)
+    assert [c.sha for c in found][:1] == [end]
+    assert taken in {c.sha for c in found}
+    assert len(found) == history.MAX_CANDIDATES + 2  # busy.py's newest 400, worker.py's 2
