@@ -55,6 +55,7 @@ COMMITS_PER_HEAD = 3  # the breaking commit is the middle one of its head
 NO_LONGER_WORKS = "the fix no longer works after"  # plain upstream fails the check too
 OWNER = "fix-owner"  # the fix page's Owners: mentioned once the check is red MENTION_AFTER heads
 MENTION_AFTER = 2
+REPORT_WAIT_S = 60  # for the last head's check status on carry/tree (see _reported)
 
 
 @dataclass
@@ -317,7 +318,7 @@ def run_every_head(root: Path, heads: int) -> Figures:
             prs = [p for p in gh.pulls(DOWN_OWNER, DOWN_NAME)]
             tested = str((store.ci_tree(env.client, SERIES) or {}).get("expected_tree", ""))
             wait_for(lambda: _good_pushed(env), 60, "carry/good")
-            tree_ref = _read_ref(gh, f"carry/tree/{SERIES}", pushed[-1], tested)
+            tree_ref = _reported(gh, pushed[-1], tested)
             good_ref = _read_ref(gh, f"carry/good/{SERIES}", pushed[-1], tested)
             trees = [e["data"] for e in env.history("tree-branch") if e["data"].get("pushed")]
             own = {str(e.get("commit")) for e in trees}
@@ -389,6 +390,20 @@ def _read_ref(gh: GitHubEmulator, branch: str, head: str, tested: str) -> TreeRe
     tree = repo.out("rev-parse", f"{commit}^{{tree}}")
     statuses = tuple(f"{context}: {state}" for context, state in newest.items())
     return TreeRef(commit, parent, count, tree, tested, statuses)
+
+
+def _reported(gh: GitHubEmulator, head: str, tested: str) -> TreeRef | None:
+    """carry/tree once the last head's check status is on it: the status is a GitHub write of
+    its own, which may land after the verdict, the messages and carry/good (writes are paced).
+    Read as it is after REPORT_WAIT_S if it never lands (the row then says what is missing)."""
+    branch = f"carry/tree/{SERIES}"
+    deadline = time.monotonic() + REPORT_WAIT_S
+    while True:
+        ref = _read_ref(gh, branch, head, tested)
+        done = ref is not None and any(s.startswith(f"carry/{KIND}/") for s in ref.statuses)
+        if done or time.monotonic() >= deadline:
+            return ref
+        time.sleep(0.2)
 
 
 def _bisect_ended(env: CarryEnv) -> bool:
