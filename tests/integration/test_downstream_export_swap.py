@@ -6,7 +6,8 @@ at 200 series in bench/scale.py)."""
 
 from __future__ import annotations
 
-import threading
+import subprocess
+import sys
 from pathlib import Path
 
 from bot.git.downstream import Downstream
@@ -15,6 +16,19 @@ from harness.gitrepo import git
 from harness.scale_world import Size, World
 
 SERIES = 200
+# Checks every series' `series` file until the stop file exists; prints each one missing, then
+# how many passes it made.
+READER = """
+import os, sys
+target, stop, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+passes = 0
+while not os.path.exists(stop):
+    for name in names:
+        if not os.path.isfile(os.path.join(target, name, "series")):
+            print(name, flush=True)
+    passes += 1
+print(f"passes {passes}")
+"""
 
 
 def test_a_reader_never_finds_a_series_missing_while_the_copy_is_replaced(tmp_path: Path) -> None:
@@ -26,23 +40,24 @@ def test_a_reader_never_finds_a_series_missing_while_the_copy_is_replaced(tmp_pa
     target.parent.mkdir()
     downstream.export(head, "patches", target)
     names = sorted(world.series)
-    missing: list[str] = []
-    done = threading.Event()
-
-    def read() -> None:
-        while not done.is_set():
-            missing.extend(n for n in names if not (target / n / "series").is_file())
-
-    reader = threading.Thread(target=read)
-    reader.start()
+    # Another process reads, as a worker, beat or runner does: a thread here would fight the
+    # exporter for the GIL (a busy reader made every export's system calls wait their turn).
+    stop = tmp_path / "stop"
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(target), str(stop), *names],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         for _ in range(15):
             (target.parent / ".patches.exported").unlink(missing_ok=True)  # the branch moved
             downstream.export(head, "patches", target)
     finally:
-        done.set()
-        reader.join()
+        stop.touch()
+        out, _ = reader.communicate(timeout=60)
+    *missing, passes = out.splitlines()
     assert missing == [], f"{len(missing)} reads found a series missing, e.g. {missing[:3]}"
+    assert int(passes.removeprefix("passes ")) >= 15, out  # it read all along
     assert sorted(p.name for p in target.iterdir()) == names
     assert sorted(p.name for p in target.parent.iterdir()) == [".patches.exported", "patches"]
 
