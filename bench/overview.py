@@ -13,8 +13,13 @@ then both in turn for GET / and GET /series/<first> over real HTTP, `--repeat` t
 warm-up, with `--churn` series saved again before each round (as workers change them), and
 prints p50/p95 and the ratio of each to the baseline's.
 
+With `--exported` the webs read the series as compose's web does: from carry's own copy of the
+downstream repository, exported from GitHub into the cache directory it shares with the
+workers (here, the world's patches copied there), not from a checkout named by
+CARRY_DOWNSTREAM_DIR.
+
 Usage: python bench/overview.py [--series 200] [--patches 30] [--repeat 30] [--churn 5]
-       [--baseline main | --no-baseline]
+       [--baseline main | --no-baseline] [--exported]
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from bot.local_redis import free_port
 from bot.store.series import load_series, save_series
 from harness.carry_env import REPO_ROOT, SECRET, wait_for
 from harness.redis_server import PrivateRedis
-from harness.scale_world import Size, World, upstream_file
+from harness.scale_world import Size, World, github, upstream_file
 
 UP_REPO = "upstream-org/up0"
 DOWN_REPO = "downstream-org/carry"
@@ -259,11 +264,12 @@ def check_pages(webs: list[Web], world: World) -> None:
 # =========================================================================== the table
 
 
-def render(size: Size, churn: int, webs: list[Web]) -> str:
+def render(size: Size, churn: int, webs: list[Web], *, exported: bool) -> str:
     base = webs[0]
+    source = "carry's export" if exported else "a checkout (CARRY_DOWNSTREAM_DIR)"
     lines = [
         f"overview bench: {size}, {len(base.overview_ms)} requests a page, "
-        f"{churn} series changed before each",
+        f"{churn} series changed before each, series read from {source}",
         "| code | page | p50 (ms) | p95 (ms) | p95 vs " + base.name + " |",
         "|---|---|---|---|---|",
     ]
@@ -280,7 +286,9 @@ def render(size: Size, churn: int, webs: list[Web]) -> str:
     return "\n".join(lines)
 
 
-def run(size: Size, repeat: int, churn: int, baseline: str | None, root: Path) -> str:
+def run(
+    size: Size, repeat: int, churn: int, baseline: str | None, root: Path, *, exported: bool
+) -> str:
     world, head = build(root, size)
     server = PrivateRedis(root / "redis", persist=False).start()
     try:
@@ -299,14 +307,22 @@ def run(size: Size, repeat: int, churn: int, baseline: str | None, root: Path) -
             "CARRY_WEBHOOK_SECRET": SECRET,
             "CARRY_ALLOW_OPEN_REDIS": "1",
         }
-        webs = [Web("now", REPO_ROOT)]
-        if baseline is not None:
-            webs.insert(0, Web(f"baseline {baseline}", baseline_tree(baseline, root / "base")))
-        with serving(webs, env, root):
-            first_overview(webs)
-            check_pages(webs, world)
-            measure(webs, client, list(world.series), repeat, churn)
-        return render(size, churn, webs)
+        with contextlib.ExitStack() as stack:
+            if exported:  # no checkout named: each web exports the series from the emulator
+                gh = stack.enter_context(github(world))
+                env |= {
+                    "CARRY_DOWNSTREAM_DIR": "",
+                    "GITHUB_TOKEN": "carry-token",
+                    "GITHUB_BASE_URL": gh.base_url,
+                }
+            webs = [Web("now", REPO_ROOT)]
+            if baseline is not None:
+                webs.insert(0, Web(f"baseline {baseline}", baseline_tree(baseline, root / "base")))
+            with serving(webs, env, root):
+                first_overview(webs)
+                check_pages(webs, world)
+                measure(webs, client, list(world.series), repeat, churn)
+            return render(size, churn, webs, exported=exported)
     finally:
         server.stop(kill=True)
 
@@ -320,17 +336,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default="main", help="revision the baseline web runs")
     parser.add_argument("--no-baseline", action="store_true", help="measure this tree alone")
     parser.add_argument("--workdir", type=Path, help="keep the world here (default: a temp dir)")
+    parser.add_argument(
+        "--exported", action="store_true", help="the webs read carry's export, as compose's"
+    )
     args = parser.parse_args(argv)
     size = Size(args.series, args.patches)
     baseline = None if args.no_baseline else args.baseline
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
         print(
-            run(size, args.repeat, args.churn, baseline, Path(tempfile.mkdtemp(dir=args.workdir)))
+            run(
+                size,
+                args.repeat,
+                args.churn,
+                baseline,
+                Path(tempfile.mkdtemp(dir=args.workdir)),
+                exported=args.exported,
+            )
         )
         return 0
     with tempfile.TemporaryDirectory(prefix="carry-overview-") as tmp:
-        print(run(size, args.repeat, args.churn, baseline, Path(tmp)))
+        print(run(size, args.repeat, args.churn, baseline, Path(tmp), exported=args.exported))
     return 0
 
 

@@ -321,9 +321,10 @@ def _start(env: CarryEnv, world: World, git_workers: int) -> str:
     runner = ["bot.cli", "runner", "--kind", KIND, "--name", f"{KIND}@carry-bench"]
     started.append((*env.spawn(runner, f"runner-{KIND}.log"), b"ready"))
     env.spawn(["bot.cli", "beat"], "beat.log")
-    # The web process reads the fix pages from a checkout of the downstream repository, as a
-    # deployment mounts one; the workers read the series from the emulated GitHub.
-    url = env.start_web(env={"CARRY_DOWNSTREAM_DIR": str(world.downstream)})
+    # The web process reads the series as compose's does: from carry's copy of the downstream
+    # repository, exported from the emulated GitHub into the cache directory it shares with
+    # the workers.
+    url = env.start_web()
     for proc, log_path, marker in started:
         env.wait_logged(proc, log_path, marker)
     return url

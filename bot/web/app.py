@@ -55,7 +55,9 @@ def create_app(
     # The series the workers check: the downstream checkout, not the web process's directory.
     checkout = settings.downstream_checkout()
     fix_pages = FixPages.from_config(
-        config, checkout / config.downstream.patches_dir if config else None
+        config,
+        checkout / config.downstream.patches_dir if config else None,
+        exported=settings.tracks_github,
     )
     _add_api_routes(app, redis_client, access)
     app.include_router(api_router(redis_client, access, config, fix_pages))

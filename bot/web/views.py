@@ -29,9 +29,10 @@ from bot.store.runners import runlog, runners
 from bot.store.series import (
     HISTORY_MAXLEN,
     all_series,
-    all_series_documents,
     history,
     load_series,
+    series_documents,
+    series_versions,
 )
 from bot.web.models import (
     AttentionOut,
@@ -75,6 +76,8 @@ from bot.web.series_cache import (
     Kept,
     SeriesCache,
     document_digest,
+    fingerprint,
+    identity,
 )
 from bot.web.timeline import Outcome, describe, outcome_of
 
@@ -204,13 +207,22 @@ class FixPages:
     )
 
     @classmethod
-    def from_config(cls, config: CarryConfig | None, root: Path | None = None) -> FixPages:
+    def from_config(
+        cls, config: CarryConfig | None, root: Path | None = None, *, exported: bool = False
+    ) -> FixPages:
+        """`exported`: root is carry's copy of the downstream repository's series, exported
+        from GitHub, whose directories are only ever replaced whole (never edited in place),
+        so a directory's identity says whether it changed, without a look at its files."""
         if config is None:
             return cls(None)
         # Resolved now: later requests must not depend on the working directory.
         base = (root if root is not None else Path(config.downstream.patches_dir)).resolve()
         directories = {series.id: series.patches for series in config.series}
-        return cls(base, directories, {series.id: series.base for series in config.series})
+        bases = {series.id: series.base for series in config.series}
+        loads: DirectoryCache[LoadedSeries | str] = DirectoryCache(
+            identity if exported else fingerprint
+        )
+        return cls(base, directories, bases, loads)
 
     def release_lines(self, client: redis.Redis, page: FixPage) -> list[ReleaseLineOut]:
         """Each release the page lists, and whether a configured series with a page of the
@@ -558,20 +570,24 @@ def kept_summaries(
     client: redis.Redis, fix_pages: FixPages, kept: SeriesCache[SeriesSummaryOut]
 ) -> list[Kept[SeriesSummaryOut]]:
     """Each stored series' summary (by id) as `kept` holds it, made again where its document or
-    its directory changed, with its ages as of now (an entry's `derived` is the kept one's)."""
+    its directory changed, with its ages as of now (an entry's `derived` is the kept one's).
+    Only the documents whose version `kept` has not seen are read from the store."""
     now = datetime.now(UTC)
-    out = []
-    documents = all_series_documents(client)
-    for series_id, raw in documents:
-        digest, loaded = document_digest(raw), fix_pages.loaded(series_id)
-        entry = kept.get(series_id, digest, loaded)
-        if entry is None:
-            state = SeriesState.from_dict(json.loads(raw))
-            summary = series_summary(state, pages_in(loaded), patch_files_in(loaded))
-            entry = kept.put(series_id, digest, loaded, summary)
-        out.append(replace(entry, value=aged(entry, now)))
-    kept.keep_only({series_id for series_id, _ in documents})
-    return out
+    versions = series_versions(client)
+    found: dict[str, Kept[SeriesSummaryOut]] = {}
+    loads = {series_id: fix_pages.loaded(series_id) for series_id in versions}
+    for series_id, version in versions.items():
+        entry = kept.get(series_id, version, loads[series_id])
+        if entry is not None:
+            found[series_id] = entry
+    changed = sorted(set(versions) - set(found))
+    for series_id, raw in series_documents(client, changed).items():
+        loaded = loads[series_id]
+        state = SeriesState.from_dict(json.loads(raw))
+        summary = series_summary(state, pages_in(loaded), patch_files_in(loaded))
+        found[series_id] = kept.put(series_id, document_digest(raw), loaded, summary)
+    kept.keep_only(set(found))
+    return [replace(found[sid], value=aged(found[sid], now)) for sid in sorted(found)]
 
 
 def aged(entry: Kept[SeriesSummaryOut], now: datetime) -> SeriesSummaryOut:
