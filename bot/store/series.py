@@ -2,7 +2,8 @@
 
 Layout (all keys prefixed `carry:`):
   carry:series:<id>        JSON of bot.core.state.SeriesState (the current picture)
-  carry:series-ids         set: the id of every stored series (the dashboard's list)
+  carry:series-versions    hash: every stored series' id -> its document's sha1 (the
+                           dashboard's list, and what it has already read)
   carry:history:<id>       stream: every event, decision and outcome for one series, with evidence
   carry:history            stream: the same entries for all series (the events page)
   carry:wanted:<id>        the newest head a rebase was requested for (bursts collapse to it)
