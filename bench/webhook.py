@@ -9,6 +9,8 @@ was acknowledged but is not in the Redis delivery log afterwards, or its task is
 --repeat runs every rate N times, interleaving the endpoints, to show the noise.
 A third endpoint, "bare + 1 Redis script", is the bare one plus one script round trip to the
 same Redis before it answers: the floor of any intake that stores a delivery before its 2xx.
+--unix-socket also runs the floor and carry reaching the same Redis by its unix socket (as
+`make run`'s own Redis is reached) instead of TCP.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SECRET = "bench-secret"
 FAILURES: Counter[str] = Counter()  # what the errors were, over the whole run
+BARE = "bare starlette + HMAC"
 FLOOR = "bare + 1 Redis script"
+SOCKET_FLOOR = "floor, unix socket"
+SOCKET_CARRY = "carry, unix socket"
 QUEUE = "carry"  # the Celery queue carry.ingest goes to (no worker runs: it only grows)
 BARE_APP = """
 import hashlib, hmac, os
@@ -189,9 +194,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--baseline", type=Path, help="another checkout's carry, run alongside")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--unix-socket",
+        action="store_true",
+        help="also run carry and the floor reaching Redis by its unix socket, not TCP",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="carry-webhook-bench-"))
-    server = LocalRedis(work / "redis", persist=True).start()
+    server = LocalRedis(work / "redis", persist=True, unix_socket=args.unix_socket).start()
     (work / "patches").mkdir()
     config = work / "carry.yaml"
     config.write_text(json.dumps(CONFIG))
@@ -199,47 +209,56 @@ def main() -> int:
     (work / "floor.py").write_text(FLOOR_APP)
     env = {
         **os.environ,
-        "REDIS_URL": server.url,
+        "REDIS_URL": server.tcp_url,
         "CARRY_CONFIG": str(config),
         "CARRY_DOWNSTREAM_DIR": str(work),
         "CARRY_CACHE_DIR": str(work / "cache"),
         "CARRY_WEBHOOK_SECRET": SECRET,
     }
-    carry_port, bare_port, baseline_port, floor_port = (free_port() for _ in range(4))
-    carries = {"carry": (ROOT, carry_port)}
+    # name -> (checkout, Redis URL): each carry endpoint
+    carries = {"carry": (ROOT, server.tcp_url)}
+    if args.unix_socket:
+        carries[SOCKET_CARRY] = (ROOT, server.url)
     if args.baseline is not None:
-        carries["carry (baseline)"] = (args.baseline.resolve(), baseline_port)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "web", "--port", str(port)],
-            env={**env, "PYTHONPATH": str(checkout)},
+        carries["carry (baseline)"] = (args.baseline.resolve(), server.tcp_url)
+    # name -> (uvicorn app, Redis URL): the bare endpoint and the floor
+    bares = {BARE: ("bare:app", server.tcp_url), FLOOR: ("floor:app", server.tcp_url)}
+    if args.unix_socket:
+        bares[SOCKET_FLOOR] = ("floor:app", server.url)
+    ports = {name: free_port() for name in [*carries, *bares]}
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "web", "--port", str(ports[name])],
+            env={**env, "REDIS_URL": url, "PYTHONPATH": str(checkout)},
             cwd=checkout,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        for checkout, port in carries.values()
-    ]
-    procs += [
-        subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", app, "--port", str(port), "--log-level", "warning"],
-            env=env,
+        for name, (checkout, url) in carries.items()
+    }
+    procs |= {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                app,
+                "--port",
+                str(ports[name]),
+                "--log-level",
+                "warning",
+            ],
+            env={**env, "REDIS_URL": url},
             cwd=work,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        for app, port in (("bare:app", bare_port), ("floor:app", floor_port))
-    ]
+        for name, (app, url) in bares.items()
+    }
     # The bare endpoint first: a saturated carry leaves the machine busy for a while after.
-    targets = {
-        "bare starlette + HMAC": f"http://127.0.0.1:{bare_port}/webhooks/github",
-        FLOOR: f"http://127.0.0.1:{floor_port}/webhooks/github",
-    }
-    targets |= {
-        name: f"http://127.0.0.1:{port}/webhooks/github" for name, (_, port) in carries.items()
-    }
-    pids = dict(
-        zip([*carries, "bare starlette + HMAC", FLOOR], [p.pid for p in procs], strict=True)
-    )
+    order = [*bares, *carries]
+    targets = {name: f"http://127.0.0.1:{ports[name]}/webhooks/github" for name in order}
+    pids = {name: proc.pid for name, proc in procs.items()}
     try:
         for url in targets.values():
             wait_up(url)
@@ -280,7 +299,7 @@ def main() -> int:
         print(
             f"\n{'rate/s':>7} {'endpoint':24}{'sent':>7}{'errors':>8}{'p50 ms':>9}{'p99 ms':>9}{'lost':>6}{'p99 x bare':>12}{'cpu ms/req':>12}{'full gc':>9}"
         )
-        bare: dict[int, float] = {r[0]: r[6] for r in rows if r[2] == "bare starlette + HMAC"}
+        bare: dict[int, float] = {r[0]: r[6] for r in rows if r[2] == BARE}
         for run, rate, name, sent, failed, p50, p99, lost, cpu_ms, full_gc in rows:
             ratio = p99 / bare[run] if bare.get(run) else float("nan")
             print(
@@ -289,7 +308,7 @@ def main() -> int:
         if FAILURES:
             print("errors:", ", ".join(f"{n} x {kind}" for kind, n in FAILURES.most_common()))
     finally:
-        for proc in procs:
+        for proc in procs.values():
             proc.terminate()
             proc.wait(timeout=10)
         server.stop()

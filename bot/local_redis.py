@@ -58,18 +58,33 @@ class LocalRedis:
     an append-only file, as a durable production setup would. With a `password` the
     `default` user needs it (`requirepass`); the password goes to redis-server in an
     owner-only config file in `workdir`, never on its command line (which `ps` shows to
-    every user of the host)."""
+    every user of the host). With `unix_socket` it also listens on `socket_path`, which only
+    its owner may open, and `url` names that socket (`tcp_url` its port)."""
 
     workdir: Path
     persist: bool = False
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     password: str | None = None
+    unix_socket: bool = False
 
     @property
     def url(self) -> str:
-        auth = f":{quote(self.password, safe='')}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/0"
+        if self.unix_socket:
+            return f"unix://{self._auth}{self.socket_path}"
+        return self.tcp_url
+
+    @property
+    def tcp_url(self) -> str:
+        return f"redis://{self._auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def _auth(self) -> str:
+        return f":{quote(self.password, safe='')}@" if self.password else ""
+
+    @property
+    def socket_path(self) -> Path:
+        return self.workdir / "redis.sock"
 
     @property
     def conf(self) -> Path:
@@ -79,6 +94,8 @@ class LocalRedis:
         argv = [binary, *([str(self.conf)] if self.password else [])]
         argv += ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir)]
         argv += ["--save", "", "--daemonize", "no", "--logfile", str(self.workdir / "redis.log")]
+        if self.unix_socket:
+            argv += ["--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
         if self.persist:
             return [*argv, "--appendonly", "yes", "--appendfsync", "always"]
         return [*argv, "--appendonly", "no"]

@@ -39,11 +39,17 @@ def forget_runner(client: redis.Redis, kind: str, runner: str) -> None:
     client.delete(runner_key(kind, runner))
 
 
+# Keys a SCAN call visits: the heartbeats are found by walking the whole store (a runner's
+# broker user may write no index beside them), which holds thousands of other keys (done keys
+# of 90 days, deliveries, runs): redis-py's default of 10 made that one round trip per 10 keys.
+SCAN_COUNT: Final = 1000
+
+
 def runners(client: redis.Redis) -> list[dict[str, str]]:
     """Live runners; the kind is the key's (a runner's broker user writes only its own kind's
     heartbeats), never what a heartbeat says of itself."""
     out = []
-    for key in sorted(client.scan_iter(runner_key("*", "*"))):
+    for key in sorted(client.scan_iter(runner_key("*", "*"), count=SCAN_COUNT)):
         kind, _, name = text(key).removeprefix(f"{PREFIX}runner:").partition(":")
         if not name:  # a heartbeat of a runner older than kind-scoped keys
             continue

@@ -435,10 +435,12 @@ def carry_health(client: redis.Redis, config: CarryConfig | None) -> list[Attent
         out.append(
             AttentionOut(series="", reason=reason, since=since, age=age_text(age_seconds(since)))
         )
-    online = {info.get("kind") for info in runners(client)}
     queues = {kind: runner.queue for kind, runner in (config.runners.items() if config else [])}
-    for kind, waiting in sorted(queue_depths(client, queues).items()):
-        if waiting and kind not in online:
+    waiting_in = {kind: n for kind, n in queue_depths(client, queues).items() if n}
+    # Looked for only when jobs wait: finding the heartbeats walks the whole store.
+    online = {info.get("kind") for info in runners(client)} if waiting_in else set()
+    for kind, waiting in sorted(waiting_in.items()):
+        if kind not in online:
             reason = f"no {kind} runner is online: {waiting} job(s) wait in {queues[kind]}"
             out.append(AttentionOut(series="", reason=reason, link="/runners"))
     return out

@@ -13,8 +13,9 @@ import redis
 
 from bot.core.state import SeriesState
 from bot.store import series as store
+from bot.store.runners import heartbeat, runners
 from bot.web.series_cache import SeriesCache
-from bot.web.views import FixPages, kept_summaries
+from bot.web.views import FixPages, carry_health, kept_summaries
 from tests.support.dashboard_app import CONFIG
 from tests.support.paths import REPO_ROOT
 
@@ -35,11 +36,16 @@ def stored_versions(client: redis.Redis) -> dict[str, str]:
     }
 
 
-def test_listing_the_series_does_not_scan_the_other_keys(client: redis.Redis) -> None:
+def other_keys(client: redis.Redis) -> None:
+    """What a store of some age holds beside the series: done keys, deliveries, runs."""
     pipe = client.pipeline(transaction=False)
     for n in range(OTHER_KEYS):
         pipe.set(f"{store.PREFIX}done:action-{n}", "1")
     pipe.execute()
+
+
+def test_listing_the_series_does_not_scan_the_other_keys(client: redis.Redis) -> None:
+    other_keys(client)
     store.save_series(client, SeriesState("s1"))
     store.ensure_series(client, "s2")
     store.update_series(client, "s3", lambda state: True, create={})
@@ -102,3 +108,28 @@ def test_the_overview_reads_only_the_documents_that_changed(client: redis.Redis)
         "three": None,
         "two": "alice",
     }
+
+
+def test_the_overview_looks_for_runners_only_when_jobs_wait(client: redis.Redis) -> None:
+    """Its health line says a kind's jobs wait with no runner online; finding the heartbeats
+    walks the whole store (at 200 series in bench/scale.py a quarter of the web process's
+    time), so it is done only when a kind has jobs waiting."""
+    other_keys(client)
+    before = calls(client, "scan")
+    assert carry_health(client, CONFIG) == []
+    assert calls(client, "scan") == before, "the store was walked with no job waiting"
+
+    client.lpush("hw.gaudi", "a job")
+    reasons = [item.reason for item in carry_health(client, CONFIG)]
+    assert reasons == ["no gaudi runner is online: 1 job(s) wait in hw.gaudi"]
+    heartbeat(client, "gaudi", "gaudi@host", {"state": "busy"})
+    assert carry_health(client, CONFIG) == []
+
+
+def test_finding_the_runners_takes_a_round_trip_per_thousand_keys(client: redis.Redis) -> None:
+    other_keys(client)
+    heartbeat(client, "gb10", "gb10@host", {"state": "idle"})
+    before = calls(client, "scan")
+
+    assert [(r["kind"], r["name"]) for r in runners(client)] == [("gb10", "gb10@host")]
+    assert calls(client, "scan") - before <= OTHER_KEYS // 1000 + 2
