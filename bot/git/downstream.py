@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bot.core.push_refusal import PushRefusal, classify
+from bot.git.host_lock import host_lock
 from bot.git.mirror import Mirror
 from bot.git.objects import tree_with
 from bot.git.reader import Reader
@@ -96,25 +97,29 @@ class Downstream:
         """Writes `subdir` of `commit` into `target` (replacing it) and returns target. A
         target already exported from the same commit is left as it is: every rebase refreshes
         the copy, and writing every series' directory again made each head's cost grow with
-        the number of series (issue 37)."""
+        the number of series (issue 37). Exports of one target take turns (a lock file beside
+        it): the stamp that says which commit is in place is written after the swap, and two
+        workers exporting two commits at once could leave the older tree in place under the
+        newer commit's stamp, which every later export of that commit would then keep."""
         stamp = target.parent / f".{target.name}.exported"
         said = f"{commit} {subdir}\n"
-        if target.is_dir() and stamp.is_file() and stamp.read_text() == said:
-            return target
-        archive = self.git.run("archive", "--format=tar", commit, "--", subdir).stdout
-        staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(staging, filter="data")
-        exported = staging / subdir
-        if not exported.is_dir():
-            exported.mkdir(parents=True)
-        # Other processes on this host read target while this one replaces it (every rebase
-        # refreshes it): swapped in one step, never removed first.
-        replace_dir(exported, target)
-        shutil.rmtree(staging)
-        written = stamp.with_name(f"{stamp.name}.{os.getpid()}")
-        written.write_text(said)
-        written.replace(stamp)
+        with host_lock(target.parent / f".{target.name}.lock"):
+            if target.is_dir() and stamp.is_file() and stamp.read_text() == said:
+                return target
+            archive = self.git.run("archive", "--format=tar", commit, "--", subdir).stdout
+            staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(staging, filter="data")
+            exported = staging / subdir
+            if not exported.is_dir():
+                exported.mkdir(parents=True)
+            # Other processes on this host read target while this one replaces it (every
+            # rebase refreshes it): swapped in one step, never removed first.
+            replace_dir(exported, target)
+            shutil.rmtree(staging)
+            written = stamp.with_name(f"{stamp.name}.{os.getpid()}")
+            written.write_text(said)
+            written.replace(stamp)
         return target
 
     def read_dir(self, commit: str, subdir: str) -> dict[str, bytes]:

@@ -11,7 +11,6 @@ does for a local path: no pack is built, sent, indexed or walked again.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.git import touchindex
+from bot.git.host_lock import host_lock
 from bot.git.runner import DEFAULT_MAX_BLOB_BYTES, DEFAULT_NETWORK_TIMEOUT_S, Git, GitError
 
 log = logging.getLogger("carry.mirror")
@@ -111,12 +111,8 @@ class Mirror:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path.with_suffix(".lock"), "a+b") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with host_lock(self.path.with_suffix(".lock")):
+            yield
 
     def ensure(self) -> Mirror:
         """Creates the bare mirror, or re-creates it when it is missing or corrupt."""

@@ -2,18 +2,21 @@
 into the directory the host's other processes read, and the export removed the old copy before
 renaming the new one in. With two git workers (or a worker, beat and runner starting together
 on one cache) a reader found series directories missing ("patch directory ... does not exist",
-at 200 series in bench/scale.py)."""
+at 200 series in bench/scale.py). Exports of one copy take turns."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
 
 from bot.git.downstream import Downstream
+from bot.git.host_lock import host_lock
 from bot.git.swap import replace_dir
 from harness.gitrepo import git
 from harness.scale_world import Size, World
+from tests.support.paths import REPO_ROOT
 
 SERIES = 200
 # Checks every series' `series` file until the stop file exists; prints each one missing, then
@@ -59,7 +62,11 @@ def test_a_reader_never_finds_a_series_missing_while_the_copy_is_replaced(tmp_pa
     assert missing == [], f"{len(missing)} reads found a series missing, e.g. {missing[:3]}"
     assert int(passes.removeprefix("passes ")) >= 15, out  # it read all along
     assert sorted(p.name for p in target.iterdir()) == names
-    assert sorted(p.name for p in target.parent.iterdir()) == [".patches.exported", "patches"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [
+        ".patches.exported",
+        ".patches.lock",
+        "patches",
+    ]
 
 
 def test_replace_dir_puts_the_new_copy_in_place_and_removes_the_old(tmp_path: Path) -> None:
@@ -94,4 +101,46 @@ def test_a_copy_of_the_same_commit_is_not_written_again(tmp_path: Path) -> None:
     downstream.export(second, "patches", target)
     assert target.stat().st_ino != inode
     assert (target / "s000" / "series").read_text() == ""
-    assert sorted(p.name for p in target.parent.iterdir()) == [".patches.exported", "patches"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [
+        ".patches.exported",
+        ".patches.lock",
+        "patches",
+    ]
+
+
+# Exports `patches` of the downstream's main into the target, as another worker's would.
+EXPORTER = """
+import sys
+from pathlib import Path
+from bot.git.downstream import Downstream
+source, cache, target = sys.argv[1:]
+downstream = Downstream(source, Path(cache))
+downstream.export(downstream.fetch("main")["main"], "patches", Path(target))
+"""
+
+
+def test_exports_of_one_copy_take_turns(tmp_path: Path) -> None:
+    """The stamp naming the commit in place is written after the swap: two workers exporting
+    two commits at once could leave the older tree under the newer commit's stamp, and every
+    later export of that commit would keep it. So an export waits while another holds the
+    copy's lock."""
+    world = World(tmp_path / "world", Size(series=2, patches=1), per_upstream=2)
+    world.build()
+    target = tmp_path / "checkout" / "patches"
+    target.parent.mkdir()
+    argv = [
+        sys.executable,
+        "-c",
+        EXPORTER,
+        str(world.downstream),
+        str(tmp_path / "cache"),
+        str(target),
+    ]
+    with host_lock(target.parent / ".patches.lock"):  # an export in progress
+        exporter = subprocess.Popen(argv, cwd=REPO_ROOT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            exporter.wait(timeout=5)
+        finished_while_held = exporter.returncode is not None
+    assert exporter.wait(timeout=60) == 0
+    assert not finished_while_held, "an export ran while another held the copy"
+    assert sorted(p.name for p in target.iterdir()) == sorted(world.series)
