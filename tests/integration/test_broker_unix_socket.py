@@ -4,7 +4,6 @@ transport: unix")."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,8 +14,9 @@ import redis
 
 from bot.queue.broker_transport import Channel, broker_url
 from bot.queue.celery_app import make_app
+from tests.support.markers import needs_redis_server
 
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+pytestmark = needs_redis_server
 
 
 @pytest.fixture

@@ -12,16 +12,16 @@ It starts its own redis-server, the GitHub emulator, carry's web and worker and 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from bench.every_head import run_every_head
+from tests.support.markers import needs_redis_server
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    needs_redis_server,
 ]
 
 

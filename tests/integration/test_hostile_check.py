@@ -11,7 +11,6 @@ It starts its own password-protected redis-server and a `carry runner` process (
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -44,10 +43,11 @@ from bench.reliability import (
     unprivileged_unavailable,
 )
 from runner.sandbox import ACCEPTED_RISK, bwrap_unavailable, namespaces_unavailable
+from tests.support.markers import needs_redis_server
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    needs_redis_server,
 ]
 
 ATTEMPTS = [

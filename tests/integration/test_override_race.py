@@ -7,16 +7,16 @@ It starts its own redis-server, GitHub emulator, two carry workers and a runner 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from bench.reliability import QUICK, run_override_race
+from tests.support.markers import needs_redis_server
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    needs_redis_server,
 ]
 
 

@@ -6,15 +6,14 @@ from carry's copy exported from the (emulated) GitHub."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from bench.overview import main
+from tests.support.markers import needs_redis_server
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    needs_redis_server,
 ]
 
 

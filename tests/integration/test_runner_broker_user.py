@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,10 +23,11 @@ from bot.store.runners import forget_runner, heartbeat, runners
 from bot.store.series import history, save_series
 from harness.job_keys import job_issuer
 from harness.redis_server import PrivateRedis
+from tests.support.markers import needs_redis_server
 from tests.support.paths import REPO_ROOT
 from workers.ci.reports import ReportApplier
 
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+pytestmark = needs_redis_server
 
 PASSWORD = "runner-password"
 

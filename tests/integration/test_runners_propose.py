@@ -7,7 +7,6 @@ redis-server with the ACL users carry ships, the real request path and report ap
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -24,10 +23,11 @@ from bot.store.series import history, load_series, save_series
 from harness.job_keys import job_issuer
 from harness.pushes import push, trusted_push
 from harness.redis_server import PrivateRedis
+from tests.support.markers import needs_redis_server
 from workers.ci import requests as ci
 from workers.ci.reports import ReportApplier
 
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+pytestmark = needs_redis_server
 
 PASSWORD = "runner-password"
 HEAD = "a" * 40

@@ -5,15 +5,14 @@ head pushed decided by every series on its upstream."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from bench.scale import QUICK, render, render_families, run
+from tests.support.markers import needs_redis_server
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    needs_redis_server,
 ]
 
 

@@ -4,17 +4,17 @@ its deliveries, none failed and carry lost none (no timing is asserted)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from tests.support.markers import needs_redis_server
 from tests.support.paths import REPO_ROOT
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+    needs_redis_server,
 ]
 
 ENDPOINTS = [
