@@ -14,6 +14,9 @@ series page. One line per size:
   decision p50 / p95       push to the series' decision on the head (its `rebased` history entry)
   PR p50 / p95             push to carry's PR pushed for that head (its `published` entry)
   throughput               series-heads decided per second of the run (pushing and draining)
+  git lane a series-head   the git lane's task run time over the series-heads decided
+  git lane CPU ...         the git workers' CPU (with the git they ran) over the same: the figure
+                           the machine's other load moves least
   Redis KiB / 1k heads     used memory grown over the run, per 1,000 series-heads decided
   overview / series p95    the dashboard's pages, as a browser asks them during the run
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import tempfile
@@ -127,6 +131,7 @@ class Figures:
     github_writes: int = 0  # content-creating GitHub requests during the run (write budget)
     page_failures: list[str] = field(default_factory=list)
     git_lane_s: float = 0.0  # the git lane's task time from the first push until drained
+    git_lane_cpu_s: float = 0.0  # the git workers' CPU (with their git) over the same span
 
     @property
     def throughput(self) -> float:
@@ -148,6 +153,11 @@ class Figures:
             "git lane a series-head": (
                 self.git_lane_s * 1000 / self.series_heads if self.series_heads else math.nan
             ),
+            # the same as CPU time of the git workers and the git they ran: what the machine's
+            # other load changes least
+            "git lane CPU a series-head": (
+                self.git_lane_cpu_s * 1000 / self.series_heads if self.series_heads else math.nan
+            ),
             "KiB/1k": self.kib_per_1k,
             "overview p95": pct(self.overview_ms, 0.95),
             "series p95": pct(self.series_page_ms, 0.95),
@@ -168,6 +178,7 @@ COLUMNS = (
     "PR p95",
     "throughput",
     "git lane a series-head",
+    "git lane CPU a series-head",
     "KiB/1k",
     "overview p95",
     "series p95",
@@ -260,7 +271,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             bases = {sid: world.upstreams[u].head() for sid, u in world.series.items()}
             for sid, base in bases.items():  # a trusted head under every later push
                 trusted_push(client, sid, base, by=PUSHER)
-            url = _start(env, world, git_workers)
+            url, git_lane = _start(env, world, git_workers)
             gh.add_webhook(f"{url}/webhooks/github", secret=SECRET)
             try:
                 # the first check, PR and runner job of every series: seconds a series
@@ -273,6 +284,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             reader = Reader(url, next(iter(world.series)))
             reader.start()
             started, since = time.monotonic(), _log_time()
+            cpu_before = sessions_cpu_s(git_lane)
             pushes = _push(world, gh, plan)
             figures.pushed = len(pushes)
             wait_for(
@@ -282,6 +294,7 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
             )
             figures.seconds = time.monotonic() - started
             figures.git_lane_s = lane_seconds(env.root.glob("git-worker-*.log"), since)
+            figures.git_lane_cpu_s = sessions_cpu_s(git_lane) - cpu_before
             reader.done.set()
             reader.join()
             figures.overview_ms, figures.series_page_ms = reader.overview, reader.series_page
@@ -305,10 +318,11 @@ def run_size(root: Path, size: Size, plan: Plan, git_workers: int) -> Figures:
     return figures
 
 
-def _start(env: CarryEnv, world: World, git_workers: int) -> str:
+def _start(env: CarryEnv, world: World, git_workers: int) -> tuple[str, set[int]]:
     """carry's processes, started together (each takes seconds to import): the web process,
     the quick lane's worker, `git_workers` git-lane workers, beat and the runner. Returns the
-    web process's URL once every one of them says it is ready."""
+    web process's URL once every one of them says it is ready, and the git workers' process
+    sessions (each started in its own)."""
     argv = ["bot.cli", "--log-level", "INFO", "worker", "--queues"]
     # The first process alone: it clones the downstream repository's mirror into the cache
     # the others share, which then only fetch.
@@ -327,7 +341,24 @@ def _start(env: CarryEnv, world: World, git_workers: int) -> str:
     url = env.start_web()
     for proc, log_path, marker in started:
         env.wait_logged(proc, log_path, marker)
-    return url
+    return url, {proc.pid for proc, _, _ in started[:git_workers]}
+
+
+def sessions_cpu_s(sessions: set[int]) -> float:
+    """CPU seconds (user and system) of every process in these sessions, with what each has
+    reaped of its children: a Celery worker, its pool process and the git they ran. A child
+    that ended moves into its parent's count, so the sum only grows."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:  # ended while listed
+            continue
+        # after the name: state ppid pgrp session ... utime(12th) stime cutime cstime
+        if int(fields[3]) in sessions:
+            total += sum(int(f) for f in fields[11:15])
+    return total / tick
 
 
 @dataclass(frozen=True)
