@@ -80,15 +80,23 @@ class Downstream:
     ):
         self.url = url
         self.mirror = Mirror(
-            url, cache_dir / "downstream", env=auth_env(token), network_timeout_s=network_timeout_s
+            url,
+            cache_dir / "downstream",
+            env=auth_env(token),
+            network_timeout_s=network_timeout_s,
+            indexed=False,  # no engine reads it
         )
         self.git: Git = self.mirror.git
 
     def fetch(self, *branches: str) -> dict[str, str]:
-        """Fetches the branches that exist; returns branch -> sha."""
+        """Fetches the branches that exist and have moved; returns branch -> sha."""
         self.mirror.ensure()
         remote = self.mirror.remote_refs(*(f"refs/heads/{b}" for b in branches))
-        wanted = [f"+{ref}:refs/carry/{ref.removeprefix('refs/')}" for ref in remote]
+        wanted = [
+            f"+{ref}:{local}"
+            for ref, sha in remote.items()
+            if not self.mirror.holds(local := f"refs/carry/{ref.removeprefix('refs/')}", sha)
+        ]
         if wanted:
             self.mirror.fetch(*wanted)
         return {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}

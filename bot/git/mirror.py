@@ -94,8 +94,15 @@ class Mirror:
         *,
         network_timeout_s: float = DEFAULT_NETWORK_TIMEOUT_S,
         max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        indexed: bool = True,
     ):
+        """`indexed`: every fetch extends the touch index (which commits touched which paths),
+        which the engine reads to decide patches. A mirror no engine reads (the downstream
+        repository's) is not indexed: its refs grow with the series (three branches each), and
+        indexing them after every fetch made each head's cost grow with the number of series
+        (issue 37)."""
         self.source = normalize_source(source)
+        self.indexed = indexed
         root = (cache_dir or default_cache_dir()) / "mirrors"
         digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", self.source.rstrip("/").split("/")[-1])[:40]
@@ -164,12 +171,13 @@ class Mirror:
             return  # every ref is where the source has it: nothing to fetch or index
         if not linked:
             self.git.run("fetch", "--quiet", "--no-tags", "--force", "--", self.source, *refspecs)
-        touchindex.update(self.git, self.path)
+        if self.indexed:
+            touchindex.update(self.git, self.path)
 
     def index(self) -> None:
         """Builds or extends the touch index (every fetch also does): for a mirror indexed by
         an earlier version, or whose index was removed."""
-        if (self.path / "HEAD").exists():
+        if self.indexed and (self.path / "HEAD").exists():
             with self.locked():
                 touchindex.update(self.git, self.path)
 
@@ -186,7 +194,7 @@ class Mirror:
         except GitError:
             return False
         updates = _ref_updates(refspecs, advertised)
-        if updates is not None and all(self._holds(ref, sha) for ref, sha in updates.items()):
+        if updates is not None and all(self.holds(ref, sha) for ref, sha in updates.items()):
             return None
         if updates is None or not _link_objects(objects, self.path / "objects"):
             return False
@@ -267,7 +275,7 @@ class Mirror:
         ref = self._remote_ref_for(base, refs)
         if ref is not None:
             local = f"refs/carry/{ref.removeprefix('refs/')}"
-            held = self._holds(local, refs[ref])
+            held = self.holds(local, refs[ref])
             if not held:
                 self.fetch(f"+{ref}:{local}")
             sha = self.git.rev_parse(local + suffix)
@@ -301,7 +309,7 @@ class Mirror:
         wanted = {ref: local for ref, local, _ in named.values()}
         held = refs or {}
         stale = [
-            f"+{ref}:{local}" for ref, local in wanted.items() if not self._holds(local, held[ref])
+            f"+{ref}:{local}" for ref, local in wanted.items() if not self.holds(local, held[ref])
         ]
         if stale:
             self.fetch(*stale)
@@ -315,11 +323,12 @@ class Mirror:
                     found[i] = ResolvedHead(sha, ref if not suffix else None)
         return [found[i] if i in found else self.resolve(rev) for i, rev in enumerate(revs)]
 
-    def _holds(self, ref: str, sha: str) -> bool:
+    def holds(self, ref: str, sha: str) -> bool:
         """True when a fetch of `ref` would find it at `sha` already and the touch index in
         place: the mirror's loose ref file holds that id (read without running git). Anything
-        else (absent, packed, symbolic, a tag object, no index file) is False: fetch."""
-        if not (self.path / touchindex.FILE_NAME).exists():
+        else (absent, packed, symbolic, a tag object, no index file where the mirror is
+        indexed) is False: fetch."""
+        if self.indexed and not (self.path / touchindex.FILE_NAME).exists():
             return False
         try:
             return (self.path / ref).read_text().strip() == sha
