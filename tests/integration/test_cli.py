@@ -671,6 +671,10 @@ def test_ctrl_c_ends_a_command_without_a_traceback(make_repo, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as a terminal delivers it, whatever started the tests: a background job of a
+        # shell without job control (`sh -c '... &'`) inherits SIGINT ignored, and Python then
+        # keeps it ignored (the check read on for good and the test timed out)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while True:  # a writer's non-blocking open succeeds once carry has the pipe open to read
