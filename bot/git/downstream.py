@@ -92,11 +92,11 @@ class Downstream:
         """Fetches the branches that exist and have moved; returns branch -> sha."""
         self.mirror.ensure()
         remote = self.mirror.remote_refs(*(f"refs/heads/{b}" for b in branches))
-        wanted = [
-            f"+{ref}:{local}"
-            for ref, sha in remote.items()
-            if not self.mirror.holds(local := f"refs/carry/{ref.removeprefix('refs/')}", sha)
-        ]
+        local = {ref: f"refs/carry/{ref.removeprefix('refs/')}" for ref in remote}
+        held = [ref for ref, sha in remote.items() if self.mirror.holds(local[ref], sha)]
+        if held and not self.mirror.has_objects(*(remote[ref] for ref in held)):
+            held = []  # a ref whose commit is gone (a damaged copy): fetch it again
+        wanted = [f"+{ref}:{local[ref]}" for ref in remote if ref not in held]
         if wanted:
             self.mirror.fetch(*wanted)
         return {ref.removeprefix("refs/heads/"): sha for ref, sha in remote.items()}

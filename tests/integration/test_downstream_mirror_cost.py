@@ -70,3 +70,15 @@ def test_a_fetch_of_the_downstream_indexes_nothing_and_a_branch_that_did_not_mov
     assert ran.count("fetch") == 1 and "for-each-ref" not in ran and "log" not in ran, ran
     # the moved branch's commit is in the copy, readable
     assert downstream.git.run("cat-file", "-t", moved).text == "commit"
+
+
+def test_a_branch_whose_commit_the_copy_lacks_is_fetched_again(tmp_path: Path) -> None:
+    """The ref says the branch has not moved, but its commit is not in the copy (a damaged
+    copy): it is fetched again, as `git fetch` would, not skipped."""
+    repo, url = _downstream(tmp_path)
+    downstream = Downstream(url, tmp_path / "cache")
+    downstream.fetch("main")
+    moved = repo.commit("more series", {"patches/s1/series": "0001-fix.patch\n"})
+    (downstream.mirror.path / "refs/carry/heads/main").write_text(moved + "\n")
+    assert downstream.fetch("main") == {"main": moved}
+    assert downstream.git.run("cat-file", "-t", moved).text == "commit"
