@@ -1,14 +1,18 @@
 """Measure drop decisions on real history: release branches that carry ports of main commits.
 
 Usage: python bench/realhistory.py PATH_TO_UPSTREAM_CLONE [--branches 'releases/*'] [--limit N]
+       [--main main]   (vLLM's history as Habana's fork holds it: --main habana_main --branches 'v1.*')
 
 For each release branch R (forked from main at F), every main commit C in F..main becomes a
 carried patch checked on R's tip:
 - "contained" label: R has a port of C (same change title once PR numbers, release tags and
-  cherry-pick markers are stripped, a release commit naming C's PR as `#N` or as a link to
+  cherry-pick markers are stripped, where main used that title for C alone, a release commit naming C's PR as `#N` or as a link to
   `.../pull/N`, or the very same diff by patch id, also inside a bigger release commit, or
-  every changed block of C verbatim inside one release commit) that R did not revert later;
-- "not contained" label: no port of C on R, or the port was reverted on R.
+  every changed block of C verbatim inside one release commit) that R did not revert later,
+  or such a port from before the fork that C's own history lacks (`ported_before_fork`);
+- "not contained" label: no port of C on R, or the port was reverted on R;
+- "partly held", among the not contained: R's own commits brought part of C's changed lines
+  (`partly_held`), so a review of C is about a change upstream holds in part.
 The engine's decision is compared with the label, next to plain git's tools on the same
 samples (patch-id match, reverse-apply check, `am -3` leaving the tree unchanged). Nothing of
 the upstream repository is copied; it is only read.
@@ -17,6 +21,7 @@ the upstream repository is copied; it is only read.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import subprocess
 import sys
@@ -60,8 +65,10 @@ class Sample:
     subject: str
     contained: bool
     why: str
+    partly: bool = False  # not contained, but the branch's own commits brought part of it
 
 
+@functools.cache
 def patch_ids(repo: Path, rev_range: str) -> list[tuple[str, str]]:
     """(patch-id, commit) for the non-merge commits of a range (`git patch-id --stable`)."""
     log = subprocess.run(
@@ -148,15 +155,77 @@ def _has_block(lines: list[bytes], block: list[bytes]) -> bool:
     return any(lines[i : i + size] == block for i in range(len(lines) - size + 1))
 
 
+def _substantive(line: bytes) -> bytes | None:
+    text = line[1:].strip()
+    return text if len(text) >= 8 and re.search(rb"[A-Za-z0-9]", text) else None
+
+
+def partly_held(repo: Path, fork: str, head: str, commit: UpstreamCommit | None) -> str | None:
+    """Whether the branch's own commits (fork..head) brought part of a main commit's change: of
+    its substantive changed lines (8+ characters), lines it adds that the head has and the fork
+    had not, and lines it removes that the fork had and the head has not. Part is at least 2
+    such lines and at least a tenth of them. A label that the bench reads from history alone,
+    for "reviews about changes upstream holds, all or part"; None when it holds no part."""
+    if commit is None:
+        return None
+    held = total = 0
+    for path, section in commit.sections.items():
+        lines = [ln for ln in section.splitlines() if not ln.startswith((b"---", b"+++"))]
+        added = {t for ln in lines if ln[:1] == b"+" and (t := _substantive(ln))}
+        removed = {t for ln in lines if ln[:1] == b"-" and (t := _substantive(ln))} - added
+        total += len(added) + len(removed)
+        at_fork = {ln.strip() for ln in git(repo, "show", f"{fork}:{path}").encode().splitlines()}
+        at_head = {ln.strip() for ln in git(repo, "show", f"{head}:{path}").encode().splitlines()}
+        held += len((added & at_head) - at_fork) + len((removed & at_fork) - at_head)
+    if held >= 2 and held * 10 >= total:
+        return f"partly held ({held} of {total} changed lines brought by the branch)"
+    return None
+
+
+@functools.cache
+def ported_before_fork(
+    repo: Path, fork: str, head: str, sha: str, subject: str, by_title: bool
+) -> str | None:
+    """A port of main commit `sha` that the branch holds from before its fork: a commit of
+    `sha..fork` (none where `sha` descends from the fork). A fork that merges its upstream (vLLM
+    into `habana_main`) often cherry-picked an upstream fix before merging the upstream commit
+    itself. The same tests as a port after the fork (title where main used it once, the PR
+    number named, the same patch id), not undone by a revert up to the head."""
+    log = git(repo, "log", "--no-merges", "--format=%H\x1f%s\x1f%b\x1e", f"{sha}..{fork}")
+    earlier = [r.split("\x1f") for r in log.replace("\n", " ").split("\x1e") if r.strip()]
+    own = re.findall(r"\(#(\d+)\)\s*$", subject)
+    key = title_key(subject)
+    port = None
+    for other, other_subject, body in (r for r in earlier if len(r) == 3):
+        if (by_title and title_key(other_subject) == key) or (
+            own and own[-1] in re.findall(r"(?:#|/pull/)(\d+)\b", other_subject + " " + body)
+        ):
+            port = other.strip()
+            break
+    if port is None and earlier and git(repo, "cherry", fork, sha, f"{sha}~1").startswith("-"):
+        port = "the same patch id"
+    if port is None:
+        return None
+    reverts = git(repo, "log", "--no-merges", "--format=%s%n%b", f"{sha}..{head}")
+    if f"This reverts commit {port[:7]}" in reverts or any(
+        line.lower().startswith("revert ") and title_key(line[7:].strip().strip('"')) == key
+        for line in reverts.splitlines()
+    ):
+        return None
+    return f"ported before the fork ({port[:10]})"
+
+
 def _commits(repo: Path, rev_range: str) -> list[UpstreamCommit]:
     mirror_git = Git(git_dir=repo if (repo / "objects").is_dir() else repo / ".git")
     out = mirror_git.run("log", "--no-merges", "-p", "--no-renames", LOG_FORMAT, rev_range).stdout
     return parse_commits(out)
 
 
-def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
+def samples_for(
+    repo: Path, branch: str, limit: int, main: str = "main", any_title: bool = False
+) -> list[Sample]:
     head = git(repo, "rev-parse", branch).strip()
-    fork = git(repo, "merge-base", "main", branch).strip()
+    fork = git(repo, "merge-base", main, branch).strip()
     release = [
         line.split("\x1f")
         for line in git(
@@ -183,16 +252,18 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
         if subject.lower().startswith("revert "):
             reverted.add("title:" + title_key(subject[7:].strip().strip('"')))
     same_diff = dict(patch_ids(repo, f"{fork}..{head}"))  # patch-id -> release commit
-    main_ids = {sha: pid for pid, sha in patch_ids(repo, f"{fork}..main")}
-    inside = SameDiffInside(repo, f"{fork}..{head}", f"{fork}..main")
+    main_ids = {sha: pid for pid, sha in patch_ids(repo, f"{fork}..{main}")}
+    inside = SameDiffInside(repo, f"{fork}..{head}", f"{fork}..{main}")
     out = []
-    mains = git(repo, "log", "--no-merges", "--format=%H\x1f%s", f"{fork}..main").splitlines()
+    mains = git(repo, "log", "--no-merges", "--format=%H\x1f%s", f"{fork}..{main}").splitlines()
+    # A title main used for more than one change ("Update CODEOWNERS") names no one port.
+    titles = Counter(title_key(line.partition("\x1f")[2]) for line in mains)
     for line in mains:
         sha, _, subject = line.partition("\x1f")
         key = title_key(subject)
         if len(key) < 12:
             continue
-        port = list(ports.get(key, []))
+        port = list(ports.get(key, [])) if any_title or titles[key] == 1 else []
         own = re.findall(r"\(#(\d+)\)\s*$", subject)
         if own:
             port += mentioned.get(own[-1], [])  # a release commit names this main PR
@@ -221,7 +292,24 @@ def samples_for(repo: Path, branch: str, limit: int) -> list[Sample]:
     positives = [s for s in out if s.contained]
     negatives = [s for s in out if not s.contained]
     step = max(1, len(negatives) // max(1, limit))
-    return positives + [s for s in negatives if s.why != "not ported"] + negatives[::step][:limit]
+    chosen = [s for s in negatives if s.why != "not ported"] + negatives[::step][:limit]
+    for sample in chosen:
+        if sample.why == "not ported":
+            earlier = ported_before_fork(
+                repo,
+                fork,
+                head,
+                sample.commit,
+                sample.subject,
+                any_title or titles[title_key(sample.subject)] == 1,
+            )
+            if earlier:
+                sample.contained, sample.why = True, earlier
+                continue
+        part = partly_held(repo, fork, head, inside.main.get(sample.commit))
+        if part:
+            sample.partly, sample.why = True, f"{sample.why}; {part}"
+    return positives + chosen
 
 
 def plain_git_says_contained(
@@ -283,16 +371,25 @@ def _env() -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("repo", type=Path)
-    parser.add_argument("--branches", default="releases/*")
+    parser.add_argument("--branches", default="releases/*", help="patterns, comma-separated")
+    parser.add_argument(
+        "--main",
+        default="main",
+        help="the line the release branches fork from (vLLM forks: habana_main)",
+    )
     parser.add_argument("--limit", type=int, default=25, help="negatives sampled per branch")
     parser.add_argument(
         "--no-from", action="store_true", help="strip the From <sha> line (no history anchor)"
     )
+    parser.add_argument(
+        "--any-title",
+        action="store_true",
+        help="a title main used for several commits still labels a port (the labels before 2026-12-07)",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
-    branches = git(
-        args.repo, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{args.branches}"
-    ).split()
+    patterns = [f"refs/heads/{p.strip()}" for p in args.branches.split(",") if p.strip()]
+    branches = git(args.repo, "for-each-ref", "--format=%(refname:short)", *patterns).split()
     cache = Path(tempfile.mkdtemp(prefix="carry-eval-"))
     mirror = Mirror(str(args.repo), cache)
     share_objects(mirror, args.repo)
@@ -302,8 +399,14 @@ def main() -> int:
     wrong: list[str] = []
     started = time.perf_counter()
     total = 0
+    skipped: list[str] = []
     for branch in branches:
-        for sample in samples_for(args.repo, branch, args.limit):
+        try:
+            samples = samples_for(args.repo, branch, args.limit, args.main, args.any_title)
+        except subprocess.CalledProcessError as error:  # a snapshot lacking a large blob
+            skipped.append(f"{branch}: {error.stderr.decode('utf-8', 'replace').strip()}")
+            continue
+        for sample in samples:
             patch = subprocess.run(
                 ["git", "-C", str(args.repo), "format-patch", "-1", "--stdout", sample.commit],
                 capture_output=True,
@@ -315,6 +418,8 @@ def main() -> int:
             result = report.patches[0]
             label = "contained" if sample.contained else "not-contained"
             table[(label, result.decision.value)] += 1
+            if sample.partly:
+                table[("partly-held", result.decision.value)] += 1
             safe, by_id = plain_git_says_contained(args.repo, sample, patch, cache)
             plain[f"{label}:plain-safe={safe}"] += 1
             plain[f"{label}:patch-id={by_id}"] += 1
@@ -326,6 +431,7 @@ def main() -> int:
             if args.verbose:
                 print(
                     f"{label:13} {result.status.value:16} {result.decision.value:6} {branch} {sample.commit[:10]} {sample.subject[:60]}"
+                    + (f"  [{sample.why}]" if sample.partly else "")
                 )
     elapsed = time.perf_counter() - started
     pos = sum(v for (lab, _), v in table.items() if lab == "contained")
@@ -333,7 +439,7 @@ def main() -> int:
     caught = table[("contained", "drop")] + table[("contained", "review")]
     print(f"\nsamples: {total} ({pos} contained upstream, {neg} not) in {elapsed:.1f} s")
     print(f"{'label':15}{'drop':>7}{'review':>8}{'keep':>7}")
-    for label in ("contained", "not-contained"):
+    for label in ("contained", "not-contained", "partly-held"):
         print(
             f"{label:15}{table[(label, 'drop')]:>7}{table[(label, 'review')]:>8}{table[(label, 'keep')]:>7}"
         )
@@ -343,6 +449,12 @@ def main() -> int:
         f"drop share (of contained): {table[('contained', 'drop')] / max(pos, 1):.3f}; "
         f"reviews well spent (on contained): {table[('contained', 'review')]}/{reviews} = "
         f"{table[('contained', 'review')] / max(reviews, 1):.3f}"
+    )
+    part = table[("partly-held", "review")]
+    print(
+        f"reviews well spent, all or part (on contained, or not contained but partly held by the "
+        f"branch's own commits): {table[('contained', 'review')] + part}/{reviews} = "
+        f"{(table[('contained', 'review')] + part) / max(reviews, 1):.3f}"
     )
     print(f"carry wrong drops: {len(wrong)}")
     print(f"carry reviews on not-contained: {table[('not-contained', 'review')]}/{neg}")
@@ -356,6 +468,8 @@ def main() -> int:
     )
     for line in wrong:
         print("  WRONG DROP:", line)
+    for line in skipped:
+        print("  SKIPPED (history unreadable):", line)
     return 0
 
 
