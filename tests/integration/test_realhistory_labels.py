@@ -1,0 +1,90 @@
+"""bench/realhistory.py's labels on a history built here, shaped like HabanaAI/vllm-fork's: a
+main line that cherry-picks an upstream fix before merging the upstream commit itself, a title
+main uses for several changes, a port of part of a change, and plain ports and non-ports."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.realhistory import samples_for
+from harness.gitrepo import RepoBuilder
+
+
+def lines(prefix: str, count: int) -> str:
+    return "".join(f"value_{prefix}_{i} = compute_{prefix}({i})\n" for i in range(count))
+
+
+@pytest.fixture
+def fork(make_repo) -> tuple[RepoBuilder, dict[str, str]]:
+    repo = make_repo("vllm-fork")
+    repo.commit(
+        "Initial import",
+        {
+            "frob.py": lines("frob", 12),
+            "OWNERS": "* @alice\n",
+            "loader.py": lines("load", 6),
+            "sched.py": lines("sched", 6),
+        },
+    )
+    repo.git("checkout", "-q", "-B", "main")
+    base = repo.head()
+    # The upstream project fixes the frobnicator; the fork cherry-picks it before the release.
+    repo.checkout(base, new_branch="upstream")
+    fixed = {"frob.py": lines("frob", 12).replace("compute_frob(3)", "compute_frob_safely(3)")}
+    shas = {"upstream fix": repo.commit("Fix the frobnicator (#17600)", fixed)}
+    repo.checkout("main")
+    repo.commit("Fix the frobnicator #17600 (#12)", fixed)
+    repo.checkout("main", new_branch="releases/v1")  # the fork point
+    repo.commit("Update CODEOWNERS", {"OWNERS": "* @alice @carol\n"})
+    repo.commit("Tune the scheduler (#41)", {"sched.py": lines("sched", 6) + "sched_extra = 1\n"})
+    loader = lines("load", 6) + lines("new_loader", 10)
+    partial = lines("load", 6) + lines("new_loader", 3)
+    repo.commit("Backport the first loader helpers (#99)", {"loader.py": partial})
+    repo.checkout("main")
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge upstream", "upstream")
+    shas["owners 1"] = repo.commit("Update CODEOWNERS", {"OWNERS": "* @alice @bob\n"})
+    shas["owners 2"] = repo.commit("Update CODEOWNERS", {"OWNERS": "* @bob\n"})
+    shas["tune"] = repo.commit(
+        "Tune the scheduler (#40)", {"sched.py": lines("sched", 6) + "sched_extra = 1\n"}
+    )
+    shas["loader"] = repo.commit("Rework the widget loader (#50)", {"loader.py": loader})
+    shas["docs"] = repo.commit("Add unrelated docs", {"docs/guide.md": "how to use it\n"})
+    return repo, shas
+
+
+def labels(repo: RepoBuilder, *, any_title: bool = False) -> dict[str, tuple[bool, bool, str]]:
+    samples = samples_for(repo.path, "releases/v1", 25, "main", any_title)
+    return {s.commit: (s.contained, s.partly, s.why) for s in samples}
+
+
+def test_an_upstream_commit_the_branch_took_before_its_fork_is_contained(fork):
+    repo, shas = fork
+    contained, partly, why = labels(repo)[shas["upstream fix"]]
+    port = repo.git("log", "-1", "--format=%H", "--grep=#17600 (#12)", "main")
+    assert contained and not partly
+    assert why == f"ported before the fork ({port[:10]})"
+
+
+def test_a_title_main_used_for_several_changes_names_no_port(fork):
+    repo, shas = fork
+    found = labels(repo)
+    assert not found[shas["owners 1"]][0] and not found[shas["owners 2"]][0]
+    old = labels(repo, any_title=True)
+    assert old[shas["owners 1"]][0] and old[shas["owners 2"]][0]
+
+
+def test_a_title_main_used_once_still_names_the_port(fork):
+    repo, shas = fork
+    assert labels(repo)[shas["tune"]] == (True, False, "ported")
+
+
+def test_a_change_the_branch_brought_in_part_is_partly_held(fork):
+    repo, shas = fork
+    contained, partly, why = labels(repo)[shas["loader"]]
+    assert not contained and partly
+    assert why == "not ported; partly held (3 of 10 changed lines brought by the branch)"
+
+
+def test_a_change_the_branch_never_saw_is_neither(fork):
+    repo, shas = fork
+    assert labels(repo)[shas["docs"]] == (False, False, "not ported")
