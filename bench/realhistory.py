@@ -2,17 +2,21 @@
 
 Usage: python bench/realhistory.py PATH_TO_UPSTREAM_CLONE [--branches 'releases/*'] [--limit N]
        [--main main]   (vLLM's history as Habana's fork holds it: --main habana_main --branches 'v1.*')
+       [--to-main]     (the other way: release commits checked on main's tip)
 
 For each release branch R (forked from main at F), every main commit C in F..main becomes a
 carried patch checked on R's tip:
-- "contained" label: R has a port of C (same change title once PR numbers, release tags and
-  cherry-pick markers are stripped, where main used that title for C alone, a release commit naming C's PR as `#N` or as a link to
-  `.../pull/N`, or the very same diff by patch id, also inside a bigger release commit, or
-  every changed block of C verbatim inside one release commit) that R did not revert later,
-  or such a port from before the fork that C's own history lacks (`ported_before_fork`);
+- "contained" label: R has a port of C that R did not revert later: the same change title once
+  PR numbers, release tags and cherry-pick markers are stripped (where main used that title
+  for C alone), a release commit naming C's PR as `#N` or as a link to `.../pull/N`, C's
+  message linking a release commit's PR as `.../pull/N`, the very same diff by patch id (also
+  inside a bigger release commit), or every changed block of C verbatim inside one release
+  commit; or such a port from before the fork that C's own history lacks
+  (`ported_before_fork`);
 - "not contained" label: no port of C on R, or the port was reverted on R;
 - "partly held", among the not contained: R's own commits brought part of C's changed lines
-  (`partly_held`), so a review of C is about a change upstream holds in part.
+  (`partly_held`), so a review of C is about a change upstream holds in part; where they
+  brought all of them, C is contained ("held in full").
 The engine's decision is compared with the label, next to plain git's tools on the same
 samples (patch-id match, reverse-apply check, `am -3` leaving the tree unchanged). Nothing of
 the upstream repository is copied; it is only read.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import re
 import subprocess
 import sys
@@ -164,8 +169,10 @@ def partly_held(repo: Path, fork: str, head: str, commit: UpstreamCommit | None)
     """Whether the branch's own commits (fork..head) brought part of a main commit's change: of
     its substantive changed lines (8+ characters), lines it adds that the head has and the fork
     had not, and lines it removes that the fork had and the head has not. Part is at least 2
-    such lines and at least a tenth of them. A label that the bench reads from history alone,
-    for "reviews about changes upstream holds, all or part"; None when it holds no part."""
+    such lines and at least a tenth of them; all of them (3 or more) is "held in full", which
+    the bench counts as contained (the branch made the whole change under commits that name no
+    port). A label that the bench reads from history alone, for "reviews about changes upstream
+    holds, all or part"; None when it holds no part."""
     if commit is None:
         return None
     held = total = 0
@@ -177,6 +184,8 @@ def partly_held(repo: Path, fork: str, head: str, commit: UpstreamCommit | None)
         at_fork = {ln.strip() for ln in git(repo, "show", f"{fork}:{path}").encode().splitlines()}
         at_head = {ln.strip() for ln in git(repo, "show", f"{head}:{path}").encode().splitlines()}
         held += len((added & at_head) - at_fork) + len((removed & at_fork) - at_head)
+    if held >= 3 and held == total:
+        return f"held in full ({held} of {total} changed lines brought by the branch)"
     if held >= 2 and held * 10 >= total:
         return f"partly held ({held} of {total} changed lines brought by the branch)"
     return None
@@ -255,11 +264,11 @@ def samples_for(
     main_ids = {sha: pid for pid, sha in patch_ids(repo, f"{fork}..{main}")}
     inside = SameDiffInside(repo, f"{fork}..{head}", f"{fork}..{main}")
     out = []
-    mains = git(repo, "log", "--no-merges", "--format=%H\x1f%s", f"{fork}..{main}").splitlines()
+    log = git(repo, "log", "--no-merges", "--format=%H\x1f%s\x1f%b\x1e", f"{fork}..{main}")
+    mains = [r.strip("\n").split("\x1f") for r in log.split("\x1e") if r.strip()]
     # A title main used for more than one change ("Update CODEOWNERS") names no one port.
-    titles = Counter(title_key(line.partition("\x1f")[2]) for line in mains)
-    for line in mains:
-        sha, _, subject = line.partition("\x1f")
+    titles = Counter(title_key(subject) for _, subject, _ in mains)
+    for sha, subject, body in mains:
         key = title_key(subject)
         if len(key) < 12:
             continue
@@ -269,6 +278,9 @@ def samples_for(
             port += mentioned.get(own[-1], [])  # a release commit names this main PR
         port += [
             own_prs[n] for n in re.findall(r"#(\d+)", subject) if n in own_prs and n not in own
+        ]
+        port += [  # C's message links a release commit's PR ("Port of .../pull/994")
+            own_prs[n] for n in re.findall(r"/pull/(\d+)\b", body) if n in own_prs and n not in own
         ]
         if main_ids.get(sha) in same_diff:
             port.append(same_diff[main_ids[sha]])  # the very same diff, under another title
@@ -291,8 +303,13 @@ def samples_for(
             out.append(Sample(branch, head, sha, subject, False, "not ported"))
     positives = [s for s in out if s.contained]
     negatives = [s for s in out if not s.contained]
-    step = max(1, len(negatives) // max(1, limit))
-    chosen = [s for s in negatives if s.why != "not ported"] + negatives[::step][:limit]
+    # Negatives by a hash of their sha, not by their place in the list: a label that changes
+    # elsewhere on the branch does not move which negatives are sampled.
+    plain = sorted(
+        (s for s in negatives if s.why == "not ported"),
+        key=lambda s: hashlib.sha256(s.commit.encode()).hexdigest(),
+    )
+    chosen = [s for s in negatives if s.why != "not ported"] + plain[:limit]
     for sample in chosen:
         if sample.why == "not ported":
             earlier = ported_before_fork(
@@ -307,7 +324,9 @@ def samples_for(
                 sample.contained, sample.why = True, earlier
                 continue
         part = partly_held(repo, fork, head, inside.main.get(sample.commit))
-        if part:
+        if part and part.startswith("held in full"):  # every changed line, by other commits
+            sample.contained, sample.why = True, f"{sample.why}; {part}"
+        elif part:
             sample.partly, sample.why = True, f"{sample.why}; {part}"
     return positives + chosen
 
@@ -386,6 +405,12 @@ def main() -> int:
         action="store_true",
         help="a title main used for several commits still labels a port (the labels before 2026-12-07)",
     )
+    parser.add_argument(
+        "--to-main",
+        action="store_true",
+        help="the other way: each release branch's own commits checked on main's tip (does "
+        "main hold the release's ports?), labelled by main's ports of them",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
     patterns = [f"refs/heads/{p.strip()}" for p in args.branches.split(",") if p.strip()]
@@ -402,7 +427,12 @@ def main() -> int:
     skipped: list[str] = []
     for branch in branches:
         try:
-            samples = samples_for(args.repo, branch, args.limit, args.main, args.any_title)
+            if args.to_main:  # the same labeller with the two lines' roles swapped
+                samples = samples_for(args.repo, args.main, args.limit, branch, args.any_title)
+                for sample in samples:
+                    sample.branch = f"{branch}->{args.main}"
+            else:
+                samples = samples_for(args.repo, branch, args.limit, args.main, args.any_title)
         except subprocess.CalledProcessError as error:  # a snapshot lacking a large blob
             skipped.append(f"{branch}: {error.stderr.decode('utf-8', 'replace').strip()}")
             continue
