@@ -40,6 +40,9 @@ def fork(make_repo) -> tuple[RepoBuilder, dict[str, str]]:
     loader = lines("load", 6) + lines("new_loader", 10)
     partial = lines("load", 6) + lines("new_loader", 3)
     repo.commit("Backport the first loader helpers (#99)", {"loader.py": partial})
+    repo.commit("Cache the first lookups (#96)", {"cache.py": lines("cache", 2)})
+    repo.commit("Cache the next lookups (#95)", {"cache.py": lines("cache", 4)})
+    repo.commit("Widget fix for the release (#97)", {"widget.py": "widget = fixed()\n"})
     repo.checkout("main")
     repo.git("merge", "-q", "--no-ff", "-m", "Merge upstream", "upstream")
     shas["owners 1"] = repo.commit("Update CODEOWNERS", {"OWNERS": "* @alice @bob\n"})
@@ -49,6 +52,11 @@ def fork(make_repo) -> tuple[RepoBuilder, dict[str, str]]:
     )
     shas["loader"] = repo.commit("Rework the widget loader (#50)", {"loader.py": loader})
     shas["docs"] = repo.commit("Add unrelated docs", {"docs/guide.md": "how to use it\n"})
+    shas["cache"] = repo.commit("Rework the lookups (#61)", {"cache.py": lines("cache", 4)})
+    shas["widget"] = repo.commit(
+        "Bring the widget fix to main (#70)\n\nPort of https://github.com/o/r/pull/97",
+        {"widget.py": "widget = fixed_on_main()\n"},
+    )
     return repo, shas
 
 
@@ -88,3 +96,15 @@ def test_a_change_the_branch_brought_in_part_is_partly_held(fork):
 def test_a_change_the_branch_never_saw_is_neither(fork):
     repo, shas = fork
     assert labels(repo)[shas["docs"]] == (False, False, "not ported")
+
+
+def test_a_change_the_branch_made_whole_under_other_commits_is_held_in_full(fork):
+    repo, shas = fork
+    contained, partly, why = labels(repo)[shas["cache"]]
+    assert contained and not partly
+    assert why == "not ported; held in full (4 of 4 changed lines brought by the branch)"
+
+
+def test_a_main_commit_linking_a_release_commits_pr_names_its_port(fork):
+    repo, shas = fork
+    assert labels(repo)[shas["widget"]] == (True, False, "ported")
