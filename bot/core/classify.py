@@ -514,7 +514,22 @@ def _predating_words(sig: Signals, present: int) -> str:
     )
 
 
+def _edited_landing_verdict(sig: Signals) -> Verdict:
+    similar = sum(1 for h in sig.hunks if h.state == HunkState.SIMILAR)
+    return Verdict(
+        Status.CONTAINED,
+        Decision.DROP,
+        "upstream took the patch's very diff (same patch id) and nothing undid it; later "
+        f"upstream edits left {similar} of its {len(sig.hunks)} hunks in another "
+        "version, but every line the patch adds is still in the head and none it removes "
+        "came back: nothing is left for the patch to do",
+    )
+
+
 def _applied_verdict(sig: Signals, present: int) -> Verdict:
+    if not sig.forward and _landed_then_edited(sig, present):
+        # a 3-way apply that succeeds only by adding again what upstream moved elsewhere
+        return _edited_landing_verdict(sig)
     if present and _nothing_taken(sig) and not sig.duplicate:
         return Verdict(
             Status.APPLIES_MOVED,
@@ -597,14 +612,7 @@ def _failed_verdict(sig: Signals, states: Counter[HunkState], present: int) -> V
     total = len(sig.hunks)
     missing = tuple(h for h in sig.hunks if h.state not in (HunkState.APPLIED, HunkState.SIMILAR))
     if _landed_then_edited(sig, present):
-        return Verdict(
-            Status.CONTAINED,
-            Decision.DROP,
-            "upstream took the patch's very diff (same patch id) and nothing undid it; later "
-            f"upstream edits left {states[HunkState.SIMILAR]} of its {total} hunks in another "
-            "version, but every line the patch adds is still in the head and none it removes "
-            "came back: nothing is left for the patch to do",
-        )
+        return _edited_landing_verdict(sig)
     if present and _nothing_taken(sig):
         rest = tuple(h for h in sig.hunks if h.state != HunkState.APPLIED) or sig.hunks
         return Verdict(

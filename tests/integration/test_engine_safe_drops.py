@@ -9,7 +9,8 @@
   code and then took the patch (vllm-gaudi 90b9ce51ee on releases/v0.24.0: an OOM workaround
   the branch ported and then removed with the same diff);
 - dropped when later upstream edits changed its hunks but left every line it adds in the head
-  (vllm-gaudi 22dc879b67 "Separate conv1d for Granite 4.0" on releases/v0.19.0).
+  (vllm-gaudi 22dc879b67 "Separate conv1d for Granite 4.0" on releases/v0.19.0), also where
+  they moved its lines so that a 3-way apply succeeds by adding them again (bd6fcf4b9a).
 
 Each has its counter-case that stays a review."""
 
@@ -224,3 +225,57 @@ def test_a_same_diff_landing_edited_later_is_dropped_while_every_added_line_stay
     assert found["reverse-apply"]["result"] == "failed"  # upstream's later edits
     assert found["patch-id-match"]["commit"] == landing
     assert (p.status, p.decision) == verdict
+
+
+BUILD = "".join(
+    [
+        "def build(config):\n",
+        *(f"    {n} = config.{n}_value()\n" for n in ("first", "second", "third")),
+        *(f"    {n} = config.{n}_value()\n" for n in ("fourth", "fifth", "sixth")),
+        "    return combine(first, second, third, fourth, fifth, sixth)\n",
+    ]
+)
+GUARD = "    guard = config.guard_value(third)\n    check_guard(guard, third)\n"
+GUARDED = BUILD.replace("    fourth =", GUARD + "    fourth =")
+# upstream later moves the two lines into a helper and tightens the first context line
+MOVED = (
+    BUILD.replace("first_value()", "first_value(strict=True)")
+    + "\n\ndef _guard(config, third):\n"
+    + GUARD
+)
+
+
+@pytest.mark.parametrize(
+    ("later", "verdict"),
+    [
+        (MOVED, (Status.CONTAINED, Decision.DROP)),
+        # ... and rewrites one of the lines the patch adds: a human looks
+        (
+            MOVED.replace("check_guard(guard, third)", "check_guard(guard, third, loose=True)"),
+            (Status.UPSTREAM_VERSION, Decision.REVIEW),
+        ),
+    ],
+    ids=["moved", "moved-and-rewritten"],
+)
+def test_a_same_diff_landing_moved_later_is_dropped_where_a_3way_apply_would_add_it_again(
+    make_repo, tmp_path, later, verdict
+):
+    """Upstream took the very diff, then moved its lines elsewhere in the file: the 3-way apply
+    succeeds only by adding them a second time (vllm-gaudi bd6fcf4b9a checked on main). The
+    landing-then-edited rule holds there as where the 3-way apply conflicts."""
+    up = make_repo("upstream")
+    up.commit("Add the builder", {"build.py": BUILD})
+    base = up.head("main")
+    up.checkout("main", new_branch="down")
+    up.commit("Guard the third value", {"build.py": GUARDED})
+    out = tmp_path / "patches"
+    patches = [PatchInput(str(p), p.read_bytes()) for p in up.format_patch("main..down", out)]
+    up.checkout("main")
+    landing = up.commit("Guard the third value (#1500)", {"build.py": GUARDED})
+    up.commit("Move the guard into a helper (#1510)", {"build.py": later})
+    p = check(up, patches, tmp_path, base=base)
+    found = signals(p)
+    assert found["3way-apply"]["result"] == "clean"
+    assert "tree-unchanged" not in found  # the 3-way apply adds the guard a second time
+    assert found["patch-id-match"]["commit"] == landing
+    assert (p.status, p.decision) == verdict, p.reason
