@@ -856,7 +856,15 @@ class Engine:
         if key not in self._recent:
             if len(self._recent) >= RECENT_CACHE_ENTRIES:
                 self._recent.clear()
-            self._recent[key] = history.recent_file_history(self.git, head, path)
+            # the touch index names them without git walking the whole history for a file
+            # upstream seldom changes (0.35 s a file over 40,000 commits)
+            limit = history.RECENT_LINE_HISTORY
+            newest = self.touches.head_history(head, {path}, limit) if self.in_process else None
+            self._recent[key] = (
+                history.file_commits(self.git, newest, path)
+                if newest is not None
+                else history.recent_file_history(self.git, head, path, limit)
+            )
         return self._recent[key]
 
     def commit_lines(self, commit: history.UpstreamCommit) -> CommitLines:

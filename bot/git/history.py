@@ -381,6 +381,25 @@ def recent_file_history(
     return _zero_histories(out, [path])[path][::-1]
 
 
+def file_commits(git: Git, shas: list[str], path: str) -> list[CommitHunks]:
+    """`recent_file_history` for commits already known to touch `path` (newest first, from
+    the touch index): their zero-context hunks on `path`, oldest first, without a walk."""
+    if not shas:
+        return []
+    out = git.run(
+        "log",
+        "--no-walk=unsorted",
+        "-U0",
+        "-p",
+        "--format=%x1e%H%x1f%s",
+        "--no-renames",
+        *shas,
+        "--",
+        path,
+    ).stdout
+    return _zero_histories(out, [path])[path][::-1]
+
+
 def added_by(git: Git, text: str, rev: str, path: str) -> tuple[str, str] | None:
     """(sha, subject) of the newest commit of `rev` (a range or a head) that changed how often
     `path` holds `text` (`git log -S`), or None."""
