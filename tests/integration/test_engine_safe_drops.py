@@ -163,18 +163,29 @@ SPLIT = CONV.replace(
 )
 
 
+def land_same_diff(
+    up: RepoBuilder, tmp_path, path: str, before: str, after: str, title: str, pr: int
+) -> tuple[list[PatchInput], str, str]:
+    """`before` upstream; a downstream patch making it `after`; upstream takes the very same
+    diff as PR `pr`. Returns the patch, the base and the landing commit."""
+    up.commit("Add " + path, {path: before})
+    base = up.head("main")
+    up.checkout("main", new_branch="down")
+    up.commit(title, {path: after})
+    out = tmp_path / "patches"
+    patches = [PatchInput(str(p), p.read_bytes()) for p in up.format_patch("main..down", out)]
+    up.checkout("main")
+    landing = up.commit(f"{title} (#{pr})", {path: after})
+    return patches, base, landing
+
+
 @pytest.fixture
 def split_landed(make_repo, tmp_path) -> tuple[RepoBuilder, list[PatchInput], str, str]:
     """A downstream patch splits a convolution in two; upstream takes the very same diff."""
     up = make_repo("upstream")
-    up.commit("Add the layer", {"layer.py": CONV})
-    base = up.head("main")
-    up.checkout("main", new_branch="down")
-    up.commit("Separate conv1d", {"layer.py": SPLIT})
-    out = tmp_path / "patches"
-    patches = [PatchInput(str(p), p.read_bytes()) for p in up.format_patch("main..down", out)]
-    up.checkout("main")
-    landing = up.commit("Separate conv1d (#1322)", {"layer.py": SPLIT})
+    patches, base, landing = land_same_diff(
+        up, tmp_path, "layer.py", CONV, SPLIT, "Separate conv1d", 1322
+    )
     return up, patches, base, landing
 
 
@@ -264,14 +275,9 @@ def test_a_same_diff_landing_moved_later_is_dropped_where_a_3way_apply_would_add
     succeeds only by adding them a second time (vllm-gaudi bd6fcf4b9a checked on main). The
     landing-then-edited rule holds there as where the 3-way apply conflicts."""
     up = make_repo("upstream")
-    up.commit("Add the builder", {"build.py": BUILD})
-    base = up.head("main")
-    up.checkout("main", new_branch="down")
-    up.commit("Guard the third value", {"build.py": GUARDED})
-    out = tmp_path / "patches"
-    patches = [PatchInput(str(p), p.read_bytes()) for p in up.format_patch("main..down", out)]
-    up.checkout("main")
-    landing = up.commit("Guard the third value (#1500)", {"build.py": GUARDED})
+    patches, base, landing = land_same_diff(
+        up, tmp_path, "build.py", BUILD, GUARDED, "Guard the third value", 1500
+    )
     up.commit("Move the guard into a helper (#1510)", {"build.py": later})
     p = check(up, patches, tmp_path, base=base)
     found = signals(p)

@@ -81,30 +81,27 @@ def test_a_title_main_used_for_several_changes_names_no_port(fork):
     assert old[shas["owners 1"]][0] and old[shas["owners 2"]][0]
 
 
-def test_a_title_main_used_once_still_names_the_port(fork):
+@pytest.mark.parametrize(
+    ("change", "label"),
+    [
+        # a title main used once still names the port
+        ("tune", (True, False, "ported")),
+        # a main commit linking a release commit's PR (`Port of .../pull/97`) names its port
+        ("widget", (True, False, "ported")),
+        # the branch made every changed line under commits that name no port
+        (
+            "cache",
+            (True, False, "not ported; held in full (4 of 4 changed lines brought by the branch)"),
+        ),
+        # ... or a part of them: not contained, but a review of it is about a change held in part
+        (
+            "loader",
+            (False, True, "not ported; partly held (3 of 10 changed lines brought by the branch)"),
+        ),
+        # a change the branch never saw is neither
+        ("docs", (False, False, "not ported")),
+    ],
+)
+def test_each_main_commit_gets_the_label_its_history_shows(fork, change, label):
     repo, shas = fork
-    assert labels(repo)[shas["tune"]] == (True, False, "ported")
-
-
-def test_a_change_the_branch_brought_in_part_is_partly_held(fork):
-    repo, shas = fork
-    contained, partly, why = labels(repo)[shas["loader"]]
-    assert not contained and partly
-    assert why == "not ported; partly held (3 of 10 changed lines brought by the branch)"
-
-
-def test_a_change_the_branch_never_saw_is_neither(fork):
-    repo, shas = fork
-    assert labels(repo)[shas["docs"]] == (False, False, "not ported")
-
-
-def test_a_change_the_branch_made_whole_under_other_commits_is_held_in_full(fork):
-    repo, shas = fork
-    contained, partly, why = labels(repo)[shas["cache"]]
-    assert contained and not partly
-    assert why == "not ported; held in full (4 of 4 changed lines brought by the branch)"
-
-
-def test_a_main_commit_linking_a_release_commits_pr_names_its_port(fork):
-    repo, shas = fork
-    assert labels(repo)[shas["widget"]] == (True, False, "ported")
+    assert labels(repo)[shas[change]] == label
