@@ -375,6 +375,9 @@ class Signals:
     # and nothing found undid it
     removals_readded: bool = False  # a commit after that landing adds back lines the patch removes
     added_all_in_head: bool = False  # every substantive line the patch adds is in the head
+    added_kept_or_edited: bool = False  # ... or, for the lines it lacks, a later upstream commit
+    # took each out and the head has its edited form (upstream kept working on the landed code)
+    edited_by: tuple[str, ...] = ()  # those later commits, oldest first
     reverts: tuple[tuple[str, str], ...] = ()  # (landing, the commit that undid it) pairs
     present_predates_range: bool = False  # the history range was read whole and no commit in
     # it brought any hunk the head has (added its lines there, or took out what it removes):
@@ -471,12 +474,12 @@ def _landed_then_edited(sig: Signals, present: int) -> bool:
     """Upstream took this very diff, then edited the code further (the patch no longer
     reverse-applies), and the head still has every hunk in some version, every line the patch
     adds, and none it removes added back: nothing is left for the patch to do."""
-    return (
-        _landed_in_range(sig)
-        and sig.added_all_in_head
-        and bool(sig.hunks)
-        and present == len(sig.hunks)
-    )
+    if not _landed_in_range(sig) or not sig.hunks:
+        return False
+    if sig.added_all_in_head:
+        return present == len(sig.hunks)
+    taken = (HunkState.APPLIED, HunkState.SIMILAR, HunkState.ABSENT)
+    return sig.added_kept_or_edited and all(h.state in taken for h in sig.hunks)
 
 
 def _landed_as_is(sig: Signals) -> bool:
@@ -515,14 +518,23 @@ def _predating_words(sig: Signals, present: int) -> str:
 
 
 def _edited_landing_verdict(sig: Signals) -> Verdict:
-    similar = sum(1 for h in sig.hunks if h.state == HunkState.SIMILAR)
+    other = sum(1 for h in sig.hunks if h.state != HunkState.APPLIED)
+    if sig.added_all_in_head:
+        kept = "every line the patch adds is still in the head"
+    elif not sig.edited_by:
+        kept = "every line the patch adds is still in the head, some now apart from the others"
+    else:
+        named = ", ".join(sha[:12] for sha in sig.edited_by)
+        kept = (
+            "every line the patch adds is still in the head or was edited in place by "
+            f"upstream's later {'commit' if len(sig.edited_by) == 1 else 'commits'} {named}"
+        )
     return Verdict(
         Status.CONTAINED,
         Decision.DROP,
         "upstream took the patch's very diff (same patch id) and nothing undid it; later "
-        f"upstream edits left {similar} of its {len(sig.hunks)} hunks in another "
-        "version, but every line the patch adds is still in the head and none it removes "
-        "came back: nothing is left for the patch to do",
+        f"upstream edits left {other} of its {len(sig.hunks)} hunks in another version, but "
+        f"{kept}, and none it removes came back: nothing is left for the patch to do",
     )
 
 

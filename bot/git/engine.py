@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bot.core import classify, dropwhen, landing, locate
+from bot.core import classify, dropwhen, edits, landing, locate
 from bot.core.classify import (
     Decision,
     HeadFile,
@@ -1505,11 +1505,68 @@ class _PatchCheck:
         the lines it removes added back later."""
         added, total = self._line_counts(files, classify.duplicated_additions, lambda f: f.is_new)
         self.evidence.append({"signal": "added-lines-kept", "present": added, "added": total})
-        return replace(
+        signals = replace(
             signals,
             added_all_in_head=total > 0 and added == total,
             removals_readded=self._removals_readded(),
         )
+        if signals.added_all_in_head or signals.removals_readded:
+            return signals
+        edited_by = self._added_edited_later(files)
+        if edited_by is None:
+            return signals
+        return replace(signals, added_kept_or_edited=True, edited_by=edited_by)
+
+    def _added_edited_later(self, files: dict[str, HeadFile]) -> tuple[str, ...] | None:
+        """The commits after the same-diff landing that edited, in place, the lines the patch
+        adds that the head no longer has as is (edits.edited_later), oldest first; None when
+        some such line is not accounted for (taken out with no edited form left, or never
+        taken out after the landing), or when a hunk the head lacks still has a line it
+        removes."""
+        order = [c.sha for c in self.range_commits]  # newest first
+        landed = [order.index(sha) for sha in self._same_diff_landings() if sha in order]
+        if not landed:
+            return None
+        newer = self.range_commits[: max(landed)][::-1]  # oldest first
+        states = {(h.path, h.header): h.state for h in self.presence}
+        found: list[edits.LaterEdit] = []
+        for fdiff in self.parsed.files:
+            content = files.get(fdiff.path, HeadFile(None)).content
+            if fdiff.binary or content is None:
+                return None
+            head = Counter(n for line in content.splitlines() if (n := classify.normalize(line)))
+            for hunk in fdiff.hunks:
+                gone = states.get((fdiff.path, hunk.header)) != HunkState.ABSENT or not any(
+                    head[n] for line in hunk.removed if (n := classify.normalize(line))
+                )
+                if not gone:
+                    return None
+            added = [n for h in fdiff.hunks for line in h.added if (n := classify.normalize(line))]
+            later = [
+                edits.FileChange(
+                    c.sha,
+                    Counter(history.removed_lines(c.sections[fdiff.path])),
+                    tuple(history.added_lines(c.sections[fdiff.path])),
+                    history.says_revert(c),
+                )
+                for c in newer
+                if fdiff.path in c.sections
+            ]
+            edited = edits.edited_later(added, head, later, classify.FUZZY_LINE_CUTOFF)
+            if edited is None:
+                return None
+            found += edited
+        commits = tuple(dict.fromkeys(sha for e in found for sha in e.commits))
+        self.evidence.append(
+            {
+                "signal": "added-lines-edited-later",
+                "lines": len(found),
+                "commits": list(commits),
+                "detail": "every line the patch adds that the head lacks was changed by a later "
+                "upstream commit, and the head has its edited form",
+            }
+        )
+        return commits
 
     def _removals_readded(self) -> bool:
         """A commit newer than the oldest same-diff landing adds back a line the patch removes

@@ -25,6 +25,7 @@ MIN_SUBJECT_CHARS = 12
 _SUBJECT_NOISE = re.compile(r"(\[[^\]]*\]\s*)|(\s*\(#\d+\)\s*$)|(^cherry[- ]pick(ed)?:?\s*)", re.I)
 _REVERT_OF = re.compile(r"This reverts commit ([0-9a-f]{7,40})")
 _TITLED_REVERT = re.compile(r'^Revert "(.*)"$', re.S)
+_SAYS_REVERT = re.compile(r"\brevert", re.I)
 _PR_NUMBER = re.compile(r"\(#(\d+)\)\s*$")
 UNDONE_RATIO = 0.5  # a landing counts as undone once at most this share of its lines is left
 _ZERO_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -246,6 +247,11 @@ def _reverted_by(target: UpstreamCommit, newer: list[UpstreamCommit]) -> str | N
         if _reverts(commit, target) and _reverted_by(commit, newer[:position]) is None:
             return commit.sha
     return None
+
+
+def says_revert(commit: UpstreamCommit) -> bool:
+    """The commit's subject or message says it reverts something (in whole or in part)."""
+    return bool(_SAYS_REVERT.search(commit.subject) or _REVERT_OF.search(commit.body))
 
 
 def _reverts(commit: UpstreamCommit, target: UpstreamCommit) -> bool:

@@ -201,13 +201,25 @@ def split_landed(make_repo, tmp_path) -> tuple[RepoBuilder, list[PatchInput], st
             ),
             (Status.CONTAINED, Decision.DROP),
         ),
-        # ... and also rewrites one of the lines the patch adds: a human looks
+        # ... and also rewrites one of the lines the patch adds beyond an edit: a human looks
         (
             lambda text: (
                 text.replace("    width = config.width\n", "    width = config.dim\n")
                 .replace("    return layer\n", "    return layer.finalize()\n")
                 .replace("make_conv(width * 2)", "make_grouped_conv(width, groups=2)")
             ),
+            (Status.UPSTREAM_VERSION, Decision.REVIEW),
+        ),
+        # ... or edits one in place (an argument added): upstream's own evolution of its copy
+        (
+            lambda text: text.replace(
+                "    width = config.width\n", "    width = config.dim\n"
+            ).replace("make_conv(width * 2)", "make_conv(width * 2, bias=False)"),
+            (Status.CONTAINED, Decision.DROP),
+        ),
+        # ... or deletes one: upstream may have dropped part of the fix, a human looks
+        (
+            lambda text: text.replace("    layer.conv_bc = make_conv(width * 2)\n", ""),
             (Status.UPSTREAM_VERSION, Decision.REVIEW),
         ),
         # ... or brings back a line the patch removes, beside the split: a human looks
@@ -224,7 +236,13 @@ def split_landed(make_repo, tmp_path) -> tuple[RepoBuilder, list[PatchInput], st
             (Status.UPSTREAM_VERSION, Decision.REVIEW),
         ),
     ],
-    ids=["context-edited", "added-line-rewritten", "removed-line-back"],
+    ids=[
+        "context-edited",
+        "added-line-rewritten",
+        "added-line-edited",
+        "added-line-deleted",
+        "removed-line-back",
+    ],
 )
 def test_a_same_diff_landing_edited_later_is_dropped_while_every_added_line_stays(
     split_landed, tmp_path, later, verdict
@@ -235,7 +253,25 @@ def test_a_same_diff_landing_edited_later_is_dropped_while_every_added_line_stay
     found = signals(p)
     assert found["reverse-apply"]["result"] == "failed"  # upstream's later edits
     assert found["patch-id-match"]["commit"] == landing
-    assert (p.status, p.decision) == verdict
+    assert (p.status, p.decision) == verdict, p.reason
+    edited = "added-lines-edited-later" in found
+    assert edited == (verdict[1] == Decision.DROP and found["added-lines-kept"]["present"] < 3)
+    if edited:  # the drop names the commit that edited the landed line
+        assert found["added-lines-edited-later"]["commits"] == [up.head("main")]
+        assert up.head("main")[:12] in p.reason
+
+
+def test_an_added_line_edited_by_a_commit_that_says_it_reverts_stays_a_review(
+    split_landed, tmp_path
+):
+    """An edit made by a commit that reverts something (in part) may be part of undoing the
+    fix: the landing-then-edited drop does not count it."""
+    up, patches, base, _ = split_landed
+    edited = SPLIT.replace("make_conv(width * 2)", "make_conv(width * 2, bias=False)")
+    up.commit('Partially revert "Faster conv setup" (#1401)', {"layer.py": edited})
+    p = check(up, patches, tmp_path, base=base)
+    assert "added-lines-edited-later" not in signals(p)
+    assert (p.status, p.decision) == (Status.UPSTREAM_VERSION, Decision.REVIEW), p.reason
 
 
 BUILD = "".join(
