@@ -375,8 +375,8 @@ class Signals:
     # and nothing found undid it
     removals_readded: bool = False  # a commit after that landing adds back lines the patch removes
     added_all_in_head: bool = False  # every substantive line the patch adds is in the head
-    added_kept_or_edited: bool = False  # ... or, for the lines it lacks, a later upstream commit
-    # took each out and the head has its edited form (upstream kept working on the landed code)
+    added_kept_or_edited: bool = False  # ... or, followed through the commits after the landing,
+    # each is where the landing put it or was edited in place, and the head has its last form
     edited_by: tuple[str, ...] = ()  # those later commits, oldest first
     reverts: tuple[tuple[str, str], ...] = ()  # (landing, the commit that undid it) pairs
     present_predates_range: bool = False  # the history range was read whole and no commit in
@@ -522,7 +522,7 @@ def _edited_landing_verdict(sig: Signals) -> Verdict:
     if sig.added_all_in_head:
         kept = "every line the patch adds is still in the head"
     elif not sig.edited_by:
-        kept = "every line the patch adds is still in the head, some now apart from the others"
+        kept = "no later upstream commit took out any line the patch adds, and the head has each"
     else:
         named = ", ".join(sha[:12] for sha in sig.edited_by)
         kept = (

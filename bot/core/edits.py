@@ -36,21 +36,19 @@ class FileChange:
 def edited_later(
     added: Sequence[str], head: Counter[str], later: Sequence[FileChange], cutoff: float
 ) -> list[LaterEdit] | None:
-    """For each line of `added` (normalized) that the head's file (`head`, its normalized lines)
-    lacks, followed through `later` (the commits after the landing that changed the file, oldest
-    first): each commit that takes the line out must add an edited form of it (a difflib ratio
-    of at least `cutoff`), which is followed on, and the last form must be in the head. None
-    when some missing line is not accounted for so: never taken out after the landing, taken
-    out with no edited form added in its place (deleted, rewritten, moved elsewhere), edited by
-    a commit that says it reverts something (the edit may be part of undoing the fix), or its
-    last form is not in the head."""
-    missing = [line for line in dict.fromkeys(added) if not head[line]]
-    if not missing:
-        return []
+    """Each line of `added` (normalized) followed through `later` (the commits after the
+    landing that changed the file, oldest first): a line no later commit took out is still
+    where the landing put it; each commit that takes it out must add an edited form of it (a
+    difflib ratio of at least `cutoff`; a line moved within the file is its own edited form),
+    which is followed on. The lines that were edited, with the commits that edited them; None
+    when some line is not accounted for so: taken out with no edited form added in its place
+    (deleted, rewritten, moved elsewhere), edited by a commit that says it reverts something
+    (the edit may be part of undoing the fix), or its last form is not in the head's file
+    (`head`, its normalized lines: then a commit outside the history read took it out)."""
     import difflib  # here: `carry check` runs as a short process, and few reports need it
 
     edits = []
-    for line in missing:
+    for line in dict.fromkeys(added):
         current, commits = line, []
         for change in later:
             if not change.removed[current]:
@@ -60,9 +58,11 @@ def edited_later(
             form = difflib.get_close_matches(current, change.added, 1, cutoff)
             if not form:
                 return None
+            if form[0] != current:
+                commits.append(change.sha)
             current = form[0]
-            commits.append(change.sha)
-        if not commits or not head[current]:
+        if not head[current]:
             return None
-        edits.append(LaterEdit(line, tuple(commits)))
+        if commits:
+            edits.append(LaterEdit(line, tuple(commits)))
     return edits

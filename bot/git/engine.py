@@ -1562,8 +1562,9 @@ class _PatchCheck:
                 "signal": "added-lines-edited-later",
                 "lines": len(found),
                 "commits": list(commits),
-                "detail": "every line the patch adds that the head lacks was changed by a later "
-                "upstream commit, and the head has its edited form",
+                "detail": "every line the patch adds is where the landing put it, or each later "
+                "upstream commit that took it out put an edited form in its place, and the head "
+                "has the last form",
             }
         )
         return commits

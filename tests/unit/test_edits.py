@@ -51,3 +51,14 @@ def test_an_edited_form_the_head_no_longer_has_is_not_accounted_for():
     edited = "check_guard(guard,third,strict=True)"
     later = [change("a1", [ADDED[1]], [edited]), change("b2", [edited], [])]
     assert edited_later(ADDED, Counter([ADDED[0]]), later, CUTOFF) is None
+
+
+def test_a_line_a_later_commit_deleted_does_not_count_for_a_copy_elsewhere_in_the_head():
+    # the head still has the text (another copy), but the landing's own line was taken out
+    later = [change("a1", [ADDED[1]], ["log(guard)"])]
+    assert edited_later(ADDED, Counter(ADDED), later, CUTOFF) is None
+
+
+def test_a_line_moved_within_the_file_is_its_own_edited_form():
+    later = [change("a1", [ADDED[1]], ["other=1", ADDED[1]])]
+    assert edited_later(ADDED, Counter(ADDED), later, CUTOFF) == []
