@@ -472,12 +472,15 @@ def _landed_in_range(sig: Signals) -> bool:
 
 def _landed_then_edited(sig: Signals, present: int) -> bool:
     """Upstream took this very diff, then edited the code further (the patch no longer
-    reverse-applies), and the head still has every hunk in some version, every line the patch
-    adds, and none it removes added back: nothing is left for the patch to do."""
+    reverse-applies), none of the lines it removes was added back, and either the head has
+    every hunk in some version and every line the patch adds, or the history after the landing
+    accounts for every added line (kept where the landing put it, or edited in place: see
+    edits.edited_later) while no hunk still has work to do (pending): nothing is left for the
+    patch to do."""
     if not _landed_in_range(sig) or not sig.hunks:
         return False
-    if sig.added_all_in_head:
-        return present == len(sig.hunks)
+    if sig.added_all_in_head and present == len(sig.hunks):
+        return True
     taken = (HunkState.APPLIED, HunkState.SIMILAR, HunkState.ABSENT)
     return sig.added_kept_or_edited and all(h.state in taken for h in sig.hunks)
 
@@ -519,7 +522,7 @@ def _predating_words(sig: Signals, present: int) -> str:
 
 def _edited_landing_verdict(sig: Signals) -> Verdict:
     other = sum(1 for h in sig.hunks if h.state != HunkState.APPLIED)
-    if sig.added_all_in_head:
+    if sig.added_all_in_head and not sig.added_kept_or_edited:
         kept = "every line the patch adds is still in the head"
     elif not sig.edited_by:
         kept = "no later upstream commit took out any line the patch adds, and the head has each"

@@ -1510,7 +1510,8 @@ class _PatchCheck:
             added_all_in_head=total > 0 and added == total,
             removals_readded=self._removals_readded(),
         )
-        if signals.added_all_in_head or signals.removals_readded:
+        whole = all(h.state in (HunkState.APPLIED, HunkState.SIMILAR) for h in signals.hunks)
+        if signals.removals_readded or (signals.added_all_in_head and whole):
             return signals
         edited_by = self._added_edited_later(files)
         if edited_by is None:
@@ -1518,29 +1519,22 @@ class _PatchCheck:
         return replace(signals, added_kept_or_edited=True, edited_by=edited_by)
 
     def _added_edited_later(self, files: dict[str, HeadFile]) -> tuple[str, ...] | None:
-        """The commits after the same-diff landing that edited, in place, the lines the patch
-        adds that the head no longer has as is (edits.edited_later), oldest first; None when
-        some such line is not accounted for (taken out with no edited form left, or never
-        taken out after the landing), or when a hunk the head lacks still has a line it
-        removes."""
+        """The commits after the same-diff landing that edited, in place, lines the patch adds
+        (edits.edited_later), oldest first; None when some added line is not accounted for
+        (taken out with no edited form put in its place, or its last form not in the head).
+        A line the patch removes that the head still has is upstream's own copy: the caller
+        has checked that no commit after the landing added one back."""
         order = [c.sha for c in self.range_commits]  # newest first
         landed = [order.index(sha) for sha in self._same_diff_landings() if sha in order]
         if not landed:
             return None
         newer = self.range_commits[: max(landed)][::-1]  # oldest first
-        states = {(h.path, h.header): h.state for h in self.presence}
         found: list[edits.LaterEdit] = []
         for fdiff in self.parsed.files:
             content = files.get(fdiff.path, HeadFile(None)).content
             if fdiff.binary or content is None:
                 return None
             head = Counter(n for line in content.splitlines() if (n := classify.normalize(line)))
-            for hunk in fdiff.hunks:
-                gone = states.get((fdiff.path, hunk.header)) != HunkState.ABSENT or not any(
-                    head[n] for line in hunk.removed if (n := classify.normalize(line))
-                )
-                if not gone:
-                    return None
             added = [n for h in fdiff.hunks for line in h.added if (n := classify.normalize(line))]
             later = [
                 edits.FileChange(

@@ -321,3 +321,46 @@ def test_a_same_diff_landing_moved_later_is_dropped_where_a_3way_apply_would_add
     assert "tree-unchanged" not in found  # the 3-way apply adds the guard a second time
     assert found["patch-id-match"]["commit"] == landing
     assert (p.status, p.decision) == verdict, p.reason
+
+
+TWICE = (
+    "def encode(batch):\n"
+    "    batch = batch.pad(block_size)\n"
+    "    return run_encoder(batch)\n\n\n"
+    "def decode(batch):\n"
+    "    batch = batch.pad(block_size)\n"
+    "    return run_decoder(batch)\n"
+)
+SELECTED = TWICE.replace(
+    "    batch = batch.pad(block_size)\n    return run_decoder",
+    "    rows = block_rows_of(batch)\n    batch = batch.index_select(rows)\n"
+    "    batch.mark_selected(rows)\n    return run_decoder",
+)
+
+
+@pytest.mark.parametrize("readded", [False, True], ids=["copy-before", "added-back-later"])
+def test_an_edited_landing_drops_although_a_removed_line_has_an_older_copy_elsewhere(
+    make_repo, tmp_path, readded
+):
+    """The patch replaces one of two copies of a line; upstream takes the very diff and later
+    edits the new line. The hunk is no longer found as a whole (its added line is edited, its
+    removed line is still in the file), yet the copy predates the landing: drop. A copy a
+    later commit added back keeps it a review (vllm-gaudi f52f8d9d71, 975df30850 on main)."""
+    up = make_repo("upstream")
+    patches, base, landing = land_same_diff(
+        up, tmp_path, "runner.py", TWICE, SELECTED, "Select rows instead of padding", 1600
+    )
+    edited = SELECTED.replace("index_select(rows)", "index_select(rows, dim=0)")
+    if readded:
+        edited += "\n\ndef prefill(batch):\n    batch = batch.pad(block_size)\n"
+    up.commit("Select along the batch dimension (#1610)", {"runner.py": edited})
+    p = check(up, patches, tmp_path, base=base)
+    found = signals(p)
+    assert found["patch-id-match"]["commit"] == landing
+    assert found["hunks"]["hunks"][0]["state"] == "absent"
+    if readded:
+        assert p.decision == Decision.REVIEW, p.reason
+        assert found["removed-lines-added-back"]["result"] is True
+    else:
+        assert (p.status, p.decision) == (Status.CONTAINED, Decision.DROP), p.reason
+        assert found["added-lines-edited-later"]["commits"] == [up.head("main")]
