@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class LaterEdit:
-    """One added line the head has only in an edited form, and the commits that edited it."""
+class LaterEdits:
+    """What upstream's later commits did to a landed patch's added lines in one file."""
 
-    line: str  # the patch's added line, normalized
-    commits: tuple[str, ...]  # the commits after the landing that changed it, oldest first
+    lines: int  # copies of added lines the head has only in an edited form
+    commits: tuple[str, ...]  # the commits that edited them, oldest first
 
 
 @dataclass(frozen=True)
@@ -35,34 +35,37 @@ class FileChange:
 
 def edited_later(
     added: Sequence[str], head: Counter[str], later: Sequence[FileChange], cutoff: float
-) -> list[LaterEdit] | None:
-    """Each line of `added` (normalized) followed through `later` (the commits after the
-    landing that changed the file, oldest first): a line no later commit took out is still
-    where the landing put it; each commit that takes it out must add an edited form of it (a
-    difflib ratio of at least `cutoff`; a line moved within the file is its own edited form),
-    which is followed on. The lines that were edited, with the commits that edited them; None
-    when some line is not accounted for so: taken out with no edited form added in its place
+) -> LaterEdits | None:
+    """`added` (the patch's added lines in one file, normalized, each copy counted) followed
+    through `later` (the commits after the landing that changed the file, oldest first): a copy
+    no later commit took out is where the landing put it; a commit that takes copies of a line
+    out must add an edited form of it (a difflib ratio of at least `cutoff`; a line moved
+    within the file is its own form), and those copies are followed on as that form. None when
+    some copy is not accounted for so: taken out with no edited form added in its place
     (deleted, rewritten, moved elsewhere), edited by a commit that says it reverts something
-    (the edit may be part of undoing the fix), or its last form is not in the head's file
-    (`head`, its normalized lines: then a commit outside the history read took it out)."""
+    (the edit may be part of undoing the fix), or the head's file (`head`, its normalized lines)
+    has fewer copies of a last form than were followed to it (a commit outside the history read
+    took them out)."""
     import difflib  # here: `carry check` runs as a short process, and few reports need it
 
-    edits = []
-    for line in dict.fromkeys(added):
-        current, commits = line, []
-        for change in later:
-            if not change.removed[current]:
+    live = Counter(added)
+    edited = 0
+    commits: list[str] = []
+    for change in later:
+        for line, copies in list(live.items()):
+            taken = min(copies, change.removed[line])
+            if not taken:
                 continue
             if change.undoing:
                 return None
-            form = difflib.get_close_matches(current, change.added, 1, cutoff)
+            form = difflib.get_close_matches(line, change.added, 1, cutoff)
             if not form:
                 return None
-            if form[0] != current:
+            if form[0] != line:
+                live[line] -= taken
+                live[form[0]] += taken
+                edited += taken
                 commits.append(change.sha)
-            current = form[0]
-        if not head[current]:
-            return None
-        if commits:
-            edits.append(LaterEdit(line, tuple(commits)))
-    return edits
+    if any(head[line] < copies for line, copies in live.items() if copies > 0):
+        return None
+    return LaterEdits(edited, tuple(dict.fromkeys(commits)))

@@ -1529,7 +1529,7 @@ class _PatchCheck:
         if not landed:
             return None
         newer = self.range_commits[: max(landed)][::-1]  # oldest first
-        found: list[edits.LaterEdit] = []
+        found: list[edits.LaterEdits] = []
         for fdiff in self.parsed.files:
             content = files.get(fdiff.path, HeadFile(None)).content
             if fdiff.binary or content is None:
@@ -1549,12 +1549,12 @@ class _PatchCheck:
             edited = edits.edited_later(added, head, later, classify.FUZZY_LINE_CUTOFF)
             if edited is None:
                 return None
-            found += edited
+            found.append(edited)
         commits = tuple(dict.fromkeys(sha for e in found for sha in e.commits))
         self.evidence.append(
             {
                 "signal": "added-lines-edited-later",
-                "lines": len(found),
+                "lines": sum(e.lines for e in found),
                 "commits": list(commits),
                 "detail": "every line the patch adds is where the landing put it, or each later "
                 "upstream commit that took it out put an edited form in its place, and the head "

@@ -4,30 +4,31 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bot.core.edits import FileChange, LaterEdit, edited_later
+from bot.core.edits import FileChange, LaterEdits, edited_later
 
 CUTOFF = 0.8
 ADDED = ["guard=config.guard_value(third)", "check_guard(guard,third)"]
+EDITED = "check_guard(guard,third,strict=True)"
 
 
 def change(sha: str, removed: list[str], added: list[str], undoing: bool = False) -> FileChange:
     return FileChange(sha, Counter(removed), tuple(added), undoing)
 
 
-def test_lines_the_head_still_has_need_no_history():
-    assert edited_later(ADDED, Counter(ADDED), [], CUTOFF) == []
+def test_lines_no_later_commit_took_out_need_nothing_more_than_the_head():
+    assert edited_later(ADDED, Counter(ADDED), [], CUTOFF) == LaterEdits(0, ())
 
 
 def test_an_edit_in_place_is_followed_through_every_later_commit_to_the_head():
-    first = "check_guard(guard,third,strict=True)"
-    second = "check_guard(guard,third,strict=True,tag=x)"
+    again = "check_guard(guard,third,strict=True,tag=x)"
     later = [
-        change("a1", [ADDED[1]], [first]),
+        change("a1", [ADDED[1]], [EDITED]),
         change("b2", ["unrelated=1"], ["unrelated=2"]),
-        change("c3", [first], [second]),
+        change("c3", [EDITED], [again]),
     ]
-    head = Counter([ADDED[0], second])
-    assert edited_later(ADDED, head, later, CUTOFF) == [LaterEdit(ADDED[1], ("a1", "c3"))]
+    assert edited_later(ADDED, Counter([ADDED[0], again]), later, CUTOFF) == LaterEdits(
+        2, ("a1", "c3")
+    )
 
 
 def test_a_line_taken_out_with_nothing_like_it_in_its_place_is_not_accounted_for():
@@ -35,21 +36,17 @@ def test_a_line_taken_out_with_nothing_like_it_in_its_place_is_not_accounted_for
     assert edited_later(ADDED, Counter([ADDED[0], "validate(guard)"]), later, CUTOFF) is None
 
 
-def test_a_missing_line_no_later_commit_took_out_is_not_accounted_for():
-    # the head lacks it, yet no commit after the landing removed it: not upstream's edit
-    edited = "check_guard(guard,third,strict=True)"
-    assert edited_later(ADDED, Counter([ADDED[0], edited]), [], CUTOFF) is None
+def test_a_line_the_head_lacks_that_no_later_commit_took_out_is_not_accounted_for():
+    assert edited_later(ADDED, Counter([ADDED[0], EDITED]), [], CUTOFF) is None
 
 
 def test_an_edit_made_by_a_commit_that_says_it_reverts_is_not_counted():
-    edited = "check_guard(guard,third,strict=True)"
-    later = [change("a1", [ADDED[1]], [edited], undoing=True)]
-    assert edited_later(ADDED, Counter([ADDED[0], edited]), later, CUTOFF) is None
+    later = [change("a1", [ADDED[1]], [EDITED], undoing=True)]
+    assert edited_later(ADDED, Counter([ADDED[0], EDITED]), later, CUTOFF) is None
 
 
 def test_an_edited_form_the_head_no_longer_has_is_not_accounted_for():
-    edited = "check_guard(guard,third,strict=True)"
-    later = [change("a1", [ADDED[1]], [edited]), change("b2", [edited], [])]
+    later = [change("a1", [ADDED[1]], [EDITED]), change("b2", [EDITED], [])]
     assert edited_later(ADDED, Counter([ADDED[0]]), later, CUTOFF) is None
 
 
@@ -61,4 +58,13 @@ def test_a_line_a_later_commit_deleted_does_not_count_for_a_copy_elsewhere_in_th
 
 def test_a_line_moved_within_the_file_is_its_own_edited_form():
     later = [change("a1", [ADDED[1]], ["other=1", ADDED[1]])]
-    assert edited_later(ADDED, Counter(ADDED), later, CUTOFF) == []
+    assert edited_later(ADDED, Counter(ADDED), later, CUTOFF) == LaterEdits(0, ())
+
+
+def test_every_copy_of_a_line_the_patch_adds_several_times_must_be_in_the_head():
+    flags = ["fullgraph=false"] * 3
+    # one copy edited, and the head has it; the other two must still be there as they were
+    later = [change("a1", ["fullgraph=false"], ["fullgraph=false;lazy"])]
+    head = Counter({"fullgraph=false": 2, "fullgraph=false;lazy": 1})
+    assert edited_later(flags, head, later, CUTOFF) == LaterEdits(1, ("a1",))
+    assert edited_later(flags, head - Counter({"fullgraph=false": 1}), later, CUTOFF) is None
