@@ -1,11 +1,12 @@
 """Whether upstream's own later commits edited the lines a landed patch added.
 
-Pure. Upstream took a patch's very diff (same patch id) and then kept working on that code: a
-line the patch adds is no longer in the head as the patch wrote it, but a later commit of the
-range took that line out and the head has an edited form of it. That is upstream's own
-evolution of the fix, not a loss of it. A line that later commits took out with no edited form
-left in the head (deleted, or moved to another file) is not accounted for: upstream may have
-dropped part of the fix, and a human decides.
+Pure. Upstream took a patch's very diff (same patch id) and then kept working on that code. Each
+line the patch adds is followed through the commits after the landing: where a commit took it
+out and put an edited form of it in its place (an argument added, a comment appended, a value
+retuned), upstream evolved its own copy of the fix, and the head holding the last form means
+nothing is left for the patch to do. A line taken out with nothing like it put in its place
+(deleted, rewritten, moved to another file) is not accounted for: upstream may have dropped
+part of the fix, and a human decides.
 """
 
 from __future__ import annotations
