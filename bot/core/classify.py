@@ -371,8 +371,9 @@ class Signals:
     linked_merged_in_head: bool = False  # a linked PR's merge commit is an ancestor of head
     matched_commit: bool = False  # an upstream commit in range matches (patch-id or subject)
     matched_reverted: bool = False  # ... and a later upstream commit reverted it
-    landed_same_diff: bool = False  # an upstream commit has the patch's very diff (patch id),
-    # and nothing found undid it
+    landed_same_diff: bool = False  # an upstream commit has the patch's very diff (patch id,
+    # or the same changed lines in the same functions with other context), and nothing undid it
+    landed_other_context: bool = False  # ... found only by its changed lines (changeid)
     removals_readded: bool = False  # a commit after that landing adds back lines the patch removes
     added_all_in_head: bool = False  # every substantive line the patch adds is in the head
     added_kept_or_edited: bool = False  # ... or, followed through the commits after the landing,
@@ -440,7 +441,8 @@ def decide(sig: Signals) -> Verdict:
         return Verdict(
             Status.CONTAINED,
             Decision.DROP,
-            "upstream took the patch's very diff (same patch id) and nothing undid it: the patch "
+            f"upstream took the patch's very diff ({_same_diff_words(sig)}) and nothing undid "
+            "it: the patch "
             "reverse-applies, a 3-way apply changes nothing and every line it adds is in the "
             "head; the code it removes that the head still has elsewhere was not added back "
             "after upstream took it",
@@ -462,6 +464,12 @@ def decide(sig: Signals) -> Verdict:
     if sig.forward or sig.three_way == "clean":
         return _applied_verdict(sig, present)
     return _failed_verdict(sig, states, present)
+
+
+def _same_diff_words(sig: Signals) -> str:
+    if sig.landed_other_context:
+        return "the same changed lines in the same functions, with other context"
+    return "same patch id"
 
 
 def _landed_in_range(sig: Signals) -> bool:
@@ -535,7 +543,8 @@ def _edited_landing_verdict(sig: Signals) -> Verdict:
     return Verdict(
         Status.CONTAINED,
         Decision.DROP,
-        "upstream took the patch's very diff (same patch id) and nothing undid it; later "
+        f"upstream took the patch's very diff ({_same_diff_words(sig)}) and nothing undid it; "
+        "later "
         f"upstream edits left {other} of its {len(sig.hunks)} hunks in another version, but "
         f"{kept}, and none it removes came back: nothing is left for the patch to do",
     )

@@ -41,32 +41,36 @@ def edited_later(
     through `later` (the commits after the landing that changed the file, oldest first): a copy
     no later commit took out is where the landing put it; a commit that takes copies of a line
     out must add an edited form of it (a difflib ratio of at least `cutoff`; a line moved
-    within the file is its own form), and those copies are followed on as that form. None when
-    some copy is not accounted for so: taken out with no edited form added in its place
-    (deleted, rewritten, moved elsewhere), edited by a commit that says it reverts something
-    (the edit may be part of undoing the fix), or the head's file (`head`, its normalized lines)
+    within the file is its own form), and those copies are followed on as that form. A commit
+    that says it reverts something may only put a copy back into a form it already had (the
+    patch's own line, or an earlier edit of it): anything else may be part of undoing the fix.
+    None when some copy is not accounted for so: taken out with no edited form added in its
+    place (deleted, rewritten, moved elsewhere), turned by a reverting commit into a form it
+    never had, or the head's file (`head`, its normalized lines)
     has fewer copies of a last form than were followed to it (a commit outside the history read
     took them out)."""
     import difflib  # here: `carry check` runs as a short process, and few reports need it
 
     live = Counter(added)
-    edited = 0
+    forms = set(added)  # every form a copy has been followed to: the patch's own, then edits
     commits: list[str] = []
     for change in later:
         for line, copies in list(live.items()):
             taken = min(copies, change.removed[line])
             if not taken:
                 continue
-            if change.undoing:
-                return None
-            form = difflib.get_close_matches(line, change.added, 1, cutoff)
+            # A commit that says it reverts may only put back a form the copy already had
+            # (undoing upstream's own edit, as when a big rebase is reverted and redone).
+            allowed = [a for a in change.added if a in forms] if change.undoing else change.added
+            form = difflib.get_close_matches(line, allowed, 1, cutoff)
             if not form:
                 return None
             if form[0] != line:
                 live[line] -= taken
                 live[form[0]] += taken
-                edited += taken
+                forms.add(form[0])
                 commits.append(change.sha)
     if any(head[line] < copies for line, copies in live.items() if copies > 0):
         return None
+    edited = sum((live - Counter(added)).values())  # copies the head has only as an edit
     return LaterEdits(edited, tuple(dict.fromkeys(commits)))

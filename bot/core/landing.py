@@ -23,6 +23,7 @@ class How(StrEnum):
     """How a landing commit was found."""
 
     PATCH_ID = "patch-id"  # the commit's diff has the patch's patch id
+    CHANGES = "changes"  # the commit makes the patch's changed lines in the same functions
     SUBJECT = "subject"  # the commit has the patch's subject
     LINKED_PR = "linked-pr"  # the merge commit of a PR linked to the patch
     DECLARED_PR = "declared-pr"  # the merge of the PR a fix page or drop_when declares

@@ -136,12 +136,14 @@ def cell_for(report: PatchReport, own_commit: str | None, in_head: bool) -> Cell
 
 def _landing(report: PatchReport) -> str | None:
     """The upstream commit that brought the head's version: the engine's first landing (history
-    matches come before content matches), else a patch-id match in the evidence."""
+    matches come before content matches), else a patch-id or changed-lines match in the
+    evidence."""
     for commit in report.upstream_commits or ():
         if commit.get("sha"):
             return str(commit["sha"])
     for entry in report.evidence:
-        match = entry.get("signal") == "patch-id-match" and not entry.get("reverted_by")
+        same = entry.get("signal") in ("patch-id-match", "changes-match")
+        match = same and not entry.get("reverted_by")
         if match and entry.get("commit"):
             return str(entry["commit"])
     return None

@@ -137,9 +137,11 @@ def _where_upstream_took(patch: PatchState) -> tuple[str | None, str | None]:
     merge of a declared PR (fix page, drop_when)."""
     commit = pr = None
     for entry in patch.evidence:
-        if entry.get("signal") in ("patch-id-match", "subject-match") and not entry.get(
-            "reverted_by"
-        ):
+        if entry.get("signal") in (
+            "patch-id-match",
+            "changes-match",
+            "subject-match",
+        ) and not entry.get("reverted_by"):
             commit = commit or entry.get("commit")
         if entry.get("signal") == "declared-pr" and entry.get("merged"):
             commit = commit or entry.get("merge_commit")

@@ -40,7 +40,7 @@ from bot.core.state import PrInfo, SeriesState
 SCHEMA = 2  # of the JSON form (the resume file and --json)
 _PR_IN_SUBJECT = re.compile(r"\(#(\d+)\)")
 _HUMAN_STATUSES = (Status.CONFLICT, Status.PARTIAL, Status.INVALID)
-_MATCH_SIGNALS = ("patch-id-match", "subject-match")
+_MATCH_SIGNALS = ("patch-id-match", "changes-match", "subject-match")
 
 
 class ReplayInputError(ValueError):

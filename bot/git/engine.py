@@ -718,7 +718,7 @@ class Engine:
         return {
             i: _RangeEvidence(
                 head,
-                [m for m in series_history.matches[position] if m.how == "patch-id"],
+                [m for m in series_history.matches[position] if m.how in history.SAME_DIFF],
                 series_history.commits,
                 anchored=False,
             )
@@ -1493,12 +1493,18 @@ class _PatchCheck:
             "matched_commit": any(m.reverted_by is None for m in self.matches),
             "matched_reverted": bool(self.matches) and len(reverts) == len(self.matches),
             "landed_same_diff": bool(self._same_diff_landings()),
+            "landed_other_context": not any(
+                m.how == "patch-id" and not m.reverted_by for m in self.matches
+            ),
             "reverts": reverts,
         }
 
     def _same_diff_landings(self) -> list[str]:
-        """Upstream commits with the patch's very diff (patch id) that nothing undid."""
-        return [m.commit.sha for m in self.matches if m.how == "patch-id" and not m.reverted_by]
+        """Upstream commits with the patch's very diff (patch id, or the same changed lines in
+        the same functions with other context) that nothing undid."""
+        return [
+            m.commit.sha for m in self.matches if m.how in history.SAME_DIFF and not m.reverted_by
+        ]
 
     def _same_diff_facts(self, signals: Signals, files: dict[str, HeadFile]) -> Signals:
         """What the head kept of a same-diff landing: every line the patch adds, and none of
@@ -1632,9 +1638,9 @@ class _PatchCheck:
             f"searched the head's newest {len(self.range_commits)} commits touching its files"
         )
         if self.matches:
-            detail = f"{unknown}; {searched}: matched by patch id"
+            detail = f"{unknown}; {searched}: matched by patch id or changed lines"
         else:
-            detail = f"{unknown}; {searched}: no patch-id match"
+            detail = f"{unknown}; {searched}: no patch-id or changed-lines match"
         return {"signal": "history", "result": "head-history", "detail": detail}
 
     def _declared(self, verdict: Verdict, predates_range: bool) -> Verdict:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from bot.core.changeid import change_id
 from bot.core.classify import added_runs, normalize
 from bot.core.linetrack import CommitHunks, ZeroHunk
 from bot.core.patchfile import PatchFile, split_lines
@@ -59,7 +60,7 @@ class Undone(StrEnum):
 @dataclass(frozen=True)
 class Match:
     commit: UpstreamCommit
-    how: str  # "patch-id" | "subject"
+    how: str  # "patch-id" | "changes" (the same changed lines, other context) | "subject"
     reverted_by: str | None
     reverted_how: Undone | None = None
 
@@ -75,6 +76,8 @@ def _split_sections(diff: bytes) -> dict[str, bytes]:
             sections[path] = chunk
     return sections
 
+
+SAME_DIFF = ("patch-id", "changes")  # match kinds that mean upstream took the patch's diff
 
 LOG_FORMAT = "--format=%x1eCARRY-COMMIT %H%x1f%s%x1f%b%x1f"
 
@@ -174,6 +177,7 @@ class SeriesHistory:
             commits = read_range(git, rev_range, union, own)
         self.commits = commits
         self.patch_ids = {} if patch_ids is None else patch_ids
+        self.change_ids: dict[bytes, str | None] = {}
         self.matches = self._match_all(git, patches)
 
     def _match_all(self, git: Git, patches: list[tuple[PatchFile, bytes]]) -> list[list[Match]]:
@@ -196,11 +200,27 @@ class SeriesHistory:
             how = None
             if own_id and self.patch_ids.get(_digest(diff)) == own_id:
                 how = "patch-id"
+            elif self._same_changes(own[pi], diff):
+                how = "changes"
             elif len(wanted) >= MIN_SUBJECT_CHARS and subject_key(commit.subject) == wanted:
                 how = "subject"
             if how:
                 result[pi].append(_match(git, commit, how, self.commits[:ci]))
         return result
+
+    def _same_changes(self, own: bytes, diff: bytes) -> bool:
+        """The commit's diff makes the patch's very changes in the same functions, with other
+        context (a cherry-pick onto a line whose surrounding code differs): changeid."""
+        mine = self._change_id(own)
+        if mine is None or _first_change(own) not in diff:  # a cheap look before parsing
+            return False
+        return self._change_id(diff) == mine
+
+    def _change_id(self, diff: bytes) -> str | None:
+        key = _digest(diff)
+        if key not in self.change_ids:
+            self.change_ids[key] = change_id(diff)
+        return self.change_ids[key]
 
     def _compute_ids(self, git: Git, diffs: list[bytes]) -> None:
         """Fills `patch_ids` for the diffs it lacks, in process where bot.core.patchid is sure
@@ -224,6 +244,15 @@ class SeriesHistory:
         for line in out.splitlines():
             pid, fake = line.split()
             self.patch_ids[order[int(fake, 16)]] = pid
+
+
+def _first_change(diff: bytes) -> bytes:
+    """The text of the diff's first added or removed line with text: a diff with the same
+    changes has it (unless upstream also changed its spacing: then no match, as before)."""
+    for line in diff.split(b"\n"):
+        if line[:1] in (b"+", b"-") and not line.startswith((b"+++", b"---")) and line[1:].strip():
+            return line[1:].strip()
+    return b""
 
 
 def _digest(diff: bytes) -> bytes:

@@ -56,6 +56,7 @@ class FileCommits:
 
 HOW_WORDS = {
     "patch-id": "the same patch id",
+    "changes": "the same changed lines, other context",
     "subject": "the same subject",
     "linked-pr": "the merge of the linked PR",
     "content": "added the lines upstream has",

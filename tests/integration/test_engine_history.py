@@ -195,7 +195,7 @@ def test_without_a_base_the_reason_says_the_heads_history_had_no_match(up, tmp_p
     up.commit("upstream drops it its own way", {"mod.py": BODY.replace("compute(2)", "c(2)")})
     p = only(check(up, "main", [PatchInput("removal.diff", removal)], tmp_path))
     assert p.decision == Decision.REVIEW
-    assert "no patch-id match" in signals(p)["history"]["detail"]
+    assert "no patch-id or changed-lines match" in signals(p)["history"]["detail"]
 
 
 def test_conflict_blame_from_the_touch_index_equals_a_walk_of_the_range(up, tmp_path):

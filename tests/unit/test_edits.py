@@ -26,8 +26,9 @@ def test_an_edit_in_place_is_followed_through_every_later_commit_to_the_head():
         change("b2", ["unrelated=1"], ["unrelated=2"]),
         change("c3", [EDITED], [again]),
     ]
+    # one copy, edited twice: the head has one line only in an edited form
     assert edited_later(ADDED, Counter([ADDED[0], again]), later, CUTOFF) == LaterEdits(
-        2, ("a1", "c3")
+        1, ("a1", "c3")
     )
 
 
@@ -68,3 +69,19 @@ def test_every_copy_of_a_line_the_patch_adds_several_times_must_be_in_the_head()
     head = Counter({"fullgraph=false": 2, "fullgraph=false;lazy": 1})
     assert edited_later(flags, head, later, CUTOFF) == LaterEdits(1, ("a1",))
     assert edited_later(flags, head - Counter({"fullgraph=false": 1}), later, CUTOFF) is None
+
+
+def test_a_revert_may_only_put_a_line_back_into_a_form_it_already_had():
+    """A big rebase edits the line, is reverted, and is redone: the revert undid upstream's own
+    edit, not the fix. A revert that turns the line into a form it never had is not followed."""
+    later = [
+        change("a1", [ADDED[1]], [EDITED]),
+        change("r2", [EDITED], [ADDED[1]], undoing=True),
+        change("c3", [ADDED[1]], [EDITED]),
+    ]
+    assert edited_later(ADDED, Counter([ADDED[0], EDITED]), later, CUTOFF) == LaterEdits(
+        1, ("a1", "r2", "c3")
+    )
+    other = "check_guard(guard,third,strict=False)"
+    undone = [change("a1", [ADDED[1]], [EDITED]), change("r2", [EDITED], [other], undoing=True)]
+    assert edited_later(ADDED, Counter([ADDED[0], other]), undone, CUTOFF) is None
