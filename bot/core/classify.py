@@ -116,6 +116,15 @@ def hunk_state(hunk: Hunk, head_lines: Sequence[bytes]) -> tuple[HunkState, str]
     pre = [_bare(line) for line in hunk.side("-")]
     post = [_bare(line) for line in hunk.side("+")]
     has_pre, has_post = _find_block(head_lines, pre), _find_block(head_lines, post)
+    end = _file_end(hunk)
+    if has_pre and end and not hunk.removed:
+        # A hunk that only adds at the start or the end of the file has nothing but context
+        # as its pre-image, and that context is where the change is still to be made only at
+        # that end of the head's file (as `git apply` matches it): elsewhere it is the start
+        # of the post-image, or code that other lines now follow.
+        width = len(pre)
+        edge = head_lines[:width] if end == "start" else head_lines[len(head_lines) - width :]
+        has_pre = len(head_lines) >= width and list(edge) == pre
     if has_post and not has_pre:
         return HunkState.APPLIED, "post-image found"
     if has_pre and not has_post:
@@ -123,6 +132,21 @@ def hunk_state(hunk: Hunk, head_lines: Sequence[bytes]) -> tuple[HunkState, str]
     if has_pre and has_post:
         return HunkState.PENDING, "both images found (duplicated code in the head)"
     return _similarity(hunk, head_lines)
+
+
+def _file_end(hunk: Hunk) -> str | None:
+    """ "start" or "end" when the hunk begins or ends the old file, as git writes a diff with
+    context: lines of context on one side of the change and none on the other."""
+    body = [line for line in hunk.lines if not line.startswith(b"\\")]
+    changed = [i for i, line in enumerate(body) if line[:1] in (b"+", b"-")]
+    if not changed:
+        return None
+    lead, trail = changed[0], len(body) - 1 - changed[-1]
+    if lead and not trail:
+        return "end"
+    if trail and not lead and hunk.old_start <= 1:
+        return "start"
+    return None
 
 
 def _similarity(hunk: Hunk, head_lines: Sequence[bytes]) -> tuple[HunkState, str]:

@@ -13,6 +13,7 @@ from bot.core.classify import (
     added_runs,
     contains,
     decide,
+    hunk_state,
     removed_blocks,
 )
 from bot.core.patchfile import parse_patch
@@ -361,3 +362,68 @@ def test_every_review_names_the_choice_it_leaves(case, signals, status, decision
     verdict = decide(signals)
     assert verdict.decision == REVIEW
     assert "drop" in verdict.reason and "keep" in verdict.reason, verdict.reason
+
+
+END_OF_FILE_ADDITION = b"""\
+diff --git a/pkg/models.py b/pkg/models.py
+--- a/pkg/models.py
++++ b/pkg/models.py
+@@ -3,3 +3,4 @@ def register():
+     import pkg.models.alpha  # noqa: F401
+     import pkg.models.beta  # noqa: F401
+     import pkg.models.gamma  # noqa: F401
++    import pkg.models.delta  # noqa: F401
+"""
+
+LINES = [
+    b"def register():",
+    b"    import pkg.models.alpha  # noqa: F401",
+    b"    import pkg.models.beta  # noqa: F401",
+    b"    import pkg.models.gamma  # noqa: F401",
+]
+DELTA = b"    import pkg.models.delta  # noqa: F401"
+
+
+def end_of_file_hunk():
+    return parse_patch(END_OF_FILE_ADDITION).files[0].hunks[0]
+
+
+@pytest.mark.parametrize(
+    ("head", "state"),
+    [
+        # vllm-gaudi a45a0368a1 on main: the line added at the end of the file is there, and the
+        # hunk's pre-image (its context alone) is found only as the start of its post-image.
+        ([*LINES, DELTA], HunkState.APPLIED),
+        ([*LINES, DELTA, b"    import pkg.models.epsilon  # noqa: F401"], HunkState.APPLIED),
+        (LINES, HunkState.PENDING),
+        # the context is there with other lines after it and the added line is not: the
+        # change was not made at the end, and the end has moved on (git apply: no match)
+        ([*LINES, b"    import pkg.models.epsilon  # noqa: F401"], HunkState.ABSENT),
+        # a second copy of the context without the line: duplicated code, still pending
+        ([*LINES, DELTA, b"", *LINES[1:]], HunkState.PENDING),
+    ],
+)
+def test_an_end_of_file_addition_is_applied_when_its_context_is_only_part_of_it(head, state):
+    assert hunk_state(end_of_file_hunk(), head)[0] is state
+
+
+def test_a_start_of_file_addition_is_pending_only_at_the_start():
+    start = parse_patch(
+        b"""\
+diff --git a/pkg/models.py b/pkg/models.py
+--- a/pkg/models.py
++++ b/pkg/models.py
+@@ -1,3 +1,4 @@
++# Copyright the pkg authors: the header every module starts with
+ def register():
+     import pkg.models.alpha  # noqa: F401
+     import pkg.models.beta  # noqa: F401
+"""
+    )
+    hunk = start.files[0].hunks[0]
+    assert hunk_state(hunk, LINES)[0] is HunkState.PENDING
+    header = b"# Copyright the pkg authors: the header every module starts with"
+    assert hunk_state(hunk, [header, *LINES])[0] is HunkState.APPLIED
+    moved = [b"import os", header, *LINES]
+    assert hunk_state(hunk, moved)[0] is HunkState.APPLIED
+    assert hunk_state(hunk, [b"import os", *LINES])[0] is not HunkState.PENDING
