@@ -403,6 +403,8 @@ class Signals:
     added_kept_or_edited: bool = False  # ... or, followed through the commits after the landing,
     # each is where the landing put it or was edited in place, and the head has its last form
     edited_by: tuple[str, ...] = ()  # those later commits, oldest first
+    deleted_later: tuple[tuple[str, str], ...] = ()  # (path, commit): files the patch changes
+    # that a later commit, made on top of the landing, deleted whole
     reverts: tuple[tuple[str, str], ...] = ()  # (landing, the commit that undid it) pairs
     present_predates_range: bool = False  # the history range was read whole and no commit in
     # it brought any hunk the head has (added its lines there, or took out what it removes):
@@ -564,6 +566,9 @@ def _edited_landing_verdict(sig: Signals) -> Verdict:
             "every line the patch adds is still in the head or was edited in place by "
             f"upstream's later {'commit' if len(sig.edited_by) == 1 else 'commits'} {named}"
         )
+    if sig.deleted_later:
+        gone = ", ".join(f"{path} ({sha[:12]})" for path, sha in sig.deleted_later)
+        kept = f"{kept}, except in what upstream later deleted whole: {gone}"
     return Verdict(
         Status.CONTAINED,
         Decision.DROP,

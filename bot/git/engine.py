@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("carry.engine")
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}(\^[0-9]*)*$")
+_DELETES_FILE = re.compile(rb"^deleted file mode ", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -1519,27 +1520,40 @@ class _PatchCheck:
         whole = all(h.state in (HunkState.APPLIED, HunkState.SIMILAR) for h in signals.hunks)
         if signals.removals_readded or (signals.added_all_in_head and whole):
             return signals
-        edited_by = self._added_edited_later(files)
-        if edited_by is None:
+        later = self._added_edited_later(files)
+        if later is None:
             return signals
-        return replace(signals, added_kept_or_edited=True, edited_by=edited_by)
+        edited_by, deleted = later
+        return replace(
+            signals, added_kept_or_edited=True, edited_by=edited_by, deleted_later=deleted
+        )
 
-    def _added_edited_later(self, files: dict[str, HeadFile]) -> tuple[str, ...] | None:
+    def _added_edited_later(
+        self, files: dict[str, HeadFile]
+    ) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]] | None:
         """The commits after the same-diff landing that edited, in place, lines the patch adds
-        (edits.edited_later), oldest first; None when some added line is not accounted for
-        (taken out with no edited form put in its place, or its last form not in the head).
-        A line the patch removes that the head still has is upstream's own copy: the caller
-        has checked that no commit after the landing added one back."""
+        (edits.edited_later), oldest first, and the files a later commit deleted whole
+        ((path, commit) pairs, see _deleted_whole); None when some added line is not
+        accounted for (taken out with no edited form put in its place, or its last form not
+        in the head). A line the patch removes that the head still has is upstream's own copy:
+        the caller has checked that no commit after the landing added one back."""
         order = [c.sha for c in self.range_commits]  # newest first
         landed = [order.index(sha) for sha in self._same_diff_landings() if sha in order]
         if not landed:
             return None
         newer = self.range_commits[: max(landed)][::-1]  # oldest first
         found: list[edits.LaterEdits] = []
+        deleted: list[tuple[str, str]] = []
         for fdiff in self.parsed.files:
             content = files.get(fdiff.path, HeadFile(None)).content
-            if fdiff.binary or content is None:
+            if fdiff.binary:
                 return None
+            if content is None:
+                deleter = self._deleted_whole(fdiff.path, newer)
+                if deleter is None:
+                    return None
+                deleted.append((fdiff.path, deleter))
+                continue
             head = Counter(n for line in content.splitlines() if (n := classify.normalize(line)))
             added = [n for h in fdiff.hunks for line in h.added if (n := classify.normalize(line))]
             later = [
@@ -1562,12 +1576,35 @@ class _PatchCheck:
                 "signal": "added-lines-edited-later",
                 "lines": sum(e.lines for e in found),
                 "commits": list(commits),
+                "deleted_files": [{"path": path, "commit": sha} for path, sha in deleted],
                 "detail": "every line the patch adds is where the landing put it, or each later "
                 "upstream commit that took it out put an edited form in its place, and the head "
-                "has the last form",
+                "has the last form"
+                + (
+                    "; a file upstream deleted whole after the landing, in a commit made on top "
+                    "of it that does not say it reverts, has nothing left for the patch"
+                    if deleted
+                    else ""
+                ),
             }
         )
-        return commits
+        return commits, tuple(deleted)
+
+    def _deleted_whole(self, path: str, newer: list[history.UpstreamCommit]) -> str | None:
+        """The commit after the landing that deleted `path` whole, when the head lacks it:
+        the last commit of the range touching it deletes it, does not say it reverts anything,
+        and descends from a same-diff landing, so the file it deleted had the patch's change
+        (not a side branch, forked before the landing, whose merge dropped the file).
+        None otherwise."""
+        touching = [c for c in newer if path in c.sections]
+        if not touching:
+            return None
+        last = touching[-1]
+        if not _DELETES_FILE.search(last.sections[path]) or history.says_revert(last):
+            return None
+        if not any(self.git.is_ancestor(sha, last.sha) for sha in self._same_diff_landings()):
+            return None
+        return last.sha
 
     def _removals_readded(self) -> bool:
         """A commit newer than the oldest same-diff landing adds back a line the patch removes
